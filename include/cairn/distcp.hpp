@@ -1,0 +1,72 @@
+// Cairn: the per-rank layout. A checkpoint is a directory holding
+// `__<rank>_<k>.distcp` files of raw chunk bytes, written by each rank through
+// MPI-IO, and `metadata.h5`, the metadata as an HDF5 attribute group written
+// by the coordinator at commit (docs/FORMAT.md).
+#pragma once
+
+#include "cairn/storage.hpp"
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace cairn {
+
+/// Name of the committed metadata file inside a per-rank checkpoint directory.
+inline constexpr const char* metadata_file_name = "metadata.h5";
+
+/// Options of the per-rank writer (see SaveOptions for their meaning).
+struct DistcpWriterOptions {
+    bool fsync = true;
+    int files_per_rank = 1;
+    std::size_t alignment = 4096;
+    bool overwrite = false;
+    std::size_t staging_bytes = std::size_t(64) << 20;
+};
+
+/// Writes the per-rank layout through MPI-IO (each rank opens its own files
+/// on MPI_COMM_SELF; chunks at explicit offsets, large ones aligned, small
+/// ones coalesced into one write). Commit: data synced, metadata written as
+/// `.metadata.h5.tmp`, synced, renamed to `metadata.h5`, directory synced.
+/// Overwriting a committed checkpoint writes into a sibling staging directory
+/// and swaps it in at commit.
+class DistcpWriter : public StorageWriter {
+public:
+    explicit DistcpWriter(DistcpWriterOptions options = {});
+    ~DistcpWriter() override;
+    void reset(const std::string& checkpoint_id) override;
+    void set_up_storage_writer(bool is_coordinator, MPI_Comm comm) override;
+    std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override;
+    std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override;
+    void finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>& results) override;
+    void abort() noexcept override;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> m_impl;
+};
+
+/// Reads the per-rank layout: only the byte runs of each chunk that overlap
+/// the requested boxes, merged into larger reads when the gaps between them
+/// are small (data sieving), through a bounded buffer.
+class DistcpReader : public StorageReader {
+public:
+    explicit DistcpReader(std::size_t staging_bytes = std::size_t(64) << 20);
+    ~DistcpReader() override;
+    void reset(const std::string& checkpoint_id) override;
+    Metadata read_metadata() override;
+    void set_up_storage_reader(const Metadata& metadata, bool is_coordinator, MPI_Comm comm) override;
+    void read_data(const LoadPlan& plan, LoadPlanner& planner) override;
+
+    /// Bytes read from files by the last read_data (including sieving gaps).
+    std::uint64_t bytes_read() const noexcept;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> m_impl;
+};
+
+/// True when `path` holds a committed per-rank checkpoint. Local.
+bool is_distcp_checkpoint(const std::string& path);
+
+} // namespace cairn

@@ -1,0 +1,69 @@
+// Cairn: exception types. Every public call reports failure by throwing one of
+// these; collective calls throw the same type with the same message on every rank.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace cairn {
+
+/// Base of every exception Cairn throws.
+class Error : public std::runtime_error {
+public:
+    /// Stable code of the concrete type; used to re-create the same exception
+    /// on every rank after an error agreement.
+    enum class Kind : int { generic = 0, usage = 1, mismatch = 2, read = 3, write = 4, format = 5, not_found = 6 };
+
+    Error(Kind kind, const std::string& what) : std::runtime_error(what), m_kind(kind) {}
+    Kind kind() const noexcept { return m_kind; }
+
+private:
+    Kind m_kind;
+};
+
+namespace error {
+
+/// The caller used the API wrongly: a bad shard, box, name or option. Names
+/// the entry and what is wrong with it.
+class WrongAPIUsage : public Error {
+public:
+    explicit WrongAPIUsage(const std::string& what) : Error(Kind::usage, what) {}
+};
+
+/// The state dict and the checkpoint (or the ranks among themselves) disagree:
+/// a dtype, a global shape, a key set. The message gives both values.
+class Mismatch : public Error {
+public:
+    explicit Mismatch(const std::string& what) : Error(Kind::mismatch, what) {}
+};
+
+/// Reading a checkpoint failed (I/O error, short read). Names the file.
+class ReadError : public Error {
+public:
+    explicit ReadError(const std::string& what) : Error(Kind::read, what) {}
+};
+
+/// Writing a checkpoint failed (I/O error, full disk, permission). Names the file.
+class WriteError : public Error {
+public:
+    explicit WriteError(const std::string& what) : Error(Kind::write, what) {}
+};
+
+/// Stored bytes are not what Cairn wrote: corrupt or foreign metadata, an
+/// unknown format version, an encoded plan that does not decode.
+class FormatError : public Error {
+public:
+    explicit FormatError(const std::string& what) : Error(Kind::format, what) {}
+};
+
+/// The checkpoint (or an entry asked for) does not exist.
+class NotFound : public Error {
+public:
+    explicit NotFound(const std::string& what) : Error(Kind::not_found, what) {}
+};
+
+/// Throws the exception of `kind` with `what`. Used after error agreement.
+[[noreturn]] void throw_error(Error::Kind kind, const std::string& what);
+
+} // namespace error
+} // namespace cairn

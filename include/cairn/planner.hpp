@@ -1,0 +1,126 @@
+// Cairn: planners decide what is written and read. The defaults dedup
+// replicated data, validate the global state and reshard on load; subclass
+// them (or implement the interfaces) to change a step, e.g. to cast on save.
+#pragma once
+
+#include "cairn/plan.hpp"
+#include "cairn/state_dict.hpp"
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace cairn {
+
+/// A readable region of memory handed to a storage writer.
+struct DataRef {
+    StridedView view;
+    MemorySpace space = MemorySpace::host;
+};
+
+/// One state-dict entry after flattening nested dicts and Stateful objects.
+struct FlatEntry {
+    std::string fqn;
+    const Entry* entry; ///< never a nested dict or Stateful
+};
+
+/// Save planner. Call sequence on every rank (as the seeds' planner):
+/// set_up_planner -> create_local_plan -> [coordinator: create_global_plan]
+/// -> finish_plan -> resolve_data (called by the storage for each item).
+class SavePlanner {
+public:
+    virtual ~SavePlanner() = default;
+    /// Local. Receives the caller's state; may throw error::WrongAPIUsage.
+    virtual void set_up_planner(StateDict& state, bool is_coordinator) = 0;
+    /// Local. The write items of this rank.
+    virtual SavePlan create_local_plan() = 0;
+    /// Coordinator only. Validates and dedups all ranks' plans (index = rank),
+    /// returns the final plans and the metadata (chunk storage still empty).
+    virtual std::pair<std::vector<SavePlan>, Metadata> create_global_plan(std::vector<SavePlan> plans) = 0;
+    /// Local. Turns the coordinator's plan for this rank into the plan to execute.
+    virtual SavePlan finish_plan(SavePlan central_plan) { return central_plan; }
+    /// Local. The memory holding the data of `item` (dense or strided).
+    virtual DataRef resolve_data(const WriteItem& item) = 0;
+};
+
+/// Load planner. Call sequence on every rank: set_up_planner ->
+/// create_local_plan -> [create_global_plan on the coordinator when
+/// needs_global_plan()] -> finish_plan -> resolve_destination / load_bytes
+/// (called by the storage reader) -> finish.
+class LoadPlanner {
+public:
+    virtual ~LoadPlanner() = default;
+    virtual void set_up_planner(StateDict& state, const Metadata& metadata, bool is_coordinator) = 0;
+    virtual LoadPlan create_local_plan() = 0;
+    /// Whether plans are gathered to the coordinator for a global step.
+    virtual bool needs_global_plan() const { return false; }
+    virtual std::vector<LoadPlan> create_global_plan(std::vector<LoadPlan> plans) { return plans; }
+    virtual LoadPlan finish_plan(LoadPlan central_plan) { return central_plan; }
+    /// Where the elements of an array read item go (a strided host view of
+    /// exactly `item.box`).
+    virtual DataRef resolve_destination(const ReadItem& item) = 0;
+    /// Receives the whole content of a bytes entry.
+    virtual void load_bytes(const ReadItem& item, std::vector<std::byte> data) = 0;
+    /// After all reads of this rank: sets scalars and strings, calls
+    /// Stateful::load_state_dict.
+    virtual void finish() = 0;
+};
+
+/// Flattens nested dicts and Stateful objects (calling their state_dict())
+/// into entries named "<outer>.<inner>". `keep` receives the dicts returned by
+/// Stateful objects, which the flat entries point into. Throws
+/// error::WrongAPIUsage on a duplicate flattened name.
+std::vector<FlatEntry> flatten(StateDict& state, std::vector<std::pair<Stateful*, std::shared_ptr<StateDict>>>& keep);
+
+/// The default save planner: one write item per array shard (empty boxes
+/// only validated), bytes, scalars and strings; the global plan checks that
+/// every rank has the same keys, dtypes and global shapes, boxes in bounds,
+/// disjoint (identical boxes are replicas) and covering each array; replicas,
+/// bytes, scalars and strings are checked for equal content and written once,
+/// by the holder with the fewest bytes assigned so far.
+class DefaultSavePlanner : public SavePlanner {
+public:
+    void set_up_planner(StateDict& state, bool is_coordinator) override;
+    SavePlan create_local_plan() override;
+    std::pair<std::vector<SavePlan>, Metadata> create_global_plan(std::vector<SavePlan> plans) override;
+    DataRef resolve_data(const WriteItem& item) override;
+
+protected:
+    const Entry& lookup(const std::string& fqn) const;
+    std::vector<FlatEntry> m_flat;
+    std::vector<std::pair<Stateful*, std::shared_ptr<StateDict>>> m_keep;
+    std::map<std::string, std::size_t> m_index;
+    bool m_is_coordinator = false;
+};
+
+/// The default load planner: reshards. For each array of the state it
+/// intersects the rank's box with the stored chunks and reads only those
+/// regions. Without `partial`, every key of the state must be in the
+/// checkpoint and every key of the checkpoint in the state; with it, keys on
+/// either side only are skipped (see missing() and skipped()).
+class DefaultLoadPlanner : public LoadPlanner {
+public:
+    explicit DefaultLoadPlanner(bool partial = false) : m_partial(partial) {}
+    void set_up_planner(StateDict& state, const Metadata& metadata, bool is_coordinator) override;
+    LoadPlan create_local_plan() override;
+    DataRef resolve_destination(const ReadItem& item) override;
+    void load_bytes(const ReadItem& item, std::vector<std::byte> data) override;
+    void finish() override;
+
+    /// Keys of the state that the checkpoint lacks (partial loads only).
+    const std::vector<std::string>& missing() const noexcept { return m_missing; }
+    /// Keys of the checkpoint that the state did not ask for (partial loads only).
+    const std::vector<std::string>& skipped() const noexcept { return m_skipped; }
+
+protected:
+    const Entry& lookup(const std::string& fqn) const;
+    bool m_partial;
+    const Metadata* m_metadata = nullptr;
+    std::vector<FlatEntry> m_flat;
+    std::vector<std::pair<Stateful*, std::shared_ptr<StateDict>>> m_keep;
+    std::map<std::string, std::size_t> m_index;
+    std::vector<std::string> m_missing;
+    std::vector<std::string> m_skipped;
+};
+
+} // namespace cairn

@@ -1,0 +1,72 @@
+// Cairn: storage layers. A storage writer/reader moves the bytes of a plan
+// to and from a medium; the call sequence is the seeds' (DCP's StorageWriter /
+// StorageReader). Implement these to add a backend without touching Cairn.
+#pragma once
+
+#include "cairn/plan.hpp"
+#include "cairn/planner.hpp"
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+namespace cairn {
+
+/// Storage writer. Sequence, on every rank unless said otherwise:
+///  1. reset(checkpoint_id)
+///  2. set_up_storage_writer(is_coordinator, comm)
+///  3. prepare_local_plan(plan)
+///  4. coordinator: prepare_global_plan(plans) (e.g. create the directory,
+///     assign files; plans are then scattered)
+///  5. write_data(plan, planner): collective over `comm` (every rank calls it,
+///     with a possibly empty plan); calls planner.resolve_data per item
+///  6. coordinator: finish(metadata, results): makes the checkpoint durable and
+///     commits it. Only called when every rank's write_data succeeded.
+///  abort(): coordinator, after any failure past step 4; best effort, noexcept.
+class StorageWriter {
+public:
+    virtual ~StorageWriter() = default;
+    virtual void reset(const std::string& checkpoint_id) = 0;
+    virtual void set_up_storage_writer(bool is_coordinator, MPI_Comm comm) = 0;
+    virtual SavePlan prepare_local_plan(SavePlan plan) { return plan; }
+    virtual std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) { return plans; }
+    virtual std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) = 0;
+    virtual void finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>& results) = 0;
+    virtual void abort() noexcept {}
+};
+
+/// Storage reader. Sequence:
+///  1. reset(checkpoint_id)
+///  2. coordinator: read_metadata() (broadcast by Cairn to every rank)
+///  3. set_up_storage_reader(metadata, is_coordinator, comm)
+///  4. prepare_local_plan(plan)
+///  5. when needs_global_plan(): coordinator prepare_global_plan(plans)
+///  6. read_data(plan, planner): collective over `comm`; calls
+///     planner.resolve_destination / load_bytes per item.
+class StorageReader {
+public:
+    virtual ~StorageReader() = default;
+    virtual void reset(const std::string& checkpoint_id) = 0;
+    virtual Metadata read_metadata() = 0;
+    virtual void set_up_storage_reader(const Metadata& metadata, bool is_coordinator, MPI_Comm comm) = 0;
+    virtual LoadPlan prepare_local_plan(LoadPlan plan) { return plan; }
+    virtual bool needs_global_plan() const { return false; }
+    virtual std::vector<LoadPlan> prepare_global_plan(std::vector<LoadPlan> plans) { return plans; }
+    virtual void read_data(const LoadPlan& plan, LoadPlanner& planner) = 0;
+};
+
+} // namespace cairn
+
+namespace cairn {
+
+/// Writes `metadata` as Cairn's metadata file (an HDF5 file holding the
+/// attribute group of docs/FORMAT.md) at `path`, for storages that keep
+/// Cairn's metadata format. Local. Throws error::WriteError.
+void write_metadata_file(const std::string& path, const Metadata& metadata, bool durable = true);
+
+/// Reads a file written by write_metadata_file. Local. Throws
+/// error::NotFound (no file) or error::FormatError (not Cairn metadata).
+Metadata read_metadata_file(const std::string& path);
+
+} // namespace cairn

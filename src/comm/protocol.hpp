@@ -1,0 +1,67 @@
+// Private: the MPI collectives of the save/load protocol and error agreement.
+#pragma once
+
+#include "core/codec.hpp"
+
+#include <mpi.h>
+
+#include <exception>
+#include <utility>
+#include <vector>
+
+namespace cairn::detail {
+
+/// A communicator with its rank and size. The coordinator is rank 0.
+struct Comm {
+    explicit Comm(MPI_Comm c);
+    MPI_Comm comm;
+    int rank = 0;
+    int size = 1;
+    bool coordinator() const noexcept { return rank == 0; }
+};
+
+/// Gathers every rank's bytes at the coordinator (index = rank; empty
+/// elsewhere). Collective.
+std::vector<Bytes> gather_bytes(const Comm& c, const Bytes& mine);
+
+/// Scatters one blob per rank from the coordinator. Collective.
+Bytes scatter_bytes(const Comm& c, const std::vector<Bytes>& all);
+
+/// Broadcasts the coordinator's bytes. Collective.
+void bcast_bytes(const Comm& c, Bytes& bytes);
+
+/// Error agreement at a phase boundary. Collective: every rank passes the
+/// exception it caught in the phase (or null). If any rank failed, every rank
+/// throws the same exception type with the message of the lowest failing rank,
+/// prefixed by its rank and the phase name.
+void agree(const Comm& c, const char* phase, std::exception_ptr local);
+
+/// Runs `f` on this rank, then agrees on success across `c`. Returns f's result.
+template <class F>
+auto run_phase(const Comm& c, const char* phase, F&& f)
+{
+    using R = decltype(f());
+    std::exception_ptr err;
+    if constexpr (std::is_void_v<R>) {
+        try {
+            f();
+        } catch (...) {
+            err = std::current_exception();
+        }
+        agree(c, phase, err);
+    } else {
+        R result{};
+        try {
+            result = f();
+        } catch (...) {
+            err = std::current_exception();
+        }
+        agree(c, phase, err);
+        return result;
+    }
+}
+
+/// Sum of a value over all ranks. Collective.
+std::uint64_t allreduce_sum(const Comm& c, std::uint64_t v);
+
+} // namespace cairn::detail

@@ -1,0 +1,377 @@
+#include "core/codec.hpp"
+
+#include "cairn/errors.hpp"
+
+#include <cstring>
+
+namespace cairn::detail {
+
+namespace {
+constexpr std::uint32_t k_magic_save_plan = 0x43535031;   // "CSP1"
+constexpr std::uint32_t k_magic_load_plan = 0x434c5031;   // "CLP1"
+constexpr std::uint32_t k_magic_results = 0x43575231;     // "CWR1"
+constexpr std::uint32_t k_magic_metadata = 0x434d4431;    // "CMD1"
+constexpr std::size_t k_max_ndim = 64;
+} // namespace
+
+void Encoder::u32(std::uint32_t v)
+{
+    for (int i = 0; i < 4; ++i)
+        m_out.push_back(std::byte(static_cast<std::uint8_t>(v >> (8 * i))));
+}
+
+void Encoder::u64(std::uint64_t v)
+{
+    for (int i = 0; i < 8; ++i)
+        m_out.push_back(std::byte(static_cast<std::uint8_t>(v >> (8 * i))));
+}
+
+void Encoder::str(const std::string& s)
+{
+    u64(s.size());
+    const auto* p = reinterpret_cast<const std::byte*>(s.data());
+    m_out.insert(m_out.end(), p, p + s.size());
+}
+
+void Encoder::bytes(const Bytes& b)
+{
+    u64(b.size());
+    m_out.insert(m_out.end(), b.begin(), b.end());
+}
+
+void Encoder::shape(const Shape& s)
+{
+    u8(static_cast<std::uint8_t>(s.size()));
+    for (auto v : s)
+        i64(v);
+}
+
+void Decoder::fail(const std::string& why) const { throw error::FormatError(std::string(m_what) + ": " + why); }
+
+void Decoder::need(std::size_t n)
+{
+    if (static_cast<std::size_t>(m_end - m_p) < n)
+        fail("truncated (needs " + std::to_string(n) + " more bytes, " + std::to_string(m_end - m_p) + " left)");
+}
+
+std::uint8_t Decoder::u8()
+{
+    need(1);
+    return std::to_integer<std::uint8_t>(*m_p++);
+}
+
+std::uint32_t Decoder::u32()
+{
+    need(4);
+    std::uint32_t v = 0;
+    for (int i = 0; i < 4; ++i)
+        v |= std::uint32_t(std::to_integer<std::uint8_t>(m_p[i])) << (8 * i);
+    m_p += 4;
+    return v;
+}
+
+std::uint64_t Decoder::u64()
+{
+    need(8);
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i)
+        v |= std::uint64_t(std::to_integer<std::uint8_t>(m_p[i])) << (8 * i);
+    m_p += 8;
+    return v;
+}
+
+std::string Decoder::str()
+{
+    const auto n = u64();
+    need(n);
+    std::string s(reinterpret_cast<const char*>(m_p), static_cast<std::size_t>(n));
+    m_p += n;
+    return s;
+}
+
+Bytes Decoder::bytes()
+{
+    const auto n = u64();
+    need(n);
+    Bytes b(m_p, m_p + n);
+    m_p += n;
+    return b;
+}
+
+Shape Decoder::shape()
+{
+    const auto n = u8();
+    if (n > k_max_ndim)
+        fail("rank " + std::to_string(n) + " exceeds the limit of " + std::to_string(k_max_ndim));
+    need(std::size_t(n) * 8);
+    Shape s(n);
+    for (auto& v : s) {
+        v = i64();
+        if (v < 0)
+            fail("negative extent or offset");
+    }
+    return s;
+}
+
+std::size_t Decoder::count(std::size_t min_item_bytes)
+{
+    const auto n = u64();
+    if (min_item_bytes == 0)
+        min_item_bytes = 1;
+    if (n > static_cast<std::uint64_t>(m_end - m_p) / min_item_bytes)
+        fail("count " + std::to_string(n) + " cannot fit in the " + std::to_string(m_end - m_p) + " bytes left");
+    return static_cast<std::size_t>(n);
+}
+
+void Decoder::expect_done()
+{
+    if (!done())
+        fail(std::to_string(m_end - m_p) + " trailing bytes");
+}
+
+namespace {
+
+ItemKind get_kind(Decoder& d)
+{
+    const auto k = d.u8();
+    if (k > static_cast<std::uint8_t>(ItemKind::string))
+        d.fail("unknown item kind " + std::to_string(k));
+    return static_cast<ItemKind>(k);
+}
+
+DType get_dtype(Decoder& d)
+{
+    const auto t = d.u8();
+    if (!dtype_valid(t))
+        d.fail("unknown dtype code " + std::to_string(t));
+    return static_cast<DType>(t);
+}
+
+void put_box(Encoder& e, const Box& b)
+{
+    e.shape(b.offsets);
+    e.shape(b.shape);
+}
+
+Box get_box(Decoder& d)
+{
+    Box b;
+    b.offsets = d.shape();
+    b.shape = d.shape();
+    if (b.offsets.size() != b.shape.size())
+        d.fail("box with " + std::to_string(b.offsets.size()) + " offsets and " + std::to_string(b.shape.size()) +
+               " extents");
+    return b;
+}
+
+void put_storage(Encoder& e, const StorageInfo& s)
+{
+    e.str(s.path);
+    e.u64(s.offset);
+    e.u64(s.length);
+}
+
+StorageInfo get_storage(Decoder& d)
+{
+    StorageInfo s;
+    s.path = d.str();
+    s.offset = d.u64();
+    s.length = d.u64();
+    return s;
+}
+
+void check_magic(Decoder& d, std::uint32_t magic)
+{
+    if (d.u32() != magic)
+        d.fail("bad magic number (not a Cairn encoding, or another version)");
+}
+
+} // namespace
+
+Bytes encode(const SavePlan& plan)
+{
+    Encoder e;
+    e.u32(k_magic_save_plan);
+    e.u64(plan.items.size());
+    for (const auto& it : plan.items) {
+        e.str(it.fqn);
+        e.u8(static_cast<std::uint8_t>(it.kind));
+        e.u8(static_cast<std::uint8_t>(it.dtype));
+        e.shape(it.global_shape);
+        put_box(e, it.box);
+        e.u64(it.nbytes);
+        e.u64(it.digest);
+        e.str(it.value);
+        e.u32(it.chunk);
+    }
+    e.bytes(plan.storage_data);
+    e.bytes(plan.planner_data);
+    return e.take();
+}
+
+SavePlan decode_save_plan(const Bytes& b)
+{
+    Decoder d(b, "save plan");
+    check_magic(d, k_magic_save_plan);
+    SavePlan p;
+    p.items.resize(d.count(40));
+    for (auto& it : p.items) {
+        it.fqn = d.str();
+        it.kind = get_kind(d);
+        it.dtype = get_dtype(d);
+        it.global_shape = d.shape();
+        it.box = get_box(d);
+        it.nbytes = d.u64();
+        it.digest = d.u64();
+        it.value = d.str();
+        it.chunk = d.u32();
+    }
+    p.storage_data = d.bytes();
+    p.planner_data = d.bytes();
+    d.expect_done();
+    return p;
+}
+
+Bytes encode(const LoadPlan& plan)
+{
+    Encoder e;
+    e.u32(k_magic_load_plan);
+    e.u64(plan.items.size());
+    for (const auto& it : plan.items) {
+        e.str(it.fqn);
+        e.u8(static_cast<std::uint8_t>(it.kind));
+        e.u32(it.chunk);
+        put_box(e, it.box);
+    }
+    e.bytes(plan.storage_data);
+    e.bytes(plan.planner_data);
+    return e.take();
+}
+
+LoadPlan decode_load_plan(const Bytes& b)
+{
+    Decoder d(b, "load plan");
+    check_magic(d, k_magic_load_plan);
+    LoadPlan p;
+    p.items.resize(d.count(15));
+    for (auto& it : p.items) {
+        it.fqn = d.str();
+        it.kind = get_kind(d);
+        it.chunk = d.u32();
+        it.box = get_box(d);
+    }
+    p.storage_data = d.bytes();
+    p.planner_data = d.bytes();
+    d.expect_done();
+    return p;
+}
+
+Bytes encode(const std::vector<WriteResult>& results)
+{
+    Encoder e;
+    e.u32(k_magic_results);
+    e.u64(results.size());
+    for (const auto& r : results) {
+        e.str(r.fqn);
+        e.u32(r.chunk);
+        put_storage(e, r.storage);
+    }
+    return e.take();
+}
+
+std::vector<WriteResult> decode_write_results(const Bytes& b)
+{
+    Decoder d(b, "write results");
+    check_magic(d, k_magic_results);
+    std::vector<WriteResult> rs(d.count(36));
+    for (auto& r : rs) {
+        r.fqn = d.str();
+        r.chunk = d.u32();
+        r.storage = get_storage(d);
+    }
+    d.expect_done();
+    return rs;
+}
+
+Bytes encode(const Metadata& md)
+{
+    Encoder e;
+    e.u32(k_magic_metadata);
+    e.u32(static_cast<std::uint32_t>(md.format_version));
+    e.str(md.library_version);
+    e.u32(static_cast<std::uint32_t>(md.world_size));
+    e.str(md.layout);
+    e.str(md.created);
+    e.u64(md.entries.size());
+    for (const auto& [fqn, m] : md.entries) {
+        e.str(fqn);
+        e.u8(static_cast<std::uint8_t>(m.kind));
+        e.u8(static_cast<std::uint8_t>(m.dtype));
+        e.shape(m.global_shape);
+        e.str(m.value);
+        e.u64(m.chunks.size());
+        for (const auto& c : m.chunks) {
+            put_box(e, c.box);
+            put_storage(e, c.storage);
+        }
+    }
+    return e.take();
+}
+
+Metadata decode_metadata(const Bytes& b)
+{
+    Decoder d(b, "metadata");
+    check_magic(d, k_magic_metadata);
+    Metadata md;
+    md.format_version = static_cast<int>(d.u32());
+    md.library_version = d.str();
+    md.world_size = static_cast<int>(d.u32());
+    md.layout = d.str();
+    md.created = d.str();
+    const auto n = d.count(27);
+    for (std::size_t i = 0; i < n; ++i) {
+        auto fqn = d.str();
+        EntryMeta m;
+        m.kind = get_kind(d);
+        m.dtype = get_dtype(d);
+        m.global_shape = d.shape();
+        m.value = d.str();
+        m.chunks.resize(d.count(26));
+        for (auto& c : m.chunks) {
+            c.box = get_box(d);
+            c.storage = get_storage(d);
+        }
+        if (!md.entries.emplace(std::move(fqn), std::move(m)).second)
+            d.fail("duplicate entry name");
+    }
+    d.expect_done();
+    return md;
+}
+
+std::uint64_t hash64(const void* data, std::size_t size) noexcept
+{
+    // 8 bytes per step, multiply-xorshift mixing; tail bytes folded in last.
+    const auto* p = static_cast<const unsigned char*>(data);
+    std::uint64_t h = 0x9E3779B97F4A7C15ull ^ (size * 0xC2B2AE3D27D4EB4Full);
+    std::size_t i = 0;
+    for (; i + 8 <= size; i += 8) {
+        std::uint64_t w;
+        std::memcpy(&w, p + i, 8);
+        w *= 0x87C37B91114253D5ull;
+        w = (w << 31) | (w >> 33);
+        h ^= w * 0x4CF5AD432745937Full;
+        h = ((h << 27) | (h >> 37)) * 5 + 0x52DCE729;
+    }
+    std::uint64_t t = 0;
+    for (std::size_t k = 0; i + k < size; ++k)
+        t |= std::uint64_t(p[i + k]) << (8 * k);
+    h ^= t * 0x87C37B91114253D5ull;
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDull;
+    h ^= h >> 33;
+    h *= 0xC4CEB9FE1A85EC53ull;
+    h ^= h >> 33;
+    return h;
+}
+
+} // namespace cairn::detail

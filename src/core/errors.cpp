@@ -1,0 +1,19 @@
+#include "cairn/errors.hpp"
+
+namespace cairn::error {
+
+void throw_error(Error::Kind kind, const std::string& what)
+{
+    switch (kind) {
+    case Error::Kind::usage: throw WrongAPIUsage(what);
+    case Error::Kind::mismatch: throw Mismatch(what);
+    case Error::Kind::read: throw ReadError(what);
+    case Error::Kind::write: throw WriteError(what);
+    case Error::Kind::format: throw FormatError(what);
+    case Error::Kind::not_found: throw NotFound(what);
+    case Error::Kind::generic: break;
+    }
+    throw Error(Error::Kind::generic, what);
+}
+
+} // namespace cairn::error

@@ -1,0 +1,141 @@
+#include "cairn/errors.hpp"
+#include "cairn/planner.hpp"
+#include "core/strided.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace cairn {
+
+const Entry& DefaultLoadPlanner::lookup(const std::string& fqn) const
+{
+    auto it = m_index.find(fqn);
+    if (it == m_index.end())
+        throw error::WrongAPIUsage("load planner: the plan names '" + fqn + "', which is not in this rank's state");
+    return *m_flat[it->second].entry;
+}
+
+void DefaultLoadPlanner::set_up_planner(StateDict& state, const Metadata& metadata, bool)
+{
+    m_metadata = &metadata;
+    m_keep.clear();
+    m_missing.clear();
+    m_skipped.clear();
+    m_flat = flatten(state, m_keep);
+    m_index.clear();
+    for (std::size_t i = 0; i < m_flat.size(); ++i)
+        m_index[m_flat[i].fqn] = i;
+}
+
+namespace {
+ItemKind kind_of(const Entry& e)
+{
+    if (std::holds_alternative<ArrayShard>(e))
+        return ItemKind::array;
+    if (std::holds_alternative<std::vector<std::byte>*>(e))
+        return ItemKind::bytes;
+    if (std::holds_alternative<ScalarRef>(e))
+        return ItemKind::scalar;
+    return ItemKind::string;
+}
+} // namespace
+
+LoadPlan DefaultLoadPlanner::create_local_plan()
+{
+    LoadPlan plan;
+    const auto& md = *m_metadata;
+    for (const auto& fe : m_flat) {
+        auto found = md.entries.find(fe.fqn);
+        if (found == md.entries.end()) {
+            if (m_partial) {
+                m_missing.push_back(fe.fqn);
+                continue;
+            }
+            throw error::NotFound("entry '" + fe.fqn + "' is not in the checkpoint (it holds " +
+                                  std::to_string(md.entries.size()) + " entries; pass partial to load the rest)");
+        }
+        const EntryMeta& em = found->second;
+        const ItemKind want = kind_of(*fe.entry);
+        if (want != em.kind)
+            throw error::Mismatch("entry '" + fe.fqn + "': " + item_kind_name(want) + " in the state vs. " +
+                                  item_kind_name(em.kind) + " in the checkpoint");
+        if (auto* a = std::get_if<ArrayShard>(fe.entry)) {
+            if (a->dtype != em.dtype)
+                throw error::Mismatch("array '" + fe.fqn + "': dtype " + std::string(dtype_name(a->dtype)) +
+                                      " in the state vs. " + std::string(dtype_name(em.dtype)) + " in the checkpoint");
+            if (a->global_shape != em.global_shape)
+                throw error::Mismatch("array '" + fe.fqn + "': global shape " + shape_str(a->global_shape) +
+                                      " in the state vs. " + shape_str(em.global_shape) + " in the checkpoint");
+            if (a->space != MemorySpace::host)
+                throw error::WrongAPIUsage("array '" + fe.fqn +
+                                           "' is in CUDA device memory, which this build of Cairn cannot load into");
+            std::int64_t covered = 0;
+            for (std::size_t c = 0; c < em.chunks.size(); ++c) {
+                if (auto overlap = intersect(a->box, em.chunks[c].box)) {
+                    covered += overlap->volume();
+                    plan.items.push_back(ReadItem{fe.fqn, ItemKind::array, static_cast<std::uint32_t>(c), *overlap});
+                }
+            }
+            if (covered != a->box.volume())
+                throw error::FormatError("array '" + fe.fqn + "': the checkpoint's chunks cover " +
+                                         std::to_string(covered) + " of the " + std::to_string(a->box.volume()) +
+                                         " elements of box " + a->box.str() + " (corrupt metadata?)");
+        } else if (std::holds_alternative<std::vector<std::byte>*>(*fe.entry)) {
+            if (em.chunks.size() != 1)
+                throw error::FormatError("bytes '" + fe.fqn + "': " + std::to_string(em.chunks.size()) +
+                                         " chunks in the metadata (expected 1)");
+            plan.items.push_back(ReadItem{fe.fqn, ItemKind::bytes, 0, em.chunks[0].box});
+        } else if (auto* s = std::get_if<ScalarRef>(fe.entry)) {
+            if (s->dtype != em.dtype)
+                throw error::Mismatch("scalar '" + fe.fqn + "': dtype " + std::string(dtype_name(s->dtype)) +
+                                      " in the state vs. " + std::string(dtype_name(em.dtype)) + " in the checkpoint");
+            if (em.value.size() != dtype_size(em.dtype))
+                throw error::FormatError("scalar '" + fe.fqn + "': stored value has " + std::to_string(em.value.size()) +
+                                         " bytes, dtype " + std::string(dtype_name(em.dtype)) + " needs " +
+                                         std::to_string(dtype_size(em.dtype)));
+        }
+    }
+    for (const auto& [fqn, em] : md.entries) {
+        if (m_index.count(fqn))
+            continue;
+        if (!m_partial)
+            throw error::NotFound("checkpoint entry '" + fqn + "' (" + item_kind_name(em.kind) +
+                                  ") is not in the state dict (pass partial to skip it)");
+        m_skipped.push_back(fqn);
+    }
+    return plan;
+}
+
+DataRef DefaultLoadPlanner::resolve_destination(const ReadItem& item)
+{
+    const auto* a = std::get_if<ArrayShard>(&lookup(item.fqn));
+    if (!a)
+        throw error::WrongAPIUsage("load planner: '" + item.fqn + "' is not an array in this rank's state");
+    return DataRef{detail::subview(a->view(), a->box, item.box), a->space};
+}
+
+void DefaultLoadPlanner::load_bytes(const ReadItem& item, std::vector<std::byte> data)
+{
+    auto* const* b = std::get_if<std::vector<std::byte>*>(&lookup(item.fqn));
+    if (!b)
+        throw error::WrongAPIUsage("load planner: '" + item.fqn + "' is not a bytes entry in this rank's state");
+    **b = std::move(data);
+}
+
+void DefaultLoadPlanner::finish()
+{
+    for (const auto& fe : m_flat) {
+        auto found = m_metadata->entries.find(fe.fqn);
+        if (found == m_metadata->entries.end())
+            continue;
+        if (auto* s = std::get_if<ScalarRef>(fe.entry))
+            std::memcpy(s->data, found->second.value.data(), dtype_size(s->dtype));
+        else if (auto* str = std::get_if<std::string*>(fe.entry))
+            **str = found->second.value;
+    }
+    // Inner objects first: an outer Stateful may rely on its members' state.
+    for (auto it = m_keep.rbegin(); it != m_keep.rend(); ++it)
+        it->first->load_state_dict(*it->second);
+}
+
+} // namespace cairn

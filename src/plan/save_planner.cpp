@@ -1,0 +1,329 @@
+#include "cairn/checkpoint.hpp"
+#include "cairn/errors.hpp"
+#include "cairn/planner.hpp"
+#include "core/codec.hpp"
+#include "core/strided.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+namespace cairn {
+
+namespace {
+
+std::string format_scalar(DType t, const std::string& raw)
+{
+    if (raw.size() != dtype_size(t))
+        return "<" + std::to_string(raw.size()) + " bytes>";
+    auto get = [&](auto v) {
+        std::memcpy(&v, raw.data(), sizeof v);
+        return v;
+    };
+    std::ostringstream os;
+    switch (t) {
+    case DType::f32: os << get(float{}); break;
+    case DType::f64: os << get(double{}); break;
+    case DType::i8: os << int(get(std::int8_t{})); break;
+    case DType::i16: os << get(std::int16_t{}); break;
+    case DType::i32: os << get(std::int32_t{}); break;
+    case DType::i64: os << get(std::int64_t{}); break;
+    case DType::u8: os << unsigned(get(std::uint8_t{})); break;
+    case DType::u16: os << get(std::uint16_t{}); break;
+    case DType::u32: os << get(std::uint32_t{}); break;
+    case DType::u64: os << get(std::uint64_t{}); break;
+    case DType::boolean: os << (raw[0] ? "true" : "false"); break;
+    case DType::f16:
+    case DType::bf16: os << "0x" << std::hex << get(std::uint16_t{}); break;
+    }
+    return os.str();
+}
+
+std::string rank_list(const std::vector<int>& ranks)
+{
+    std::string s;
+    for (std::size_t i = 0; i < ranks.size() && i < 8; ++i)
+        s += (i ? ", " : "") + std::to_string(ranks[i]);
+    if (ranks.size() > 8)
+        s += ", ... (" + std::to_string(ranks.size()) + " ranks)";
+    return s;
+}
+
+// Where one item of the gathered plans sits.
+struct Ref {
+    int rank;
+    std::size_t index;
+};
+
+// Checks that the distinct boxes of an array are disjoint and cover it.
+void check_boxes(const std::string& fqn, const Shape& global, const std::vector<Box>& boxes,
+                 const std::map<Box, std::vector<int>>& holders)
+{
+    for (const auto& b : boxes)
+        if (!b.inside(global))
+            throw error::WrongAPIUsage("array '" + fqn + "': box " + b.str() + " of rank " +
+                                       std::to_string(holders.at(b).front()) + " lies outside the global shape " +
+                                       shape_str(global));
+    // Sweep along dimension 0 (boxes are sorted by offsets): only boxes whose
+    // dim-0 range is still open can overlap the next one.
+    std::vector<const Box*> open;
+    std::int64_t covered = 0;
+    for (const auto& b : boxes) {
+        covered += b.volume();
+        if (b.ndim() == 0) {
+            if (boxes.size() > 1)
+                throw error::WrongAPIUsage("array '" + fqn + "': 0-d array with several distinct boxes");
+            continue;
+        }
+        open.erase(std::remove_if(open.begin(), open.end(),
+                                  [&](const Box* o) { return o->offsets[0] + o->shape[0] <= b.offsets[0]; }),
+                   open.end());
+        for (const Box* o : open)
+            if (intersect(*o, b))
+                throw error::WrongAPIUsage("array '" + fqn + "': box " + o->str() + " of rank " +
+                                           std::to_string(holders.at(*o).front()) + " overlaps box " + b.str() +
+                                           " of rank " + std::to_string(holders.at(b).front()) +
+                                           " (replicas must have identical boxes)");
+        open.push_back(&b);
+    }
+    const auto total = volume(global);
+    if (covered != total)
+        throw error::WrongAPIUsage("array '" + fqn + "': the ranks' boxes cover " + std::to_string(covered) + " of " +
+                                   std::to_string(total) + " elements of the global shape " + shape_str(global) +
+                                   " (every element must be held by some rank)");
+}
+
+} // namespace
+
+const Entry& DefaultSavePlanner::lookup(const std::string& fqn) const
+{
+    auto it = m_index.find(fqn);
+    if (it == m_index.end())
+        throw error::WrongAPIUsage("save planner: the plan names '" + fqn + "', which is not in this rank's state");
+    return *m_flat[it->second].entry;
+}
+
+void DefaultSavePlanner::set_up_planner(StateDict& state, bool is_coordinator)
+{
+    m_is_coordinator = is_coordinator;
+    m_keep.clear();
+    m_flat = flatten(state, m_keep);
+    m_index.clear();
+    for (std::size_t i = 0; i < m_flat.size(); ++i)
+        m_index[m_flat[i].fqn] = i;
+}
+
+SavePlan DefaultSavePlanner::create_local_plan()
+{
+    SavePlan plan;
+    plan.items.reserve(m_flat.size());
+    for (const auto& fe : m_flat) {
+        WriteItem it;
+        it.fqn = fe.fqn;
+        const Entry& e = *fe.entry;
+        if (auto* a = std::get_if<ArrayShard>(&e)) {
+            if (a->space != MemorySpace::host)
+                throw error::WrongAPIUsage("array '" + fe.fqn +
+                                           "' is in CUDA device memory, which this build of Cairn cannot stage");
+            it.kind = ItemKind::array;
+            it.dtype = a->dtype;
+            it.global_shape = a->global_shape;
+            it.box = a->box;
+            it.nbytes = static_cast<std::uint64_t>(a->box.volume()) * dtype_size(a->dtype);
+        } else if (auto* b = std::get_if<std::vector<std::byte>*>(&e)) {
+            const auto n = static_cast<std::int64_t>((*b)->size());
+            it.kind = ItemKind::bytes;
+            it.dtype = DType::u8;
+            it.global_shape = {n};
+            it.box = whole(it.global_shape);
+            it.nbytes = static_cast<std::uint64_t>(n);
+            it.digest = detail::hash64((*b)->data(), (*b)->size());
+        } else if (auto* s = std::get_if<ScalarRef>(&e)) {
+            it.kind = ItemKind::scalar;
+            it.dtype = s->dtype;
+            it.value.assign(static_cast<const char*>(s->data), dtype_size(s->dtype));
+        } else if (auto* str = std::get_if<std::string*>(&e)) {
+            it.kind = ItemKind::string;
+            it.value = **str;
+        }
+        plan.items.push_back(std::move(it));
+    }
+    return plan;
+}
+
+std::pair<std::vector<SavePlan>, Metadata> DefaultSavePlanner::create_global_plan(std::vector<SavePlan> plans)
+{
+    const int nranks = static_cast<int>(plans.size());
+    // Every FQN with the ranks that hold it, in name order.
+    std::map<std::string, std::vector<Ref>> by_name;
+    for (int r = 0; r < nranks; ++r) {
+        const auto& items = plans[static_cast<std::size_t>(r)].items;
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            auto& refs = by_name[items[i].fqn];
+            if (!refs.empty() && refs.back().rank == r)
+                throw error::WrongAPIUsage("entry '" + items[i].fqn + "' appears twice in the plan of rank " +
+                                           std::to_string(r));
+            refs.push_back(Ref{r, i});
+        }
+    }
+
+    Metadata md;
+    md.world_size = nranks;
+    md.library_version = version();
+    std::vector<std::uint64_t> load(static_cast<std::size_t>(nranks), 0); // bytes assigned per rank
+    std::vector<std::vector<WriteItem>> out(static_cast<std::size_t>(nranks));
+    // Replicated items, placed after everything else by decreasing size.
+    struct Replica {
+        WriteItem item;
+        std::vector<int> holders;
+    };
+    std::vector<Replica> replicas;
+
+    auto item_at = [&](const Ref& ref) -> const WriteItem& {
+        return plans[static_cast<std::size_t>(ref.rank)].items[ref.index];
+    };
+
+    for (auto& [fqn, refs] : by_name) {
+        if (static_cast<int>(refs.size()) != nranks) {
+            std::vector<int> lacking;
+            std::size_t k = 0;
+            for (int r = 0; r < nranks; ++r) {
+                if (k < refs.size() && refs[k].rank == r)
+                    ++k;
+                else
+                    lacking.push_back(r);
+            }
+            throw error::Mismatch("entry '" + fqn + "' is missing on rank(s) " + rank_list(lacking) +
+                                  " but present on rank " + std::to_string(refs.front().rank) +
+                                  " (every rank must describe the same entries)");
+        }
+        const WriteItem& first = item_at(refs.front());
+        for (const auto& ref : refs) {
+            const WriteItem& it = item_at(ref);
+            const std::string where = " on rank " + std::to_string(refs.front().rank) + " vs. ";
+            const std::string there = " on rank " + std::to_string(ref.rank);
+            if (it.kind != first.kind)
+                throw error::Mismatch("entry '" + fqn + "': " + item_kind_name(first.kind) + where +
+                                      item_kind_name(it.kind) + there);
+            if ((it.kind == ItemKind::array || it.kind == ItemKind::scalar) && it.dtype != first.dtype)
+                throw error::Mismatch(std::string(item_kind_name(it.kind)) + " '" + fqn + "': dtype " +
+                                      std::string(dtype_name(first.dtype)) + where + std::string(dtype_name(it.dtype)) +
+                                      there);
+            if (it.kind == ItemKind::array && it.global_shape != first.global_shape)
+                throw error::Mismatch("array '" + fqn + "': global shape " + shape_str(first.global_shape) + where +
+                                      shape_str(it.global_shape) + there);
+            if (it.kind == ItemKind::scalar && it.value != first.value)
+                throw error::Mismatch("scalar '" + fqn + "': " + format_scalar(first.dtype, first.value) + where +
+                                      format_scalar(it.dtype, it.value) + there + " (scalars must agree)");
+            if (it.kind == ItemKind::string && it.value != first.value)
+                throw error::Mismatch("string '" + fqn + "': \"" + first.value + "\"" + where + "\"" + it.value + "\"" +
+                                      there + " (strings must agree)");
+            if (it.kind == ItemKind::bytes && (it.nbytes != first.nbytes || it.digest != first.digest))
+                throw error::Mismatch("bytes '" + fqn + "': " + std::to_string(first.nbytes) + " bytes" + where +
+                                      std::to_string(it.nbytes) + " bytes" + there + " with different content" +
+                                      " (byte blobs must agree)");
+        }
+
+        EntryMeta em;
+        em.kind = first.kind;
+        em.dtype = first.dtype;
+        switch (first.kind) {
+        case ItemKind::scalar:
+        case ItemKind::string: em.value = first.value; break;
+        case ItemKind::bytes: {
+            em.global_shape = first.global_shape;
+            em.chunks.push_back(ChunkMeta{first.box, {}});
+            std::vector<int> holders;
+            for (const auto& ref : refs)
+                holders.push_back(ref.rank);
+            WriteItem w = first;
+            w.chunk = 0;
+            replicas.push_back(Replica{std::move(w), std::move(holders)});
+            break;
+        }
+        case ItemKind::array: {
+            em.global_shape = first.global_shape;
+            std::map<Box, std::vector<int>> holders; // distinct boxes, sorted
+            for (const auto& ref : refs) {
+                const auto& b = item_at(ref).box;
+                if (b.ndim() != em.global_shape.size())
+                    throw error::WrongAPIUsage("array '" + fqn + "': box " + b.str() + " of rank " +
+                                               std::to_string(ref.rank) + " does not match the rank of the global shape " +
+                                               shape_str(em.global_shape));
+                if (!b.empty())
+                    holders[b].push_back(ref.rank);
+            }
+            std::vector<Box> boxes;
+            for (const auto& [b, h] : holders)
+                boxes.push_back(b);
+            check_boxes(fqn, em.global_shape, boxes, holders);
+            for (auto& [b, h] : holders) {
+                WriteItem w = first;
+                w.box = b;
+                w.nbytes = static_cast<std::uint64_t>(b.volume()) * dtype_size(first.dtype);
+                w.chunk = static_cast<std::uint32_t>(em.chunks.size());
+                em.chunks.push_back(ChunkMeta{b, {}});
+                if (h.size() == 1) {
+                    load[static_cast<std::size_t>(h.front())] += w.nbytes;
+                    out[static_cast<std::size_t>(h.front())].push_back(std::move(w));
+                } else {
+                    replicas.push_back(Replica{std::move(w), h});
+                }
+            }
+            break;
+        }
+        }
+        md.entries.emplace(fqn, std::move(em));
+    }
+
+    // Each replicated item goes to its holder with the fewest bytes so far,
+    // largest items first (greedy balancing).
+    std::stable_sort(replicas.begin(), replicas.end(),
+                     [](const Replica& a, const Replica& b) { return a.item.nbytes > b.item.nbytes; });
+    for (auto& rep : replicas) {
+        int best = rep.holders.front();
+        for (int h : rep.holders)
+            if (load[static_cast<std::size_t>(h)] < load[static_cast<std::size_t>(best)])
+                best = h;
+        load[static_cast<std::size_t>(best)] += rep.item.nbytes;
+        out[static_cast<std::size_t>(best)].push_back(std::move(rep.item));
+    }
+
+    for (int r = 0; r < nranks; ++r)
+        plans[static_cast<std::size_t>(r)].items = std::move(out[static_cast<std::size_t>(r)]);
+    return {std::move(plans), std::move(md)};
+}
+
+DataRef DefaultSavePlanner::resolve_data(const WriteItem& item)
+{
+    const Entry& e = lookup(item.fqn);
+    if (auto* a = std::get_if<ArrayShard>(&e)) {
+        auto view = a->view();
+        if (item.box != a->box) {
+            if (!intersect(item.box, a->box) || intersect(item.box, a->box)->volume() != item.box.volume())
+                throw error::WrongAPIUsage("array '" + item.fqn + "': planned chunk " + item.box.str() +
+                                           " is not inside this rank's box " + a->box.str());
+            view = detail::subview(view, a->box, item.box);
+        }
+        return DataRef{view, a->space};
+    }
+    if (auto* b = std::get_if<std::vector<std::byte>*>(&e)) {
+        auto* blob = *b;
+        return DataRef{StridedView{blob->data(), 1, {static_cast<std::int64_t>(blob->size())}, {1}}, MemorySpace::host};
+    }
+    throw error::WrongAPIUsage("entry '" + item.fqn + "' holds no data to write");
+}
+
+const char* item_kind_name(ItemKind kind) noexcept
+{
+    switch (kind) {
+    case ItemKind::array: return "array";
+    case ItemKind::bytes: return "bytes";
+    case ItemKind::scalar: return "scalar";
+    case ItemKind::string: return "string";
+    }
+    return "unknown";
+}
+
+} // namespace cairn

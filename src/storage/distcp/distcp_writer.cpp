@@ -1,0 +1,279 @@
+#include "cairn/distcp.hpp"
+#include "cairn/errors.hpp"
+#include "core/codec.hpp"
+#include "core/strided.hpp"
+#include "storage/distcp/mpiio.hpp"
+#include "storage/fs.hpp"
+#include "storage/hdf5/metadata_h5.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+
+namespace cairn {
+
+using detail::MpiFile;
+namespace fs = detail::fs;
+
+namespace {
+
+std::string data_file_name(int rank, int k)
+{
+    return "__" + std::to_string(rank) + "_" + std::to_string(k) + ".distcp";
+}
+
+std::string utc_now()
+{
+    const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return a <= 1 ? v : (v + a - 1) / a * a; }
+
+// Streams the items of one file through a bounded staging buffer: dense
+// large items go straight from the caller's memory; strided and small ones
+// are packed into the buffer, which is written when full or when the next
+// byte is not adjacent.
+class FileStream {
+public:
+    FileStream(MpiFile& file, std::vector<char>& buffer) : m_file(file), m_buf(buffer) {}
+
+    void put(const DataRef& ref, std::uint64_t offset, std::uint64_t nbytes, std::uint64_t direct_min)
+    {
+        const auto& v = ref.view;
+        const auto es = static_cast<std::uint64_t>(v.elem_size);
+        const auto elems = static_cast<std::uint64_t>(volume(v.shape));
+        if (elems * es != nbytes)
+            throw error::WriteError(m_file.path() + ": the planner's data has " + std::to_string(elems * es) +
+                                    " bytes, the plan expects " + std::to_string(nbytes));
+        if (nbytes == 0)
+            return;
+        if (detail::is_dense(v) && nbytes >= direct_min) {
+            flush();
+            m_file.write_at(offset, v.data, nbytes);
+            return;
+        }
+        std::uint64_t e = 0;
+        while (e < elems) {
+            const auto at = offset + e * es;
+            if (m_len > 0 && at != m_start + m_len) {
+                const auto gap = at - (m_start + m_len);
+                if (at > m_start + m_len && gap <= m_buf.size() - m_len && gap < 65536) {
+                    std::memset(m_buf.data() + m_len, 0, gap); // alignment padding
+                    m_len += gap;
+                } else {
+                    flush();
+                }
+            }
+            if (m_len == 0)
+                m_start = at;
+            auto n = std::min<std::uint64_t>(elems - e, (m_buf.size() - m_len) / es);
+            if (n == 0) {
+                flush();
+                continue;
+            }
+            detail::pack_range(v, static_cast<std::int64_t>(e), static_cast<std::int64_t>(n), m_buf.data() + m_len);
+            m_len += n * es;
+            e += n;
+            if (m_len == m_buf.size())
+                flush();
+        }
+    }
+
+    void flush()
+    {
+        if (m_len)
+            m_file.write_at(m_start, m_buf.data(), m_len);
+        m_len = 0;
+    }
+
+private:
+    MpiFile& m_file;
+    std::vector<char>& m_buf;
+    std::uint64_t m_start = 0;
+    std::uint64_t m_len = 0;
+};
+
+} // namespace
+
+struct DistcpWriter::Impl {
+    DistcpWriterOptions opt;
+    std::string path;      // the checkpoint directory
+    std::string write_dir; // where this save writes: `path`, or a staging sibling when replacing
+    bool coordinator = false;
+    int rank = 0;
+};
+
+DistcpWriter::DistcpWriter(DistcpWriterOptions options) : m_impl(std::make_unique<Impl>())
+{
+    if (options.files_per_rank < 1)
+        throw error::WrongAPIUsage("files_per_rank must be at least 1, not " + std::to_string(options.files_per_rank));
+    if (options.staging_bytes < 4096)
+        throw error::WrongAPIUsage("staging_bytes must be at least 4096, not " + std::to_string(options.staging_bytes));
+    m_impl->opt = options;
+}
+
+DistcpWriter::~DistcpWriter() = default;
+
+void DistcpWriter::reset(const std::string& checkpoint_id)
+{
+    if (checkpoint_id.empty())
+        throw error::WrongAPIUsage("empty checkpoint id");
+    m_impl->path = fs::strip(checkpoint_id);
+    m_impl->write_dir.clear();
+}
+
+void DistcpWriter::set_up_storage_writer(bool is_coordinator, MPI_Comm comm)
+{
+    m_impl->coordinator = is_coordinator;
+    MPI_Comm_rank(comm, &m_impl->rank);
+}
+
+std::vector<SavePlan> DistcpWriter::prepare_global_plan(std::vector<SavePlan> plans)
+{
+    auto& im = *m_impl;
+    if (fs::exists(im.path) && !fs::is_directory(im.path))
+        throw error::WriteError("cannot save to " + im.path + ": it exists and is not a directory");
+    if (fs::exists(fs::join(im.path, metadata_file_name))) {
+        if (!im.opt.overwrite)
+            throw error::WrongAPIUsage("checkpoint " + im.path +
+                                       " already exists (pass overwrite to replace it once the new one is committed)");
+        im.write_dir = im.path + ".cairn-staging";
+        fs::remove_all(im.write_dir);
+    } else {
+        im.write_dir = im.path;
+        // Leftovers of an interrupted save: nothing here is committed.
+        std::error_code ec;
+        if (fs::is_directory(im.path))
+            for (const auto& e : std::filesystem::directory_iterator(im.path, ec)) {
+                const auto name = e.path().filename().string();
+                if ((name.rfind("__", 0) == 0 && e.path().extension() == ".distcp") || name == ".metadata.h5.tmp")
+                    fs::remove_all(e.path().string());
+            }
+    }
+    fs::create_directories(im.write_dir);
+    detail::Encoder enc;
+    enc.str(im.write_dir);
+    const auto data = enc.take();
+    for (auto& p : plans)
+        p.storage_data = data;
+    return plans;
+}
+
+std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlanner& planner)
+{
+    auto& im = *m_impl;
+    detail::Decoder dec(plan.storage_data, "distcp plan");
+    im.write_dir = dec.str();
+    std::vector<WriteResult> results;
+    if (plan.items.empty())
+        return results;
+
+    // Balance items over the files by size, largest first.
+    const auto nfiles = static_cast<std::size_t>(im.opt.files_per_rank);
+    std::vector<std::size_t> order(plan.items.size());
+    for (std::size_t i = 0; i < order.size(); ++i)
+        order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return plan.items[a].nbytes > plan.items[b].nbytes; });
+    std::vector<std::vector<std::size_t>> buckets(nfiles);
+    std::vector<std::uint64_t> fill(nfiles, 0);
+    for (auto i : order) {
+        const auto k = static_cast<std::size_t>(std::min_element(fill.begin(), fill.end()) - fill.begin());
+        buckets[k].push_back(i);
+        fill[k] += plan.items[i].nbytes;
+    }
+
+    const std::uint64_t align = im.opt.alignment;
+    std::uint64_t total_bytes = 0;
+    for (const auto& it : plan.items)
+        total_bytes += it.nbytes;
+    std::vector<char> buffer(static_cast<std::size_t>(std::min<std::uint64_t>(im.opt.staging_bytes, total_bytes + 65536)));
+    const std::uint64_t direct_min = std::max<std::uint64_t>(buffer.size() / 8, 1);
+
+    results.resize(plan.items.size());
+    for (std::size_t k = 0; k < nfiles; ++k) {
+        auto& bucket = buckets[k];
+        if (bucket.empty())
+            continue;
+        // Plan order inside a file: large items aligned, small ones packed.
+        std::sort(bucket.begin(), bucket.end());
+        const auto name = data_file_name(im.rank, static_cast<int>(k));
+        std::vector<std::uint64_t> offsets(bucket.size());
+        std::uint64_t end = 0;
+        for (std::size_t j = 0; j < bucket.size(); ++j) {
+            const auto& it = plan.items[bucket[j]];
+            offsets[j] = it.nbytes >= align ? align_up(end, align) : end;
+            end = offsets[j] + it.nbytes;
+        }
+        MpiFile file(fs::join(im.write_dir, name), MpiFile::Mode::write);
+        file.set_size(end);
+        FileStream stream(file, buffer);
+        for (std::size_t j = 0; j < bucket.size(); ++j) {
+            const auto& it = plan.items[bucket[j]];
+            const DataRef ref = planner.resolve_data(it);
+            if (ref.space != MemorySpace::host)
+                throw error::WrongAPIUsage("entry '" + it.fqn + "': device memory cannot be written by this build");
+            stream.put(ref, offsets[j], it.nbytes, direct_min);
+            results[bucket[j]] = WriteResult{it.fqn, it.chunk, StorageInfo{name, offsets[j], it.nbytes}};
+        }
+        stream.flush();
+        if (im.opt.fsync)
+            file.sync();
+        file.close();
+    }
+    return results;
+}
+
+void DistcpWriter::finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>&)
+{
+    auto& im = *m_impl;
+    Metadata md = metadata;
+    md.layout = "distcp";
+    md.created = utc_now();
+    const auto tmp = fs::join(im.write_dir, ".metadata.h5.tmp");
+    detail::write_metadata_file(tmp, md, im.opt.fsync);
+    if (im.opt.fsync)
+        fs::fsync_path(im.write_dir); // the data files' directory entries
+    fs::rename(tmp, fs::join(im.write_dir, metadata_file_name));
+    if (im.opt.fsync)
+        fs::fsync_path(im.write_dir);
+    if (im.write_dir != im.path) {
+        // Swap the new checkpoint in; the old one is removed only after.
+        const auto old = im.path + ".cairn-old";
+        fs::remove_all(old);
+        fs::rename(im.path, old);
+        fs::rename(im.write_dir, im.path);
+        if (im.opt.fsync)
+            fs::fsync_path(fs::parent(im.path));
+        fs::remove_all(old);
+        im.write_dir = im.path;
+    } else if (im.opt.fsync) {
+        fs::fsync_path(fs::parent(im.path));
+    }
+}
+
+void DistcpWriter::abort() noexcept
+{
+    auto& im = *m_impl;
+    if (im.write_dir.empty())
+        return;
+    if (im.write_dir != im.path)
+        fs::remove_all_noexcept(im.write_dir);
+    else
+        fs::remove_all_noexcept(fs::join(im.write_dir, ".metadata.h5.tmp"));
+}
+
+bool is_distcp_checkpoint(const std::string& path)
+{
+    return fs::exists(fs::join(fs::strip(path), metadata_file_name));
+}
+
+} // namespace cairn

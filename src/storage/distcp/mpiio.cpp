@@ -1,0 +1,118 @@
+#include "storage/distcp/mpiio.hpp"
+
+#include "cairn/errors.hpp"
+
+#include <algorithm>
+
+namespace cairn::detail {
+
+namespace {
+constexpr std::uint64_t k_max_transfer = std::uint64_t(1) << 30;
+
+std::string mpi_error_string(int rc)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return std::string(msg, static_cast<std::size_t>(len));
+}
+} // namespace
+
+void MpiFile::fail(int rc, const std::string& what) const
+{
+    const auto msg = m_path + ": " + what + ": " + mpi_error_string(rc);
+    if (m_mode == Mode::write)
+        throw error::WriteError(msg);
+    throw error::ReadError(msg);
+}
+
+MpiFile::MpiFile(const std::string& path, Mode mode) : m_path(path), m_mode(mode)
+{
+    const int amode = mode == Mode::write ? (MPI_MODE_CREATE | MPI_MODE_WRONLY) : MPI_MODE_RDONLY;
+    const int rc = MPI_File_open(MPI_COMM_SELF, path.c_str(), amode, MPI_INFO_NULL, &m_fh);
+    if (rc != MPI_SUCCESS) {
+        m_fh = MPI_FILE_NULL;
+        fail(rc, mode == Mode::write ? "cannot create" : "cannot open");
+    }
+}
+
+MpiFile::~MpiFile()
+{
+    if (m_fh != MPI_FILE_NULL)
+        MPI_File_close(&m_fh);
+}
+
+void MpiFile::write_at(std::uint64_t offset, const void* data, std::uint64_t size)
+{
+    const auto* p = static_cast<const char*>(data);
+    while (size > 0) {
+        const int n = static_cast<int>(std::min(size, k_max_transfer));
+        MPI_Status st;
+        const int rc = MPI_File_write_at(m_fh, static_cast<MPI_Offset>(offset), p, n, MPI_BYTE, &st);
+        if (rc != MPI_SUCCESS)
+            fail(rc, "write of " + std::to_string(n) + " bytes at offset " + std::to_string(offset));
+        int done = 0;
+        MPI_Get_count(&st, MPI_BYTE, &done);
+        if (done <= 0)
+            throw error::WriteError(m_path + ": write at offset " + std::to_string(offset) + " made no progress");
+        p += done;
+        offset += static_cast<std::uint64_t>(done);
+        size -= static_cast<std::uint64_t>(done);
+    }
+}
+
+void MpiFile::read_at(std::uint64_t offset, void* data, std::uint64_t size)
+{
+    auto* p = static_cast<char*>(data);
+    const auto start = offset;
+    const auto want = size;
+    while (size > 0) {
+        const int n = static_cast<int>(std::min(size, k_max_transfer));
+        MPI_Status st;
+        const int rc = MPI_File_read_at(m_fh, static_cast<MPI_Offset>(offset), p, n, MPI_BYTE, &st);
+        if (rc != MPI_SUCCESS)
+            fail(rc, "read of " + std::to_string(n) + " bytes at offset " + std::to_string(offset));
+        int done = 0;
+        MPI_Get_count(&st, MPI_BYTE, &done);
+        if (done <= 0)
+            throw error::ReadError(m_path + ": short read: " + std::to_string(want) + " bytes at offset " +
+                                   std::to_string(start) + ", the file ends after " +
+                                   std::to_string(offset - start) + " of them (truncated file?)");
+        p += done;
+        offset += static_cast<std::uint64_t>(done);
+        size -= static_cast<std::uint64_t>(done);
+    }
+}
+
+void MpiFile::set_size(std::uint64_t size)
+{
+    const int rc = MPI_File_set_size(m_fh, static_cast<MPI_Offset>(size));
+    if (rc != MPI_SUCCESS)
+        fail(rc, "cannot set the size to " + std::to_string(size));
+}
+
+std::uint64_t MpiFile::size()
+{
+    MPI_Offset s = 0;
+    const int rc = MPI_File_get_size(m_fh, &s);
+    if (rc != MPI_SUCCESS)
+        fail(rc, "cannot get the size");
+    return static_cast<std::uint64_t>(s);
+}
+
+void MpiFile::sync()
+{
+    const int rc = MPI_File_sync(m_fh);
+    if (rc != MPI_SUCCESS)
+        fail(rc, "sync failed");
+}
+
+void MpiFile::close()
+{
+    const int rc = MPI_File_close(&m_fh);
+    m_fh = MPI_FILE_NULL;
+    if (rc != MPI_SUCCESS)
+        fail(rc, "close failed");
+}
+
+} // namespace cairn::detail

@@ -1,0 +1,84 @@
+#include "storage/fs.hpp"
+
+#include "cairn/errors.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace cairn::detail::fs {
+
+namespace stdfs = std::filesystem;
+
+bool exists(const std::string& path)
+{
+    std::error_code ec;
+    return stdfs::exists(path, ec);
+}
+
+bool is_directory(const std::string& path)
+{
+    std::error_code ec;
+    return stdfs::is_directory(path, ec);
+}
+
+void create_directories(const std::string& path)
+{
+    std::error_code ec;
+    stdfs::create_directories(path, ec);
+    if (ec && !is_directory(path))
+        throw error::WriteError("cannot create directory " + path + ": " + ec.message());
+}
+
+void fsync_path(const std::string& path)
+{
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        throw error::WriteError("cannot open " + path + " to sync it: " + std::strerror(errno));
+    const int rc = ::fsync(fd);
+    const int err = errno;
+    ::close(fd);
+    // Some file systems refuse fsync on directories (EINVAL): not an error.
+    if (rc != 0 && err != EINVAL)
+        throw error::WriteError("fsync of " + path + " failed: " + std::strerror(err));
+}
+
+void rename(const std::string& from, const std::string& to)
+{
+    if (::rename(from.c_str(), to.c_str()) != 0)
+        throw error::WriteError("cannot rename " + from + " to " + to + ": " + std::strerror(errno));
+}
+
+void remove_all(const std::string& path)
+{
+    std::error_code ec;
+    stdfs::remove_all(path, ec);
+    if (ec)
+        throw error::WriteError("cannot remove " + path + ": " + ec.message());
+}
+
+void remove_all_noexcept(const std::string& path) noexcept
+{
+    std::error_code ec;
+    stdfs::remove_all(path, ec);
+}
+
+std::string strip(const std::string& path)
+{
+    auto p = path;
+    while (p.size() > 1 && p.back() == '/')
+        p.pop_back();
+    return p;
+}
+
+std::string parent(const std::string& path)
+{
+    auto p = stdfs::path(strip(path)).parent_path().string();
+    return p.empty() ? "." : p;
+}
+
+std::string join(const std::string& dir, const std::string& name) { return (stdfs::path(dir) / name).string(); }
+
+} // namespace cairn::detail::fs

@@ -1,0 +1,27 @@
+// Private: file-system operations of the storage layers, each reporting
+// failures as cairn errors that name the path and the system's reason.
+#pragma once
+
+#include <string>
+
+namespace cairn::detail::fs {
+
+bool exists(const std::string& path);
+bool is_directory(const std::string& path);
+/// Creates the directory and its parents (no error when it exists).
+void create_directories(const std::string& path);
+/// fsync(2) of a file or directory.
+void fsync_path(const std::string& path);
+/// rename(2); both paths on the same file system.
+void rename(const std::string& from, const std::string& to);
+/// Removes a file or a directory tree; no error when it does not exist.
+void remove_all(const std::string& path);
+/// Removes, never throws (cleanup paths).
+void remove_all_noexcept(const std::string& path) noexcept;
+/// The parent directory of `path` ("." when it has none).
+std::string parent(const std::string& path);
+/// `path` without trailing slashes.
+std::string strip(const std::string& path);
+std::string join(const std::string& dir, const std::string& name);
+
+} // namespace cairn::detail::fs

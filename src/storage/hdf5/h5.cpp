@@ -1,0 +1,232 @@
+#include "storage/hdf5/h5.hpp"
+
+#include "cairn/dtype.hpp"
+#include "cairn/errors.hpp"
+
+namespace cairn::detail::h5 {
+
+bool Handle::reset() noexcept
+{
+    if (m_id < 0)
+        return true;
+    herr_t rc = 0;
+    switch (H5Iget_type(m_id)) {
+    case H5I_FILE: rc = H5Fclose(m_id); break;
+    case H5I_GROUP: rc = H5Gclose(m_id); break;
+    case H5I_DATASET: rc = H5Dclose(m_id); break;
+    case H5I_DATASPACE: rc = H5Sclose(m_id); break;
+    case H5I_DATATYPE: rc = H5Tclose(m_id); break;
+    case H5I_ATTR: rc = H5Aclose(m_id); break;
+    case H5I_GENPROP_LST: rc = H5Pclose(m_id); break;
+    default: rc = H5Idec_ref(m_id) < 0 ? -1 : 0;
+    }
+    m_id = H5I_INVALID_HID;
+    return rc >= 0;
+}
+
+ErrorSilencer::ErrorSilencer()
+{
+    H5Eget_auto2(H5E_DEFAULT, &m_func, &m_data);
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+
+ErrorSilencer::~ErrorSilencer() { H5Eset_auto2(H5E_DEFAULT, m_func, m_data); }
+
+namespace {
+herr_t innermost(unsigned n, const H5E_error2_t* err, void* data)
+{
+    if (n == 0 && err && err->desc)
+        *static_cast<std::string*>(data) = err->desc;
+    return 0;
+}
+} // namespace
+
+std::string last_error()
+{
+    std::string msg;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, innermost, &msg);
+    return msg;
+}
+
+hid_t check(hid_t id, const std::string& what, bool write)
+{
+    if (id >= 0)
+        return id;
+    auto msg = what + ": " + (last_error().empty() ? "HDF5 call failed" : last_error());
+    H5Eclear2(H5E_DEFAULT);
+    if (write)
+        throw error::WriteError(msg);
+    throw error::ReadError(msg);
+}
+
+herr_t check_status(herr_t rc, const std::string& what, bool write)
+{
+    check(rc < 0 ? H5I_INVALID_HID : 0, what, write);
+    return rc;
+}
+
+void write_string_attr(hid_t obj, const char* name, const std::string& value)
+{
+    const std::string what = std::string("writing attribute '") + name + "'";
+    Handle type(check(H5Tcopy(H5T_C_S1), what, true));
+    check_status(H5Tset_size(type, H5T_VARIABLE), what, true);
+    check_status(H5Tset_cset(type, H5T_CSET_UTF8), what, true);
+    Handle space(check(H5Screate(H5S_SCALAR), what, true));
+    Handle attr(check(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), what, true));
+    const char* p = value.c_str();
+    check_status(H5Awrite(attr, type, &p), what, true);
+}
+
+namespace {
+void write_array_attr(hid_t obj, const char* name, hid_t type, const void* data, const std::vector<hsize_t>& dims)
+{
+    const std::string what = std::string("writing attribute '") + name + "'";
+    bool empty = false;
+    for (auto d : dims)
+        empty = empty || d == 0;
+    // No dims: one value in a scalar dataspace; a zero extent: a null dataspace.
+    Handle space(check(dims.empty() ? H5Screate(H5S_SCALAR)
+                       : empty      ? H5Screate(H5S_NULL)
+                                    : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                       what, true));
+    Handle attr(check(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), what, true));
+    if (!empty)
+        check_status(H5Awrite(attr, type, data), what, true);
+}
+} // namespace
+
+void write_i64_attr(hid_t obj, const char* name, const std::vector<std::int64_t>& values, const std::vector<hsize_t>& dims)
+{
+    write_array_attr(obj, name, H5T_NATIVE_INT64, values.data(), dims);
+}
+
+void write_u64_attr(hid_t obj, const char* name, const std::vector<std::uint64_t>& values)
+{
+    write_array_attr(obj, name, H5T_NATIVE_UINT64, values.data(), {values.size()});
+}
+
+void write_raw_attr(hid_t obj, const char* name, hid_t type, const void* data)
+{
+    const std::string what = std::string("writing attribute '") + name + "'";
+    Handle space(check(H5Screate(H5S_SCALAR), what, true));
+    Handle attr(check(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), what, true));
+    check_status(H5Awrite(attr, type, data), what, true);
+}
+
+bool has_attr(hid_t obj, const char* name) { return H5Aexists(obj, name) > 0; }
+
+namespace {
+Handle open_attr(hid_t obj, const char* name, const std::string& where)
+{
+    if (!has_attr(obj, name))
+        throw error::FormatError(where + ": attribute '" + name + "' is missing");
+    return Handle(check(H5Aopen(obj, name, H5P_DEFAULT), where + ": opening attribute '" + name + "'", false));
+}
+
+std::size_t attr_points(hid_t attr, const std::string& what, std::vector<hsize_t>* dims)
+{
+    Handle space(check(H5Aget_space(attr), what, false));
+    const auto cls = H5Sget_simple_extent_type(space);
+    if (dims)
+        dims->clear();
+    if (cls == H5S_NULL)
+        return 0;
+    if (cls == H5S_SCALAR)
+        return 1;
+    const int nd = H5Sget_simple_extent_ndims(space);
+    if (nd < 0 || nd > 32)
+        throw error::FormatError(what + ": unexpected rank " + std::to_string(nd));
+    std::vector<hsize_t> d(static_cast<std::size_t>(nd));
+    H5Sget_simple_extent_dims(space, d.data(), nullptr);
+    if (dims)
+        *dims = d;
+    hsize_t n = 1;
+    for (auto x : d)
+        n *= x;
+    return static_cast<std::size_t>(n);
+}
+} // namespace
+
+std::string read_string_attr(hid_t obj, const char* name, const std::string& where)
+{
+    const std::string what = where + ": attribute '" + name + "'";
+    Handle attr = open_attr(obj, name, where);
+    Handle ftype(check(H5Aget_type(attr), what, false));
+    if (H5Tget_class(ftype) != H5T_STRING)
+        throw error::FormatError(what + " is not a string");
+    if (attr_points(attr, what, nullptr) != 1)
+        throw error::FormatError(what + " is not a single string");
+    if (H5Tis_variable_str(ftype) > 0) {
+        Handle mtype(check(H5Tcopy(H5T_C_S1), what, false));
+        H5Tset_size(mtype, H5T_VARIABLE);
+        H5Tset_cset(mtype, H5Tget_cset(ftype));
+        char* p = nullptr;
+        check_status(H5Aread(attr, mtype, &p), what, false);
+        std::string s = p ? p : "";
+        Handle space(H5Screate(H5S_SCALAR));
+        H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, &p);
+        return s;
+    }
+    const std::size_t n = H5Tget_size(ftype);
+    std::string s(n, '\0');
+    check_status(H5Aread(attr, ftype, s.data()), what, false);
+    s.resize(s.find('\0') == std::string::npos ? n : s.find('\0'));
+    return s;
+}
+
+std::vector<std::int64_t> read_i64_attr(hid_t obj, const char* name, const std::string& where, std::vector<hsize_t>* dims)
+{
+    const std::string what = where + ": attribute '" + name + "'";
+    Handle attr = open_attr(obj, name, where);
+    Handle ftype(check(H5Aget_type(attr), what, false));
+    if (H5Tget_class(ftype) != H5T_INTEGER)
+        throw error::FormatError(what + " is not an integer attribute");
+    std::vector<std::int64_t> v(attr_points(attr, what, dims));
+    if (!v.empty())
+        check_status(H5Aread(attr, H5T_NATIVE_INT64, v.data()), what, false);
+    return v;
+}
+
+std::vector<std::uint64_t> read_u64_attr(hid_t obj, const char* name, const std::string& where)
+{
+    const std::string what = where + ": attribute '" + name + "'";
+    Handle attr = open_attr(obj, name, where);
+    Handle ftype(check(H5Aget_type(attr), what, false));
+    if (H5Tget_class(ftype) != H5T_INTEGER)
+        throw error::FormatError(what + " is not an integer attribute");
+    std::vector<std::uint64_t> v(attr_points(attr, what, nullptr));
+    if (!v.empty())
+        check_status(H5Aread(attr, H5T_NATIVE_UINT64, v.data()), what, false);
+    return v;
+}
+
+void read_raw_attr(hid_t obj, const char* name, hid_t type, void* data, const std::string& where)
+{
+    const std::string what = where + ": attribute '" + name + "'";
+    Handle attr = open_attr(obj, name, where);
+    if (attr_points(attr, what, nullptr) != 1)
+        throw error::FormatError(what + " is not a single value");
+    check_status(H5Aread(attr, type, data), what, false);
+}
+
+hid_t native_type(int code)
+{
+    switch (static_cast<DType>(code)) {
+    case DType::f16:
+    case DType::bf16:
+    case DType::u16: return H5T_NATIVE_UINT16;
+    case DType::f32: return H5T_NATIVE_FLOAT;
+    case DType::f64: return H5T_NATIVE_DOUBLE;
+    case DType::i8: return H5T_NATIVE_INT8;
+    case DType::i16: return H5T_NATIVE_INT16;
+    case DType::i32: return H5T_NATIVE_INT32;
+    case DType::i64: return H5T_NATIVE_INT64;
+    case DType::u8:
+    case DType::boolean: return H5T_NATIVE_UINT8;
+    case DType::u32: return H5T_NATIVE_UINT32;
+    case DType::u64: return H5T_NATIVE_UINT64;
+    }
+    return H5T_NATIVE_UINT8;
+}
+
+} // namespace cairn::detail::h5

@@ -1,0 +1,82 @@
+// Private: RAII handles and checked calls for the HDF5 C API. Every HDF5 call
+// Cairn makes goes through check(); failures throw with the HDF5 error stack's
+// innermost message and the object involved. The automatic printing of the
+// HDF5 error stack is silenced while Cairn is inside HDF5 (ErrorSilencer).
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cairn::detail::h5 {
+
+/// Owns an hid_t and closes it with the matching H5?close.
+class Handle {
+public:
+    Handle() = default;
+    explicit Handle(hid_t id) : m_id(id) {}
+    Handle(const Handle&) = delete;
+    Handle& operator=(const Handle&) = delete;
+    Handle(Handle&& o) noexcept : m_id(o.m_id) { o.m_id = H5I_INVALID_HID; }
+    Handle& operator=(Handle&& o) noexcept
+    {
+        if (this != &o) {
+            reset();
+            m_id = o.m_id;
+            o.m_id = H5I_INVALID_HID;
+        }
+        return *this;
+    }
+    ~Handle() { reset(); }
+    hid_t get() const noexcept { return m_id; }
+    operator hid_t() const noexcept { return m_id; }
+    bool valid() const noexcept { return m_id >= 0; }
+    /// Closes now; returns false when HDF5 reported an error (never throws).
+    bool reset() noexcept;
+
+private:
+    hid_t m_id = H5I_INVALID_HID;
+};
+
+/// Turns off HDF5's automatic error printing for its lifetime.
+class ErrorSilencer {
+public:
+    ErrorSilencer();
+    ~ErrorSilencer();
+    ErrorSilencer(const ErrorSilencer&) = delete;
+    ErrorSilencer& operator=(const ErrorSilencer&) = delete;
+
+private:
+    H5E_auto2_t m_func = nullptr;
+    void* m_data = nullptr;
+};
+
+/// The innermost message of the current HDF5 error stack ("" if none).
+std::string last_error();
+
+/// Throws (error kind chosen by `write`) when `id` < 0: "<what>: <hdf5 message>".
+hid_t check(hid_t id, const std::string& what, bool write);
+herr_t check_status(herr_t rc, const std::string& what, bool write);
+
+// Attributes on an object.
+void write_string_attr(hid_t obj, const char* name, const std::string& value);
+void write_i64_attr(hid_t obj, const char* name, const std::vector<std::int64_t>& values, const std::vector<hsize_t>& dims);
+void write_u64_attr(hid_t obj, const char* name, const std::vector<std::uint64_t>& values);
+void write_raw_attr(hid_t obj, const char* name, hid_t type, const void* data);
+
+bool has_attr(hid_t obj, const char* name);
+std::string read_string_attr(hid_t obj, const char* name, const std::string& where);
+/// Reads an integer attribute of any integer type as int64 values; `dims`
+/// receives its extents (empty for a null or scalar dataspace).
+std::vector<std::int64_t> read_i64_attr(hid_t obj, const char* name, const std::string& where,
+                                        std::vector<hsize_t>* dims = nullptr);
+std::vector<std::uint64_t> read_u64_attr(hid_t obj, const char* name, const std::string& where);
+/// Reads a one-element attribute into `data` with memory type `type`.
+void read_raw_attr(hid_t obj, const char* name, hid_t type, void* data, const std::string& where);
+
+/// The native HDF5 type of a Cairn dtype (f16 / bf16: 16-bit unsigned, the raw bits).
+hid_t native_type(int dtype_code);
+
+} // namespace cairn::detail::h5

@@ -1,0 +1,93 @@
+// The per-rank layout on disk: file names, several files per rank, alignment,
+// coalescing of small items, metadata readable by h5dump.
+#include "fixtures.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <set>
+
+using namespace cairn_test;
+
+TEST_CASE("per-rank files, alignment and several files per rank", "[storage]")
+{
+    const int w = world_size(), r = world_rank();
+    const std::string dir = fresh_dir("layout_" + std::to_string(w)) + "/ckpt";
+    // Six large arrays (8 KiB per rank each) and 50 small ones per rank.
+    std::vector<std::unique_ptr<LocalArray>> arrays;
+    cairn::StateDict sd;
+    for (int i = 0; i < 6; ++i) {
+        arrays.push_back(std::make_unique<LocalArray>("big" + std::to_string(i), cairn::DType::f64,
+                                                      cairn::Shape{w * 1024}, cairn::Box{{r * 1024}, {1024}}, 0, i));
+        arrays.back()->fill();
+        sd.add_array("big" + std::to_string(i), arrays.back()->shard());
+    }
+    for (int i = 0; i < 50; ++i) {
+        arrays.push_back(std::make_unique<LocalArray>("small" + std::to_string(i), cairn::DType::i16,
+                                                      cairn::Shape{w * 3}, cairn::Box{{r * 3}, {3}}, 1, 100 + i));
+        arrays.back()->fill();
+        sd.add_array("small" + std::to_string(i), arrays.back()->shard());
+    }
+    cairn::SaveOptions o;
+    o.files_per_rank = 3;
+    o.alignment = 4096;
+    o.staging_bytes = 16384; // forces several flushes of the staging buffer
+    const auto res = cairn::save(sd, dir, MPI_COMM_WORLD, o);
+    CHECK(res.bytes_written == static_cast<std::uint64_t>(w) * (6 * 1024 * 8 + 50 * 3 * 2));
+
+    const auto md = cairn::read_metadata(dir);
+    CHECK(md.layout == "distcp");
+    CHECK(md.world_size == w);
+    std::set<std::string> files;
+    bool aligned = true;
+    for (const auto& [fqn, e] : md.entries) {
+        CHECK(e.chunks.size() == static_cast<std::size_t>(w));
+        for (const auto& c : e.chunks) {
+            files.insert(c.storage.path);
+            if (c.storage.length >= 4096)
+                aligned = aligned && c.storage.offset % 4096 == 0;
+        }
+    }
+    CHECK(aligned);
+    CHECK(files.size() == static_cast<std::size_t>(3 * w));
+    for (int rank = 0; rank < w; ++rank)
+        for (int k = 0; k < 3; ++k)
+            CHECK(files.count("__" + std::to_string(rank) + "_" + std::to_string(k) + ".distcp") == 1);
+
+    // Everything loads back on a different decomposition.
+    for (auto& a : arrays)
+        std::fill(a->buf.begin(), a->buf.end(), 0xAB);
+    std::vector<std::unique_ptr<LocalArray>> back;
+    cairn::StateDict in;
+    for (auto& a : arrays) {
+        back.push_back(std::make_unique<LocalArray>(a->name, a->dtype, a->global,
+                                                    decompose(a->global, Decomp::dim0, w, w - 1 - r), 1, a->salt));
+        in.add_array(a->name, back.back()->shard());
+    }
+    cairn::load(in, dir, MPI_COMM_WORLD);
+    std::int64_t bad = 0;
+    for (auto& b : back)
+        bad += b->errors();
+    CHECK(all(bad == 0));
+}
+
+TEST_CASE("the metadata is an HDF5 attribute group h5dump can read", "[storage][hdf5]")
+{
+    const int w = world_size(), r = world_rank();
+    const std::string dir = fresh_dir("h5dump_" + std::to_string(w)) + "/ckpt";
+    TestState s(standard_arrays(), Decomp::dim0, w, r, 0, true);
+    cairn::save(s.dict, dir, MPI_COMM_WORLD);
+    if (r == 0) {
+        const std::string out = dir + "/../h5dump.txt";
+        const int rc = std::system(("h5dump -A " + dir + "/metadata.h5 > " + out + " 2>&1").c_str());
+        CHECK(rc == 0);
+        std::ifstream f(out);
+        const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        CHECK(text.find("GROUP \"entries\"") != std::string::npos);
+        CHECK(text.find("GROUP \"fluid.a2\"") != std::string::npos);
+        CHECK(text.find("\"format_version\"") != std::string::npos);
+        CHECK(text.find("\"chunk_offsets\"") != std::string::npos);
+        CHECK(text.find(" run/1\"") != std::string::npos);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
