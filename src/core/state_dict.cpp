@@ -42,6 +42,8 @@ StateDict& StateDict::add(const std::string& name, Entry entry)
 {
     if (name.empty())
         throw error::WrongAPIUsage("state dict: empty entry name");
+    if (name.find('\0') != std::string::npos)
+        throw error::WrongAPIUsage("state dict: entry name with a NUL byte");
     if (m_index.count(name))
         throw error::WrongAPIUsage("state dict: duplicate entry name '" + name + "'");
     m_index.emplace(name, m_entries.size());

@@ -144,6 +144,9 @@ SavePlan DefaultSavePlanner::create_local_plan()
             it.dtype = s->dtype;
             it.value.assign(static_cast<const char*>(s->data), dtype_size(s->dtype));
         } else if (auto* str = std::get_if<std::string*>(&e)) {
+            if ((*str)->find('\0') != std::string::npos)
+                throw error::WrongAPIUsage("string '" + fe.fqn +
+                                           "' contains a NUL byte; store binary data with add_bytes");
             it.kind = ItemKind::string;
             it.value = **str;
         }

@@ -83,11 +83,13 @@ TEST_CASE("the metadata is an HDF5 attribute group h5dump can read", "[storage][
         CHECK(rc == 0);
         std::ifstream f(out);
         const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-        CHECK(text.find("GROUP \"entries\"") != std::string::npos);
-        CHECK(text.find("GROUP \"fluid.a2\"") != std::string::npos);
+        CHECK(text.find("ATTRIBUTE \"names\"") != std::string::npos);
+        CHECK(text.find("\"fluid.a2\"") != std::string::npos);
         CHECK(text.find("\"format_version\"") != std::string::npos);
-        CHECK(text.find("\"chunk_offsets\"") != std::string::npos);
-        CHECK(text.find(" run/1\"") != std::string::npos);
+        CHECK(text.find("\"chunk_boxes\"") != std::string::npos);
+        CHECK(text.find("GROUP \"values\"") != std::string::npos);
+        CHECK(text.find("(0): 4711") != std::string::npos); // the scalar "step"
+        CHECK(text.find(" run/1\"") != std::string::npos);  // the string "label"
     }
     MPI_Barrier(MPI_COMM_WORLD);
 }

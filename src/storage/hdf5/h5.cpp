@@ -113,6 +113,31 @@ void write_raw_attr(hid_t obj, const char* name, hid_t type, const void* data)
     check_status(H5Awrite(attr, type, data), what, true);
 }
 
+void write_raw_array_attr(hid_t obj, const char* name, hid_t type, const void* data, hsize_t n)
+{
+    write_array_attr(obj, name, type, data, {n});
+}
+
+namespace {
+Handle vlen_string_type(const std::string& what, bool write)
+{
+    Handle type(check(H5Tcopy(H5T_C_S1), what, write));
+    check_status(H5Tset_size(type, H5T_VARIABLE), what, write);
+    check_status(H5Tset_cset(type, H5T_CSET_UTF8), what, write);
+    return type;
+}
+} // namespace
+
+void write_string_array_attr(hid_t obj, const char* name, const std::vector<std::string>& values)
+{
+    std::vector<const char*> p;
+    p.reserve(values.size());
+    for (const auto& v : values)
+        p.push_back(v.c_str());
+    write_array_attr(obj, name, vlen_string_type(std::string("writing attribute '") + name + "'", true), p.data(),
+                     {values.size()});
+}
+
 bool has_attr(hid_t obj, const char* name) { return H5Aexists(obj, name) > 0; }
 
 namespace {
@@ -198,6 +223,39 @@ std::vector<std::uint64_t> read_u64_attr(hid_t obj, const char* name, const std:
     if (!v.empty())
         check_status(H5Aread(attr, H5T_NATIVE_UINT64, v.data()), what, false);
     return v;
+}
+
+void read_raw_array_attr(hid_t obj, const char* name, hid_t type, void* data, std::size_t n, const std::string& where)
+{
+    const std::string what = where + ": attribute '" + name + "'";
+    Handle attr = open_attr(obj, name, where);
+    const auto got = attr_points(attr, what, nullptr);
+    if (got != n)
+        throw error::FormatError(what + " has " + std::to_string(got) + " elements, expected " + std::to_string(n));
+    if (n)
+        check_status(H5Aread(attr, type, data), what, false);
+}
+
+std::vector<std::string> read_string_array_attr(hid_t obj, const char* name, const std::string& where)
+{
+    const std::string what = where + ": attribute '" + name + "'";
+    Handle attr = open_attr(obj, name, where);
+    Handle ftype(check(H5Aget_type(attr), what, false));
+    const auto n = attr_points(attr, what, nullptr);
+    std::vector<std::string> out;
+    if (n == 0)
+        return out;
+    if (H5Tget_class(ftype) != H5T_STRING || H5Tis_variable_str(ftype) <= 0)
+        throw error::FormatError(what + " is not an array of variable-length strings");
+    Handle mtype = vlen_string_type(what, false);
+    std::vector<char*> p(n, nullptr);
+    check_status(H5Aread(attr, mtype, p.data()), what, false);
+    out.reserve(n);
+    for (auto* s : p)
+        out.emplace_back(s ? s : "");
+    Handle space(check(H5Aget_space(attr), what, false));
+    H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, p.data());
+    return out;
 }
 
 void read_raw_attr(hid_t obj, const char* name, hid_t type, void* data, const std::string& where)

@@ -66,7 +66,15 @@ void write_i64_attr(hid_t obj, const char* name, const std::vector<std::int64_t>
 void write_u64_attr(hid_t obj, const char* name, const std::vector<std::uint64_t>& values);
 void write_raw_attr(hid_t obj, const char* name, hid_t type, const void* data);
 
+/// A 1-d array attribute of `n` elements of `type` (null dataspace when n = 0).
+void write_raw_array_attr(hid_t obj, const char* name, hid_t type, const void* data, hsize_t n);
+/// A 1-d array of variable-length UTF-8 strings.
+void write_string_array_attr(hid_t obj, const char* name, const std::vector<std::string>& values);
+
 bool has_attr(hid_t obj, const char* name);
+/// Reads a 1-d array attribute that must hold exactly `n` elements, converted to `type`.
+void read_raw_array_attr(hid_t obj, const char* name, hid_t type, void* data, std::size_t n, const std::string& where);
+std::vector<std::string> read_string_array_attr(hid_t obj, const char* name, const std::string& where);
 std::string read_string_attr(hid_t obj, const char* name, const std::string& where);
 /// Reads an integer attribute of any integer type as int64 values; `dims`
 /// receives its extents (empty for a null or scalar dataspace).

@@ -1,0 +1,390 @@
+// heat2d: Cairn's end-to-end example.
+//
+// An explicit 2-D heat equation on an nx x ny grid of doubles, decomposed over
+// a 2-D Cartesian process grid with one ghost layer. With --checkpoint it saves
+// the field and the step counter at the end; with --restart it loads them
+// first, from a checkpoint written by any number of ranks, and carries on.
+// The last line on rank 0 is a digest of the field that does not depend on
+// the decomposition, so a restarted run can be compared with a straight one:
+//
+//   mpiexec -n 4 heat2d --nx 96 --ny 80 --steps 200
+//   mpiexec -n 4 heat2d --nx 96 --ny 80 --steps 100 --checkpoint ckpt
+//   mpiexec -n 3 heat2d --nx 96 --ny 80 --steps 200 --restart ckpt
+//
+// The arithmetic is written out operation by operation (and compiled with
+// -ffp-contract=off) so the digest is bitwise reproducible.
+
+#include <cairn/checkpoint.hpp>
+#include <cairn/errors.hpp>
+#include <cairn/state_dict.hpp>
+
+#include <mpi.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+constexpr int exit_ok = 0;
+constexpr int exit_error = 1;
+constexpr int exit_usage = 2;
+
+// An error of this program, raised identically on every rank.
+struct AppError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// ---- command line ----------------------------------------------------------
+
+struct Options {
+    std::int64_t nx = 0;
+    std::int64_t ny = 0;
+    std::int64_t steps = -1;
+    std::string checkpoint;
+    std::string restart;
+    bool help = false;
+};
+
+const char* const usage_text =
+    "usage: heat2d --nx NX --ny NY --steps S [--checkpoint PATH] [--restart PATH]\n"
+    "  --nx NX, --ny NY   global grid size (rows, columns), at least 1 each\n"
+    "  --steps S          run until global step S (S >= 0)\n"
+    "  --checkpoint PATH  save the field and the step counter to PATH at the end\n"
+    "  --restart PATH     load the field and the step counter from PATH first\n"
+    "Prints `digest <16 hex digits>` on rank 0 as its last line.\n";
+
+bool parse_int(const std::string& text, std::int64_t& value)
+{
+    if (text.empty())
+        return false;
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (errno != 0 || end == text.c_str() || *end != '\0')
+        return false;
+    value = static_cast<std::int64_t>(v);
+    return true;
+}
+
+// Parses argv into `opt`; returns an error message, empty on success.
+std::string parse_args(int argc, char** argv, Options& opt)
+{
+    bool have_nx = false, have_ny = false, have_steps = false;
+    for (int k = 1; k < argc; ++k) {
+        std::string arg = argv[k];
+        if (arg == "-h" || arg == "--help") {
+            opt.help = true;
+            continue;
+        }
+        std::string value;
+        const auto eq = arg.find('=');
+        if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+            value = arg.substr(eq + 1);
+            arg.resize(eq);
+        } else if (arg == "--nx" || arg == "--ny" || arg == "--steps" || arg == "--checkpoint" || arg == "--restart") {
+            if (k + 1 >= argc)
+                return "missing value after " + arg;
+            value = argv[++k];
+        } else {
+            return "unknown argument '" + arg + "'";
+        }
+        if (arg == "--nx" || arg == "--ny" || arg == "--steps") {
+            std::int64_t v = 0;
+            if (!parse_int(value, v))
+                return "not an integer: " + arg + " '" + value + "'";
+            if (arg == "--nx") {
+                opt.nx = v;
+                have_nx = true;
+            } else if (arg == "--ny") {
+                opt.ny = v;
+                have_ny = true;
+            } else {
+                opt.steps = v;
+                have_steps = true;
+            }
+        } else if (arg == "--checkpoint" || arg == "--restart") {
+            if (value.empty())
+                return "empty path for " + arg;
+            (arg == "--checkpoint" ? opt.checkpoint : opt.restart) = value;
+        } else {
+            return "unknown argument '" + arg + "'";
+        }
+    }
+    if (opt.help)
+        return {};
+    if (!have_nx || !have_ny || !have_steps)
+        return "--nx, --ny and --steps are required";
+    // The digest indexes cells by i*ny + j; keep that (and the local arrays)
+    // far from overflow.
+    constexpr std::int64_t max_extent = std::int64_t(1) << 30;
+    if (opt.nx < 1 || opt.ny < 1 || opt.nx > max_extent || opt.ny > max_extent)
+        return "--nx and --ny must be between 1 and 2^30";
+    if (opt.steps < 0)
+        return "--steps must be >= 0";
+    return {};
+}
+
+// ---- decomposition ---------------------------------------------------------
+
+// Block distribution of n cells over p parts: the first n % p parts get one extra.
+void block(std::int64_t n, int p, int c, std::int64_t& offset, std::int64_t& size)
+{
+    const std::int64_t base = n / p, rem = n % p;
+    size = base + (c < rem ? 1 : 0);
+    offset = c * base + (c < rem ? c : rem);
+}
+
+struct Grid {
+    MPI_Comm comm = MPI_COMM_NULL; // 2-D Cartesian communicator
+    int rank = 0, size = 1;
+    int dims[2] = {0, 0};
+    int coords[2] = {0, 0};
+    int up = MPI_PROC_NULL, down = MPI_PROC_NULL;    // neighbours in i (rows)
+    int left = MPI_PROC_NULL, right = MPI_PROC_NULL; // neighbours in j (columns)
+    std::int64_t nx = 0, ny = 0;                     // global
+    std::int64_t i0 = 0, j0 = 0;                     // first owned global cell
+    std::int64_t lnx = 0, lny = 0;                   // owned cells (no ghosts)
+    MPI_Datatype column = MPI_DATATYPE_NULL;         // one column of the interior, strided
+
+    std::int64_t row_stride() const { return lny + 2; }
+    std::size_t idx(std::int64_t li, std::int64_t lj) const
+    {
+        return static_cast<std::size_t>(li * row_stride() + lj);
+    }
+};
+
+// ---- physics ---------------------------------------------------------------
+
+double initial_value(std::int64_t i, std::int64_t j)
+{
+    return static_cast<double>((i * 7 + j * 13) % 101) / 100.0;
+}
+
+void initialise(const Grid& g, std::vector<double>& t)
+{
+    for (std::int64_t li = 1; li <= g.lnx; ++li)
+        for (std::int64_t lj = 1; lj <= g.lny; ++lj)
+            t[g.idx(li, lj)] = initial_value(g.i0 + li - 1, g.j0 + lj - 1);
+}
+
+// Fills the ghost layer from the four neighbours (corners are not needed by
+// the 5-point stencil).
+void exchange_halo(const Grid& g, std::vector<double>& t)
+{
+    const int n = static_cast<int>(g.lny);
+    double* a = t.data();
+    // Rows are contiguous: first owned row up, last owned row down.
+    MPI_Sendrecv(a + g.idx(1, 1), n, MPI_DOUBLE, g.up, 0, a + g.idx(g.lnx + 1, 1), n, MPI_DOUBLE, g.down, 0,
+                 g.comm, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(a + g.idx(g.lnx, 1), n, MPI_DOUBLE, g.down, 1, a + g.idx(0, 1), n, MPI_DOUBLE, g.up, 1, g.comm,
+                 MPI_STATUS_IGNORE);
+    // Columns are strided: a vector type of lnx elements, lny+2 apart.
+    MPI_Sendrecv(a + g.idx(1, 1), 1, g.column, g.left, 2, a + g.idx(1, g.lny + 1), 1, g.column, g.right, 2, g.comm,
+                 MPI_STATUS_IGNORE);
+    MPI_Sendrecv(a + g.idx(1, g.lny), 1, g.column, g.right, 3, a + g.idx(1, 0), 1, g.column, g.left, 3, g.comm,
+                 MPI_STATUS_IGNORE);
+}
+
+// One explicit step from `t` into `next`. Border cells of the global grid keep
+// their value.
+void step_once(const Grid& g, const std::vector<double>& t, std::vector<double>& next)
+{
+    const std::int64_t s = g.row_stride();
+    for (std::int64_t li = 1; li <= g.lnx; ++li) {
+        const std::int64_t i = g.i0 + li - 1;
+        const bool border_row = i == 0 || i == g.nx - 1;
+        for (std::int64_t lj = 1; lj <= g.lny; ++lj) {
+            const std::int64_t j = g.j0 + lj - 1;
+            const std::size_t c = static_cast<std::size_t>(li * s + lj);
+            const double tc = t[c];
+            if (border_row || j == 0 || j == g.ny - 1) {
+                next[c] = tc;
+                continue;
+            }
+            const double sum = ((t[c - s] + t[c + s]) + t[c - 1]) + t[c + 1];
+            const double lap = sum - 4.0 * tc;
+            next[c] = tc + 0.1 * lap;
+        }
+    }
+}
+
+// ---- digest ----------------------------------------------------------------
+
+std::uint64_t splitmix64(std::uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+// Sum (mod 2^64) over every cell of splitmix64(bits(T) + golden * (i*ny + j + 1)):
+// independent of the decomposition. The result is valid on rank 0.
+std::uint64_t digest(const Grid& g, const std::vector<double>& t)
+{
+    std::uint64_t local = 0;
+    for (std::int64_t li = 1; li <= g.lnx; ++li) {
+        const std::int64_t i = g.i0 + li - 1;
+        for (std::int64_t lj = 1; lj <= g.lny; ++lj) {
+            const std::int64_t j = g.j0 + lj - 1;
+            std::uint64_t bits = 0;
+            std::memcpy(&bits, &t[g.idx(li, lj)], sizeof bits);
+            const std::uint64_t cell = static_cast<std::uint64_t>(i * g.ny + j + 1);
+            local += splitmix64(bits + 0x9E3779B97F4A7C15ull * cell);
+        }
+    }
+    std::uint64_t global = 0;
+    MPI_Reduce(&local, &global, 1, MPI_UINT64_T, MPI_SUM, 0, g.comm);
+    return global;
+}
+
+// ---- checkpoint ------------------------------------------------------------
+
+// The state dict of the simulation: this rank's owned box of the field, seen
+// through a strided window into the local array (the ghosts are neither saved
+// nor overwritten), and the step counter.
+cairn::StateDict make_state(const Grid& g, std::vector<double>& t, std::int64_t& step)
+{
+    cairn::StateDict state;
+    state.add_array<double>("temperature", &t[g.idx(1, 1)], {g.nx, g.ny}, cairn::Box{{g.i0, g.j0}, {g.lnx, g.lny}},
+                            {g.row_stride(), 1});
+    state.add_scalar("step", &step);
+    return state;
+}
+
+int run(int argc, char** argv)
+{
+    int world_rank = 0, world_size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+
+    // Every rank parses the same argv, so every rank takes the same branch.
+    Options opt;
+    const std::string bad = parse_args(argc, argv, opt);
+    if (opt.help) {
+        if (world_rank == 0)
+            std::fputs(usage_text, stdout);
+        return exit_ok;
+    }
+    if (!bad.empty()) {
+        if (world_rank == 0)
+            std::fprintf(stderr, "heat2d: %s\n%s", bad.c_str(), usage_text);
+        return exit_usage;
+    }
+
+    Grid g;
+    g.nx = opt.nx;
+    g.ny = opt.ny;
+    MPI_Dims_create(world_size, 2, g.dims);
+    if (g.dims[0] > g.nx || g.dims[1] > g.ny) {
+        if (world_rank == 0)
+            std::fprintf(stderr, "heat2d: a %" PRId64 " x %" PRId64 " grid is too small for a %d x %d process grid\n%s",
+                         g.nx, g.ny, g.dims[0], g.dims[1], usage_text);
+        return exit_usage;
+    }
+    const int periods[2] = {0, 0};
+    MPI_Cart_create(MPI_COMM_WORLD, 2, g.dims, periods, 0, &g.comm);
+    MPI_Comm_rank(g.comm, &g.rank);
+    MPI_Comm_size(g.comm, &g.size);
+    MPI_Cart_coords(g.comm, g.rank, 2, g.coords);
+    MPI_Cart_shift(g.comm, 0, 1, &g.up, &g.down);
+    MPI_Cart_shift(g.comm, 1, 1, &g.left, &g.right);
+    block(g.nx, g.dims[0], g.coords[0], g.i0, g.lnx);
+    block(g.ny, g.dims[1], g.coords[1], g.j0, g.lny);
+    MPI_Type_vector(static_cast<int>(g.lnx), 1, static_cast<int>(g.row_stride()), MPI_DOUBLE, &g.column);
+    MPI_Type_commit(&g.column);
+
+    const std::size_t cells = static_cast<std::size_t>((g.lnx + 2) * (g.lny + 2));
+    std::vector<double> t(cells, 0.0), next(cells, 0.0);
+    std::int64_t step = 0;
+
+    if (g.rank == 0)
+        std::printf("heat2d: %" PRId64 " x %" PRId64 " grid, %d ranks (%d x %d), until step %" PRId64 "\n", g.nx,
+                    g.ny, g.size, g.dims[0], g.dims[1], opt.steps);
+
+    int rc = exit_ok;
+    try {
+        if (!opt.restart.empty()) {
+            cairn::StateDict state = make_state(g, t, step);
+            const cairn::LoadResult r = cairn::load(state, opt.restart, g.comm);
+            (void)r;
+            if (step < 0 || step > opt.steps)
+                throw AppError("checkpoint " + opt.restart + " is at step " + std::to_string(step) +
+                                         ", beyond --steps " + std::to_string(opt.steps));
+            if (g.rank == 0)
+                std::printf("restarted from %s at step %" PRId64 " on %d ranks\n", opt.restart.c_str(), step, g.size);
+        } else {
+            initialise(g, t);
+        }
+        // The border cells are copied, never recomputed: seed `next` with them.
+        next = t;
+
+        const double t0 = MPI_Wtime();
+        const std::int64_t first = step;
+        for (; step < opt.steps; ++step) {
+            exchange_halo(g, t);
+            step_once(g, t, next);
+            std::swap(t, next);
+        }
+        const double elapsed = MPI_Wtime() - t0;
+        if (g.rank == 0)
+            std::printf("ran steps %" PRId64 "..%" PRId64 " in %.3f s\n", first, step, elapsed);
+
+        if (!opt.checkpoint.empty()) {
+            cairn::SaveOptions so;
+            so.overwrite = true;
+            cairn::StateDict state = make_state(g, t, step);
+            const cairn::SaveResult r = cairn::save(state, opt.checkpoint, g.comm, so);
+            if (g.rank == 0)
+                std::printf("checkpoint %s written: %" PRIu64 " bytes, %zu entries, step %" PRId64 ", %.3f s\n",
+                            opt.checkpoint.c_str(), r.bytes_written, r.entries, step, r.seconds);
+        }
+
+        const std::uint64_t d = digest(g, t);
+        if (g.rank == 0) {
+            std::printf("digest %016" PRIx64 "\n", d);
+            std::fflush(stdout);
+        }
+    } catch (const cairn::Error& e) {
+        // Collective Cairn calls throw the same exception on every rank.
+        if (g.rank == 0)
+            std::fprintf(stderr, "heat2d: error: %s\n", e.what());
+        rc = exit_error;
+    } catch (const AppError& e) {
+        if (g.rank == 0)
+            std::fprintf(stderr, "heat2d: error: %s\n", e.what());
+        rc = exit_error;
+    }
+
+    MPI_Type_free(&g.column);
+    MPI_Comm_free(&g.comm);
+    return rc;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    MPI_Init(&argc, &argv);
+    int rc = exit_error;
+    try {
+        rc = run(argc, argv);
+    } catch (const std::exception& e) {
+        // Not agreed between ranks (e.g. out of memory on one rank): the
+        // others may be waiting in a collective call, so abort them all.
+        std::fprintf(stderr, "heat2d: fatal: %s\n", e.what());
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, exit_error);
+    }
+    std::fflush(stdout);
+    MPI_Finalize();
+    return rc;
+}

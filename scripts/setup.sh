@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian machine for Cairn and builds it into build/.
+#
+#   scripts/setup.sh            (or `source scripts/setup.sh` from another script)
+#
+# As root: installs the missing Debian packages (apt-get update once, then
+# apt-get install; nothing when everything is installed) and exports
+# OMPI_ALLOW_RUN_AS_ROOT / OMPI_ALLOW_RUN_AS_ROOT_CONFIRM so that Open MPI's
+# mpiexec runs. As another user: lists the missing packages and fails.
+# Then configures and builds: cmake -S . -B build && cmake --build build.
+# Idempotent: a second run only rebuilds what changed.
+set -euo pipefail
+
+cairn_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$cairn_root"
+
+cairn_packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools catch2)
+
+cairn_missing=()
+if command -v dpkg-query >/dev/null 2>&1; then
+    for cairn_pkg in "${cairn_packages[@]}"; do
+        cairn_status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$cairn_pkg" 2>/dev/null || true)
+        case $cairn_status in
+            ii*) ;;
+            *) cairn_missing+=("$cairn_pkg") ;;
+        esac
+    done
+else
+    echo "setup.sh: no dpkg-query (not Debian?): not checking packages; need: ${cairn_packages[*]}" >&2
+fi
+
+if [ "${#cairn_missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+        echo "setup.sh: installing ${cairn_missing[*]}"
+        apt-get update
+        DEBIAN_FRONTEND=noninteractive apt-get install -y "${cairn_missing[@]}"
+    else
+        echo "setup.sh: missing packages: ${cairn_missing[*]}" >&2
+        echo "setup.sh: install them as root:" >&2
+        echo "  apt-get update && apt-get install -y ${cairn_missing[*]}" >&2
+        exit 1
+    fi
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+    # Open MPI refuses to run as root without these.
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build -j"$(nproc)"
