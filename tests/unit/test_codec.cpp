@@ -1,0 +1,639 @@
+// The binary codec of plans, write results and metadata (src/core/codec.hpp).
+#include "plan_compare.hpp"
+#include "unit_common.hpp"
+
+#include "core/codec.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace cairn;
+using namespace cairn::detail;
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+using cairn_test::check_same;
+using cairn_test::message_of;
+
+namespace {
+
+using namespace std::string_literals;
+
+Bytes to_bytes(const std::string& s)
+{
+    Bytes b(s.size());
+    std::memcpy(b.data(), s.data(), s.size());
+    return b;
+}
+
+std::string raw_of(std::int64_t v)
+{
+    std::string s(8, '\0');
+    std::memcpy(s.data(), &v, 8);
+    return s;
+}
+
+// Odd strings: embedded NUL, control characters, quotes, UTF-8, 0xFF.
+const std::string k_odd = "h\xC3\xA9llo\0w\xC3\xB6rld\n\t\"'\\%/.\xE2\x9C\x93\xFF"s;
+
+SavePlan sample_save_plan()
+{
+    SavePlan p;
+    WriteItem a;
+    a.fqn = "fluid.velocity";
+    a.kind = ItemKind::array;
+    a.dtype = DType::f32;
+    a.global_shape = {8, 10, 12};
+    a.box = Box{{0, 5, 6}, {8, 5, 6}};
+    a.nbytes = 8 * 5 * 6 * 4;
+    a.chunk = 3;
+    p.items.push_back(a);
+
+    WriteItem z;
+    z.fqn = "zero_d";
+    z.kind = ItemKind::array;
+    z.dtype = DType::f64;
+    z.nbytes = 8;
+    p.items.push_back(z);
+
+    WriteItem b;
+    b.fqn = "rng state";
+    b.kind = ItemKind::bytes;
+    b.dtype = DType::u8;
+    b.global_shape = {5};
+    b.box = whole({5});
+    b.nbytes = 5;
+    b.digest = 0xDEADBEEFCAFEBABEull;
+    p.items.push_back(b);
+
+    WriteItem s;
+    s.fqn = "step";
+    s.kind = ItemKind::scalar;
+    s.dtype = DType::i64;
+    s.value = raw_of(-255); // contains 0x01 and 0xFF bytes
+    s.chunk = std::numeric_limits<std::uint32_t>::max();
+    p.items.push_back(s);
+
+    WriteItem t;
+    t.fqn = "label/\xC3\xBC";
+    t.kind = ItemKind::string;
+    t.value = k_odd;
+    p.items.push_back(t);
+
+    WriteItem big;
+    big.fqn = std::string(300, 'x');
+    big.kind = ItemKind::array;
+    big.dtype = DType::u64;
+    big.global_shape = Shape(64, 1); // the largest rank
+    big.box = whole(big.global_shape);
+    big.nbytes = std::numeric_limits<std::uint64_t>::max();
+    p.items.push_back(big);
+
+    p.storage_data = to_bytes("\x00\x01\xFF\x7F"s);
+    p.planner_data = to_bytes("planner");
+    return p;
+}
+
+LoadPlan sample_load_plan()
+{
+    LoadPlan p;
+    p.items.push_back(ReadItem{"fluid.velocity", ItemKind::array, 7, Box{{1, 2, 3}, {4, 5, 6}}});
+    p.items.push_back(ReadItem{"zero_d", ItemKind::array, 0, Box{}});
+    p.items.push_back(ReadItem{"blob", ItemKind::bytes, 0, Box{{0}, {1000}}});
+    p.items.push_back(ReadItem{k_odd, ItemKind::array, 0xFFFFFFFFu, Box{{0, 0, 0, 0}, {1, 2, 3, 4}}});
+    p.storage_data = to_bytes("dir/ckpt");
+    p.planner_data = {};
+    return p;
+}
+
+std::vector<WriteResult> sample_results()
+{
+    return {
+        WriteResult{"fluid.velocity", 3, StorageInfo{"__0_0.distcp", 0, 960}},
+        WriteResult{"rng state", 0, StorageInfo{"__1_0.distcp", 4096, 5}},
+        WriteResult{k_odd, 0xFFFFFFFFu, StorageInfo{"", std::numeric_limits<std::uint64_t>::max(), 0}},
+    };
+}
+
+Metadata sample_metadata()
+{
+    Metadata md;
+    md.library_version = "0.1.0";
+    md.world_size = 4;
+    md.layout = "distcp";
+    md.created = "2024-06-01T12:00:00Z";
+    {
+        EntryMeta e;
+        e.kind = ItemKind::array;
+        e.dtype = DType::f32;
+        e.global_shape = {8, 10, 12};
+        for (int r = 0; r < 4; ++r)
+            e.chunks.push_back(ChunkMeta{Box{{0, 0, 3 * r}, {8, 10, 3}},
+                                         StorageInfo{"__" + std::to_string(r) + "_0.distcp", 64u * r, 960}});
+        md.entries["fluid.velocity"] = e;
+    }
+    {
+        EntryMeta e;
+        e.kind = ItemKind::array;
+        e.dtype = DType::f64;
+        e.chunks.push_back(ChunkMeta{Box{}, StorageInfo{"__0_0.distcp", 960, 8}});
+        md.entries["zero_d"] = e;
+    }
+    {
+        EntryMeta e;
+        e.kind = ItemKind::array;
+        e.dtype = DType::i16;
+        e.global_shape = {100};
+        e.chunks.push_back(ChunkMeta{Box{{0}, {50}}, StorageInfo{"a", 0, 100}});
+        e.chunks.push_back(ChunkMeta{Box{{50}, {50}}, StorageInfo{"b", 0, 100}});
+        md.entries["line"] = e;
+    }
+    {
+        EntryMeta e;
+        e.kind = ItemKind::array;
+        e.dtype = DType::bf16;
+        e.global_shape = {0, 4}; // empty array, no chunks
+        md.entries["empty"] = e;
+    }
+    {
+        EntryMeta e;
+        e.kind = ItemKind::bytes;
+        e.dtype = DType::u8;
+        e.global_shape = {5};
+        e.chunks.push_back(ChunkMeta{whole({5}), StorageInfo{"__1_0.distcp", 0, 5}});
+        md.entries["rng state"] = e;
+    }
+    {
+        EntryMeta e;
+        e.kind = ItemKind::scalar;
+        e.dtype = DType::i64;
+        e.value = raw_of(-255);
+        md.entries["step"] = e;
+    }
+    {
+        EntryMeta e;
+        e.kind = ItemKind::scalar;
+        e.dtype = DType::boolean;
+        e.value = "\x01"s;
+        md.entries["flag"] = e;
+    }
+    {
+        EntryMeta e;
+        e.kind = ItemKind::scalar;
+        e.dtype = DType::f16;
+        e.value = "\x00\x3C"s; // 1.0 in binary16, little-endian
+        md.entries["h"] = e;
+    }
+    {
+        EntryMeta e;
+        e.kind = ItemKind::string;
+        e.value = k_odd;
+        md.entries["label/\xC3\xBC with space%"] = e;
+    }
+    {
+        EntryMeta e;
+        e.kind = ItemKind::string;
+        md.entries["empty string"] = e;
+    }
+    return md;
+}
+
+void patch_u64(Bytes& b, std::size_t off, std::uint64_t v)
+{
+    REQUIRE(off + 8 <= b.size());
+    for (int i = 0; i < 8; ++i)
+        b[off + i] = std::byte(static_cast<std::uint8_t>(v >> (8 * i)));
+}
+
+std::uint64_t read_u64(const Bytes& b, std::size_t off)
+{
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i)
+        v |= std::uint64_t(std::to_integer<std::uint8_t>(b[off + i])) << (8 * i);
+    return v;
+}
+
+// Every proper prefix of `good` must be refused with a FormatError that says
+// the input is too short ("truncated", or a count that "cannot fit"); returns
+// the descriptions of the prefixes that were not (empty when all were).
+std::vector<std::string> bad_truncations(const Bytes& good, const std::function<void(const Bytes&)>& decode)
+{
+    std::vector<std::string> bad;
+    for (std::size_t n = 0; n < good.size(); ++n) {
+        const Bytes prefix(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(n));
+        const auto msg = message_of<error::FormatError>([&] { decode(prefix); });
+        if (msg.rfind("OK:", 0) != 0 ||
+            (msg.find("truncated") == std::string::npos && msg.find("cannot fit") == std::string::npos))
+            bad.push_back("prefix of " + std::to_string(n) + " bytes: " + msg);
+    }
+    return bad;
+}
+
+void check_truncations(const char* what, const Bytes& good, const std::function<void(const Bytes&)>& decode)
+{
+    const auto bad = bad_truncations(good, decode);
+    INFO(what << ": " << bad.size() << " of " << good.size() << " prefixes not refused as truncated"
+              << (bad.empty() ? std::string() : "; first: " + bad.front() + "; last: " + bad.back()));
+    CHECK(bad.empty());
+}
+
+constexpr std::uint64_t k_huge = std::uint64_t(1) << 60;
+
+} // namespace
+
+TEST_CASE("codec: SavePlan round trip", "[codec]")
+{
+    const auto p = sample_save_plan();
+    const auto b = encode(p);
+    const auto q = decode_save_plan(b);
+    check_same(q, p);
+    CHECK(encode(q) == b);
+
+    const SavePlan empty;
+    const auto e = decode_save_plan(encode(empty));
+    CHECK(e.items.empty());
+    CHECK(e.storage_data.empty());
+    CHECK(e.planner_data.empty());
+}
+
+TEST_CASE("codec: LoadPlan round trip", "[codec]")
+{
+    const auto p = sample_load_plan();
+    const auto b = encode(p);
+    const auto q = decode_load_plan(b);
+    check_same(q, p);
+    CHECK(encode(q) == b);
+    CHECK(decode_load_plan(encode(LoadPlan{})).items.empty());
+}
+
+TEST_CASE("codec: write results round trip", "[codec]")
+{
+    const auto r = sample_results();
+    const auto b = encode(r);
+    const auto q = decode_write_results(b);
+    check_same(q, r);
+    CHECK(encode(q) == b);
+    CHECK(decode_write_results(encode(std::vector<WriteResult>{})).empty());
+}
+
+TEST_CASE("codec: Metadata round trip", "[codec]")
+{
+    const auto md = sample_metadata();
+    const auto b = encode(md);
+    const auto q = decode_metadata(b);
+    check_same(q, md);
+    CHECK(encode(q) == b);
+    CHECK(q.entries.at("label/\xC3\xBC with space%").value.size() == k_odd.size()); // NUL kept
+
+    Metadata empty;
+    const auto e = decode_metadata(encode(empty));
+    CHECK(e.entries.empty());
+    CHECK(e.format_version == Metadata::current_format_version);
+
+    Metadata odd = md;
+    odd.format_version = 7;
+    odd.world_size = 1 << 20;
+    odd.library_version = k_odd;
+    odd.created = "";
+    check_same(decode_metadata(encode(odd)), odd);
+}
+
+TEST_CASE("codec: every truncation is refused with FormatError", "[codec]")
+{
+    check_truncations("save plan", encode(sample_save_plan()), [](const Bytes& b) { decode_save_plan(b); });
+    check_truncations("load plan", encode(sample_load_plan()), [](const Bytes& b) { decode_load_plan(b); });
+    check_truncations("write results", encode(sample_results()), [](const Bytes& b) { decode_write_results(b); });
+    check_truncations("metadata", encode(sample_metadata()), [](const Bytes& b) { decode_metadata(b); });
+    // the empty encodings too
+    check_truncations("empty save plan", encode(SavePlan{}), [](const Bytes& b) { decode_save_plan(b); });
+    check_truncations("empty metadata", encode(Metadata{}), [](const Bytes& b) { decode_metadata(b); });
+}
+
+TEST_CASE("codec: trailing bytes are refused", "[codec]")
+{
+    auto sp = encode(sample_save_plan());
+    sp.push_back(std::byte{0});
+    CHECK_THAT(message_of<error::FormatError>([&] { decode_save_plan(sp); }), StartsWith("OK:") && Contains("trailing"));
+    auto lp = encode(sample_load_plan());
+    lp.push_back(std::byte{0});
+    CHECK_THAT(message_of<error::FormatError>([&] { decode_load_plan(lp); }), StartsWith("OK:") && Contains("trailing"));
+    auto wr = encode(sample_results());
+    wr.insert(wr.end(), 8, std::byte{0xAB});
+    CHECK_THAT(message_of<error::FormatError>([&] { decode_write_results(wr); }),
+               StartsWith("OK:") && Contains("trailing"));
+    auto md = encode(sample_metadata());
+    md.push_back(std::byte{1});
+    CHECK_THAT(message_of<error::FormatError>([&] { decode_metadata(md); }), StartsWith("OK:") && Contains("trailing"));
+}
+
+TEST_CASE("codec: bad magic numbers are refused", "[codec]")
+{
+    const auto sp = encode(sample_save_plan());
+    const auto lp = encode(sample_load_plan());
+    const auto wr = encode(sample_results());
+    const auto md = encode(sample_metadata());
+    // one encoding is not another
+    CHECK_THROWS_AS(decode_save_plan(lp), error::FormatError);
+    CHECK_THROWS_AS(decode_load_plan(sp), error::FormatError);
+    CHECK_THROWS_AS(decode_write_results(md), error::FormatError);
+    CHECK_THROWS_AS(decode_metadata(wr), error::FormatError);
+    // a flipped magic byte
+    for (std::size_t i = 0; i < 4; ++i) {
+        auto b = md;
+        b[i] ^= std::byte{0x20};
+        CHECK_THAT(message_of<error::FormatError>([&] { decode_metadata(b); }), StartsWith("OK:") && Contains("magic"));
+    }
+    auto b = sp;
+    b[3] = std::byte{0};
+    CHECK_THROWS_AS(decode_save_plan(b), error::FormatError);
+    // an empty or foreign buffer
+    CHECK_THROWS_AS(decode_metadata(Bytes{}), error::FormatError);
+    CHECK_THROWS_AS(decode_metadata(to_bytes("\x89HDF\r\n\x1a\n")), error::FormatError);
+}
+
+TEST_CASE("codec: huge counts and lengths are refused before allocating", "[codec]")
+{
+    const std::uint64_t huge_values[] = {k_huge, std::numeric_limits<std::uint64_t>::max(),
+                                         std::uint64_t(1) << 32, std::uint64_t(1) << 40};
+    const auto sp = encode(sample_save_plan());
+    const auto lp = encode(sample_load_plan());
+    const auto wr = encode(sample_results());
+    const auto md = encode(sample_metadata());
+
+    // offsets of count fields: item count right after the magic
+    for (auto v : huge_values) {
+        INFO("patched value " << v);
+        auto b = sp;
+        patch_u64(b, 4, v); // item count
+        CHECK_THAT(message_of<error::FormatError>([&] { decode_save_plan(b); }), StartsWith("OK:"));
+        b = sp;
+        patch_u64(b, 12, v); // length of the first fqn
+        CHECK_THAT(message_of<error::FormatError>([&] { decode_save_plan(b); }), StartsWith("OK:"));
+        b = sp;
+        // storage_data length: the encoding ends with two length-prefixed blobs
+        const auto p = sample_save_plan();
+        const auto storage_len_off = b.size() - p.planner_data.size() - 8 - p.storage_data.size() - 8;
+        REQUIRE(read_u64(b, storage_len_off) == p.storage_data.size());
+        patch_u64(b, storage_len_off, v);
+        CHECK_THAT(message_of<error::FormatError>([&] { decode_save_plan(b); }), StartsWith("OK:"));
+
+        b = lp;
+        patch_u64(b, 4, v);
+        CHECK_THAT(message_of<error::FormatError>([&] { decode_load_plan(b); }), StartsWith("OK:"));
+        b = wr;
+        patch_u64(b, 4, v);
+        CHECK_THAT(message_of<error::FormatError>([&] { decode_write_results(b); }), StartsWith("OK:"));
+        b = wr;
+        patch_u64(b, 12, v);
+        CHECK_THAT(message_of<error::FormatError>([&] { decode_write_results(b); }), StartsWith("OK:"));
+
+        // metadata: the entry count follows the header strings
+        Metadata header = sample_metadata();
+        header.entries.clear();
+        const auto count_off = encode(header).size() - 8;
+        REQUIRE(read_u64(md, count_off) == sample_metadata().entries.size());
+        b = md;
+        patch_u64(b, count_off, v);
+        CHECK_THAT(message_of<error::FormatError>([&] { decode_metadata(b); }), StartsWith("OK:"));
+        b = md;
+        patch_u64(b, 8, v); // length of library_version
+        CHECK_THAT(message_of<error::FormatError>([&] { decode_metadata(b); }), StartsWith("OK:"));
+    }
+}
+
+TEST_CASE("codec: a count one too large is refused", "[codec]")
+{
+    auto b = encode(sample_results());
+    patch_u64(b, 4, sample_results().size() + 1);
+    CHECK_THROWS_AS(decode_write_results(b), error::FormatError);
+    b = encode(sample_save_plan());
+    patch_u64(b, 4, sample_save_plan().items.size() + 1);
+    CHECK_THROWS_AS(decode_save_plan(b), error::FormatError);
+    b = encode(sample_save_plan());
+    patch_u64(b, 4, sample_save_plan().items.size() - 1);
+    CHECK_THROWS_AS(decode_save_plan(b), error::FormatError);
+}
+
+TEST_CASE("codec: chunk count of a metadata entry patched to 2^60", "[codec]")
+{
+    // a metadata with a single array entry, built so the offset is known
+    Metadata md;
+    EntryMeta e;
+    e.kind = ItemKind::array;
+    e.dtype = DType::u8;
+    e.global_shape = {4};
+    e.chunks.push_back(ChunkMeta{whole({4}), StorageInfo{"f", 0, 4}});
+    md.entries["a"] = e;
+    auto b = encode(md);
+    Metadata header = md;
+    header.entries.clear();
+    // after the header (ending with the entry count): name(8+1) kind dtype
+    // global_shape(1+8) value(8), then the chunk count
+    const auto chunk_count_off = encode(header).size() + 9 + 1 + 1 + 1 + 8 + 8;
+    REQUIRE(read_u64(b, chunk_count_off) == 1);
+    REQUIRE(read_u64(b, chunk_count_off - 8) == 0); // the empty value's length
+    patch_u64(b, chunk_count_off, k_huge);
+    CHECK_THAT(message_of<error::FormatError>([&] { decode_metadata(b); }), StartsWith("OK:") && Contains("count"));
+}
+
+TEST_CASE("codec: invalid kind, dtype, rank and negative extents are refused", "[codec]")
+{
+    const auto sp = encode(sample_save_plan());
+    const auto L = sample_save_plan().items[0].fqn.size();
+    const std::size_t kind_off = 4 + 8 + 8 + L, dtype_off = kind_off + 1, rank_off = kind_off + 2;
+    REQUIRE(std::to_integer<int>(sp[kind_off]) == static_cast<int>(ItemKind::array));
+    REQUIRE(std::to_integer<int>(sp[dtype_off]) == static_cast<int>(DType::f32));
+    REQUIRE(std::to_integer<int>(sp[rank_off]) == 3);
+
+    for (int k : {4, 5, 0x7F, 0xFF}) {
+        auto b = sp;
+        b[kind_off] = std::byte(static_cast<std::uint8_t>(k));
+        CHECK_THAT(message_of<error::FormatError>([&] { decode_save_plan(b); }), StartsWith("OK:") && Contains("kind"));
+    }
+    for (int t : {13, 14, 0x80, 0xFF}) {
+        auto b = sp;
+        b[dtype_off] = std::byte(static_cast<std::uint8_t>(t));
+        CHECK_THAT(message_of<error::FormatError>([&] { decode_save_plan(b); }), StartsWith("OK:") && Contains("dtype"));
+    }
+    for (int r : {65, 0xFF}) {
+        auto b = sp;
+        b[rank_off] = std::byte(static_cast<std::uint8_t>(r));
+        CHECK_THAT(message_of<error::FormatError>([&] { decode_save_plan(b); }), StartsWith("OK:") && Contains("rank"));
+    }
+    {
+        auto b = sp;
+        patch_u64(b, rank_off + 1, static_cast<std::uint64_t>(-1)); // first extent of global_shape
+        CHECK_THAT(message_of<error::FormatError>([&] { decode_save_plan(b); }), StartsWith("OK:") && Contains("negative"));
+    }
+
+    // load plan: kind right after the first fqn
+    const auto lp = encode(sample_load_plan());
+    const auto lkind = 4 + 8 + 8 + sample_load_plan().items[0].fqn.size();
+    REQUIRE(std::to_integer<int>(lp[lkind]) == 0);
+    auto b = lp;
+    b[lkind] = std::byte{9};
+    CHECK_THROWS_AS(decode_load_plan(b), error::FormatError);
+
+    // metadata: kind and dtype of the first entry (in name order)
+    const auto md = sample_metadata();
+    Metadata header = md;
+    header.entries.clear();
+    const auto mkind = encode(header).size() + 8 + md.entries.begin()->first.size();
+    const auto mb = encode(md);
+    REQUIRE(std::to_integer<int>(mb[mkind]) == static_cast<int>(md.entries.begin()->second.kind));
+    b = mb;
+    b[mkind] = std::byte{4};
+    CHECK_THAT(message_of<error::FormatError>([&] { decode_metadata(b); }), StartsWith("OK:") && Contains("kind"));
+    b = mb;
+    b[mkind + 1] = std::byte{13};
+    CHECK_THAT(message_of<error::FormatError>([&] { decode_metadata(b); }), StartsWith("OK:") && Contains("dtype"));
+}
+
+TEST_CASE("codec: hand-made encodings: box ranks and duplicate names", "[codec]")
+{
+    const auto load_plan_with_box = [](const Shape& offsets, const Shape& extents) {
+        Encoder e;
+        e.u32(0x434c5031); // "CLP1"
+        e.u64(1);
+        e.str("x");
+        e.u8(0);
+        e.u32(0);
+        e.shape(offsets);
+        e.shape(extents);
+        e.bytes({});
+        e.bytes({});
+        return e.take();
+    };
+    // control: a consistent box decodes
+    const auto ok = decode_load_plan(load_plan_with_box({1, 2}, {3, 4}));
+    REQUIRE(ok.items.size() == 1);
+    CHECK(ok.items[0].box == Box{{1, 2}, {3, 4}});
+    // offsets and extents of different ranks
+    CHECK_THAT(message_of<error::FormatError>([&] { decode_load_plan(load_plan_with_box({1, 2}, {3})); }),
+               StartsWith("OK:") && Contains("box"));
+
+    const auto metadata_with = [](const std::string& n1, const std::string& n2) {
+        Encoder e;
+        e.u32(0x434d4431); // "CMD1"
+        e.u32(1);
+        e.str("v");
+        e.u32(1);
+        e.str("distcp");
+        e.str("now");
+        e.u64(2);
+        for (const auto& n : {n1, n2}) {
+            e.str(n);
+            e.u8(static_cast<std::uint8_t>(ItemKind::string));
+            e.u8(0);
+            e.shape({});
+            e.str("value");
+            e.u64(0);
+        }
+        return e.take();
+    };
+    CHECK(decode_metadata(metadata_with("a", "b")).entries.size() == 2);
+    CHECK_THAT(message_of<error::FormatError>([&] { decode_metadata(metadata_with("a", "a")); }),
+               StartsWith("OK:") && Contains("duplicate"));
+}
+
+TEST_CASE("codec: random corruption decodes or throws FormatError, nothing else", "[codec]")
+{
+    std::mt19937 rng(4242);
+    struct Target {
+        const char* name;
+        Bytes good;
+        std::function<Bytes(const Bytes&)> roundtrip; // decode then encode
+    };
+    const Target targets[] = {
+        {"save plan", encode(sample_save_plan()), [](const Bytes& b) { return encode(decode_save_plan(b)); }},
+        {"load plan", encode(sample_load_plan()), [](const Bytes& b) { return encode(decode_load_plan(b)); }},
+        {"write results", encode(sample_results()), [](const Bytes& b) { return encode(decode_write_results(b)); }},
+        {"metadata", encode(sample_metadata()), [](const Bytes& b) { return encode(decode_metadata(b)); }},
+    };
+    for (const auto& t : targets) {
+        std::vector<std::string> bad;
+        int decoded = 0, refused = 0;
+        std::uniform_int_distribution<std::size_t> pos(0, t.good.size() - 1);
+        std::uniform_int_distribution<int> byte(0, 255), nflips(1, 4), mode(0, 3);
+        for (int iter = 0; iter < 2000; ++iter) {
+            auto b = t.good;
+            const int m = mode(rng);
+            if (m == 3 && b.size() >= 8) {
+                // a random 64-bit value anywhere (hits counts and lengths)
+                const auto p = std::min(pos(rng), b.size() - 8);
+                patch_u64(b, p, (std::uint64_t(rng()) << 32 | rng()) >> (rng() % 64));
+            } else {
+                for (int k = nflips(rng); k-- > 0;)
+                    b[pos(rng)] = std::byte(static_cast<std::uint8_t>(byte(rng)));
+            }
+            try {
+                const auto again = t.roundtrip(b);
+                ++decoded;
+                // what decodes re-encodes to the same bytes (metadata entries
+                // may be reordered by name, so only its size is compared)
+                if (std::string(t.name) == "metadata" ? again.size() != b.size() : again != b)
+                    bad.push_back("iteration " + std::to_string(iter) + ": re-encoding differs");
+            } catch (const error::FormatError&) {
+                ++refused;
+            } catch (const std::exception& e) {
+                bad.push_back("iteration " + std::to_string(iter) + ": " + e.what());
+            }
+        }
+        INFO(t.name << ": " << decoded << " decoded, " << refused << " refused");
+        CHECK(bad.empty());
+        CHECK(refused > 0);
+        CHECK(decoded + refused + static_cast<int>(bad.size()) == 2000);
+    }
+}
+
+TEST_CASE("hash64", "[codec]")
+{
+    std::vector<unsigned char> base(37);
+    for (std::size_t i = 0; i < base.size(); ++i)
+        base[i] = static_cast<unsigned char>(i * 7 + 1);
+    const auto h = hash64(base.data(), base.size());
+
+    SECTION("equal inputs hash equal, wherever they are in memory")
+    {
+        auto copy = base;
+        CHECK(hash64(copy.data(), copy.size()) == h);
+        std::vector<unsigned char> shifted(base.size() + 3);
+        std::copy(base.begin(), base.end(), shifted.begin() + 3); // unaligned
+        CHECK(hash64(shifted.data() + 3, base.size()) == h);
+        CHECK(hash64(nullptr, 0) == hash64(base.data(), 0));
+    }
+    SECTION("a change of any single byte changes the hash")
+    {
+        std::set<std::uint64_t> seen{h};
+        for (std::size_t i = 0; i < base.size(); ++i) {
+            auto m = base;
+            m[i] ^= 0x01;
+            INFO("byte " << i);
+            CHECK(seen.insert(hash64(m.data(), m.size())).second);
+        }
+    }
+    SECTION("the length matters, also for trailing zero bytes")
+    {
+        std::vector<unsigned char> zeros(65, 0);
+        std::set<std::uint64_t> seen;
+        for (std::size_t n = 0; n <= 64; ++n) {
+            INFO("length " << n);
+            CHECK(seen.insert(hash64(zeros.data(), n)).second);
+        }
+        CHECK(hash64("abc", 3) != hash64("abc\0", 4));
+        CHECK(hash64(base.data(), 36) != h);
+    }
+    SECTION("a few different inputs")
+    {
+        CHECK(hash64("a", 1) != hash64("b", 1));
+        CHECK(hash64("abcdefgh", 8) != hash64("hgfedcba", 8));
+        CHECK(hash64("abcdefghi", 9) != hash64("abcdefghj", 9));
+        const double x = 1.0, y = -1.0;
+        CHECK(hash64(&x, 8) != hash64(&y, 8));
+    }
+}

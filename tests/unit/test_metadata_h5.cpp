@@ -1,0 +1,403 @@
+// The checkpoint metadata as an HDF5 file (src/storage/hdf5/metadata_h5.hpp).
+#include "plan_compare.hpp"
+#include "unit_common.hpp"
+
+#include "storage/hdf5/metadata_h5.hpp"
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <sys/wait.h>
+
+using namespace cairn;
+using namespace cairn::detail;
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+using cairn_test::check_same;
+using cairn_test::message_of;
+using cairn_test::TempDir;
+
+namespace {
+
+template <class T>
+std::string raw(T v)
+{
+    std::string s(sizeof(T), '\0');
+    std::memcpy(s.data(), &v, sizeof(T));
+    return s;
+}
+
+EntryMeta scalar(DType t, std::string value)
+{
+    EntryMeta e;
+    e.kind = ItemKind::scalar;
+    e.dtype = t;
+    e.value = std::move(value);
+    return e;
+}
+
+EntryMeta string_entry(std::string value)
+{
+    EntryMeta e;
+    e.kind = ItemKind::string;
+    e.value = std::move(value);
+    return e;
+}
+
+// An array split into a regular grid of chunks of `chunk` extents; chunk i
+// goes to file "__<i % nfiles>_0.distcp".
+EntryMeta grid_array(DType t, const Shape& global, const Shape& chunk, int nfiles = 4)
+{
+    EntryMeta e;
+    e.kind = ItemKind::array;
+    e.dtype = t;
+    e.global_shape = global;
+    Shape counts(global.size());
+    for (std::size_t d = 0; d < global.size(); ++d)
+        counts[d] = global[d] / chunk[d];
+    const auto n = volume(counts);
+    for (std::int64_t i = 0; i < n; ++i) {
+        Box b{Shape(global.size()), chunk};
+        auto rem = i;
+        for (std::size_t d = global.size(); d-- > 0;) {
+            b.offsets[d] = (rem % counts[d]) * chunk[d];
+            rem /= counts[d];
+        }
+        const auto len = static_cast<std::uint64_t>(volume(chunk)) * dtype_size(t);
+        e.chunks.push_back(
+            ChunkMeta{b, StorageInfo{"__" + std::to_string(i % nfiles) + "_0.distcp", static_cast<std::uint64_t>(i) * len, len}});
+    }
+    return e;
+}
+
+Metadata sample()
+{
+    Metadata md;
+    md.library_version = "0.1.0";
+    md.world_size = 8;
+    md.layout = "distcp";
+    md.created = "2024-06-01T12:00:00Z";
+    md.entries["line"] = grid_array(DType::f64, {100}, {25});
+    md.entries["fluid.velocity"] = grid_array(DType::f32, {6, 8}, {3, 4});
+    md.entries["grid3"] = grid_array(DType::i32, {4, 6, 8}, {2, 2, 2}, 7);
+    {
+        EntryMeta e;
+        e.kind = ItemKind::array;
+        e.dtype = DType::f64;
+        e.chunks.push_back(ChunkMeta{Box{}, StorageInfo{"__0_0.distcp", 4096, 8}});
+        md.entries["zero_d"] = e;
+    }
+    {
+        EntryMeta e;
+        e.kind = ItemKind::array;
+        e.dtype = DType::bf16;
+        e.global_shape = {0, 4};
+        md.entries["empty_array"] = e;
+    }
+    {
+        EntryMeta e;
+        e.kind = ItemKind::array;
+        e.dtype = DType::u16;
+        e.global_shape = {3};
+        e.chunks.push_back(ChunkMeta{whole({3}), StorageInfo{"donn\xC3\xA9" "es/r\xC3\xA9sultat.distcp", 0, 6}});
+        md.entries["non_ascii_file"] = e;
+    }
+    {
+        EntryMeta e;
+        e.kind = ItemKind::bytes;
+        e.dtype = DType::u8;
+        e.global_shape = {5};
+        e.chunks.push_back(ChunkMeta{whole({5}), StorageInfo{"__1_0.distcp", 100, 5}});
+        md.entries["rng"] = e;
+    }
+    md.entries["dt"] = scalar(DType::f64, raw(0.25));
+    md.entries["step"] = scalar(DType::i64, raw(std::int64_t{-7}));
+    md.entries["flag"] = scalar(DType::boolean, raw(std::uint8_t{1}));
+    md.entries["h"] = scalar(DType::f16, raw(std::uint16_t{0x3C00}));
+    md.entries["bf"] = scalar(DType::bf16, raw(std::uint16_t{0xBF80}));
+    md.entries["f"] = scalar(DType::f32, raw(1.5f));
+    md.entries["small"] = scalar(DType::i8, raw(std::int8_t{-5}));
+    md.entries["umax"] = scalar(DType::u64, raw(~std::uint64_t{0}));
+    md.entries["u32"] = scalar(DType::u32, raw(std::uint32_t{0xDEADBEEF}));
+    md.entries["empty"] = string_entry("");
+    md.entries["utf8"] = string_entry("h\xC3\xA9llo w\xC3\xB6rld \xE2\x9C\x93 \xE6\x97\xA5\xE6\x9C\xAC");
+    md.entries["ws"] = string_entry("line1\nline2\ttab \"quoted\" 'single' \\ back");
+    md.entries["long"] = string_entry(std::string(100000, 'z'));
+    return md;
+}
+
+// Overwrites the integer attribute `attr` of the object `obj` (a path in
+// the file) with `value`, with the HDF5 C API.
+void overwrite_i64_attr(const std::string& file, const char* obj, const char* attr, std::int64_t value)
+{
+    const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    REQUIRE(f >= 0);
+    const hid_t o = H5Oopen(f, obj, H5P_DEFAULT);
+    REQUIRE(o >= 0);
+    const hid_t a = H5Aopen(o, attr, H5P_DEFAULT);
+    REQUIRE(a >= 0);
+    CHECK(H5Awrite(a, H5T_NATIVE_INT64, &value) >= 0);
+    CHECK(H5Aclose(a) >= 0);
+    CHECK(H5Oclose(o) >= 0);
+    CHECK(H5Fclose(f) >= 0);
+}
+
+std::string read_error_of(const std::string& path)
+{
+    return message_of<error::FormatError>([&] { read_metadata_file(path); });
+}
+
+// Runs a shell command; returns its exit status (-1 when it did not exit)
+// and its output in `out`.
+int run_command(const std::string& cmd, std::string& out)
+{
+    out.clear();
+    FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+    if (!p)
+        return -1;
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
+        out.append(buf, n);
+    const int status = ::pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+} // namespace
+
+TEST_CASE("metadata file: round trip of arrays, bytes, scalars and strings", "[h5meta]")
+{
+    TempDir tmp;
+    const auto md = sample();
+    const auto path = tmp.file("metadata.h5");
+    write_metadata_file(path, md, false);
+    const auto back = read_metadata_file(path);
+    check_same(back, md);
+    // spot checks of decoded values
+    double dt = 0;
+    std::memcpy(&dt, back.entries.at("dt").value.data(), 8);
+    CHECK(dt == 0.25);
+    CHECK(back.entries.at("grid3").chunks.size() == 24);
+    CHECK(back.entries.at("long").value.size() == 100000);
+
+    SECTION("durable writes and overwriting an existing file")
+    {
+        Metadata other;
+        other.world_size = 1;
+        other.layout = "container";
+        other.entries["only"] = string_entry("one");
+        write_metadata_file(path, other, true);
+        const auto again = read_metadata_file(path);
+        check_same(again, other);
+    }
+}
+
+TEST_CASE("metadata file: many chunks (attributes larger than 64 KiB)", "[h5meta]")
+{
+    TempDir tmp;
+    Metadata md;
+    md.world_size = 4096;
+    md.layout = "distcp";
+    // 4096 chunks of a 3-d array: chunk_offsets and chunk_shapes hold 96 KiB each
+    md.entries["big"] = grid_array(DType::f64, {16, 16, 16}, {1, 1, 1}, 4096);
+    const auto path = tmp.file("metadata.h5");
+    write_metadata_file(path, md, false);
+    check_same(read_metadata_file(path), md);
+}
+
+TEST_CASE("metadata file: many entries", "[h5meta]")
+{
+    TempDir tmp;
+    Metadata md;
+    md.world_size = 2;
+    md.layout = "distcp";
+    for (int i = 0; i < 300; ++i) {
+        const auto layer = "layer" + std::to_string(i);
+        md.entries[layer + ".weight"] = grid_array(DType::f32, {4, 4}, {2, 4}, 2);
+        md.entries[layer + ".step"] = scalar(DType::i64, raw(std::int64_t{i}));
+        md.entries[layer + ".name"] = string_entry("layer number " + std::to_string(i));
+    }
+    const auto path = tmp.file("metadata.h5");
+    write_metadata_file(path, md, false);
+    check_same(read_metadata_file(path), md);
+}
+
+TEST_CASE("escape_name", "[h5meta]")
+{
+    CHECK(escape_name("fluid.velocity") == "fluid.velocity");
+    CHECK(escape_name("a_b-c.d0 x") == "a_b-c.d0 x");
+    CHECK(escape_name("a/b") == "a%2Fb");
+    CHECK(escape_name("100%") == "100%25");
+    CHECK(escape_name(".hidden") == "%2Ehidden");
+    CHECK(escape_name("x.") == "x.");
+    CHECK(escape_name(".") == "%2E");
+    CHECK(escape_name("..") == "%2E.");
+    // reversible: distinct names stay distinct, no '/' and no leading '.'
+    const std::vector<std::string> names{"%2F", "/", "%252F", "%", "%25", ".a", "%2Ea", "a/", "a%2F", ".", "%2E", ""};
+    std::set<std::string> escaped;
+    for (const auto& n : names) {
+        const auto e = escape_name(n);
+        INFO("name '" << n << "' -> '" << e << "'");
+        CHECK(e.find('/') == std::string::npos);
+        CHECK((e.empty() || e[0] != '.'));
+        escaped.insert(e);
+    }
+    CHECK(escaped.size() == names.size());
+}
+
+TEST_CASE("metadata file: entry names with '.', '/', '%', spaces and UTF-8 round-trip", "[h5meta]")
+{
+    TempDir tmp;
+    Metadata md;
+    md.world_size = 1;
+    md.layout = "distcp";
+    const std::vector<std::string> names{
+        "fluid.velocity", "a/b", "100%", ".hidden", "with space", "a/./b", ".", "..", "%2F", "x/",
+        "/lead",          "%",   "a.b.c", "\xC3\xBC/\xC3\xA9", "tab\there", "...",
+    };
+    for (const auto& n : names)
+        md.entries[n] = string_entry("value of " + n);
+    md.entries["dir/arr."] = grid_array(DType::i64, {4}, {2});
+    const auto path = tmp.file("names.h5");
+    write_metadata_file(path, md, false);
+    const auto back = read_metadata_file(path);
+    check_same(back, md);
+    for (const auto& n : names) {
+        INFO("name '" << n << "'");
+        REQUIRE(back.entries.count(n) == 1);
+        CHECK(back.entries.at(n).value == "value of " + n);
+    }
+}
+
+TEST_CASE("metadata file: h5dump can read it", "[h5meta]")
+{
+    const std::string h5dump = CAIRN_H5DUMP;
+    TempDir tmp;
+    const auto path = tmp.file("dump me.h5");
+    write_metadata_file(path, sample(), false);
+    if (h5dump.empty() || !std::filesystem::exists(h5dump)) {
+        WARN("h5dump not found at configure time: not checked");
+        return;
+    }
+    std::string out;
+    const int rc = run_command("'" + h5dump + "' -A '" + path + "'", out);
+    INFO(out.substr(0, 4000));
+    CHECK(rc == 0);
+    CHECK_THAT(out, Contains("format_version") && Contains("entry_count") && Contains("fluid.velocity"));
+}
+
+TEST_CASE("metadata file: errors", "[h5meta]")
+{
+    TempDir tmp;
+
+    SECTION("a missing file is NotFound")
+    {
+        const auto path = tmp.file("missing.h5");
+        CHECK_THAT(message_of<error::NotFound>([&] { read_metadata_file(path); }),
+                   StartsWith("OK:") && Contains(path));
+    }
+    SECTION("a file that is not HDF5 is a FormatError naming the path")
+    {
+        const auto path = tmp.file("text.h5");
+        std::ofstream(path) << "this is not an HDF5 file, just some text that is long enough\n";
+        CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains(path));
+        const auto empty = tmp.file("empty.h5");
+        { std::ofstream create(empty); }
+        REQUIRE(std::filesystem::exists(empty));
+        CHECK_THAT(read_error_of(empty), StartsWith("OK:") && Contains(empty));
+    }
+    SECTION("an HDF5 file without /cairn is a FormatError")
+    {
+        const auto path = tmp.file("foreign.h5");
+        const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+        REQUIRE(f >= 0);
+        const hid_t g = H5Gcreate2(f, "other", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        REQUIRE(g >= 0);
+        H5Gclose(g);
+        REQUIRE(H5Fclose(f) >= 0);
+        CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("/cairn") && Contains(path));
+    }
+    SECTION("a newer format version is a FormatError saying so")
+    {
+        const auto path = tmp.file("v99.h5");
+        write_metadata_file(path, sample(), false);
+        overwrite_i64_attr(path, "/cairn", "format_version", 99);
+        CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("newer") && Contains("99"));
+    }
+    SECTION("format version 0 is a FormatError")
+    {
+        const auto path = tmp.file("v0.h5");
+        write_metadata_file(path, sample(), false);
+        overwrite_i64_attr(path, "/cairn", "format_version", 0);
+        CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("version"));
+    }
+    SECTION("a chunk box outside the global shape is a FormatError")
+    {
+        Metadata md;
+        md.world_size = 1;
+        md.layout = "distcp";
+        EntryMeta e;
+        e.kind = ItemKind::array;
+        e.dtype = DType::f32;
+        e.global_shape = {10, 4};
+        e.chunks.push_back(ChunkMeta{Box{{0, 0}, {5, 4}}, StorageInfo{"f", 0, 80}});
+        e.chunks.push_back(ChunkMeta{Box{{5, 0}, {6, 4}}, StorageInfo{"f", 80, 96}}); // rows 5..10: one too many
+        md.entries["bad"] = e;
+        const auto path = tmp.file("outside.h5");
+        write_metadata_file(path, md, false); // the writer does not validate
+        CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("outside") && Contains("bad"));
+    }
+    SECTION("a chunk length that does not match its box is a FormatError")
+    {
+        Metadata md;
+        md.world_size = 1;
+        md.layout = "distcp";
+        auto e = grid_array(DType::f64, {8}, {4});
+        e.chunks[1].storage.length = 31;
+        md.entries["bad"] = e;
+        const auto path = tmp.file("length.h5");
+        write_metadata_file(path, md, false);
+        CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("length"));
+    }
+    SECTION("an entry_count that does not match is a FormatError")
+    {
+        const auto path = tmp.file("count.h5");
+        const auto md = sample();
+        write_metadata_file(path, md, false);
+        overwrite_i64_attr(path, "/cairn", "entry_count", static_cast<std::int64_t>(md.entries.size()) + 1);
+        CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("entry_count"));
+    }
+    SECTION("a missing entry_count attribute is a FormatError")
+    {
+        const auto path = tmp.file("no_count.h5");
+        write_metadata_file(path, sample(), false);
+        const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+        REQUIRE(f >= 0);
+        CHECK(H5Adelete_by_name(f, "/cairn", "entry_count", H5P_DEFAULT) >= 0);
+        REQUIRE(H5Fclose(f) >= 0);
+        CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("entry_count"));
+    }
+    SECTION("a truncated metadata file throws a cairn error")
+    {
+        const auto path = tmp.file("truncated.h5");
+        write_metadata_file(path, sample(), false);
+        const auto size = std::filesystem::file_size(path);
+        REQUIRE(size > 1000);
+        std::filesystem::resize_file(path, size / 2);
+        CHECK_THROWS_AS(read_metadata_file(path), cairn::Error);
+    }
+    SECTION("writing into a missing directory is a WriteError")
+    {
+        const auto path = tmp.file("no/such/dir/metadata.h5");
+        CHECK_THAT(message_of<error::WriteError>([&] { write_metadata_file(path, sample(), false); }),
+                   StartsWith("OK:") && Contains(path));
+    }
+}
