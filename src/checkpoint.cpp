@@ -3,13 +3,19 @@
 // leave together with the same exception.
 #include "cairn/checkpoint.hpp"
 
+#include "cairn/async.hpp"
+
 #include "cairn/config.hpp"
 #include "cairn/distcp.hpp"
 #include "cairn/errors.hpp"
 #include "comm/protocol.hpp"
 #include "core/codec.hpp"
+#include "save_session.hpp"
+#include "storage/fs.hpp"
 
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 
 namespace cairn {
 
@@ -26,15 +32,57 @@ double seconds_since(std::chrono::steady_clock::time_point t0)
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::shared_ptr<StorageWriter> default_writer(const SaveOptions& o)
+// Checkpoint ids of containers end in ".h5" or ".hdf5".
+bool has_container_suffix(const std::string& id)
 {
-    return std::make_shared<DistcpWriter>(
-        DistcpWriterOptions{o.fsync, o.files_per_rank, o.alignment, o.overwrite, o.staging_bytes});
+    const auto p = detail::fs::strip(id);
+    auto ends = [&](const char* suffix) {
+        const std::size_t n = std::strlen(suffix);
+        return p.size() > n && p.compare(p.size() - n, n, suffix) == 0;
+    };
+    return ends(".h5") || ends(".hdf5");
 }
 
-std::shared_ptr<StorageReader> default_reader(const LoadOptions& o)
+// Whether load reads `id` as a container: a regular file, or nothing at all
+// with a container's suffix (so that the error names a missing file).
+bool names_container(const std::string& id)
 {
-    return std::make_shared<DistcpReader>(o.staging_bytes);
+    std::error_code ec;
+    const auto st = std::filesystem::status(detail::fs::strip(id), ec);
+    if (std::filesystem::is_regular_file(st))
+        return true;
+    return !std::filesystem::exists(st) && has_container_suffix(id);
+}
+
+std::shared_ptr<StorageWriter> default_writer(const SaveOptions& o, const std::string& id)
+{
+    if (o.layout == Layout::container || (o.layout == Layout::automatic && has_container_suffix(id))) {
+        ContainerWriterOptions co;
+        co.fsync = o.fsync;
+        co.overwrite = o.overwrite;
+        co.alignment = o.alignment;
+        co.staging_bytes = o.staging_bytes;
+        co.tuning = o.container;
+        return std::make_shared<ContainerWriter>(std::move(co));
+    }
+    return std::make_shared<DistcpWriter>(DistcpWriterOptions{o.fsync, o.files_per_rank, o.alignment, o.overwrite,
+                                                              o.staging_bytes, o.checksum_block});
+}
+
+// Collective over `c` for Layout::automatic: the coordinator looks at the
+// file system and every rank follows, so that all ranks pick the same reader
+// (the container's is collective) with one stat.
+std::shared_ptr<StorageReader> default_reader(const LoadOptions& o, const std::string& id, const Comm& c)
+{
+    bool container = o.layout == Layout::container;
+    if (o.layout == Layout::automatic) {
+        int flag = c.coordinator() && names_container(id) ? 1 : 0;
+        MPI_Bcast(&flag, 1, MPI_INT, 0, c.comm);
+        container = flag != 0;
+    }
+    if (container)
+        return std::make_shared<ContainerReader>(o.staging_bytes, o.container);
+    return std::make_shared<DistcpReader>(o.staging_bytes, o.verify_checksums);
 }
 
 // Puts each rank's write results into the metadata's chunk table; every
@@ -61,78 +109,106 @@ void attach_results(Metadata& md, const std::vector<std::vector<WriteResult>>& r
 
 } // namespace
 
-SaveResult save(StateDict& state, const std::string& checkpoint_id, MPI_Comm comm, const SaveOptions& options)
+namespace detail {
+
+std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& checkpoint_id, MPI_Comm comm,
+                                       const SaveOptions& options)
 {
-    const auto t0 = std::chrono::steady_clock::now();
-    const Comm c(comm);
+    auto session = std::make_unique<SaveSession>(comm);
+    auto& s = *session;
+    const Comm& c = s.comm;
     const bool coord = c.coordinator();
-    std::shared_ptr<SavePlanner> planner;
-    std::shared_ptr<StorageWriter> storage;
 
     // 1. Every rank: its local plan.
     const Bytes local = run_phase(c, "local plan", [&] {
-        planner = options.planner ? options.planner : std::make_shared<DefaultSavePlanner>();
-        storage = options.storage ? options.storage : default_writer(options);
-        storage->reset(checkpoint_id);
-        storage->set_up_storage_writer(coord, comm);
-        planner->set_up_planner(state, coord);
-        return detail::encode(storage->prepare_local_plan(planner->create_local_plan()));
+        s.planner = options.planner ? options.planner : std::make_shared<DefaultSavePlanner>();
+        s.storage = options.storage ? options.storage : default_writer(options, checkpoint_id);
+        s.storage->reset(checkpoint_id);
+        s.storage->set_up_storage_writer(coord, comm);
+        s.planner->set_up_planner(state, coord);
+        return encode(s.storage->prepare_local_plan(s.planner->create_local_plan()));
     });
 
-    // 2. Plans to the coordinator, which builds the global plan and metadata.
-    const std::vector<Bytes> gathered = detail::gather_bytes(c, local);
-    Metadata metadata;
+    // 2. Plans to the coordinator, which validates, dedups, builds the
+    //    metadata and lets the storage assign places.
+    const std::vector<Bytes> gathered = gather_bytes(c, local);
     std::vector<Bytes> finals;
-    run_phase(c, "global plan", [&] {
-        if (!coord)
-            return;
-        std::vector<SavePlan> plans;
-        plans.reserve(gathered.size());
-        for (const auto& g : gathered)
-            plans.push_back(detail::decode_save_plan(g));
-        auto [global, md] = planner->create_global_plan(std::move(plans));
-        global = storage->prepare_global_plan(std::move(global));
-        if (global.size() != static_cast<std::size_t>(c.size))
-            throw Error(Error::Kind::generic, "the global plan has " + std::to_string(global.size()) + " plans for " +
-                                                  std::to_string(c.size) + " ranks");
-        metadata = std::move(md);
-        for (const auto& p : global)
-            finals.push_back(detail::encode(p));
-    });
-
     try {
-        // 3. The final plans back to the ranks; each writes its items.
-        const Bytes mine = detail::scatter_bytes(c, finals);
-        std::uint64_t written = 0;
-        const Bytes results = run_phase(c, "write", [&] {
-            const SavePlan plan = planner->finish_plan(detail::decode_save_plan(mine));
-            for (const auto& it : plan.items)
-                written += it.nbytes;
-            return detail::encode(storage->write_data(plan, *planner));
+        run_phase(c, "global plan", [&] {
+            if (!coord)
+                return;
+            std::vector<SavePlan> plans;
+            plans.reserve(gathered.size());
+            for (const auto& g : gathered)
+                plans.push_back(decode_save_plan(g));
+            auto [global, md] = s.planner->create_global_plan(std::move(plans));
+            global = s.storage->prepare_global_plan(std::move(global));
+            if (global.size() != static_cast<std::size_t>(c.size))
+                throw Error(Error::Kind::generic, "the global plan has " + std::to_string(global.size()) +
+                                                      " plans for " + std::to_string(c.size) + " ranks");
+            s.metadata = std::move(md);
+            for (const auto& p : global)
+                finals.push_back(encode(p));
         });
 
-        // 4. Write results to the coordinator, which commits.
-        const std::vector<Bytes> all_results = detail::gather_bytes(c, results);
+        // 3. The final plans back to the ranks.
+        const Bytes mine = scatter_bytes(c, finals);
+        s.plan = run_phase(c, "finish plan", [&] { return s.planner->finish_plan(decode_save_plan(mine)); });
+    } catch (...) {
+        if (coord && s.storage)
+            s.storage->abort();
+        throw;
+    }
+    return session;
+}
+
+SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::function<void()>& on_written)
+{
+    const Comm& c = s.comm;
+    const bool coord = c.coordinator();
+    try {
+        // 4. Every rank writes its items.
+        std::uint64_t written = 0;
+        for (const auto& it : s.plan.items)
+            written += it.nbytes;
+        const Bytes results = run_phase(c, "write", [&] {
+            auto r = encode(s.storage->write_data(s.plan, source));
+            if (on_written)
+                on_written();
+            return r;
+        });
+
+        // 5. Write results to the coordinator, which commits.
+        const std::vector<Bytes> all_results = gather_bytes(c, results);
         run_phase(c, "commit", [&] {
             if (!coord)
                 return;
             std::vector<std::vector<WriteResult>> rs;
             for (const auto& r : all_results)
-                rs.push_back(detail::decode_write_results(r));
-            attach_results(metadata, rs);
-            storage->finish(metadata, rs);
+                rs.push_back(decode_write_results(r));
+            attach_results(s.metadata, rs);
+            s.storage->finish(s.metadata, rs);
         });
 
         SaveResult result;
-        result.bytes_written = detail::allreduce_sum(c, written);
-        result.entries = static_cast<std::size_t>(detail::allreduce_sum(c, coord ? metadata.entries.size() : 0));
-        result.seconds = seconds_since(t0);
+        result.bytes_written = allreduce_sum(c, written);
+        result.entries = static_cast<std::size_t>(allreduce_sum(c, coord ? s.metadata.entries.size() : 0));
+        result.seconds = seconds_since(s.t0);
         return result;
     } catch (...) {
         if (coord)
-            storage->abort();
+            s.storage->abort();
         throw;
     }
+}
+
+} // namespace detail
+
+SaveResult save(StateDict& state, const std::string& checkpoint_id, MPI_Comm comm, const SaveOptions& options)
+{
+    wait_for_async_saves(); // never interleave with a save in the background
+    auto session = detail::plan_save(state, checkpoint_id, comm, options);
+    return detail::write_and_commit(*session, *session->planner);
 }
 
 LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm comm, const LoadOptions& options)
@@ -146,7 +222,7 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
     // 1. The coordinator reads the metadata once; every rank gets a copy.
     Bytes encoded = run_phase(c, "read metadata", [&] {
         planner = options.planner ? options.planner : std::make_shared<DefaultLoadPlanner>(options.partial);
-        storage = options.storage ? options.storage : default_reader(options);
+        storage = options.storage ? options.storage : default_reader(options, checkpoint_id, c);
         storage->reset(checkpoint_id);
         return coord ? detail::encode(storage->read_metadata()) : Bytes{};
     });
@@ -188,6 +264,8 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
     });
     if (auto* dr = dynamic_cast<DistcpReader*>(storage.get()))
         result.bytes_read = dr->bytes_read();
+    else if (auto* cr = dynamic_cast<ContainerReader*>(storage.get()))
+        result.bytes_read = cr->bytes_read();
     if (auto* dp = dynamic_cast<DefaultLoadPlanner*>(planner.get())) {
         result.missing = dp->missing();
         result.skipped = dp->skipped();
@@ -198,9 +276,91 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
 
 Metadata read_metadata(const std::string& checkpoint_id)
 {
+    if (names_container(checkpoint_id)) {
+        ContainerReader reader;
+        reader.reset(checkpoint_id);
+        return reader.read_metadata();
+    }
     DistcpReader reader;
     reader.reset(checkpoint_id);
     return reader.read_metadata();
+}
+
+} // namespace cairn
+
+namespace cairn {
+
+std::uint64_t StorageReader::verify_chunk(const std::string& fqn, const EntryMeta&, const ChunkMeta&)
+{
+    throw error::WrongAPIUsage("this storage cannot verify checkpoints (entry '" + fqn + "')");
+}
+
+VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadOptions& options)
+{
+    const Comm c(comm);
+    const bool coord = c.coordinator();
+    std::shared_ptr<StorageReader> storage;
+    // The metadata, read once and broadcast, as for a load.
+    Bytes encoded = run_phase(c, "read metadata", [&] {
+        storage = options.storage ? options.storage : default_reader(options, checkpoint_id, c);
+        storage->reset(checkpoint_id);
+        return coord ? detail::encode(storage->read_metadata()) : Bytes{};
+    });
+    detail::bcast_bytes(c, encoded);
+    Metadata md;
+    run_phase(c, "set up", [&] {
+        md = detail::decode_metadata(encoded);
+        storage->set_up_storage_reader(md, coord, comm);
+    });
+
+    // Chunks to ranks, largest first, each to the rank with the fewest bytes.
+    struct Job {
+        const std::string* fqn;
+        const EntryMeta* entry;
+        const ChunkMeta* chunk;
+    };
+    std::vector<Job> jobs;
+    for (const auto& [fqn, e] : md.entries)
+        for (const auto& ch : e.chunks)
+            jobs.push_back(Job{&fqn, &e, &ch});
+    std::stable_sort(jobs.begin(), jobs.end(),
+                     [](const Job& a, const Job& b) { return a.chunk->storage.length > b.chunk->storage.length; });
+    std::vector<std::uint64_t> load(static_cast<std::size_t>(c.size), 0);
+    VerifyReport report;
+    std::string mine; // this rank's problems, one per line
+    std::uint64_t chunks = 0, bytes = 0;
+    for (const auto& j : jobs) {
+        const auto r = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+        load[r] += j.chunk->storage.length + 1;
+        if (static_cast<int>(r) != c.rank)
+            continue;
+        try {
+            bytes += storage->verify_chunk(*j.fqn, *j.entry, *j.chunk);
+            ++chunks;
+        } catch (const Error& e) {
+            if (e.kind() == Error::Kind::usage)
+                throw;
+            mine += "rank " + std::to_string(c.rank) + ": " + e.what() + "\n";
+        }
+    }
+    // Everyone gets every problem, in rank order.
+    const auto all = detail::gather_bytes(c, Bytes(reinterpret_cast<const std::byte*>(mine.data()),
+                                                   reinterpret_cast<const std::byte*>(mine.data() + mine.size())));
+    Bytes text;
+    if (coord)
+        for (const auto& b : all)
+            text.insert(text.end(), b.begin(), b.end());
+    detail::bcast_bytes(c, text);
+    std::string lines(reinterpret_cast<const char*>(text.data()), text.size());
+    for (std::size_t p = 0; p < lines.size();) {
+        const auto nl = lines.find('\n', p);
+        report.problems.push_back(lines.substr(p, nl - p));
+        p = nl + 1;
+    }
+    report.chunks = detail::allreduce_sum(c, chunks);
+    report.bytes = detail::allreduce_sum(c, bytes);
+    report.checksums = md.checksum_block != 0;
+    return report;
 }
 
 } // namespace cairn

@@ -11,11 +11,20 @@
 //   mpiexec -n 4 heat2d --nx 96 --ny 80 --steps 100 --checkpoint ckpt
 //   mpiexec -n 3 heat2d --nx 96 --ny 80 --steps 200 --restart ckpt
 //
+// With --checkpoint-every K --checkpoint-dir DIR it saves every K steps
+// through a cairn::CheckpointManager (keeping the last 2); --resume DIR
+// restarts from the latest committed checkpoint in DIR, whatever killed the
+// run before, and on any number of ranks:
+//
+//   mpiexec -n 4 heat2d --nx 96 --ny 80 --steps 200 --checkpoint-every 20 --resume run
+//
 // The arithmetic is written out operation by operation (and compiled with
 // -ffp-contract=off) so the digest is bitwise reproducible.
 
+#include <cairn/async.hpp>
 #include <cairn/checkpoint.hpp>
 #include <cairn/errors.hpp>
+#include <cairn/manager.hpp>
 #include <cairn/state_dict.hpp>
 
 #include <mpi.h>
@@ -27,6 +36,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -51,15 +61,33 @@ struct Options {
     std::int64_t steps = -1;
     std::string checkpoint;
     std::string restart;
+    std::int64_t checkpoint_step = -1; // -1: at the end
+    bool async = false;
+    std::int64_t checkpoint_every = 0; // 0: no periodic checkpoints
+    std::string checkpoint_dir;        // the manager's root (default: --resume DIR)
+    std::string resume;
+    bool container = false;
     bool help = false;
 };
 
 const char* const usage_text =
     "usage: heat2d --nx NX --ny NY --steps S [--checkpoint PATH] [--restart PATH]\n"
+    "              [--checkpoint-step K] [--async]\n"
+    "              [--checkpoint-every K [--checkpoint-dir DIR]] [--resume DIR] [--container]\n"
     "  --nx NX, --ny NY   global grid size (rows, columns), at least 1 each\n"
     "  --steps S          run until global step S (S >= 0)\n"
     "  --checkpoint PATH  save the field and the step counter to PATH at the end\n"
     "  --restart PATH     load the field and the step counter from PATH first\n"
+    "  --checkpoint-step K  save at step K instead of at the end, and go on stepping\n"
+    "  --async            save with cairn::async_save: stepping goes on while the\n"
+    "                     checkpoint is written in the background\n"
+    "  --checkpoint-every K  save every K steps into DIR through a checkpoint\n"
+    "                     manager (DIR/step_<N>, DIR/LATEST; the last 2 are kept);\n"
+    "                     with --async the saves are written in the background\n"
+    "  --checkpoint-dir DIR  root of the periodic checkpoints (default: --resume DIR)\n"
+    "  --resume DIR       start from the latest committed checkpoint in DIR (from\n"
+    "                     step 0 when there is none)\n"
+    "  --container        periodic checkpoints as one HDF5 file each (DIR/step_<N>.h5)\n"
     "Prints `digest <16 hex digits>` on rank 0 as its last line.\n";
 
 bool parse_int(const std::string& text, std::int64_t& value)
@@ -85,23 +113,42 @@ std::string parse_args(int argc, char** argv, Options& opt)
             opt.help = true;
             continue;
         }
+        if (arg == "--async") {
+            opt.async = true;
+            continue;
+        }
+        if (arg == "--container") {
+            opt.container = true;
+            continue;
+        }
         std::string value;
         const auto eq = arg.find('=');
         if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
             value = arg.substr(eq + 1);
             arg.resize(eq);
-        } else if (arg == "--nx" || arg == "--ny" || arg == "--steps" || arg == "--checkpoint" || arg == "--restart") {
+        } else if (arg == "--nx" || arg == "--ny" || arg == "--steps" || arg == "--checkpoint" || arg == "--restart" ||
+                   arg == "--checkpoint-step" || arg == "--checkpoint-every" || arg == "--checkpoint-dir" ||
+                   arg == "--resume") {
             if (k + 1 >= argc)
                 return "missing value after " + arg;
             value = argv[++k];
         } else {
             return "unknown argument '" + arg + "'";
         }
-        if (arg == "--nx" || arg == "--ny" || arg == "--steps") {
+        if (arg == "--nx" || arg == "--ny" || arg == "--steps" || arg == "--checkpoint-step" ||
+            arg == "--checkpoint-every") {
             std::int64_t v = 0;
             if (!parse_int(value, v))
                 return "not an integer: " + arg + " '" + value + "'";
-            if (arg == "--nx") {
+            if (arg == "--checkpoint-every") {
+                if (v < 1)
+                    return "--checkpoint-every must be at least 1";
+                opt.checkpoint_every = v;
+            } else if (arg == "--checkpoint-step") {
+                if (v < 0)
+                    return "--checkpoint-step must be at least 0";
+                opt.checkpoint_step = v;
+            } else if (arg == "--nx") {
                 opt.nx = v;
                 have_nx = true;
             } else if (arg == "--ny") {
@@ -115,6 +162,10 @@ std::string parse_args(int argc, char** argv, Options& opt)
             if (value.empty())
                 return "empty path for " + arg;
             (arg == "--checkpoint" ? opt.checkpoint : opt.restart) = value;
+        } else if (arg == "--checkpoint-dir" || arg == "--resume") {
+            if (value.empty())
+                return "empty path for " + arg;
+            (arg == "--resume" ? opt.resume : opt.checkpoint_dir) = value;
         } else {
             return "unknown argument '" + arg + "'";
         }
@@ -130,6 +181,12 @@ std::string parse_args(int argc, char** argv, Options& opt)
         return "--nx and --ny must be between 1 and 2^30";
     if (opt.steps < 0)
         return "--steps must be >= 0";
+    if (!opt.restart.empty() && !opt.resume.empty())
+        return "--restart and --resume exclude each other";
+    if (opt.checkpoint_every > 0 && opt.checkpoint_dir.empty() && opt.resume.empty())
+        return "--checkpoint-every needs --checkpoint-dir DIR (or --resume DIR)";
+    if (opt.checkpoint_every == 0 && !opt.checkpoint_dir.empty())
+        return "--checkpoint-dir needs --checkpoint-every K";
     return {};
 }
 
@@ -312,7 +369,28 @@ int run(int argc, char** argv)
 
     int rc = exit_ok;
     try {
-        if (!opt.restart.empty()) {
+        if (!opt.resume.empty()) {
+            // The latest committed checkpoint, on whatever number of ranks it
+            // was written; none (a first run): from the beginning.
+            cairn::ManagerOptions from_options;
+            from_options.layout = opt.container ? cairn::Layout::container : cairn::Layout::per_rank;
+            cairn::CheckpointManager from(opt.resume, g.comm, from_options);
+            cairn::StateDict state = make_state(g, t, step);
+            const auto found = from.restore_latest(state);
+            if (!found) {
+                initialise(g, t);
+                if (g.rank == 0)
+                    std::printf("no committed checkpoint in %s: starting from step 0\n", opt.resume.c_str());
+            } else {
+                if (step != *found || step > opt.steps)
+                    throw AppError("the latest checkpoint in " + opt.resume + " is at step " + std::to_string(step) +
+                                   (step != *found ? ", not at the step it is named after"
+                                                   : ", beyond --steps " + std::to_string(opt.steps)));
+                if (g.rank == 0)
+                    std::printf("resumed from %s at step %" PRId64 " on %d ranks\n",
+                                from.checkpoint_path(step).c_str(), step, g.size);
+            }
+        } else if (!opt.restart.empty()) {
             cairn::StateDict state = make_state(g, t, step);
             const cairn::LoadResult r = cairn::load(state, opt.restart, g.comm);
             (void)r;
@@ -327,9 +405,74 @@ int run(int argc, char** argv)
         // The border cells are copied, never recomputed: seed `next` with them.
         next = t;
 
+        // The checkpoint: at --checkpoint-step (stepping goes on), or at the end.
+        const std::int64_t save_at = opt.checkpoint_step >= 0 ? opt.checkpoint_step : opt.steps;
+        if (!opt.checkpoint.empty() && (save_at < step || save_at > opt.steps))
+            throw AppError("--checkpoint-step " + std::to_string(save_at) + " is outside the steps run, " +
+                           std::to_string(step) + ".." + std::to_string(opt.steps));
+        cairn::AsyncSave pending;
+        auto report = [&](const cairn::SaveResult& r, std::int64_t at) {
+            if (g.rank == 0)
+                std::printf("checkpoint %s written%s: %" PRIu64 " bytes, %zu entries, step %" PRId64 ", %.3f s\n",
+                            opt.checkpoint.c_str(), opt.async ? " in the background" : "", r.bytes_written, r.entries,
+                            at, r.seconds);
+        };
+        auto checkpoint = [&] {
+            cairn::SaveOptions so;
+            so.overwrite = true;
+            cairn::StateDict state = make_state(g, t, step);
+            if (!opt.async) {
+                report(cairn::save(state, opt.checkpoint, g.comm, so), step);
+                return;
+            }
+            pending = cairn::async_save(state, opt.checkpoint, g.comm, so);
+            pending.staged().wait(); // t may change from the next step on
+            if (g.rank == 0)
+                std::printf("checkpoint of step %" PRId64 " staged, writing in the background\n", step);
+        };
+
+        // Periodic checkpoints through a manager: every K steps after the
+        // first step of this run (never the step it resumed from).
+        std::unique_ptr<cairn::CheckpointManager> manager;
+        if (opt.checkpoint_every > 0) {
+            cairn::ManagerOptions mo;
+            mo.keep_last = 2;
+            mo.async = opt.async;
+            mo.layout = opt.container ? cairn::Layout::container : cairn::Layout::per_rank;
+            manager = std::make_unique<cairn::CheckpointManager>(
+                opt.checkpoint_dir.empty() ? opt.resume : opt.checkpoint_dir, g.comm, mo);
+        }
+        auto report_managed = [&](const cairn::SaveResult& r, std::int64_t at) {
+            if (g.rank == 0)
+                std::printf("checkpoint of step %" PRId64 " committed: %" PRIu64 " bytes, %.3f s\n", at,
+                            r.bytes_written, r.seconds);
+        };
+        std::int64_t in_background = -1; // the step of the async save in flight
+        auto periodic = [&](std::int64_t at, std::int64_t from) {
+            if (!manager || at == from || at % opt.checkpoint_every != 0)
+                return;
+            cairn::StateDict state = make_state(g, t, step);
+            const std::int64_t before = in_background;
+            in_background = -1;
+            if (const auto r = manager->save(at, state)) {
+                report_managed(*r, at);
+                return;
+            }
+            if (g.rank == 0) {
+                if (before >= 0)
+                    std::printf("checkpoint of step %" PRId64 " committed in the background\n", before);
+                std::printf("checkpoint of step %" PRId64 " staged, writing in the background\n", at);
+            }
+            in_background = at;
+        };
+
         const double t0 = MPI_Wtime();
         const std::int64_t first = step;
+        const std::int64_t checkpoint_step = save_at;
         for (; step < opt.steps; ++step) {
+            if (!opt.checkpoint.empty() && step == checkpoint_step)
+                checkpoint();
+            periodic(step, first);
             exchange_halo(g, t);
             step_once(g, t, next);
             std::swap(t, next);
@@ -337,16 +480,14 @@ int run(int argc, char** argv)
         const double elapsed = MPI_Wtime() - t0;
         if (g.rank == 0)
             std::printf("ran steps %" PRId64 "..%" PRId64 " in %.3f s\n", first, step, elapsed);
-
-        if (!opt.checkpoint.empty()) {
-            cairn::SaveOptions so;
-            so.overwrite = true;
-            cairn::StateDict state = make_state(g, t, step);
-            const cairn::SaveResult r = cairn::save(state, opt.checkpoint, g.comm, so);
-            if (g.rank == 0)
-                std::printf("checkpoint %s written: %" PRIu64 " bytes, %zu entries, step %" PRId64 ", %.3f s\n",
-                            opt.checkpoint.c_str(), r.bytes_written, r.entries, step, r.seconds);
-        }
+        if (!opt.checkpoint.empty() && checkpoint_step == opt.steps)
+            checkpoint();
+        periodic(step, first);
+        if (manager)
+            if (const auto r = manager->wait())
+                report_managed(*r, in_background);
+        if (pending.valid())
+            report(pending.wait(), checkpoint_step);
 
         const std::uint64_t d = digest(g, t);
         if (g.rank == 0) {
@@ -373,7 +514,9 @@ int run(int argc, char** argv)
 
 int main(int argc, char** argv)
 {
-    MPI_Init(&argc, &argv);
+    // async_save (--async) runs MPI calls on a background thread.
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     int rc = exit_error;
     try {
         rc = run(argc, argv);

@@ -21,7 +21,8 @@ struct Box {
     std::size_t ndim() const noexcept { return shape.size(); }
     /// Number of elements (product of extents; 1 for 0-d).
     std::int64_t volume() const noexcept;
-    bool empty() const noexcept { return volume() == 0; }
+    /// True when any extent is zero (or negative).
+    bool empty() const noexcept { return volume() <= 0; }
     /// True when the box lies inside [0, global_shape).
     bool inside(const Shape& global_shape) const noexcept;
     /// "[o0:o0+s0, o1:o1+s1]" for messages.
@@ -39,7 +40,8 @@ struct Box {
 Box whole(const Shape& global_shape);
 
 /// Intersection of two boxes of the same rank; empty optional when they do
-/// not overlap (or the overlap is empty).
+/// not overlap (or the overlap is empty), or are malformed or of different
+/// ranks.
 std::optional<Box> intersect(const Box& a, const Box& b);
 
 /// Product of extents (1 for an empty shape vector = 0-d).

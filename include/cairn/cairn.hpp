@@ -2,12 +2,15 @@
 // Umbrella header: includes the whole public C++ API.
 #pragma once
 
+#include "cairn/async.hpp"
 #include "cairn/box.hpp"
 #include "cairn/checkpoint.hpp"
 #include "cairn/config.hpp"
+#include "cairn/container.hpp"
 #include "cairn/distcp.hpp"
 #include "cairn/dtype.hpp"
 #include "cairn/errors.hpp"
+#include "cairn/manager.hpp"
 #include "cairn/plan.hpp"
 #include "cairn/planner.hpp"
 #include "cairn/state_dict.hpp"

@@ -1,6 +1,7 @@
 // Cairn: save and load.
 #pragma once
 
+#include "cairn/container.hpp"
 #include "cairn/planner.hpp"
 #include "cairn/state_dict.hpp"
 #include "cairn/storage.hpp"
@@ -15,13 +16,42 @@
 
 namespace cairn {
 
-/// Options of save().
+/// How async_save() copies the caller's data before returning.
+enum class AsyncStaging {
+    /// Copy everything into host memory before returning: the caller is
+    /// unblocked earliest, at the cost of a host copy of this rank's data.
+    full_copy,
+    /// Copy through the bounded staging ring while writing in the background:
+    /// host memory stays within staging_bytes; the caller must wait for
+    /// AsyncSave::staged() before modifying its data.
+    bounded,
+};
+
+/// Storage layout of a checkpoint (docs/FORMAT.md).
+enum class Layout {
+    /// Chosen from the checkpoint id: save writes a container when the id
+    /// ends in ".h5" or ".hdf5", the per-rank layout otherwise; load reads a
+    /// container when the id names a regular file (or nothing, with such an
+    /// ending), the per-rank layout otherwise.
+    automatic,
+    /// A directory of per-rank .distcp files and metadata.h5 (DistcpWriter).
+    per_rank,
+    /// One parallel HDF5 file, every array a dataset (ContainerWriter).
+    container,
+};
+
+/// Options of save() and async_save().
 struct SaveOptions {
+    /// Storage layout; ignored when `storage` is given.
+    Layout layout = Layout::automatic;
     /// Make data and metadata durable (fsync of files and directory) before commit.
     bool fsync = true;
     /// Number of .distcp files each rank writes (items are balanced by size).
     int files_per_rank = 1;
-    /// Chunks of at least this many bytes start at a multiple of it in their file.
+    /// Chunks of at least this many bytes start at a multiple of it in their
+    /// file. Container layout: H5Pset_alignment(alignment, alignment), every
+    /// HDF5 object of at least this size starts at a multiple of it (set it to
+    /// the stripe size of a parallel file system).
     std::size_t alignment = 4096;
     /// Replace a committed checkpoint at the same path. The old one stays
     /// intact until the new one is committed.
@@ -29,19 +59,33 @@ struct SaveOptions {
     /// Bytes of host staging memory per rank (packing strided shards,
     /// coalescing small items).
     std::size_t staging_bytes = std::size_t(64) << 20;
+    /// Bytes per checksum block: every stored chunk carries XXH3-64
+    /// checksums of its blocks, computed as the data streams out. 0: none.
+    std::uint64_t checksum_block = std::uint64_t(1) << 20;
+    /// async_save() only: how the data is staged.
+    AsyncStaging async_staging = AsyncStaging::full_copy;
+    /// Container layout: MPI-IO hints, file locking, metadata cache.
+    ContainerTuning container;
     /// Custom planner; default: DefaultSavePlanner.
     std::shared_ptr<SavePlanner> planner;
-    /// Custom storage; default: chosen from the checkpoint id (per-rank layout).
+    /// Custom storage; default: chosen by `layout`.
     std::shared_ptr<StorageWriter> storage;
 };
 
 /// Options of load().
 struct LoadOptions {
+    /// Storage layout; ignored when `storage` is given.
+    Layout layout = Layout::automatic;
     /// Allow keys present on one side only (state or checkpoint); they are
     /// reported in LoadResult instead of raising error::NotFound.
     bool partial = false;
+    /// Verify the checksums of every block read (a mismatch throws
+    /// error::IntegrityError on every rank).
+    bool verify_checksums = true;
     /// Bytes of host memory per rank for read buffers.
     std::size_t staging_bytes = std::size_t(64) << 20;
+    /// Container layout: MPI-IO hints, file locking, metadata cache.
+    ContainerTuning container;
     std::shared_ptr<LoadPlanner> planner;
     std::shared_ptr<StorageReader> storage;
 };
@@ -62,7 +106,7 @@ struct LoadResult {
 };
 
 /// Saves `state` as the checkpoint `checkpoint_id` (a directory for the
-/// per-rank layout). **Collective over `comm`**: every rank calls it with its
+/// per-rank layout, one HDF5 file for the container layout; see Layout). **Collective over `comm`**: every rank calls it with its
 /// own shards; every rank returns the same result or throws the same
 /// exception (cairn::Error subclasses) and no rank hangs on another's failure.
 /// Nothing is committed unless every rank wrote its data; a failed save
@@ -77,9 +121,30 @@ SaveResult save(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
 /// names the entry and both values), error::FormatError, error::ReadError.
 LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm comm, const LoadOptions& options = {});
 
-/// Reads the metadata of a committed checkpoint. **Local** (call it on one
-/// rank or all). Throws error::NotFound when there is no committed checkpoint.
+/// What verify() found. The same on every rank.
+struct VerifyReport {
+    std::uint64_t chunks = 0;            ///< chunks read
+    std::uint64_t bytes = 0;             ///< bytes read and checked
+    bool checksums = false;              ///< the checkpoint has checksums
+    std::vector<std::string> problems;   ///< one line per bad chunk, naming entry, file, bytes, rank
+    bool ok() const noexcept { return problems.empty(); }
+};
+
+/// Reads every stored chunk of `checkpoint_id` and checks every checksum
+/// block, the chunks spread over the ranks of `comm` by size. **Collective
+/// over `comm`.** Damage is reported in the result (not thrown); an
+/// unreadable or missing checkpoint throws as load() does.
+VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadOptions& options = {});
+
+/// Reads the metadata of a committed checkpoint of either layout (a regular
+/// file is read as a container, anything else as a per-rank directory).
+/// **Local** (call it on one rank or all). Throws error::NotFound when there
+/// is no committed checkpoint, error::FormatError when it is damaged.
 Metadata read_metadata(const std::string& checkpoint_id);
+
+/// True when this build of Cairn stages CUDA device memory (CAIRN_USE_CUDA)
+/// and a CUDA device is usable in this process. Local.
+bool cuda_device_available() noexcept;
 
 /// The library version, "major.minor.patch".
 const char* version() noexcept;

@@ -7,6 +7,7 @@
 #include "cairn/storage.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -22,6 +23,8 @@ struct DistcpWriterOptions {
     std::size_t alignment = 4096;
     bool overwrite = false;
     std::size_t staging_bytes = std::size_t(64) << 20;
+    /// Bytes per checksum block; 0: no checksums.
+    std::uint64_t checksum_block = std::uint64_t(1) << 20;
 };
 
 /// Writes the per-rank layout through MPI-IO (each rank opens its own files
@@ -51,12 +54,15 @@ private:
 /// are small (data sieving), through a bounded buffer.
 class DistcpReader : public StorageReader {
 public:
-    explicit DistcpReader(std::size_t staging_bytes = std::size_t(64) << 20);
+    /// `verify`: check the checksums of every block read (a mismatch throws
+    /// error::IntegrityError naming the entry, file, byte range).
+    explicit DistcpReader(std::size_t staging_bytes = std::size_t(64) << 20, bool verify = true);
     ~DistcpReader() override;
     void reset(const std::string& checkpoint_id) override;
     Metadata read_metadata() override;
     void set_up_storage_reader(const Metadata& metadata, bool is_coordinator, MPI_Comm comm) override;
     void read_data(const LoadPlan& plan, LoadPlanner& planner) override;
+    std::uint64_t verify_chunk(const std::string& fqn, const EntryMeta& entry, const ChunkMeta& chunk) override;
 
     /// Bytes read from files by the last read_data (including sieving gaps).
     std::uint64_t bytes_read() const noexcept;

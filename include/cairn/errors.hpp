@@ -12,7 +12,16 @@ class Error : public std::runtime_error {
 public:
     /// Stable code of the concrete type; used to re-create the same exception
     /// on every rank after an error agreement.
-    enum class Kind : int { generic = 0, usage = 1, mismatch = 2, read = 3, write = 4, format = 5, not_found = 6 };
+    enum class Kind : int {
+        generic = 0,
+        usage = 1,
+        mismatch = 2,
+        read = 3,
+        write = 4,
+        format = 5,
+        not_found = 6,
+        integrity = 7,
+    };
 
     Error(Kind kind, const std::string& what) : std::runtime_error(what), m_kind(kind) {}
     Kind kind() const noexcept { return m_kind; }
@@ -54,6 +63,13 @@ public:
 class FormatError : public Error {
 public:
     explicit FormatError(const std::string& what) : Error(Kind::format, what) {}
+};
+
+/// Stored data does not match its checksum: names the entry, the file, the
+/// byte range and the rank that found it.
+class IntegrityError : public Error {
+public:
+    explicit IntegrityError(const std::string& what) : Error(Kind::integrity, what) {}
 };
 
 /// The checkpoint (or an entry asked for) does not exist.

@@ -24,6 +24,9 @@ struct StorageInfo {
     std::string path;
     std::uint64_t offset = 0;
     std::uint64_t length = 0;
+    /// XXH3-64 checksums of the chunk's blocks (Metadata::checksum_block);
+    /// empty when the checkpoint has no checksums.
+    std::vector<std::uint64_t> checksums;
 };
 
 /// One unit of a save plan.
@@ -78,6 +81,8 @@ struct Metadata {
     int world_size = 0;
     std::string layout;  ///< "distcp" (per-rank files) or "container"
     std::string created; ///< UTC time, ISO 8601
+    /// Bytes per checksum block (docs/FORMAT.md); 0: no checksums.
+    std::uint64_t checksum_block = 0;
     std::map<std::string, EntryMeta> entries;
 };
 

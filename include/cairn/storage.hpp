@@ -54,6 +54,12 @@ public:
     virtual bool needs_global_plan() const { return false; }
     virtual std::vector<LoadPlan> prepare_global_plan(std::vector<LoadPlan> plans) { return plans; }
     virtual void read_data(const LoadPlan& plan, LoadPlanner& planner) = 0;
+    /// Reads the whole stored chunk `chunk` of entry `fqn` and checks its
+    /// checksums (used by cairn::verify, after set_up_storage_reader).
+    /// Local. Returns the bytes checked; throws error::IntegrityError on a
+    /// mismatch, error::ReadError when the bytes cannot be read. The default
+    /// throws error::WrongAPIUsage (the storage cannot verify).
+    virtual std::uint64_t verify_chunk(const std::string& fqn, const EntryMeta& entry, const ChunkMeta& chunk);
 };
 
 } // namespace cairn

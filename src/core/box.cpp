@@ -57,7 +57,7 @@ Box whole(const Shape& global_shape) { return Box{Shape(global_shape.size(), 0),
 
 std::optional<Box> intersect(const Box& a, const Box& b)
 {
-    if (a.ndim() != b.ndim())
+    if (a.ndim() != b.ndim() || a.offsets.size() != a.ndim() || b.offsets.size() != b.ndim())
         return std::nullopt;
     Box r;
     r.offsets.resize(a.ndim());

@@ -169,6 +169,9 @@ void put_storage(Encoder& e, const StorageInfo& s)
     e.str(s.path);
     e.u64(s.offset);
     e.u64(s.length);
+    e.u64(s.checksums.size());
+    for (auto c : s.checksums)
+        e.u64(c);
 }
 
 StorageInfo get_storage(Decoder& d)
@@ -177,6 +180,9 @@ StorageInfo get_storage(Decoder& d)
     s.path = d.str();
     s.offset = d.u64();
     s.length = d.u64();
+    s.checksums.resize(d.count(8));
+    for (auto& c : s.checksums)
+        c = d.u64();
     return s;
 }
 
@@ -283,7 +289,7 @@ std::vector<WriteResult> decode_write_results(const Bytes& b)
 {
     Decoder d(b, "write results");
     check_magic(d, k_magic_results);
-    std::vector<WriteResult> rs(d.count(36));
+    std::vector<WriteResult> rs(d.count(44));
     for (auto& r : rs) {
         r.fqn = d.str();
         r.chunk = d.u32();
@@ -302,6 +308,7 @@ Bytes encode(const Metadata& md)
     e.u32(static_cast<std::uint32_t>(md.world_size));
     e.str(md.layout);
     e.str(md.created);
+    e.u64(md.checksum_block);
     e.u64(md.entries.size());
     for (const auto& [fqn, m] : md.entries) {
         e.str(fqn);
@@ -328,6 +335,7 @@ Metadata decode_metadata(const Bytes& b)
     md.world_size = static_cast<int>(d.u32());
     md.layout = d.str();
     md.created = d.str();
+    md.checksum_block = d.u64();
     const auto n = d.count(27);
     for (std::size_t i = 0; i < n; ++i) {
         auto fqn = d.str();
@@ -336,7 +344,7 @@ Metadata decode_metadata(const Bytes& b)
         m.dtype = get_dtype(d);
         m.global_shape = d.shape();
         m.value = d.str();
-        m.chunks.resize(d.count(26));
+        m.chunks.resize(d.count(34));
         for (auto& c : m.chunks) {
             c.box = get_box(d);
             c.storage = get_storage(d);

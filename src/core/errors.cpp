@@ -11,6 +11,7 @@ void throw_error(Error::Kind kind, const std::string& what)
     case Error::Kind::write: throw WriteError(what);
     case Error::Kind::format: throw FormatError(what);
     case Error::Kind::not_found: throw NotFound(what);
+    case Error::Kind::integrity: throw IntegrityError(what);
     case Error::Kind::generic: break;
     }
     throw Error(Error::Kind::generic, what);

@@ -1,6 +1,7 @@
 #include "cairn/errors.hpp"
 #include "cairn/planner.hpp"
 #include "core/strided.hpp"
+#include "stage/stage.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -66,9 +67,9 @@ LoadPlan DefaultLoadPlanner::create_local_plan()
             if (a->global_shape != em.global_shape)
                 throw error::Mismatch("array '" + fe.fqn + "': global shape " + shape_str(a->global_shape) +
                                       " in the state vs. " + shape_str(em.global_shape) + " in the checkpoint");
-            if (a->space != MemorySpace::host)
+            if (a->space != MemorySpace::host && !detail::cuda_staging_available())
                 throw error::WrongAPIUsage("array '" + fe.fqn +
-                                           "' is in CUDA device memory, which this build of Cairn cannot load into");
+                                           "' is in CUDA device memory, but this Cairn was built without CUDA");
             std::int64_t covered = 0;
             for (std::size_t c = 0; c < em.chunks.size(); ++c) {
                 if (auto overlap = intersect(a->box, em.chunks[c].box)) {

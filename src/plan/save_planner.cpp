@@ -3,6 +3,7 @@
 #include "cairn/planner.hpp"
 #include "core/codec.hpp"
 #include "core/strided.hpp"
+#include "stage/stage.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -123,9 +124,9 @@ SavePlan DefaultSavePlanner::create_local_plan()
         it.fqn = fe.fqn;
         const Entry& e = *fe.entry;
         if (auto* a = std::get_if<ArrayShard>(&e)) {
-            if (a->space != MemorySpace::host)
+            if (a->space != MemorySpace::host && !detail::cuda_staging_available())
                 throw error::WrongAPIUsage("array '" + fe.fqn +
-                                           "' is in CUDA device memory, which this build of Cairn cannot stage");
+                                           "' is in CUDA device memory, but this Cairn was built without CUDA");
             it.kind = ItemKind::array;
             it.dtype = a->dtype;
             it.global_shape = a->global_shape;

@@ -1,6 +1,7 @@
 #include "storage/fs.hpp"
 
 #include "cairn/errors.hpp"
+#include "core/fault.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -27,7 +28,10 @@ bool is_directory(const std::string& path)
 void create_directories(const std::string& path)
 {
     std::error_code ec;
-    stdfs::create_directories(path, ec);
+    if (const int injected = fault::inject(fault::fs_mkdir, path))
+        ec = std::error_code(injected, std::generic_category());
+    else
+        stdfs::create_directories(path, ec);
     if (ec && !is_directory(path))
         throw error::WriteError("cannot create directory " + path + ": " + ec.message());
 }
@@ -37,8 +41,9 @@ void fsync_path(const std::string& path)
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         throw error::WriteError("cannot open " + path + " to sync it: " + std::strerror(errno));
-    const int rc = ::fsync(fd);
-    const int err = errno;
+    const int injected = fault::inject(fault::fs_fsync, path);
+    const int rc = injected ? -1 : ::fsync(fd);
+    const int err = injected ? injected : errno;
     ::close(fd);
     // Some file systems refuse fsync on directories (EINVAL): not an error.
     if (rc != 0 && err != EINVAL)
@@ -47,14 +52,19 @@ void fsync_path(const std::string& path)
 
 void rename(const std::string& from, const std::string& to)
 {
-    if (::rename(from.c_str(), to.c_str()) != 0)
-        throw error::WriteError("cannot rename " + from + " to " + to + ": " + std::strerror(errno));
+    const int injected = fault::inject(fault::fs_rename, from);
+    if (injected || ::rename(from.c_str(), to.c_str()) != 0)
+        throw error::WriteError("cannot rename " + from + " to " + to + ": " +
+                                std::strerror(injected ? injected : errno));
 }
 
 void remove_all(const std::string& path)
 {
     std::error_code ec;
-    stdfs::remove_all(path, ec);
+    if (const int injected = fault::inject(fault::fs_remove, path))
+        ec = std::error_code(injected, std::generic_category());
+    else
+        stdfs::remove_all(path, ec);
     if (ec)
         throw error::WriteError("cannot remove " + path + ": " + ec.message());
 }

@@ -209,4 +209,44 @@ inline std::vector<ArraySpec> standard_arrays()
     };
 }
 
+/// Saves the standard state on the first `n` ranks (decomposition `save_d`,
+/// `save_ghost` ghost layers) as `id`, loads it on the first `m` ranks with
+/// another decomposition; true on every rank when every rank of the load got
+/// every value. `layout` selects the storage of both (automatic: by the id).
+inline bool round_trip(const std::string& id, int n, Decomp save_d, int m, Decomp load_d, int save_ghost, int load_ghost,
+                       cairn::Layout layout = cairn::Layout::automatic)
+{
+    const auto specs = standard_arrays();
+    const bool saved = run_on(n, [&](SubComm& c) {
+        TestState s(specs, save_d, c.size(), c.rank(), save_ghost, true);
+        cairn::SaveOptions o;
+        o.fsync = false;
+        o.layout = layout;
+        return cairn::save(s.dict, id, c.get(), o).entries == specs.size() + 4;
+    });
+    return saved && run_on(m, [&](SubComm& c) {
+        TestState s(specs, load_d, c.size(), c.rank(), load_ghost, false);
+        cairn::LoadOptions o;
+        o.layout = layout;
+        cairn::load(s.dict, id, c.get(), o);
+        return s.errors() == 0;
+    });
+}
+
+// Per-rank storage that fails on one rank after writing its data.
+class FailingWriter : public cairn::DistcpWriter {
+public:
+    explicit FailingWriter(int bad_rank, cairn::DistcpWriterOptions o) : DistcpWriter(o), m_bad(bad_rank) {}
+    std::vector<cairn::WriteResult> write_data(const cairn::SavePlan& plan, cairn::SavePlanner& planner) override
+    {
+        auto r = DistcpWriter::write_data(plan, planner);
+        if (world_rank() == m_bad)
+            throw cairn::error::WriteError("injected: disk full on rank " + std::to_string(m_bad));
+        return r;
+    }
+
+private:
+    int m_bad;
+};
+
 } // namespace cairn_test

@@ -7,7 +7,8 @@
 
 int main(int argc, char** argv)
 {
-    MPI_Init(&argc, &argv);
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided); // async_save needs it
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     Catch::Session session;

@@ -115,22 +115,6 @@ private:
     cairn::Metadata m_md;
 };
 
-// Per-rank storage that fails on one rank after writing its data.
-class FailingWriter : public cairn::DistcpWriter {
-public:
-    explicit FailingWriter(int bad_rank, cairn::DistcpWriterOptions o) : DistcpWriter(o), m_bad(bad_rank) {}
-    std::vector<cairn::WriteResult> write_data(const cairn::SavePlan& plan, cairn::SavePlanner& planner) override
-    {
-        auto r = DistcpWriter::write_data(plan, planner);
-        if (world_rank() == m_bad)
-            throw cairn::error::WriteError("injected: disk full on rank " + std::to_string(m_bad));
-        return r;
-    }
-
-private:
-    int m_bad;
-};
-
 } // namespace
 
 TEST_CASE("a custom save planner can cast on save", "[extension]")

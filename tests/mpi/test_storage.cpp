@@ -93,3 +93,57 @@ TEST_CASE("the metadata is an HDF5 attribute group h5dump can read", "[storage][
     }
     MPI_Barrier(MPI_COMM_WORLD);
 }
+
+TEST_CASE("checksums catch a flipped bit on load and in verify", "[storage][checksum]")
+{
+    const int w = world_size(), r = world_rank();
+    const std::string dir = fresh_dir("bitflip_" + std::to_string(w)) + "/ckpt";
+    TestState s(standard_arrays(), Decomp::dim0, w, r, 0, true);
+    cairn::SaveOptions so;
+    so.checksum_block = 256; // many blocks per chunk
+    cairn::save(s.dict, dir, MPI_COMM_WORLD, so);
+
+    auto clean = cairn::verify(dir, MPI_COMM_WORLD);
+    CHECK(clean.ok());
+    CHECK(clean.checksums);
+    CHECK(clean.chunks > 0);
+
+    // Flip one bit in the middle of the chunk of "a3" stored by rank 0.
+    const auto md = cairn::read_metadata(dir);
+    const auto& chunk = md.entries.at("a3").chunks.at(0);
+    const std::string file = dir + "/" + chunk.storage.path;
+    const auto pos = static_cast<std::streamoff>(chunk.storage.offset + chunk.storage.length / 2);
+    if (r == 0) {
+        std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekg(pos);
+        char c = 0;
+        f.read(&c, 1);
+        c = static_cast<char>(c ^ 0x10);
+        f.seekp(pos);
+        f.write(&c, 1);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    const auto bad = cairn::verify(dir, MPI_COMM_WORLD);
+    REQUIRE(bad.problems.size() == 1);
+    CHECK(bad.problems[0].find("'a3'") != std::string::npos);
+    CHECK(bad.problems[0].find(chunk.storage.path) != std::string::npos);
+
+    // Every rank whose box overlaps the damaged block... and so every rank,
+    // by agreement, gets the error naming the array, file and byte range.
+    TestState back(standard_arrays(), Decomp::dim0, w, r, 0, false);
+    std::string msg;
+    try {
+        cairn::load(back.dict, dir, MPI_COMM_WORLD);
+    } catch (const cairn::error::IntegrityError& e) {
+        msg = e.what();
+    }
+    CHECK(all(msg.find("checksum mismatch in 'a3'") != std::string::npos));
+    CHECK(all(msg.find(chunk.storage.path) != std::string::npos));
+    CHECK(all(msg.find("bytes [") != std::string::npos));
+
+    // Verification can be turned off: the load then completes.
+    cairn::LoadOptions lo;
+    lo.verify_checksums = false;
+    CHECK_NOTHROW(cairn::load(back.dict, dir, MPI_COMM_WORLD, lo));
+}

@@ -525,6 +525,7 @@ TEST_CASE("codec: hand-made encodings: box ranks and duplicate names", "[codec]"
         e.u32(1);
         e.str("distcp");
         e.str("now");
+        e.u64(0); // checksum block: none
         e.u64(2);
         for (const auto& n : {n1, n2}) {
             e.str(n);

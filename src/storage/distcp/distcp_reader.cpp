@@ -1,11 +1,15 @@
 #include "cairn/distcp.hpp"
 #include "cairn/errors.hpp"
+#include "core/checksum.hpp"
 #include "core/strided.hpp"
+#include "stage/stage.hpp"
 #include "storage/distcp/mpiio.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/metadata_h5.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 
@@ -30,11 +34,12 @@ bool safe_file_name(const std::string& name)
 
 struct DistcpReader::Impl {
     std::size_t staging;
+    bool verify;
     std::string path;
     const Metadata* md = nullptr;
     std::uint64_t bytes_read = 0;
     std::map<std::string, std::unique_ptr<MpiFile>> files;
-    std::vector<char> buffer;
+    detail::HostBuffer buffer;
 
     MpiFile& open(const std::string& name)
     {
@@ -47,10 +52,47 @@ struct DistcpReader::Impl {
         return *f;
     }
 
-    void read(MpiFile& f, std::uint64_t offset, void* data, std::uint64_t n)
+    /// Bytes per checksum block of `chunk` when verifying it, else 0.
+    std::uint64_t span_of(const ChunkMeta& chunk, std::size_t es) const
     {
-        f.read_at(offset, data, n);
-        bytes_read += n;
+        if (!verify || !md->checksum_block)
+            return 0;
+        return detail::checksum_span(chunk.box.shape, es, md->checksum_block);
+    }
+
+    /// Reads bytes [a, b) of the chunk (chunk-relative) into the buffer and
+    /// returns where byte `a` landed. When verifying, the read is widened to
+    /// whole checksum blocks and every block read is checked.
+    const char* read_range(const std::string& fqn, const ChunkMeta& chunk, std::uint64_t span, std::uint64_t a,
+                           std::uint64_t b)
+    {
+        const auto len = chunk.storage.length;
+        const std::uint64_t A = span ? a - a % span : a;
+        const std::uint64_t B = span ? std::min(len, (b + span - 1) / span * span) : b;
+        if (B - A > buffer.size())
+            throw Error(Error::Kind::generic, "internal: read of " + std::to_string(B - A) + " bytes exceeds the " +
+                                                  std::to_string(buffer.size()) + "-byte buffer");
+        MpiFile& f = open(chunk.storage.path);
+        f.read_at(chunk.storage.offset + A, buffer.data(), B - A);
+        bytes_read += B - A;
+        if (span) {
+            const auto& sums = chunk.storage.checksums;
+            for (std::uint64_t blk = A / span; blk * span < B; ++blk) {
+                const auto lo = blk * span, hi = std::min(len, lo + span);
+                const auto got = detail::checksum(buffer.data() + (lo - A), static_cast<std::size_t>(hi - lo));
+                if (blk >= sums.size() || got != sums[blk]) {
+                    char text[64];
+                    std::snprintf(text, sizeof text, "stored %016llx, computed %016llx",
+                                  blk < sums.size() ? static_cast<unsigned long long>(sums[blk]) : 0ull,
+                                  static_cast<unsigned long long>(got));
+                    throw error::IntegrityError(
+                        "checksum mismatch in '" + fqn + "': file " + fs::join(path, chunk.storage.path) + ", bytes [" +
+                        std::to_string(chunk.storage.offset + lo) + ", " + std::to_string(chunk.storage.offset + hi) +
+                        ") (block " + std::to_string(blk) + " of chunk " + chunk.box.str() + "): " + text);
+                }
+            }
+        }
+        return buffer.data() + (a - A);
     }
 
     void read_array(const ReadItem& item, const ChunkMeta& chunk, DType dtype, LoadPlanner& planner);
@@ -59,8 +101,6 @@ struct DistcpReader::Impl {
 void DistcpReader::Impl::read_array(const ReadItem& item, const ChunkMeta& chunk, DType dtype, LoadPlanner& planner)
 {
     const DataRef dst = planner.resolve_destination(item);
-    if (dst.space != MemorySpace::host)
-        throw error::WrongAPIUsage("array '" + item.fqn + "': device memory cannot be loaded into by this build");
     const auto es = static_cast<std::uint64_t>(dtype_size(dtype));
     if (dst.view.elem_size != es || dst.view.shape != item.box.shape)
         throw error::WrongAPIUsage("array '" + item.fqn + "': the planner's destination does not match the region " +
@@ -69,10 +109,12 @@ void DistcpReader::Impl::read_array(const ReadItem& item, const ChunkMeta& chunk
     const Box& I = item.box;
     const std::size_t nd = C.ndim();
     if (I.ndim() != nd || !intersect(C, I) || intersect(C, I)->volume() != I.volume())
-        throw error::FormatError("array '" + item.fqn + "': region " + I.str() + " is not inside stored chunk " + C.str());
+        if (nd > 0)
+            throw error::FormatError("array '" + item.fqn + "': region " + I.str() + " is not inside stored chunk " +
+                                     C.str());
     if (I.volume() == 0)
         return;
-    MpiFile& f = open(chunk.storage.path);
+    const std::uint64_t span = span_of(chunk, es);
 
     // A run is a stretch of the region contiguous in the file: dimensions
     // k.. of the region, where the region spans the chunk fully beyond k.
@@ -87,16 +129,17 @@ void DistcpReader::Impl::read_array(const ReadItem& item, const ChunkMeta& chunk
     for (std::size_t d = 0; d < k; ++d)
         nruns *= static_cast<std::uint64_t>(I.shape[d]);
     const std::uint64_t run_bytes = run_elems * es;
-    const std::uint64_t cap = buffer.size();
+    // Room for widening a read to whole checksum blocks at both ends.
+    const std::uint64_t cap = buffer.size() - 2 * span;
 
     Shape idx(k, 0); // outer index of the current run
-    auto run_offset = [&]() {
+    auto run_offset = [&]() {  // chunk-relative byte offset of the current run
         std::int64_t e = 0;
         for (std::size_t d = 0; d < k; ++d)
             e += (I.offsets[d] - C.offsets[d] + idx[d]) * cs[d];
         if (nd > 0)
             e += (I.offsets[k] - C.offsets[k]) * cs[k];
-        return chunk.storage.offset + static_cast<std::uint64_t>(e) * es;
+        return static_cast<std::uint64_t>(e) * es;
     };
     auto next = [&]() {
         for (std::size_t d = k; d-- > 0;) {
@@ -113,9 +156,8 @@ void DistcpReader::Impl::read_array(const ReadItem& item, const ChunkMeta& chunk
             // One run larger than the buffer: read it in pieces.
             for (std::uint64_t e = 0; e < run_elems;) {
                 const auto n = std::min<std::uint64_t>(run_elems - e, cap / es);
-                read(f, first_off + e * es, buffer.data(), n * es);
-                detail::unpack_range(dst.view, static_cast<std::int64_t>(r * run_elems + e), static_cast<std::int64_t>(n),
-                                     buffer.data());
+                const char* p = read_range(item.fqn, chunk, span, first_off + e * es, first_off + (e + n) * es);
+                detail::stage_in(dst, static_cast<std::int64_t>(r * run_elems + e), static_cast<std::int64_t>(n), p);
                 e += n;
             }
             ++r;
@@ -123,7 +165,7 @@ void DistcpReader::Impl::read_array(const ReadItem& item, const ChunkMeta& chunk
             continue;
         }
         // Gather following runs into one read while the span fits and the
-        // gaps are small.
+        // gaps are small (data sieving).
         std::vector<std::uint64_t> offs{first_off};
         std::uint64_t end = first_off + run_bytes;
         auto r2 = r + 1;
@@ -137,19 +179,20 @@ void DistcpReader::Impl::read_array(const ReadItem& item, const ChunkMeta& chunk
             ++r2;
             next();
         }
-        read(f, first_off, buffer.data(), end - first_off);
+        const char* p = read_range(item.fqn, chunk, span, first_off, end);
         for (std::size_t j = 0; j < offs.size(); ++j)
-            detail::unpack_range(dst.view, static_cast<std::int64_t>((r + j) * run_elems),
-                                 static_cast<std::int64_t>(run_elems), buffer.data() + (offs[j] - first_off));
+            detail::stage_in(dst, static_cast<std::int64_t>((r + j) * run_elems), static_cast<std::int64_t>(run_elems),
+                             p + (offs[j] - first_off));
         r = r2;
     }
 }
 
-DistcpReader::DistcpReader(std::size_t staging_bytes) : m_impl(std::make_unique<Impl>())
+DistcpReader::DistcpReader(std::size_t staging_bytes, bool verify) : m_impl(std::make_unique<Impl>())
 {
     if (staging_bytes < 4096)
         throw error::WrongAPIUsage("staging_bytes must be at least 4096, not " + std::to_string(staging_bytes));
     m_impl->staging = staging_bytes;
+    m_impl->verify = verify;
 }
 
 DistcpReader::~DistcpReader() = default;
@@ -207,12 +250,22 @@ void DistcpReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
         return a.chunk->storage.path != b.chunk->storage.path ? a.chunk->storage.path < b.chunk->storage.path
                                                               : a.chunk->storage.offset < b.chunk->storage.offset;
     });
-    im.buffer.resize(static_cast<std::size_t>(std::min<std::uint64_t>(im.staging, std::max<std::uint64_t>(largest, 4096))));
+    // The buffer: the staging bound, no more than the largest chunk needs,
+    // and room for four checksum blocks when verifying.
+    std::uint64_t want = std::min<std::uint64_t>(im.staging, std::max<std::uint64_t>(largest, 4096));
+    for (const auto& t : tasks)
+        want = std::max(want, 4 * im.span_of(*t.chunk, t.item->kind == ItemKind::bytes ? 1 : dtype_size(t.entry->dtype)));
+    im.buffer = detail::HostBuffer(static_cast<std::size_t>(want));
     for (const auto& t : tasks) {
         if (t.item->kind == ItemKind::bytes) {
-            std::vector<std::byte> data(static_cast<std::size_t>(t.chunk->storage.length));
-            if (!data.empty())
-                im.read(im.open(t.chunk->storage.path), t.chunk->storage.offset, data.data(), data.size());
+            const auto n = t.chunk->storage.length;
+            std::vector<std::byte> data(static_cast<std::size_t>(n));
+            const auto span = im.span_of(*t.chunk, 1);
+            const auto piece = im.buffer.size() - 2 * span;
+            for (std::uint64_t a = 0; a < n; a += piece) {
+                const auto b = std::min(n, a + piece);
+                std::memcpy(data.data() + a, im.read_range(t.item->fqn, *t.chunk, span, a, b), static_cast<std::size_t>(b - a));
+            }
             planner.load_bytes(*t.item, std::move(data));
         } else {
             im.read_array(*t.item, *t.chunk, t.entry->dtype, planner);
@@ -221,6 +274,29 @@ void DistcpReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
     for (auto& [name, f] : im.files)
         f->close();
     im.files.clear();
+    im.buffer = detail::HostBuffer();
+}
+
+std::uint64_t DistcpReader::verify_chunk(const std::string& fqn, const EntryMeta& entry, const ChunkMeta& chunk)
+{
+    auto& im = *m_impl;
+    if (!im.md)
+        throw error::WrongAPIUsage("DistcpReader::verify_chunk before set_up_storage_reader");
+    const auto es = entry.kind == ItemKind::bytes ? 1 : dtype_size(entry.dtype);
+    const bool saved = im.verify;
+    im.verify = true;
+    const auto span = im.span_of(chunk, es);
+    im.verify = saved;
+    const std::uint64_t size = std::max<std::uint64_t>(std::min<std::uint64_t>(im.staging, chunk.storage.length), 4 * span);
+    if (im.buffer.size() < size)
+        im.buffer = detail::HostBuffer(static_cast<std::size_t>(std::max<std::uint64_t>(size, 4096)));
+    // Whole blocks per read, as many as fit.
+    const std::uint64_t piece = span ? std::max<std::uint64_t>(span, (im.buffer.size() - 2 * span) / span * span)
+                                     : im.buffer.size();
+    const auto len = chunk.storage.length;
+    for (std::uint64_t a = 0; a < len; a += piece)
+        im.read_range(fqn, chunk, span, a, std::min(len, a + piece));
+    return len;
 }
 
 std::uint64_t DistcpReader::bytes_read() const noexcept { return m_impl->bytes_read; }

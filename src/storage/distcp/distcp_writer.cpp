@@ -1,7 +1,9 @@
 #include "cairn/distcp.hpp"
 #include "cairn/errors.hpp"
+#include "core/checksum.hpp"
 #include "core/codec.hpp"
 #include "core/strided.hpp"
+#include "stage/stage.hpp"
 #include "storage/distcp/mpiio.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/metadata_h5.hpp"
@@ -37,15 +39,28 @@ std::string utc_now()
 
 std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return a <= 1 ? v : (v + a - 1) / a * a; }
 
-// Streams the items of one file through a bounded staging buffer: dense
-// large items go straight from the caller's memory; strided and small ones
-// are packed into the buffer, which is written when full or when the next
-// byte is not adjacent.
+// Streams the items of one file through a ring of two staging buffers:
+// while one buffer's bytes are being written (MPI_File_iwrite_at), the next
+// is filled from the caller's memory (packing strided host data, or copying
+// out of CUDA device memory). Large dense host items go straight from the
+// caller's memory. Extra host memory: the two buffers, whatever the state.
 class FileStream {
 public:
-    FileStream(MpiFile& file, std::vector<char>& buffer) : m_file(file), m_buf(buffer) {}
+    FileStream(MpiFile& file, detail::HostBuffer* ring) : m_file(file), m_ring(ring) {}
+    ~FileStream()
+    {
+        for (auto& p : m_pending)
+            if (!p.empty())
+                try {
+                    m_file.wait(p);
+                } catch (...) {
+                }
+    }
 
-    void put(const DataRef& ref, std::uint64_t offset, std::uint64_t nbytes, std::uint64_t direct_min)
+    /// Writes one item at `offset`, feeding its bytes to `hasher` (if any)
+    /// as they stream out.
+    void put(const DataRef& ref, std::uint64_t offset, std::uint64_t nbytes, std::uint64_t direct_min,
+             detail::ChunkHasher* hasher)
     {
         const auto& v = ref.view;
         const auto es = static_cast<std::uint64_t>(v.elem_size);
@@ -55,48 +70,73 @@ public:
                                     " bytes, the plan expects " + std::to_string(nbytes));
         if (nbytes == 0)
             return;
-        if (detail::is_dense(v) && nbytes >= direct_min) {
+        if (ref.space == MemorySpace::host && detail::is_dense(v) && nbytes >= direct_min) {
             flush();
+            if (hasher)
+                hasher->update(v.data, static_cast<std::size_t>(nbytes));
             m_file.write_at(offset, v.data, nbytes);
             return;
         }
         std::uint64_t e = 0;
         while (e < elems) {
             const auto at = offset + e * es;
+            const auto cap = buf().size();
             if (m_len > 0 && at != m_start + m_len) {
                 const auto gap = at - (m_start + m_len);
-                if (at > m_start + m_len && gap <= m_buf.size() - m_len && gap < 65536) {
-                    std::memset(m_buf.data() + m_len, 0, gap); // alignment padding
+                if (at > m_start + m_len && gap <= cap - m_len && gap < 65536) {
+                    std::memset(buf().data() + m_len, 0, gap); // alignment padding
                     m_len += gap;
                 } else {
                     flush();
                 }
             }
-            if (m_len == 0)
+            if (m_len == 0) {
                 m_start = at;
-            auto n = std::min<std::uint64_t>(elems - e, (m_buf.size() - m_len) / es);
+                // The buffer may still be in flight from two flushes ago.
+                if (!m_pending[m_cur].empty())
+                    m_file.wait(m_pending[m_cur]);
+            }
+            const auto n = std::min<std::uint64_t>(elems - e, (cap - m_len) / es);
             if (n == 0) {
+                if (m_len == 0)
+                    throw error::WriteError(m_file.path() + ": staging buffer smaller than one element");
                 flush();
                 continue;
             }
-            detail::pack_range(v, static_cast<std::int64_t>(e), static_cast<std::int64_t>(n), m_buf.data() + m_len);
+            detail::stage_out(ref, static_cast<std::int64_t>(e), static_cast<std::int64_t>(n), buf().data() + m_len);
+            if (hasher)
+                hasher->update(buf().data() + m_len, static_cast<std::size_t>(n * es));
             m_len += n * es;
             e += n;
-            if (m_len == m_buf.size())
+            if (m_len == cap)
                 flush();
         }
     }
 
+    /// Starts writing the current buffer and moves to the other one.
     void flush()
     {
-        if (m_len)
-            m_file.write_at(m_start, m_buf.data(), m_len);
+        if (m_len) {
+            m_pending[m_cur] = m_file.iwrite_at(m_start, buf().data(), m_len);
+            m_cur ^= 1;
+        }
         m_len = 0;
     }
 
+    /// Flushes and waits for every write.
+    void finish()
+    {
+        flush();
+        for (auto& p : m_pending)
+            m_file.wait(p);
+    }
+
 private:
+    detail::HostBuffer& buf() { return m_ring[m_cur]; }
     MpiFile& m_file;
-    std::vector<char>& m_buf;
+    detail::HostBuffer* m_ring;
+    std::vector<MPI_Request> m_pending[2];
+    int m_cur = 0;
     std::uint64_t m_start = 0;
     std::uint64_t m_len = 0;
 };
@@ -195,8 +235,10 @@ std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlan
     std::uint64_t total_bytes = 0;
     for (const auto& it : plan.items)
         total_bytes += it.nbytes;
-    std::vector<char> buffer(static_cast<std::size_t>(std::min<std::uint64_t>(im.opt.staging_bytes, total_bytes + 65536)));
-    const std::uint64_t direct_min = std::max<std::uint64_t>(buffer.size() / 8, 1);
+    // Two buffers of half the staging bound each (no more than the data needs).
+    const auto half = static_cast<std::size_t>(std::min<std::uint64_t>(im.opt.staging_bytes / 2, total_bytes + 65536));
+    detail::HostBuffer ring[2] = {detail::HostBuffer(half), detail::HostBuffer(half)};
+    const std::uint64_t direct_min = std::max<std::uint64_t>(half / 4, 1);
 
     results.resize(plan.items.size());
     for (std::size_t k = 0; k < nfiles; ++k) {
@@ -215,16 +257,21 @@ std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlan
         }
         MpiFile file(fs::join(im.write_dir, name), MpiFile::Mode::write);
         file.set_size(end);
-        FileStream stream(file, buffer);
+        FileStream stream(file, ring);
         for (std::size_t j = 0; j < bucket.size(); ++j) {
             const auto& it = plan.items[bucket[j]];
             const DataRef ref = planner.resolve_data(it);
-            if (ref.space != MemorySpace::host)
-                throw error::WrongAPIUsage("entry '" + it.fqn + "': device memory cannot be written by this build");
-            stream.put(ref, offsets[j], it.nbytes, direct_min);
-            results[bucket[j]] = WriteResult{it.fqn, it.chunk, StorageInfo{name, offsets[j], it.nbytes}};
+            StorageInfo where{name, offsets[j], it.nbytes, {}};
+            if (im.opt.checksum_block) {
+                detail::ChunkHasher hasher(detail::checksum_span(ref.view.shape, ref.view.elem_size, im.opt.checksum_block));
+                stream.put(ref, offsets[j], it.nbytes, direct_min, &hasher);
+                where.checksums = hasher.finish();
+            } else {
+                stream.put(ref, offsets[j], it.nbytes, direct_min, nullptr);
+            }
+            results[bucket[j]] = WriteResult{it.fqn, it.chunk, std::move(where)};
         }
-        stream.flush();
+        stream.finish();
         if (im.opt.fsync)
             file.sync();
         file.close();
@@ -237,6 +284,7 @@ void DistcpWriter::finish(const Metadata& metadata, const std::vector<std::vecto
     auto& im = *m_impl;
     Metadata md = metadata;
     md.layout = "distcp";
+    md.checksum_block = im.opt.checksum_block;
     md.created = utc_now();
     const auto tmp = fs::join(im.write_dir, ".metadata.h5.tmp");
     detail::write_metadata_file(tmp, md, im.opt.fsync);
@@ -250,7 +298,16 @@ void DistcpWriter::finish(const Metadata& metadata, const std::vector<std::vecto
         const auto old = im.path + ".cairn-old";
         fs::remove_all(old);
         fs::rename(im.path, old);
-        fs::rename(im.write_dir, im.path);
+        try {
+            fs::rename(im.write_dir, im.path);
+        } catch (...) {
+            // Put the old checkpoint back: a failed save never damages it.
+            try {
+                fs::rename(old, im.path);
+            } catch (...) {
+            }
+            throw;
+        }
         if (im.opt.fsync)
             fs::fsync_path(fs::parent(im.path));
         fs::remove_all(old);

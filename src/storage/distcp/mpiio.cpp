@@ -1,8 +1,10 @@
 #include "storage/distcp/mpiio.hpp"
 
 #include "cairn/errors.hpp"
+#include "core/fault.hpp"
 
 #include <algorithm>
+#include <cerrno>
 
 namespace cairn::detail {
 
@@ -15,6 +17,23 @@ std::string mpi_error_string(int rc)
     int len = 0;
     MPI_Error_string(rc, msg, &len);
     return std::string(msg, static_cast<std::size_t>(len));
+}
+
+// The MPI error class an MPI-IO call reports for a failed system call with
+// errno `err` (what an injected fault returns instead of calling MPI).
+int mpi_error_of(int err)
+{
+    switch (err) {
+    case ENOSPC: return MPI_ERR_NO_SPACE;
+    case EDQUOT: return MPI_ERR_QUOTA;
+    case EACCES:
+    case EPERM: return MPI_ERR_ACCESS;
+    case EROFS: return MPI_ERR_READ_ONLY;
+    case ENOENT: return MPI_ERR_NO_SUCH_FILE;
+    case EEXIST: return MPI_ERR_FILE_EXISTS;
+    case EBUSY: return MPI_ERR_FILE_IN_USE;
+    default: return MPI_ERR_IO;
+    }
 }
 } // namespace
 
@@ -29,7 +48,9 @@ void MpiFile::fail(int rc, const std::string& what) const
 MpiFile::MpiFile(const std::string& path, Mode mode) : m_path(path), m_mode(mode)
 {
     const int amode = mode == Mode::write ? (MPI_MODE_CREATE | MPI_MODE_WRONLY) : MPI_MODE_RDONLY;
-    const int rc = MPI_File_open(MPI_COMM_SELF, path.c_str(), amode, MPI_INFO_NULL, &m_fh);
+    const int injected = fault::inject(fault::mpiio_open, path);
+    const int rc = injected ? mpi_error_of(injected)
+                            : MPI_File_open(MPI_COMM_SELF, path.c_str(), amode, MPI_INFO_NULL, &m_fh);
     if (rc != MPI_SUCCESS) {
         m_fh = MPI_FILE_NULL;
         fail(rc, mode == Mode::write ? "cannot create" : "cannot open");
@@ -48,7 +69,9 @@ void MpiFile::write_at(std::uint64_t offset, const void* data, std::uint64_t siz
     while (size > 0) {
         const int n = static_cast<int>(std::min(size, k_max_transfer));
         MPI_Status st;
-        const int rc = MPI_File_write_at(m_fh, static_cast<MPI_Offset>(offset), p, n, MPI_BYTE, &st);
+        const int injected = fault::inject(fault::mpiio_write, m_path);
+        const int rc = injected ? mpi_error_of(injected)
+                                : MPI_File_write_at(m_fh, static_cast<MPI_Offset>(offset), p, n, MPI_BYTE, &st);
         if (rc != MPI_SUCCESS)
             fail(rc, "write of " + std::to_string(n) + " bytes at offset " + std::to_string(offset));
         int done = 0;
@@ -61,6 +84,44 @@ void MpiFile::write_at(std::uint64_t offset, const void* data, std::uint64_t siz
     }
 }
 
+std::vector<MPI_Request> MpiFile::iwrite_at(std::uint64_t offset, const void* data, std::uint64_t size)
+{
+    std::vector<MPI_Request> reqs;
+    const auto* p = static_cast<const char*>(data);
+    while (size > 0) {
+        const int n = static_cast<int>(std::min(size, k_max_transfer));
+        MPI_Request r;
+        const int injected = fault::inject(fault::mpiio_write, m_path);
+        const int rc = injected ? mpi_error_of(injected)
+                                : MPI_File_iwrite_at(m_fh, static_cast<MPI_Offset>(offset), p, n, MPI_BYTE, &r);
+        if (rc != MPI_SUCCESS) {
+            wait(reqs);
+            fail(rc, "write of " + std::to_string(n) + " bytes at offset " + std::to_string(offset));
+        }
+        reqs.push_back(r);
+        p += n;
+        offset += static_cast<std::uint64_t>(n);
+        size -= static_cast<std::uint64_t>(n);
+    }
+    return reqs;
+}
+
+void MpiFile::wait(std::vector<MPI_Request>& requests)
+{
+    int first_error = MPI_SUCCESS;
+    for (auto& r : requests) {
+        MPI_Status st;
+        int rc = MPI_Wait(&r, &st);
+        if (const int injected = rc == MPI_SUCCESS ? fault::inject(fault::mpiio_wait, m_path) : 0)
+            rc = mpi_error_of(injected);
+        if (rc != MPI_SUCCESS && first_error == MPI_SUCCESS)
+            first_error = rc;
+    }
+    requests.clear();
+    if (first_error != MPI_SUCCESS)
+        fail(first_error, "asynchronous write failed");
+}
+
 void MpiFile::read_at(std::uint64_t offset, void* data, std::uint64_t size)
 {
     auto* p = static_cast<char*>(data);
@@ -69,7 +130,9 @@ void MpiFile::read_at(std::uint64_t offset, void* data, std::uint64_t size)
     while (size > 0) {
         const int n = static_cast<int>(std::min(size, k_max_transfer));
         MPI_Status st;
-        const int rc = MPI_File_read_at(m_fh, static_cast<MPI_Offset>(offset), p, n, MPI_BYTE, &st);
+        const int injected = fault::inject(fault::mpiio_read, m_path);
+        const int rc = injected ? mpi_error_of(injected)
+                                : MPI_File_read_at(m_fh, static_cast<MPI_Offset>(offset), p, n, MPI_BYTE, &st);
         if (rc != MPI_SUCCESS)
             fail(rc, "read of " + std::to_string(n) + " bytes at offset " + std::to_string(offset));
         int done = 0;
@@ -86,7 +149,8 @@ void MpiFile::read_at(std::uint64_t offset, void* data, std::uint64_t size)
 
 void MpiFile::set_size(std::uint64_t size)
 {
-    const int rc = MPI_File_set_size(m_fh, static_cast<MPI_Offset>(size));
+    const int injected = fault::inject(fault::mpiio_set_size, m_path);
+    const int rc = injected ? mpi_error_of(injected) : MPI_File_set_size(m_fh, static_cast<MPI_Offset>(size));
     if (rc != MPI_SUCCESS)
         fail(rc, "cannot set the size to " + std::to_string(size));
 }
@@ -102,15 +166,18 @@ std::uint64_t MpiFile::size()
 
 void MpiFile::sync()
 {
-    const int rc = MPI_File_sync(m_fh);
+    const int injected = fault::inject(fault::mpiio_sync, m_path);
+    const int rc = injected ? mpi_error_of(injected) : MPI_File_sync(m_fh);
     if (rc != MPI_SUCCESS)
         fail(rc, "sync failed");
 }
 
 void MpiFile::close()
 {
-    const int rc = MPI_File_close(&m_fh);
+    int rc = MPI_File_close(&m_fh);
     m_fh = MPI_FILE_NULL;
+    if (const int injected = rc == MPI_SUCCESS ? fault::inject(fault::mpiio_close, m_path) : 0)
+        rc = mpi_error_of(injected); // closed all the same, as after a real failure
     if (rc != MPI_SUCCESS)
         fail(rc, "close failed");
 }

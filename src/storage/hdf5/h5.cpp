@@ -288,3 +288,115 @@ hid_t native_type(int code)
 }
 
 } // namespace cairn::detail::h5
+
+namespace cairn::detail::h5 {
+
+namespace {
+
+// A 16-bit float built from a 32-bit one: fields first (they must fit the
+// current precision), then the size (which shrinks the precision to 16),
+// then the exponent bias.
+Handle float16(hid_t base, std::size_t epos, std::size_t esize, std::size_t msize, std::size_t ebias)
+{
+    const std::string what = "building a 16-bit float type";
+    Handle t(check(H5Tcopy(base), what, true));
+    check_status(H5Tset_fields(t, 15, epos, esize, 0, msize), what, true);
+    check_status(H5Tset_size(t, 2), what, true);
+    check_status(H5Tset_precision(t, 16), what, true);
+    check_status(H5Tset_offset(t, 0), what, true);
+    check_status(H5Tset_ebias(t, ebias), what, true);
+    check_status(H5Tset_norm(t, H5T_NORM_IMPLIED), what, true);
+    check_status(H5Tset_inpad(t, H5T_PAD_ZERO), what, true);
+    return t;
+}
+
+Handle bool_enum()
+{
+    const std::string what = "building the bool enum type";
+    Handle t(check(H5Tenum_create(H5T_NATIVE_INT8), what, true));
+    const std::int8_t no = 0, yes = 1;
+    check_status(H5Tenum_insert(t, "FALSE", &no), what, true);
+    check_status(H5Tenum_insert(t, "TRUE", &yes), what, true);
+    return t;
+}
+
+} // namespace
+
+Handle dataset_type(int code, bool memory)
+{
+    const std::string what = "copying an HDF5 type";
+    auto copy = [&](hid_t file_type, hid_t mem_type) { return Handle(check(H5Tcopy(memory ? mem_type : file_type), what, true)); };
+    switch (static_cast<DType>(code)) {
+    case DType::f16: return float16(memory ? H5T_NATIVE_FLOAT : H5T_IEEE_F32LE, 10, 5, 10, 15);
+    case DType::bf16: return float16(memory ? H5T_NATIVE_FLOAT : H5T_IEEE_F32LE, 7, 8, 7, 127);
+    case DType::f32: return copy(H5T_IEEE_F32LE, H5T_NATIVE_FLOAT);
+    case DType::f64: return copy(H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE);
+    case DType::i8: return copy(H5T_STD_I8LE, H5T_NATIVE_INT8);
+    case DType::i16: return copy(H5T_STD_I16LE, H5T_NATIVE_INT16);
+    case DType::i32: return copy(H5T_STD_I32LE, H5T_NATIVE_INT32);
+    case DType::i64: return copy(H5T_STD_I64LE, H5T_NATIVE_INT64);
+    case DType::u8: return copy(H5T_STD_U8LE, H5T_NATIVE_UINT8);
+    case DType::u16: return copy(H5T_STD_U16LE, H5T_NATIVE_UINT16);
+    case DType::u32: return copy(H5T_STD_U32LE, H5T_NATIVE_UINT32);
+    case DType::u64: return copy(H5T_STD_U64LE, H5T_NATIVE_UINT64);
+    case DType::boolean: return bool_enum();
+    }
+    throw error::WriteError("no HDF5 type for dtype code " + std::to_string(code));
+}
+
+bool dataset_type_matches(hid_t type, int code)
+{
+    const auto cls = H5Tget_class(type);
+    const std::size_t size = H5Tget_size(type);
+    const auto t = static_cast<DType>(code);
+    if (t == DType::boolean)
+        return (cls == H5T_ENUM || cls == H5T_INTEGER) && size == 1;
+    if (size != dtype_size(t))
+        return false;
+    switch (t) {
+    case DType::f16:
+    case DType::bf16: {
+        if (cls != H5T_FLOAT)
+            return false;
+        std::size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+        if (H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize) < 0)
+            return false;
+        return t == DType::f16 ? (esize == 5 && msize == 10) : (esize == 8 && msize == 7);
+    }
+    case DType::f32:
+    case DType::f64: return cls == H5T_FLOAT;
+    case DType::i8:
+    case DType::i16:
+    case DType::i32:
+    case DType::i64: return cls == H5T_INTEGER && H5Tget_sign(type) == H5T_SGN_2;
+    default: return cls == H5T_INTEGER && H5Tget_sign(type) == H5T_SGN_NONE;
+    }
+}
+
+std::string type_description(hid_t type)
+{
+    const auto bits = std::to_string(H5Tget_size(type) * 8);
+    switch (H5Tget_class(type)) {
+    case H5T_FLOAT: {
+        std::size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+        H5Tget_fields(type, &spos, &epos, &esize, &mpos, &msize);
+        std::string s = bits + "-bit float";
+        if (H5Tget_size(type) == 2)
+            s += " (" + std::to_string(esize) + "-bit exponent, " + std::to_string(msize) + "-bit mantissa)";
+        return s;
+    }
+    case H5T_INTEGER: return bits + "-bit " + (H5Tget_sign(type) == H5T_SGN_NONE ? "unsigned" : "signed") + " integer";
+    case H5T_STRING: return "string";
+    case H5T_ENUM: return bits + "-bit enum";
+    case H5T_COMPOUND: return "compound";
+    case H5T_OPAQUE: return "opaque";
+    case H5T_ARRAY: return "array type";
+    case H5T_VLEN: return "variable-length sequence";
+    case H5T_REFERENCE: return "reference";
+    case H5T_BITFIELD: return bits + "-bit bitfield";
+    case H5T_TIME: return "time";
+    default: return "unknown type";
+    }
+}
+
+} // namespace cairn::detail::h5

@@ -87,4 +87,24 @@ void read_raw_attr(hid_t obj, const char* name, hid_t type, void* data, const st
 /// The native HDF5 type of a Cairn dtype (f16 / bf16: 16-bit unsigned, the raw bits).
 hid_t native_type(int dtype_code);
 
+/// The HDF5 type of a dataset (or scalar) of a Cairn dtype in a container
+/// (docs/FORMAT.md, "Container layout"): little-endian IEEE floats and
+/// integers; f16 as IEEE binary16 (sign bit 15, exponent bits 10-14 with bias
+/// 15, mantissa bits 0-9); bf16 as a 16-bit float with sign bit 15, exponent
+/// bits 7-14 with bias 127, mantissa bits 0-6; bool as the enum {FALSE = 0,
+/// TRUE = 1} over int8 (what h5py reads as numpy bool). With `memory`, the
+/// same types in the machine's byte order (for H5Dread / H5Dwrite buffers).
+/// Throws error::WriteError.
+Handle dataset_type(int dtype_code, bool memory);
+
+/// Whether a dataset's type holds values of `dtype_code`: same class, size and
+/// sign; for 16-bit floats also the exponent and mantissa widths; for bool an
+/// 8-bit enum or integer. Byte order is not compared (HDF5 converts it).
+bool dataset_type_matches(hid_t type, int dtype_code);
+
+/// A short description of an HDF5 type for messages ("64-bit float",
+/// "16-bit float (8-bit exponent, 7-bit mantissa)", "32-bit signed integer",
+/// "string", ...).
+std::string type_description(hid_t type);
+
 } // namespace cairn::detail::h5

@@ -1,6 +1,7 @@
 #include "storage/hdf5/metadata_h5.hpp"
 
 #include "cairn/errors.hpp"
+#include "core/checksum.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/h5.hpp"
 
@@ -61,6 +62,8 @@ bool has_dims(ItemKind k) { return k == ItemKind::array || k == ItemKind::bytes;
 
 void write_metadata_group(hid_t loc, const Metadata& md)
 {
+    if (md.world_size < 1)
+        throw error::WrongAPIUsage("metadata: world_size must be at least 1, not " + std::to_string(md.world_size));
     Handle root(check(H5Gcreate2(loc, "cairn", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating group /cairn", true));
     h5::write_i64_attr(root, "format_version", {md.format_version}, {});
     h5::write_string_attr(root, "library_version", md.library_version);
@@ -75,7 +78,7 @@ void write_metadata_group(hid_t loc, const Metadata& md)
     std::vector<std::string> files, names;
     std::vector<std::uint8_t> kinds, dtypes, ndims;
     std::vector<std::int64_t> shapes, counts, boxes, chunk_file;
-    std::vector<std::uint64_t> chunk_offset, chunk_length;
+    std::vector<std::uint64_t> chunk_offset, chunk_length, sums;
     for (const auto& [fqn, em] : md.entries) {
         names.push_back(fqn);
         kinds.push_back(static_cast<std::uint8_t>(em.kind));
@@ -94,6 +97,14 @@ void write_metadata_group(hid_t loc, const Metadata& md)
             chunk_file.push_back(it->second);
             chunk_offset.push_back(c.storage.offset);
             chunk_length.push_back(c.storage.length);
+            const auto es = em.kind == ItemKind::bytes ? 1 : dtype_size(em.dtype);
+            const auto expect =
+                checksum_blocks(c.storage.length, checksum_span(c.box.shape, es, md.checksum_block));
+            if (c.storage.checksums.size() != expect)
+                throw error::WriteError("metadata: chunk " + c.box.str() + " of '" + fqn + "' has " +
+                                        std::to_string(c.storage.checksums.size()) + " checksums, expected " +
+                                        std::to_string(expect));
+            sums.insert(sums.end(), c.storage.checksums.begin(), c.storage.checksums.end());
         }
     }
     const hsize_t n = names.size();
@@ -108,6 +119,9 @@ void write_metadata_group(hid_t loc, const Metadata& md)
     h5::write_i64_attr(root, "chunk_files", chunk_file, {chunk_file.size()});
     h5::write_u64_attr(root, "chunk_offsets", chunk_offset);
     h5::write_u64_attr(root, "chunk_lengths", chunk_length);
+    h5::write_string_attr(root, "checksum_algorithm", md.checksum_block ? checksum_algorithm : "none");
+    h5::write_i64_attr(root, "checksum_block_bytes", {static_cast<std::int64_t>(md.checksum_block)}, {});
+    h5::write_u64_attr(root, "chunk_checksums", sums);
 
     // Scalars and strings: one attribute each, named by the entry, of its
     // natural type, so h5dump shows `"step" ... (0): 100`.
@@ -160,6 +174,15 @@ Metadata read_metadata_group(hid_t loc, const std::string& where)
     const auto chunk_file = h5::read_i64_attr(root, "chunk_files", rw);
     const auto chunk_offset = h5::read_u64_attr(root, "chunk_offsets", rw);
     const auto chunk_length = h5::read_u64_attr(root, "chunk_lengths", rw);
+    const auto algorithm = h5::read_string_attr(root, "checksum_algorithm", rw);
+    const auto block = h5::read_i64_attr(root, "checksum_block_bytes", rw);
+    const auto sums = h5::read_u64_attr(root, "chunk_checksums", rw);
+    if (block.size() != 1 || block[0] < 0)
+        fail("invalid checksum_block_bytes");
+    md.checksum_block = static_cast<std::uint64_t>(block[0]);
+    if (md.checksum_block && algorithm != checksum_algorithm)
+        fail("checksum algorithm '" + algorithm + "', this Cairn knows '" + checksum_algorithm + "'");
+    std::size_t ki = 0; // cursor into sums
     if (counts.size() != n)
         fail("chunk_counts has " + std::to_string(counts.size()) + " rows for " + std::to_string(n) + " entries");
     const std::size_t nc = chunk_file.size();
@@ -215,7 +238,15 @@ Metadata read_metadata_group(hid_t loc, const std::string& where)
             if (chunk_length[ci] != expect)
                 throw error::FormatError(ew + ": chunk " + std::to_string(c) + " has length " +
                                          std::to_string(chunk_length[ci]) + ", its box needs " + std::to_string(expect));
-            ch.storage = StorageInfo{files[static_cast<std::size_t>(chunk_file[ci])], chunk_offset[ci], chunk_length[ci]};
+            ch.storage = StorageInfo{files[static_cast<std::size_t>(chunk_file[ci])], chunk_offset[ci], chunk_length[ci], {}};
+            const auto nsums = checksum_blocks(chunk_length[ci], checksum_span(ch.box.shape,
+                                                                              em.kind == ItemKind::bytes ? 1 : dtype_size(em.dtype),
+                                                                              md.checksum_block));
+            if (sums.size() - ki < nsums)
+                throw error::FormatError(ew + ": chunk_checksums is too short");
+            ch.storage.checksums.assign(sums.begin() + static_cast<std::ptrdiff_t>(ki),
+                                        sums.begin() + static_cast<std::ptrdiff_t>(ki + nsums));
+            ki += nsums;
         }
         if (em.kind == ItemKind::string || em.kind == ItemKind::scalar) {
             if (!values.valid())
@@ -231,7 +262,7 @@ Metadata read_metadata_group(hid_t loc, const std::string& where)
         if (!md.entries.emplace(names[i], std::move(em)).second)
             throw error::FormatError(ew + ": duplicate name");
     }
-    if (si != shapes.size() || ci != nc || bi != boxes.size())
+    if (si != shapes.size() || ci != nc || bi != boxes.size() || ki != sums.size())
         fail("the shape and chunk tables have rows that no entry claims");
     return md;
 }
@@ -258,7 +289,13 @@ Metadata read_metadata_file(const std::string& path)
     h5::ErrorSilencer quiet;
     if (H5Fis_hdf5(path.c_str()) <= 0)
         throw error::FormatError(path + ": not an HDF5 file");
-    Handle file(check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "opening " + path, false));
+    Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    if (!file.valid()) {
+        // The signature was found, so the file is HDF5 but damaged.
+        const auto why = h5::last_error();
+        H5Eclear2(H5E_DEFAULT);
+        throw error::FormatError(path + ": a damaged HDF5 file (truncated?): " + (why.empty() ? "cannot open" : why));
+    }
     return read_metadata_group(file, path);
 }
 

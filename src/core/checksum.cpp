@@ -1,0 +1,70 @@
+#include "core/checksum.hpp"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <new>
+
+namespace cairn::detail {
+
+std::uint64_t checksum_span(const Shape& shape, std::size_t es, std::uint64_t block_bytes) noexcept
+{
+    if (block_bytes == 0)
+        return 0;
+    std::uint64_t row = es;
+    for (std::size_t d = 1; d < shape.size(); ++d)
+        row *= static_cast<std::uint64_t>(shape[d]);
+    if (shape.empty() || row == 0 || row > block_bytes)
+        return block_bytes;
+    return block_bytes / row * row;
+}
+
+std::uint64_t checksum(const void* data, std::size_t size) noexcept { return XXH3_64bits(data, size); }
+
+ChunkHasher::ChunkHasher(std::uint64_t span) : m_state(XXH3_createState()), m_span(span)
+{
+    if (!m_state)
+        throw std::bad_alloc();
+    XXH3_64bits_reset(static_cast<XXH3_state_t*>(m_state));
+}
+
+ChunkHasher::~ChunkHasher()
+{
+    if (m_state)
+        XXH3_freeState(static_cast<XXH3_state_t*>(m_state));
+}
+
+ChunkHasher::ChunkHasher(ChunkHasher&& o) noexcept
+    : m_state(o.m_state), m_span(o.m_span), m_in_block(o.m_in_block), m_sums(std::move(o.m_sums))
+{
+    o.m_state = nullptr;
+}
+
+void ChunkHasher::update(const void* data, std::size_t size)
+{
+    auto* st = static_cast<XXH3_state_t*>(m_state);
+    const auto* p = static_cast<const unsigned char*>(data);
+    while (size > 0) {
+        const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(size, m_span - m_in_block));
+        XXH3_64bits_update(st, p, n);
+        p += n;
+        size -= n;
+        m_in_block += n;
+        if (m_in_block == m_span) {
+            m_sums.push_back(XXH3_64bits_digest(st));
+            XXH3_64bits_reset(st);
+            m_in_block = 0;
+        }
+    }
+}
+
+std::vector<std::uint64_t> ChunkHasher::finish()
+{
+    if (m_in_block > 0) {
+        m_sums.push_back(XXH3_64bits_digest(static_cast<XXH3_state_t*>(m_state)));
+        m_in_block = 0;
+    }
+    return std::move(m_sums);
+}
+
+} // namespace cairn::detail

@@ -1,0 +1,50 @@
+// Private: checksums of stored chunks. A chunk's stored bytes (row-major over
+// its box) are cut into blocks of `span` bytes (the last one shorter), and
+// each block has an XXH3-64 checksum (seed 0). `span` is the block size rounded
+// down to whole rows of dimension 0 when a row fits in it, else the block size
+// itself; see docs/FORMAT.md.
+#pragma once
+
+#include "cairn/box.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace cairn::detail {
+
+inline constexpr const char* checksum_algorithm = "xxh3-64";
+inline constexpr std::uint64_t default_checksum_block = std::uint64_t(1) << 20;
+
+/// Bytes per checksum block of a chunk of `shape` and element size `es`.
+std::uint64_t checksum_span(const Shape& shape, std::size_t es, std::uint64_t block_bytes) noexcept;
+
+/// Number of blocks of a chunk of `length` bytes with blocks of `span`.
+inline std::uint64_t checksum_blocks(std::uint64_t length, std::uint64_t span) noexcept
+{
+    return span == 0 ? 0 : (length + span - 1) / span;
+}
+
+/// XXH3-64 of a byte range.
+std::uint64_t checksum(const void* data, std::size_t size) noexcept;
+
+/// Checksums of a chunk's bytes fed in order, in pieces of any size.
+class ChunkHasher {
+public:
+    explicit ChunkHasher(std::uint64_t span);
+    ~ChunkHasher();
+    ChunkHasher(const ChunkHasher&) = delete;
+    ChunkHasher& operator=(const ChunkHasher&) = delete;
+    ChunkHasher(ChunkHasher&&) noexcept;
+    void update(const void* data, std::size_t size);
+    /// The block checksums; the hasher is spent afterwards.
+    std::vector<std::uint64_t> finish();
+
+private:
+    void* m_state; // XXH3_state_t, kept out of this header
+    std::uint64_t m_span;
+    std::uint64_t m_in_block = 0;
+    std::vector<std::uint64_t> m_sums;
+};
+
+} // namespace cairn::detail

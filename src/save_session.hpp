@@ -1,0 +1,37 @@
+// Private: a save between its phases, so that save() and async_save() share
+// one sequence: plan_save() (local plans, global plan, scatter) then
+// write_and_commit() (write, gather results, commit).
+#pragma once
+
+#include "cairn/checkpoint.hpp"
+#include "comm/protocol.hpp"
+
+#include <chrono>
+#include <functional>
+#include <memory>
+
+namespace cairn::detail {
+
+struct SaveSession {
+    explicit SaveSession(MPI_Comm c) : comm(c) {}
+    Comm comm;
+    std::shared_ptr<SavePlanner> planner;
+    std::shared_ptr<StorageWriter> storage;
+    Metadata metadata; ///< the coordinator's; empty elsewhere
+    SavePlan plan;     ///< this rank's final plan
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+};
+
+/// Phases 1-3. Collective over `comm`: local plans, the coordinator's global
+/// plan and metadata, final plans scattered. Same error contract as save().
+std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& checkpoint_id, MPI_Comm comm,
+                                       const SaveOptions& options);
+
+/// Phases 4-5. Collective over the session's communicator: every rank writes
+/// its plan with data from `source` (the planner, or a staged copy); results
+/// go to the coordinator, which commits. `on_written` runs on each rank once
+/// its own data is written, before the commit. On any failure the
+/// coordinator aborts the storage and every rank throws the same error.
+SaveResult write_and_commit(SaveSession& session, SavePlanner& source, const std::function<void()>& on_written = {});
+
+} // namespace cairn::detail

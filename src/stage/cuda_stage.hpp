@@ -1,0 +1,25 @@
+// Private: the CUDA side of staging, behind a header without CUDA includes.
+// Implemented in cuda_stage.cu when CAIRN_HAVE_CUDA; absent otherwise.
+#pragma once
+
+#include "cairn/box.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace cairn::detail::cuda {
+
+/// Copies elements [first, first + count) of the device view into host
+/// memory (pinned for best speed), on Cairn's stream; returns when done.
+void copy_out(const StridedView& device_src, std::int64_t first, std::int64_t count, void* host_dst);
+/// Copies `count` elements from host memory into the device view at `first`.
+void copy_in(const StridedView& device_dst, std::int64_t first, std::int64_t count, const void* host_src);
+/// True when `p` is device (or managed) memory.
+bool is_device_pointer(const void* p) noexcept;
+/// Number of usable devices (0 when the driver or device is missing).
+int device_count() noexcept;
+/// Page-locked host memory; nullptr when it cannot be had.
+void* alloc_pinned(std::size_t size) noexcept;
+void free_pinned(void* p) noexcept;
+
+} // namespace cairn::detail::cuda

@@ -1,0 +1,193 @@
+#include "stage/stage.hpp"
+
+#include "cairn/checkpoint.hpp"
+
+#include "cairn/config.hpp"
+#include "cairn/errors.hpp"
+#include "core/strided.hpp"
+#if CAIRN_HAVE_CUDA
+#include "stage/cuda_stage.hpp"
+#endif
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <new>
+
+namespace cairn::detail {
+
+namespace {
+
+#if !CAIRN_HAVE_CUDA
+[[noreturn]] void no_cuda()
+{
+    throw error::WrongAPIUsage("data in CUDA device memory, but this Cairn was built without CUDA (CAIRN_USE_CUDA)");
+}
+#endif
+
+bool use_pinned() noexcept
+{
+#if CAIRN_HAVE_CUDA
+    static const bool pinned = cuda::device_count() > 0;
+    return pinned;
+#else
+    return false;
+#endif
+}
+
+// Free buffers by size; a buffer returns here when its HostBuffer dies.
+struct Pool {
+    std::mutex mutex;
+    std::multimap<std::size_t, std::pair<char*, bool>> free; // size -> (memory, pinned)
+};
+
+Pool& pool()
+{
+    static Pool* p = new Pool; // never destroyed: buffers may return during exit
+    return *p;
+}
+
+void free_memory(char* p, bool pinned) noexcept
+{
+#if CAIRN_HAVE_CUDA
+    if (pinned) {
+        cuda::free_pinned(p);
+        return;
+    }
+#else
+    (void)pinned;
+#endif
+    std::free(p);
+}
+
+} // namespace
+
+void stage_out(const DataRef& src, std::int64_t first, std::int64_t count, void* dst)
+{
+    if (src.space == MemorySpace::host) {
+        pack_range(src.view, first, count, dst);
+        return;
+    }
+#if CAIRN_HAVE_CUDA
+    cuda::copy_out(src.view, first, count, dst);
+#else
+    no_cuda();
+#endif
+}
+
+void stage_in(const DataRef& dst, std::int64_t first, std::int64_t count, const void* src)
+{
+    if (dst.space == MemorySpace::host) {
+        unpack_range(dst.view, first, count, src);
+        return;
+    }
+#if CAIRN_HAVE_CUDA
+    cuda::copy_in(dst.view, first, count, src);
+#else
+    no_cuda();
+#endif
+}
+
+} // namespace cairn::detail
+
+bool cairn::cuda_device_available() noexcept
+{
+#if CAIRN_HAVE_CUDA
+    return detail::cuda::device_count() > 0;
+#else
+    return false;
+#endif
+}
+
+namespace cairn::detail {
+
+bool cuda_staging_available() noexcept
+{
+#if CAIRN_HAVE_CUDA
+    return true;
+#else
+    return false;
+#endif
+}
+
+HostBuffer::HostBuffer(std::size_t size)
+{
+    {
+        auto& p = pool();
+        std::lock_guard<std::mutex> lock(p.mutex);
+        // Reuse the smallest free buffer that is large enough, unless it is
+        // more than a quarter larger than asked for (the bound must hold).
+        auto it = p.free.lower_bound(size);
+        if (it != p.free.end() && it->first <= size + size / 4 + 4096) {
+            m_capacity = it->first;
+            m_data = it->second.first;
+            m_pinned = it->second.second;
+            p.free.erase(it);
+            m_size = size;
+            return;
+        }
+    }
+#if CAIRN_HAVE_CUDA
+    if (use_pinned()) {
+        m_data = static_cast<char*>(cuda::alloc_pinned(size));
+        m_pinned = m_data != nullptr;
+    }
+#endif
+    if (!m_data)
+        m_data = static_cast<char*>(std::malloc(size ? size : 1));
+    if (!m_data)
+        throw std::bad_alloc();
+    m_size = size;
+    m_capacity = size;
+}
+
+HostBuffer::HostBuffer(HostBuffer&& o) noexcept
+    : m_data(o.m_data), m_size(o.m_size), m_capacity(o.m_capacity), m_pinned(o.m_pinned)
+{
+    o.m_data = nullptr;
+}
+
+HostBuffer& HostBuffer::operator=(HostBuffer&& o) noexcept
+{
+    if (this != &o) {
+        release();
+        m_data = o.m_data;
+        m_size = o.m_size;
+        m_capacity = o.m_capacity;
+        m_pinned = o.m_pinned;
+        o.m_data = nullptr;
+    }
+    return *this;
+}
+
+HostBuffer::~HostBuffer() { release(); }
+
+void HostBuffer::release() noexcept
+{
+    if (!m_data)
+        return;
+    try {
+        auto& p = pool();
+        std::lock_guard<std::mutex> lock(p.mutex);
+        // Keep at most a few buffers; free the rest.
+        if (p.free.size() < 4) {
+            p.free.emplace(m_capacity, std::make_pair(m_data, m_pinned));
+            m_data = nullptr;
+            return;
+        }
+    } catch (...) {
+    }
+    free_memory(m_data, m_pinned);
+    m_data = nullptr;
+}
+
+void release_buffer_pool() noexcept
+{
+    auto& p = pool();
+    std::lock_guard<std::mutex> lock(p.mutex);
+    for (auto& [size, mem] : p.free)
+        free_memory(mem.first, mem.second);
+    p.free.clear();
+}
+
+} // namespace cairn::detail

@@ -1,0 +1,50 @@
+// Private: staging, the copies between the caller's memory (host or CUDA
+// device, dense or strided) and dense host buffers, and the reusable host
+// buffers they go through (pinned when CUDA is in use).
+#pragma once
+
+#include "cairn/planner.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace cairn::detail {
+
+/// Copies elements [first, first + count) (row-major order of the view's
+/// box) of `src` into the dense host buffer `dst`. Host or CUDA memory.
+/// Throws error::WrongAPIUsage for device memory in a build without CUDA.
+void stage_out(const DataRef& src, std::int64_t first, std::int64_t count, void* dst);
+
+/// Copies `count` elements from the dense host buffer `src` into `dst`,
+/// starting at row-major element `first` of its box. Host or CUDA memory.
+void stage_in(const DataRef& dst, std::int64_t first, std::int64_t count, const void* src);
+
+/// True when this build can stage CUDA device memory.
+bool cuda_staging_available() noexcept;
+
+/// A host buffer from a process-wide pool: page-locked when CUDA is in use,
+/// reused across saves and loads, returned to the pool on destruction.
+class HostBuffer {
+public:
+    HostBuffer() = default;
+    explicit HostBuffer(std::size_t size);
+    HostBuffer(HostBuffer&&) noexcept;
+    HostBuffer& operator=(HostBuffer&&) noexcept;
+    ~HostBuffer();
+    char* data() const noexcept { return m_data; }
+    /// The size asked for (the memory may be larger).
+    std::size_t size() const noexcept { return m_size; }
+
+private:
+    void release() noexcept;
+    char* m_data = nullptr;
+    std::size_t m_size = 0;
+    std::size_t m_capacity = 0;
+    bool m_pinned = false;
+};
+
+/// Frees the buffers held by the pool (e.g. before measuring memory).
+void release_buffer_pool() noexcept;
+
+} // namespace cairn::detail
