@@ -1,0 +1,136 @@
+// Cairn: the container layout. A checkpoint is one HDF5 file written through
+// parallel HDF5's MPI-IO driver: every array is one dataset with its global
+// shape and dtype, written collectively by hyperslab, so h5dump, h5ls and h5py
+// read it without Cairn; the checkpoint metadata is the attribute group
+// /cairn in the same file (docs/FORMAT.md, "Container layout").
+#pragma once
+
+#include "cairn/storage.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cairn {
+
+/// HDF5 file locking of a container file. HDF5 (>= 1.10.7) takes a lock when
+/// it opens a file; on parallel file systems that do not support locks it can
+/// fail ("unable to lock file") or hang. The environment variable
+/// HDF5_USE_FILE_LOCKING (TRUE, FALSE or BEST_EFFORT), when set, overrides
+/// this setting, as HDF5 documents.
+enum class FileLocking : std::uint8_t {
+    best_effort = 0, ///< lock, and carry on unlocked where the file system has no locks (default)
+    on = 1,          ///< lock; fail where the file system cannot
+    off = 2,         ///< never lock
+};
+
+/// Settings of the parallel HDF5 file of the container layout, used by save
+/// (SaveOptions::container) and load (LoadOptions::container).
+struct ContainerTuning {
+    /// MPI-IO hints, set in order on the MPI_Info given to H5Pset_fapl_mpio
+    /// (e.g. {"striping_factor", "16"}, {"striping_unit", "1048576"},
+    /// {"romio_cb_write", "enable"}). Hints the MPI library does not know are
+    /// ignored by it.
+    std::vector<std::pair<std::string, std::string>> mpi_hints;
+    FileLocking file_locking = FileLocking::best_effort;
+    /// Initial size of HDF5's metadata cache (and lower bound of its maximum):
+    /// large enough that the object headers and links of many thousands of
+    /// small datasets stay in memory and reach the file in a few large
+    /// collective writes at close.
+    std::size_t metadata_cache_bytes = std::size_t(32) << 20;
+    /// Collective metadata reads (H5Pset_all_coll_metadata_ops) and writes
+    /// (H5Pset_coll_metadata_write). Turn off only to diagnose an MPI-IO problem.
+    bool collective_metadata = true;
+    /// Datasets of fewer bytes than this are transferred independently (each
+    /// rank with a part writes or reads it, the others skip the dataset)
+    /// rather than collectively. A dataset that a single rank writes (or
+    /// reads) is always transferred independently: a collective transfer
+    /// gains nothing there. With the default 0 every dataset that several
+    /// ranks write (read) is transferred collectively: small pieces are
+    /// aggregated into few large file accesses, at the price of a few
+    /// collectives per dataset; raise it for checkpoints of thousands of small
+    /// distributed arrays.
+    std::size_t independent_below = 0;
+};
+
+/// Options of the container writer (see SaveOptions for their meaning).
+struct ContainerWriterOptions {
+    bool fsync = true;
+    bool overwrite = false;
+    /// H5Pset_alignment(threshold = alignment, alignment): every object of at
+    /// least this many bytes (datasets, metadata blocks) starts at a multiple
+    /// of it; set it to the stripe size of a parallel file system.
+    std::size_t alignment = 4096;
+    std::size_t staging_bytes = std::size_t(64) << 20;
+    ContainerTuning tuning;
+};
+
+/// Suffix of the file a container is written to before it is committed.
+inline constexpr const char* container_temp_suffix = ".cairn-tmp";
+
+/// Writes the container layout. Every rank creates every dataset (collective
+/// HDF5 calls with the same arguments; the coordinator broadcasts the list in
+/// write_data) and writes its chunks as hyperslabs with collective transfers,
+/// taking part with an empty selection in the transfers it has nothing for.
+/// Commit: the file is written as `<id>.cairn-tmp`, flushed (MPI_File_sync)
+/// and closed; the coordinator then adds scalars, strings and the /cairn
+/// metadata group, syncs it, renames it to `<id>` and syncs the directory.
+class ContainerWriter : public StorageWriter {
+public:
+    explicit ContainerWriter(ContainerWriterOptions options = {});
+    ~ContainerWriter() override;
+    void reset(const std::string& checkpoint_id) override;
+    void set_up_storage_writer(bool is_coordinator, MPI_Comm comm) override;
+    std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override;
+    std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override;
+    void finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>& results) override;
+    void abort() noexcept override;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> m_impl;
+};
+
+/// Reads the container layout. read_metadata (coordinator) also checks that
+/// every dataset the metadata names exists with the right shape and type.
+/// Each rank reads, per array, one hyperslab (the bounding box of its read
+/// items when they tile it) with collective transfers, dataset by dataset in
+/// metadata order; ranks with nothing to read from a dataset take part with
+/// an empty selection. Strided destinations that are windows of row-major
+/// arrays are read into directly; others through a bounded buffer.
+class ContainerReader : public StorageReader {
+public:
+    explicit ContainerReader(std::size_t staging_bytes = std::size_t(64) << 20, ContainerTuning tuning = {});
+    ~ContainerReader() override;
+    void reset(const std::string& checkpoint_id) override;
+    Metadata read_metadata() override;
+    void set_up_storage_reader(const Metadata& metadata, bool is_coordinator, MPI_Comm comm) override;
+    LoadPlan prepare_local_plan(LoadPlan plan) override;
+    void read_data(const LoadPlan& plan, LoadPlanner& planner) override;
+
+    /// Bytes of array and blob data this rank read in the last read_data.
+    std::uint64_t bytes_read() const noexcept;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> m_impl;
+};
+
+/// The HDF5 path of the dataset of entry `fqn` in a container: "/" followed by
+/// the name with '%', '/', control characters and a leading '.' escaped as
+/// %XX, and the name "cairn" (the metadata group) written "%63airn". The
+/// identity (after the "/") on ordinary names. Local.
+std::string container_dataset_path(const std::string& fqn);
+
+/// Inverse of container_dataset_path. Throws error::FormatError on a path it
+/// does not produce. Local.
+std::string container_entry_name(const std::string& dataset_path);
+
+/// True when `path` is a committed container checkpoint (an HDF5 file with a
+/// /cairn group whose layout is "container"). Local.
+bool is_container_checkpoint(const std::string& path);
+
+} // namespace cairn

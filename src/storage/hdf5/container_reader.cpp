@@ -1,0 +1,497 @@
+// The container layout, reading side (docs/FORMAT.md, "Container layout").
+//
+// read_data follows the writer's discipline: local work that can fail is
+// done first and agreed on together with the schedule (how many collective
+// H5Dread calls each dataset gets: the largest number of pieces any rank
+// reads from it), datasets are visited in metadata order, skipped by every
+// rank when nobody reads them, and a rank that fails keeps taking part with
+// empty selections until the file is closed.
+#include "cairn/container.hpp"
+
+#include "cairn/errors.hpp"
+#include "core/strided.hpp"
+#include "storage/fs.hpp"
+#include "storage/hdf5/container_h5.hpp"
+#include "storage/hdf5/h5.hpp"
+#include "storage/hdf5/metadata_h5.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace cairn {
+
+namespace fs = detail::fs;
+namespace ct = detail::container;
+using detail::h5::check;
+using detail::h5::check_status;
+using detail::h5::Handle;
+
+namespace {
+
+DType stored_dtype(const EntryMeta& em) { return em.kind == ItemKind::bytes ? DType::u8 : em.dtype; }
+
+std::string dims_str(hid_t space)
+{
+    if (H5Sget_simple_extent_type(space) == H5S_SCALAR)
+        return "[] (scalar)";
+    const int nd = H5Sget_simple_extent_ndims(space);
+    if (nd < 0 || nd > 32)
+        return "?";
+    std::vector<hsize_t> d(static_cast<std::size_t>(nd));
+    H5Sget_simple_extent_dims(space, d.data(), nullptr);
+    return shape_str(Shape(d.begin(), d.end()));
+}
+
+bool same_shape(hid_t space, const Shape& shape)
+{
+    const auto cls = H5Sget_simple_extent_type(space);
+    if (cls == H5S_SCALAR)
+        return shape.empty();
+    if (cls != H5S_SIMPLE || shape.empty())
+        return false;
+    const int nd = H5Sget_simple_extent_ndims(space);
+    if (nd != static_cast<int>(shape.size()))
+        return false;
+    std::vector<hsize_t> d(static_cast<std::size_t>(nd));
+    H5Sget_simple_extent_dims(space, d.data(), nullptr);
+    return std::equal(d.begin(), d.end(), shape.begin(),
+                      [](hsize_t a, std::int64_t b) { return a == static_cast<hsize_t>(b); });
+}
+
+// The dataset that holds entry `em` (every chunk names it).
+const std::string& dataset_of(const std::string& file, const std::string& fqn, const EntryMeta& em)
+{
+    const std::string& p = em.chunks.front().storage.path;
+    for (const auto& c : em.chunks)
+        if (c.storage.path != p)
+            throw error::FormatError(file + ": " + item_kind_name(em.kind) + " '" + fqn + "': its chunks name datasets '" +
+                                     p + "' and '" + c.storage.path + "' (a container holds each entry in one dataset)");
+    if (p.size() < 2 || p[0] != '/')
+        throw error::FormatError(file + ": " + item_kind_name(em.kind) + " '" + fqn + "': dataset path '" + p +
+                                 "' is not an absolute HDF5 path");
+    return p;
+}
+
+// The memory type to read a dataset of `type` holding `dtype` into.
+Handle memory_type(hid_t file_type, DType dtype)
+{
+    if (dtype == DType::boolean && H5Tget_class(file_type) == H5T_INTEGER)
+        return Handle(check(H5Tcopy(H5T_NATIVE_UINT8), "copying an HDF5 type", false)); // bool stored as plain bytes
+    return detail::h5::dataset_type(static_cast<int>(dtype), true);
+}
+
+// Checks, with the file open serially, that every dataset the metadata names
+// exists with the entry's global shape and a type that holds its dtype.
+void check_datasets(hid_t file, const Metadata& md, const std::string& path)
+{
+    for (const auto& [fqn, em] : md.entries) {
+        if ((em.kind != ItemKind::array && em.kind != ItemKind::bytes) || em.chunks.empty())
+            continue;
+        const std::string& ds = dataset_of(path, fqn, em);
+        const std::string what = path + ": dataset '" + ds + "' of " + item_kind_name(em.kind) + " '" + fqn + "'";
+        if (H5Lexists(file, ds.c_str(), H5P_DEFAULT) <= 0)
+            throw error::FormatError(what + " is missing");
+        const Handle dset(H5Dopen2(file, ds.c_str(), H5P_DEFAULT));
+        if (!dset.valid()) {
+            H5Eclear2(H5E_DEFAULT);
+            throw error::FormatError(what + " is not a dataset");
+        }
+        const Handle space(check(H5Dget_space(dset), what, false));
+        if (!same_shape(space, em.global_shape))
+            throw error::FormatError(what + " has shape " + dims_str(space) + ", the metadata says " +
+                                     shape_str(em.global_shape));
+        const Handle type(check(H5Dget_type(dset), what, false));
+        const auto dt = stored_dtype(em);
+        if (!detail::h5::dataset_type_matches(type, static_cast<int>(dt))) {
+            const Handle want = detail::h5::dataset_type(static_cast<int>(dt), false);
+            throw error::FormatError(what + " has type " + detail::h5::type_description(type) + ", the metadata says " +
+                                     std::string(dtype_name(dt)) + " (" + detail::h5::type_description(want) + ")");
+        }
+        // Every element was written: the dataset stores all its bytes.
+        const auto need = static_cast<hsize_t>(volume(em.global_shape)) * H5Tget_size(type);
+        const hsize_t stored = H5Dget_storage_size(dset);
+        if (stored < need)
+            throw error::FormatError(what + " stores " + std::to_string(stored) + " bytes, its shape needs " +
+                                     std::to_string(need));
+    }
+}
+
+// What this rank reads from one dataset.
+struct Task {
+    const ReadItem* item = nullptr;
+    std::size_t dataset = 0;
+    StridedView view;
+    Handle mem; // valid: read directly into the destination
+    ct::Split split;
+    std::int64_t rounds = 0;
+    std::size_t blob = 0; // bytes entries: index into the blobs
+};
+
+} // namespace
+
+struct ContainerReader::Impl {
+    std::size_t staging = 0;
+    ContainerTuning tuning;
+    std::string path;
+    const Metadata* md = nullptr;
+    MPI_Comm comm = MPI_COMM_NULL;
+    std::uint64_t bytes_read = 0;
+};
+
+ContainerReader::ContainerReader(std::size_t staging_bytes, ContainerTuning tuning) : m_impl(std::make_unique<Impl>())
+{
+    if (staging_bytes < 4096)
+        throw error::WrongAPIUsage("staging_bytes must be at least 4096, not " + std::to_string(staging_bytes));
+    ct::check_tuning(tuning);
+    m_impl->staging = staging_bytes;
+    m_impl->tuning = std::move(tuning);
+}
+
+ContainerReader::~ContainerReader() = default;
+
+void ContainerReader::reset(const std::string& checkpoint_id)
+{
+    if (checkpoint_id.empty())
+        throw error::WrongAPIUsage("empty checkpoint id");
+    m_impl->path = fs::strip(checkpoint_id);
+    m_impl->md = nullptr;
+    m_impl->bytes_read = 0;
+}
+
+Metadata ContainerReader::read_metadata()
+{
+    const auto& path = m_impl->path;
+    if (!fs::exists(path))
+        throw error::NotFound("no checkpoint at " + path);
+    if (fs::is_directory(path))
+        throw error::FormatError(path + " is a directory, not a container checkpoint (one HDF5 file)");
+    detail::h5::ErrorSilencer quiet;
+    if (H5Fis_hdf5(path.c_str()) <= 0)
+        throw error::FormatError(path + ": not an HDF5 file");
+    const Handle fapl = ct::file_access(MPI_COMM_NULL, m_impl->tuning, 0, path, false);
+    const Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl));
+    if (!file.valid()) {
+        const auto why = detail::h5::last_error();
+        H5Eclear2(H5E_DEFAULT);
+        throw error::FormatError(path + ": HDF5 cannot open it (" + (why.empty() ? "unknown error" : why) +
+                                 "): a truncated or damaged file?");
+    }
+    Metadata md = detail::read_metadata_group(file, path);
+    if (md.layout != "container")
+        throw error::FormatError(path + ": layout '" + md.layout + "', expected 'container'");
+    check_datasets(file, md, path);
+    return md;
+}
+
+void ContainerReader::set_up_storage_reader(const Metadata& metadata, bool, MPI_Comm comm)
+{
+    m_impl->md = &metadata;
+    m_impl->comm = comm;
+}
+
+LoadPlan ContainerReader::prepare_local_plan(LoadPlan plan)
+{
+    // The stored chunks only record how the saving ranks were decomposed: a
+    // container holds each array whole. The read items of one array that
+    // tile a box (those of the default planner tile the rank's box) become
+    // one read of that box.
+    std::map<std::string, std::vector<std::size_t>> groups;
+    for (std::size_t i = 0; i < plan.items.size(); ++i)
+        if (plan.items[i].kind == ItemKind::array)
+            groups[plan.items[i].fqn].push_back(i);
+    std::vector<bool> drop(plan.items.size(), false);
+    for (const auto& [fqn, idx] : groups) {
+        if (idx.size() < 2)
+            continue;
+        Box bound = plan.items[idx.front()].box;
+        std::int64_t sum = 0;
+        bool ok = true;
+        for (auto i : idx) {
+            const Box& b = plan.items[i].box;
+            if (b.ndim() != bound.ndim() || b.empty()) {
+                ok = false;
+                break;
+            }
+            sum += b.volume();
+            for (std::size_t d = 0; d < b.ndim(); ++d) {
+                const auto lo = std::min(bound.offsets[d], b.offsets[d]);
+                const auto hi = std::max(bound.offsets[d] + bound.shape[d], b.offsets[d] + b.shape[d]);
+                bound.offsets[d] = lo;
+                bound.shape[d] = hi - lo;
+            }
+        }
+        // Items come from disjoint chunks, so equal volumes mean a tiling.
+        if (!ok || bound.volume() != sum)
+            continue;
+        plan.items[idx.front()].box = bound;
+        for (std::size_t k = 1; k < idx.size(); ++k)
+            drop[idx[k]] = true;
+    }
+    std::vector<ReadItem> kept;
+    kept.reserve(plan.items.size());
+    for (std::size_t i = 0; i < plan.items.size(); ++i)
+        if (!drop[i])
+            kept.push_back(std::move(plan.items[i]));
+    plan.items = std::move(kept);
+    return plan;
+}
+
+void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
+{
+    auto& im = *m_impl;
+    im.bytes_read = 0;
+    if (!im.md)
+        throw error::WrongAPIUsage("ContainerReader::read_data before set_up_storage_reader");
+    const Metadata& md = *im.md;
+    const std::string& path = im.path;
+
+    // Datasets with elements, in metadata order: the schedule's columns.
+    std::vector<const std::pair<const std::string, EntryMeta>*> datasets;
+    std::map<std::string, std::size_t> index;
+    for (const auto& kv : md.entries)
+        if ((kv.second.kind == ItemKind::array || kv.second.kind == ItemKind::bytes) && !kv.second.chunks.empty() &&
+            volume(kv.second.global_shape) > 0) {
+            index.emplace(kv.first, datasets.size());
+            datasets.push_back(&kv);
+        }
+
+    // 1. Local: destinations and pieces; agreed with the schedule.
+    std::vector<Task> tasks;
+    std::vector<std::vector<std::byte>> blobs;
+    std::vector<const ReadItem*> blob_items;
+    // [failed, rounds[D], highest reader[D], -lowest reader[D]], agreed with MAX.
+    const std::size_t D = datasets.size();
+    std::vector<std::int64_t> rounds(1 + 3 * D, 0);
+    std::int64_t max_piece_bytes = 0;
+    std::exception_ptr failed;
+    try {
+        for (const auto& item : plan.items) {
+            const auto e = md.entries.find(item.fqn);
+            if (e == md.entries.end() || e->second.kind != item.kind ||
+                (item.kind != ItemKind::array && item.kind != ItemKind::bytes))
+                throw error::WrongAPIUsage("read item for " + std::string(item_kind_name(item.kind)) + " '" + item.fqn +
+                                           "' is not in the checkpoint's metadata");
+            const EntryMeta& em = e->second;
+            const auto es = static_cast<std::int64_t>(dtype_size(stored_dtype(em)));
+            Task t;
+            t.item = &item;
+            if (item.kind == ItemKind::bytes) {
+                t.blob = blobs.size();
+                blobs.emplace_back(static_cast<std::size_t>(em.global_shape.at(0)));
+                blob_items.push_back(&item);
+                t.view = StridedView{blobs.back().data(), 1, em.global_shape, {1}};
+            } else {
+                if (item.box.ndim() != em.global_shape.size() || !item.box.inside(em.global_shape))
+                    throw error::WrongAPIUsage("array '" + item.fqn + "': region " + item.box.str() +
+                                               " is outside its global shape " + shape_str(em.global_shape));
+                const DataRef dst = planner.resolve_destination(item);
+                if (dst.space != MemorySpace::host)
+                    throw error::WrongAPIUsage("array '" + item.fqn + "': device memory cannot be loaded into by this build");
+                if (dst.view.elem_size != static_cast<std::size_t>(es) || dst.view.shape != item.box.shape)
+                    throw error::WrongAPIUsage("array '" + item.fqn +
+                                               "': the planner's destination does not match the region " + item.box.str());
+                t.view = dst.view;
+            }
+            if (volume(t.view.shape) == 0)
+                continue; // nothing to read (an empty blob is delivered below)
+            const auto d = index.find(item.fqn);
+            if (d == index.end())
+                throw error::FormatError(path + ": entry '" + item.fqn + "' has elements but no stored chunks");
+            t.dataset = d->second;
+            const std::string what = path + ": dataset '" + em.chunks.front().storage.path + "'";
+            t.mem = ct::view_space(t.view, what, false);
+            if (t.mem.valid()) {
+                t.rounds = 1;
+            } else {
+                const Box box = item.kind == ItemKind::bytes ? whole(em.global_shape) : item.box;
+                t.split = ct::Split(box, std::max<std::int64_t>(static_cast<std::int64_t>(im.staging) / es, 1));
+                t.rounds = t.split.count();
+                max_piece_bytes = std::max(max_piece_bytes, t.split.max_elements() * es);
+            }
+            rounds[t.dataset + 1] += t.rounds;
+            tasks.push_back(std::move(t));
+        }
+    } catch (...) {
+        failed = std::current_exception();
+        rounds[0] = 1;
+    }
+    int rank = 0, size = 1;
+    MPI_Comm_rank(im.comm, &rank);
+    MPI_Comm_size(im.comm, &size);
+    for (std::size_t d = 0; d < D; ++d) {
+        const bool mine = rounds[1 + d] > 0;
+        rounds[1 + D + d] = mine ? rank : -1;
+        rounds[1 + 2 * D + d] = mine ? -rank : -std::int64_t(size);
+    }
+    if (MPI_Allreduce(MPI_IN_PLACE, rounds.data(), static_cast<int>(rounds.size()), MPI_INT64_T, MPI_MAX, im.comm) !=
+        MPI_SUCCESS)
+        throw error::ReadError(path + ": MPI_Allreduce of the read schedule failed");
+    if (rounds[0] != 0) {
+        if (failed)
+            std::rethrow_exception(failed);
+        return; // another rank failed; the load's error agreement reports it
+    }
+    std::stable_sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.dataset < b.dataset; });
+
+    // 2. Collective: open the file, read the rounds of every dataset someone needs.
+    std::exception_ptr err;
+    auto note = [&] {
+        if (!err)
+            err = std::current_exception();
+    };
+    if (std::any_of(rounds.begin() + 1, rounds.begin() + 1 + static_cast<std::ptrdiff_t>(D),
+                    [](std::int64_t r) { return r > 0; })) {
+        detail::h5::ErrorSilencer quiet;
+        const Handle fapl = ct::file_access(im.comm, im.tuning, 0, path, false);
+        Handle file(check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), "opening " + path, false));
+        const Handle collective(check(H5Pcreate(H5P_DATASET_XFER), path + ": transfer properties", false));
+        check_status(H5Pset_dxpl_mpio(collective, H5FD_MPIO_COLLECTIVE), path + ": collective transfers", false);
+        const Handle independent(check(H5Pcreate(H5P_DATASET_XFER), path + ": transfer properties", false));
+        check_status(H5Pset_dxpl_mpio(independent, H5FD_MPIO_INDEPENDENT), path + ": independent transfers", false);
+        const Handle none = ct::dense_space(0, path, false);
+        std::vector<char> buffer;
+        static char dummy = 0;
+
+        std::size_t cursor = 0;
+        for (std::size_t d = 0; d < datasets.size(); ++d) {
+            if (rounds[d + 1] == 0)
+                continue;
+            const EntryMeta& em = datasets[d]->second;
+            const std::string& ds = em.chunks.front().storage.path;
+            const std::string what = path + ": dataset '" + ds + "'";
+            Handle dset(check(H5Dopen2(file, ds.c_str(), H5P_DEFAULT), "opening " + what, false));
+            const Handle fspace(check(H5Dget_space(dset), what, false));
+            const Handle ftype(check(H5Dget_type(dset), what, false));
+            const Handle mtype = memory_type(ftype, stored_dtype(em));
+            bool usable = true;
+            if (!same_shape(fspace, em.global_shape)) {
+                usable = false;
+                if (!err)
+                    err = std::make_exception_ptr(error::FormatError(what + " has shape " + dims_str(fspace) +
+                                                                     ", the metadata says " + shape_str(em.global_shape)));
+            }
+            const auto es = static_cast<std::uint64_t>(dtype_size(stored_dtype(em)));
+            std::size_t end = cursor;
+            while (end < tasks.size() && tasks[end].dataset == d)
+                ++end;
+            // Selects piece `p` of task `t` in `fspace`; the memory side in
+            // `mem` / `buf`; `packed` when it goes through the buffer.
+            auto prepare = [&](Task& t, std::int64_t p, hid_t& mem, void*& buf, Handle& owned, Task*& packed,
+                               std::int64_t& first, std::int64_t& n) {
+                const Box box = t.item->kind == ItemKind::bytes ? whole(em.global_shape) : t.item->box;
+                if (t.mem.valid()) {
+                    ct::select_box(fspace, box, what, false);
+                    mem = t.mem;
+                    buf = t.view.data;
+                    first = 0;
+                    n = box.volume();
+                    packed = nullptr;
+                    return;
+                }
+                const Box b = t.split.piece(p, first, n);
+                ct::select_box(fspace, b, what, false);
+                buffer.resize(static_cast<std::size_t>(max_piece_bytes));
+                owned = ct::dense_space(static_cast<std::uint64_t>(n), what, false);
+                mem = owned;
+                buf = buffer.data();
+                packed = &t;
+            };
+            auto done = [&](Task* packed, std::int64_t first, std::int64_t n) {
+                if (packed)
+                    detail::unpack_range(packed->view, first, n, buffer.data());
+                im.bytes_read += static_cast<std::uint64_t>(n) * es;
+            };
+            const std::int64_t nrounds = rounds[1 + d];
+            const bool single = rounds[1 + D + d] == -rounds[1 + 2 * D + d];
+            const auto bytes = static_cast<std::uint64_t>(volume(em.global_shape)) * es;
+            if (single || bytes < im.tuning.independent_below) {
+                // Every rank opened the dataset (collective metadata); its readers read alone.
+                for (std::size_t ti = cursor; ti < end && !err && usable; ++ti)
+                    for (std::int64_t p = 0; p < tasks[ti].rounds && !err; ++p) {
+                        try {
+                            hid_t mem = none;
+                            void* buf = &dummy;
+                            Handle owned;
+                            Task* packed = nullptr;
+                            std::int64_t first = 0, n = 0;
+                            prepare(tasks[ti], p, mem, buf, owned, packed, first, n);
+                            check_status(H5Dread(dset, mtype, mem, fspace, independent, buf), "reading " + what, false);
+                            done(packed, first, n);
+                        } catch (...) {
+                            note();
+                        }
+                    }
+            } else {
+                std::size_t ti = cursor;
+                std::int64_t piece = 0;
+                for (std::int64_t r = 0; r < nrounds; ++r) {
+                    while (ti < end && piece >= tasks[ti].rounds) {
+                        ++ti;
+                        piece = 0;
+                    }
+                    hid_t mem = none;
+                    void* buf = &dummy;
+                    Handle owned;
+                    Task* packed = nullptr;
+                    std::int64_t first = 0, n = 0;
+                    bool mine = !err && usable && ti < end;
+                    if (mine) {
+                        try {
+                            prepare(tasks[ti], piece, mem, buf, owned, packed, first, n);
+                        } catch (...) {
+                            note();
+                            mine = false;
+                        }
+                        ++piece;
+                    }
+                    try {
+                        if (!mine) {
+                            check_status(H5Sselect_none(fspace), what + ": empty selection", false);
+                            mem = none;
+                            buf = &dummy;
+                        }
+                        check_status(H5Dread(dset, mtype, mem, fspace, collective, buf), "reading " + what, false);
+                        if (mine)
+                            done(packed, first, n);
+                    } catch (...) {
+                        note();
+                    }
+                }
+            }
+            cursor = end;
+            if (!dset.reset() && !err)
+                err = std::make_exception_ptr(error::ReadError("closing " + what + ": " + detail::h5::last_error()));
+        }
+        if (!file.reset() && !err)
+            err = std::make_exception_ptr(error::ReadError("closing " + path + ": " + detail::h5::last_error()));
+    }
+    if (err)
+        std::rethrow_exception(err);
+    for (std::size_t b = 0; b < blobs.size(); ++b)
+        planner.load_bytes(*blob_items[b], std::move(blobs[b]));
+}
+
+std::uint64_t ContainerReader::bytes_read() const noexcept { return m_impl->bytes_read; }
+
+bool is_container_checkpoint(const std::string& path)
+{
+    const auto p = fs::strip(path);
+    if (!fs::exists(p) || fs::is_directory(p))
+        return false;
+    detail::h5::ErrorSilencer quiet;
+    if (H5Fis_hdf5(p.c_str()) <= 0)
+        return false;
+    try {
+        const Handle fapl = ct::file_access(MPI_COMM_NULL, ContainerTuning{}, 0, p, false);
+        const Handle file(H5Fopen(p.c_str(), H5F_ACC_RDONLY, fapl));
+        if (!file.valid() || H5Lexists(file, "cairn", H5P_DEFAULT) <= 0)
+            return false;
+        const Handle group(H5Gopen2(file, "cairn", H5P_DEFAULT));
+        return group.valid() && detail::h5::read_string_attr(group, "layout", p) == "container";
+    } catch (...) {
+        H5Eclear2(H5E_DEFAULT);
+        return false;
+    }
+}
+
+} // namespace cairn

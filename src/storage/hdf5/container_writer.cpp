@@ -1,0 +1,459 @@
+// The container layout, writing side (docs/FORMAT.md, "Container layout").
+//
+// write_data is collective over the save's communicator and is built so that
+// every rank makes the same sequence of collective HDF5 calls whatever
+// happens on it: the dataset list comes from the coordinator; local work that
+// can fail (resolving the planner's data) is done and agreed on before the
+// file is created; the number of collective H5Dwrite calls per dataset (its
+// rounds) is agreed in the same allreduce; a rank whose write fails takes
+// part in the remaining rounds with empty selections and reports its error
+// at the end, through the save's error agreement.
+#include "cairn/container.hpp"
+
+#include "cairn/errors.hpp"
+#include "comm/protocol.hpp"
+#include "core/codec.hpp"
+#include "core/strided.hpp"
+#include "storage/fs.hpp"
+#include "storage/hdf5/container_h5.hpp"
+#include "storage/hdf5/h5.hpp"
+#include "storage/hdf5/metadata_h5.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <map>
+
+namespace cairn {
+
+namespace fs = detail::fs;
+namespace ct = detail::container;
+using detail::Bytes;
+using detail::h5::check;
+using detail::h5::check_status;
+using detail::h5::Handle;
+
+namespace {
+
+// One dataset holding data, as every rank creates it.
+struct DatasetSpec {
+    std::string fqn;
+    std::string path;
+    ItemKind kind = ItemKind::array;
+    DType dtype = DType::u8;
+    Shape shape;
+};
+
+Bytes encode_list(const std::string& tmp, const std::vector<DatasetSpec>& specs)
+{
+    detail::Encoder enc;
+    enc.str(tmp);
+    enc.u64(specs.size());
+    for (const auto& s : specs) {
+        enc.str(s.fqn);
+        enc.str(s.path);
+        enc.u8(static_cast<std::uint8_t>(s.kind));
+        enc.u8(static_cast<std::uint8_t>(s.dtype));
+        enc.shape(s.shape);
+    }
+    return enc.take();
+}
+
+std::vector<DatasetSpec> decode_list(const Bytes& b, std::string& tmp)
+{
+    detail::Decoder dec(b, "container dataset list");
+    tmp = dec.str();
+    std::vector<DatasetSpec> specs(dec.count(12));
+    for (auto& s : specs) {
+        s.fqn = dec.str();
+        s.path = dec.str();
+        s.kind = static_cast<ItemKind>(dec.u8());
+        const auto code = dec.u8();
+        if (!dtype_valid(code))
+            dec.fail("invalid dtype code " + std::to_string(code));
+        s.dtype = static_cast<DType>(code);
+        s.shape = dec.shape();
+    }
+    dec.expect_done();
+    return specs;
+}
+
+std::string utc_now()
+{
+    const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+// Dataset creation properties: contiguous (one extent, no chunk index), space
+// allocated at creation, never filled (every element is written by some rank).
+Handle dataset_creation(const std::string& what)
+{
+    Handle dcpl(check(H5Pcreate(H5P_DATASET_CREATE), what, true));
+    check_status(H5Pset_layout(dcpl, H5D_CONTIGUOUS), what + ": contiguous layout", true);
+    check_status(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), what + ": allocation time", true);
+    check_status(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), what + ": fill time", true);
+    return dcpl;
+}
+
+DType stored_dtype(const DatasetSpec& s) { return s.kind == ItemKind::bytes ? DType::u8 : s.dtype; }
+
+// What this rank writes into one dataset: its view, written either directly
+// (one round, a memory hyperslab) or in pieces packed into the staging buffer.
+struct Task {
+    const WriteItem* item = nullptr;
+    std::size_t dataset = 0;
+    StridedView view;
+    Handle mem; // valid: direct
+    ct::Split split;
+    std::int64_t rounds = 0;
+};
+
+} // namespace
+
+struct ContainerWriter::Impl {
+    ContainerWriterOptions opt;
+    std::string path; // the committed file
+    std::string tmp;  // where this save writes
+    bool coordinator = false;
+    MPI_Comm comm = MPI_COMM_NULL;
+    Bytes list; // coordinator: the encoded dataset list (prepare_global_plan -> write_data)
+};
+
+ContainerWriter::ContainerWriter(ContainerWriterOptions options) : m_impl(std::make_unique<Impl>())
+{
+    if (options.staging_bytes < 4096)
+        throw error::WrongAPIUsage("staging_bytes must be at least 4096, not " + std::to_string(options.staging_bytes));
+    ct::check_tuning(options.tuning);
+    m_impl->opt = std::move(options);
+}
+
+ContainerWriter::~ContainerWriter() = default;
+
+void ContainerWriter::reset(const std::string& checkpoint_id)
+{
+    if (checkpoint_id.empty())
+        throw error::WrongAPIUsage("empty checkpoint id");
+    m_impl->path = fs::strip(checkpoint_id);
+    m_impl->tmp = m_impl->path + container_temp_suffix;
+    m_impl->list.clear();
+}
+
+void ContainerWriter::set_up_storage_writer(bool is_coordinator, MPI_Comm comm)
+{
+    m_impl->coordinator = is_coordinator;
+    m_impl->comm = comm;
+}
+
+std::vector<SavePlan> ContainerWriter::prepare_global_plan(std::vector<SavePlan> plans)
+{
+    auto& im = *m_impl;
+    if (fs::is_directory(im.path))
+        throw error::WriteError("cannot save a container to " + im.path + ": it is a directory");
+    if (fs::exists(im.path) && !im.opt.overwrite)
+        throw error::WrongAPIUsage("checkpoint " + im.path +
+                                   " already exists (pass overwrite to replace it once the new one is committed)");
+    fs::create_directories(fs::parent(im.path));
+    fs::remove_all(im.tmp); // an interrupted save's leftover: never committed
+
+    // Every array and blob that some rank writes, in name order (the order
+    // of the metadata). Arrays without elements have no items: finish()
+    // creates their datasets.
+    std::map<std::string, DatasetSpec> specs;
+    for (const auto& p : plans)
+        for (const auto& it : p.items) {
+            if (it.kind != ItemKind::array && it.kind != ItemKind::bytes)
+                continue;
+            DatasetSpec s{it.fqn, container_dataset_path(it.fqn), it.kind,
+                          it.kind == ItemKind::bytes ? DType::u8 : it.dtype, it.global_shape};
+            auto [at, fresh] = specs.emplace(it.fqn, s);
+            if (!fresh && (at->second.kind != s.kind || at->second.dtype != s.dtype || at->second.shape != s.shape))
+                throw error::Mismatch("entry '" + it.fqn + "': the global plan writes it as " +
+                                      item_kind_name(at->second.kind) + " " + std::string(dtype_name(at->second.dtype)) +
+                                      " " + shape_str(at->second.shape) + " and as " + item_kind_name(s.kind) + " " +
+                                      std::string(dtype_name(s.dtype)) + " " + shape_str(s.shape));
+        }
+    std::vector<DatasetSpec> list;
+    list.reserve(specs.size());
+    for (auto& [fqn, s] : specs)
+        list.push_back(std::move(s));
+    im.list = encode_list(im.tmp, list);
+    return plans;
+}
+
+std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SavePlanner& planner)
+{
+    auto& im = *m_impl;
+    const detail::Comm c(im.comm);
+    Bytes list = im.coordinator ? im.list : Bytes{};
+    detail::bcast_bytes(c, list);
+    std::string tmp;
+    const auto specs = decode_list(list, tmp);
+
+    // 1. Local: what this rank writes, and how many pieces (rounds) each
+    //    dataset needs here. Agreed, with any local failure, in one allreduce
+    //    (MAX) of [failed, rounds[D], highest writer[D], -lowest writer[D]].
+    const std::size_t D = specs.size();
+    std::vector<Task> tasks;
+    std::vector<WriteResult> results;
+    std::vector<std::int64_t> sched(1 + 3 * D, 0);
+    std::int64_t max_piece_bytes = 0;
+    std::exception_ptr failed;
+    try {
+        std::map<std::string, std::size_t> index;
+        for (std::size_t d = 0; d < D; ++d)
+            index.emplace(specs[d].fqn, d);
+        const std::int64_t capacity_bytes = static_cast<std::int64_t>(im.opt.staging_bytes);
+        for (const auto& it : plan.items) {
+            if (it.kind != ItemKind::array && it.kind != ItemKind::bytes)
+                continue; // scalars and strings: written by finish() from the metadata
+            const auto found = index.find(it.fqn);
+            if (found == index.end())
+                throw error::WriteError(tmp + ": entry '" + it.fqn + "' is not in the coordinator's dataset list");
+            const DatasetSpec& ds = specs[found->second];
+            const auto es = static_cast<std::int64_t>(dtype_size(stored_dtype(ds)));
+            if (it.box.ndim() != ds.shape.size() || !it.box.inside(ds.shape) ||
+                it.nbytes != static_cast<std::uint64_t>(it.box.volume() * es))
+                throw error::WriteError(tmp + ": dataset '" + ds.path + "': planned chunk " + it.box.str() + " of " +
+                                        std::to_string(it.nbytes) + " bytes does not fit its global shape " +
+                                        shape_str(ds.shape));
+            const DataRef ref = planner.resolve_data(it);
+            if (ref.space != MemorySpace::host)
+                throw error::WrongAPIUsage("entry '" + it.fqn + "': device memory cannot be written by this build");
+            if (ref.view.elem_size != static_cast<std::size_t>(es) || ref.view.shape != it.box.shape)
+                throw error::WriteError(tmp + ": dataset '" + ds.path + "': the planner's data does not match chunk " +
+                                        it.box.str());
+            Task t;
+            t.item = &it;
+            t.dataset = found->second;
+            t.view = ref.view;
+            if (it.box.volume() > 0) {
+                t.mem = ct::view_space(ref.view, tmp + ": dataset '" + ds.path + "'", true);
+                if (t.mem.valid()) {
+                    t.rounds = 1;
+                } else {
+                    t.split = ct::Split(it.box, std::max<std::int64_t>(capacity_bytes / es, 1));
+                    t.rounds = t.split.count();
+                    max_piece_bytes = std::max(max_piece_bytes, t.split.max_elements() * es);
+                }
+            }
+            sched[1 + found->second] += t.rounds;
+            WriteResult res; // the chunk lives at its box in the dataset: offset 0
+            res.fqn = it.fqn;
+            res.chunk = it.chunk;
+            res.storage.path = ds.path;
+            res.storage.length = it.nbytes;
+            results.push_back(std::move(res));
+            tasks.push_back(std::move(t));
+        }
+    } catch (...) {
+        failed = std::current_exception();
+        sched[0] = 1;
+    }
+    for (std::size_t d = 0; d < D; ++d) {
+        const bool mine = sched[1 + d] > 0;
+        sched[1 + D + d] = mine ? c.rank : -1;
+        sched[1 + 2 * D + d] = mine ? -c.rank : -std::int64_t(c.size);
+    }
+    if (MPI_Allreduce(MPI_IN_PLACE, sched.data(), static_cast<int>(sched.size()), MPI_INT64_T, MPI_MAX, im.comm) !=
+        MPI_SUCCESS)
+        throw error::WriteError(tmp + ": MPI_Allreduce of the write schedule failed");
+    if (sched[0] != 0) {
+        if (failed)
+            std::rethrow_exception(failed);
+        return {}; // another rank failed; the save's error agreement reports it
+    }
+    std::stable_sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.dataset < b.dataset; });
+
+    // 2. Collective: create the file and every dataset; write each dataset
+    //    collectively in its agreed number of rounds, or independently by its
+    //    writers alone (a single writer, or fewer bytes than independent_below).
+    detail::h5::ErrorSilencer quiet;
+    std::exception_ptr err; // this rank's first write error
+    auto note = [&] {
+        if (!err)
+            err = std::current_exception();
+    };
+    {
+        const Handle fapl = ct::file_access(im.comm, im.opt.tuning, im.opt.alignment, tmp, true);
+        Handle file(check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "creating " + tmp, true));
+        const Handle dcpl = dataset_creation(tmp);
+        const Handle lcpl = ct::link_creation(tmp, true);
+        const Handle collective(check(H5Pcreate(H5P_DATASET_XFER), tmp + ": transfer properties", true));
+        check_status(H5Pset_dxpl_mpio(collective, H5FD_MPIO_COLLECTIVE), tmp + ": collective transfers", true);
+        const Handle independent(check(H5Pcreate(H5P_DATASET_XFER), tmp + ": transfer properties", true));
+        check_status(H5Pset_dxpl_mpio(independent, H5FD_MPIO_INDEPENDENT), tmp + ": independent transfers", true);
+        const Handle none = ct::dense_space(0, tmp, true);
+        std::vector<char> buffer;
+        static const char dummy = 0; // H5Dwrite wants a buffer even for an empty selection
+
+        // Selects piece `p` of task `t` in `fspace`; the memory side in `mem` / `buf`.
+        auto prepare = [&](Task& t, std::int64_t p, hid_t fspace, const std::string& what, hid_t& mem, const void*& buf,
+                           Handle& owned) {
+            if (t.mem.valid()) {
+                ct::select_box(fspace, t.item->box, what, true);
+                mem = t.mem;
+                buf = t.view.data;
+                return;
+            }
+            std::int64_t first = 0, n = 0;
+            const Box b = t.split.piece(p, first, n);
+            ct::select_box(fspace, b, what, true);
+            buffer.resize(static_cast<std::size_t>(max_piece_bytes));
+            detail::pack_range(t.view, first, n, buffer.data());
+            owned = ct::dense_space(static_cast<std::uint64_t>(n), what, true);
+            mem = owned;
+            buf = buffer.data();
+        };
+
+        std::size_t cursor = 0;
+        for (std::size_t d = 0; d < D; ++d) {
+            const DatasetSpec& ds = specs[d];
+            const std::string what = tmp + ": dataset '" + ds.path + "'";
+            const auto code = static_cast<int>(stored_dtype(ds));
+            const Handle ftype = detail::h5::dataset_type(code, false);
+            const Handle mtype = detail::h5::dataset_type(code, true);
+            const Handle fspace = ct::shape_space(ds.shape, what, true);
+            Handle dset(check(H5Dcreate2(file, ds.path.c_str(), ftype, fspace, lcpl, dcpl, H5P_DEFAULT),
+                              "creating " + what, true));
+            std::size_t end = cursor;
+            while (end < tasks.size() && tasks[end].dataset == d)
+                ++end;
+            const std::int64_t rounds = sched[1 + d];
+            const auto bytes = static_cast<std::uint64_t>(volume(ds.shape)) * dtype_size(stored_dtype(ds));
+            const bool single = sched[1 + D + d] == -sched[1 + 2 * D + d];
+            if (rounds > 0 && (single || bytes < im.opt.tuning.independent_below)) {
+                for (std::size_t ti = cursor; ti < end && !err; ++ti)
+                    for (std::int64_t p = 0; p < tasks[ti].rounds && !err; ++p) {
+                        try {
+                            hid_t mem = none;
+                            const void* buf = &dummy;
+                            Handle owned;
+                            prepare(tasks[ti], p, fspace, what, mem, buf, owned);
+                            check_status(H5Dwrite(dset, mtype, mem, fspace, independent, buf), "writing " + what, true);
+                        } catch (...) {
+                            note();
+                        }
+                    }
+            } else {
+                std::size_t ti = cursor;
+                std::int64_t piece = 0;
+                for (std::int64_t r = 0; r < rounds; ++r) {
+                    while (ti < end && piece >= tasks[ti].rounds) {
+                        ++ti;
+                        piece = 0;
+                    }
+                    hid_t mem = none;
+                    const void* buf = &dummy;
+                    Handle owned;
+                    bool mine = !err && ti < end;
+                    if (mine) {
+                        try {
+                            prepare(tasks[ti], piece, fspace, what, mem, buf, owned);
+                        } catch (...) {
+                            note();
+                            mine = false;
+                        }
+                        ++piece;
+                    }
+                    try {
+                        if (!mine) {
+                            check_status(H5Sselect_none(fspace), what + ": empty selection", true);
+                            mem = none;
+                            buf = &dummy;
+                        }
+                        check_status(H5Dwrite(dset, mtype, mem, fspace, collective, buf), "writing " + what, true);
+                    } catch (...) {
+                        note();
+                    }
+                }
+            }
+            cursor = end;
+            if (!dset.reset() && !err)
+                err = std::make_exception_ptr(error::WriteError("closing " + what + ": " + detail::h5::last_error()));
+        }
+        if (im.opt.fsync) {
+            // Collective; MPI_File_sync on every rank: the data is durable
+            // before the coordinator commits.
+            try {
+                check_status(H5Fflush(file, H5F_SCOPE_GLOBAL), "flushing " + tmp, true);
+            } catch (...) {
+                note();
+            }
+        }
+        if (!file.reset() && !err)
+            err = std::make_exception_ptr(error::WriteError("closing " + tmp + ": " + detail::h5::last_error()));
+    }
+    if (err)
+        std::rethrow_exception(err);
+    return results;
+}
+
+void ContainerWriter::finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>&)
+{
+    auto& im = *m_impl;
+    Metadata md = metadata;
+    md.layout = "container";
+    md.created = utc_now();
+    detail::h5::ErrorSilencer quiet;
+    {
+        // The coordinator alone, serially, after the collective close: the
+        // values every rank agreed on, and the metadata group.
+        const Handle fapl = ct::file_access(MPI_COMM_NULL, im.opt.tuning, im.opt.alignment, im.tmp, true);
+        Handle file(check(H5Fopen(im.tmp.c_str(), H5F_ACC_RDWR, fapl), "reopening " + im.tmp, true));
+        const Handle lcpl = ct::link_creation(im.tmp, true);
+        const Handle dcpl = dataset_creation(im.tmp);
+        for (const auto& [fqn, em] : md.entries) {
+            const std::string path = container_dataset_path(fqn);
+            const std::string what = im.tmp + ": dataset '" + path + "'";
+            if (em.kind == ItemKind::scalar) {
+                if (em.value.size() != dtype_size(em.dtype))
+                    throw error::WriteError(what + ": the value of scalar '" + fqn + "' has " +
+                                            std::to_string(em.value.size()) + " bytes");
+                const auto code = static_cast<int>(em.dtype);
+                const Handle space(check(H5Screate(H5S_SCALAR), what, true));
+                Handle dset(check(H5Dcreate2(file, path.c_str(), detail::h5::dataset_type(code, false), space, lcpl,
+                                             H5P_DEFAULT, H5P_DEFAULT),
+                                  "creating " + what, true));
+                check_status(H5Dwrite(dset, detail::h5::dataset_type(code, true), H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                                      em.value.data()),
+                             "writing " + what, true);
+            } else if (em.kind == ItemKind::string) {
+                const Handle type(check(H5Tcopy(H5T_C_S1), what, true));
+                check_status(H5Tset_size(type, H5T_VARIABLE), what, true);
+                check_status(H5Tset_cset(type, H5T_CSET_UTF8), what, true);
+                const Handle space(check(H5Screate(H5S_SCALAR), what, true));
+                Handle dset(check(H5Dcreate2(file, path.c_str(), type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT),
+                                  "creating " + what, true));
+                const char* p = em.value.c_str();
+                check_status(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "writing " + what, true);
+            } else if (em.chunks.empty() && H5Lexists(file, path.c_str(), H5P_DEFAULT) <= 0) {
+                // An array without elements: nobody wrote it.
+                const auto code = static_cast<int>(em.kind == ItemKind::bytes ? DType::u8 : em.dtype);
+                const Handle space = ct::shape_space(em.global_shape, what, true);
+                Handle dset(check(H5Dcreate2(file, path.c_str(), detail::h5::dataset_type(code, false), space, lcpl,
+                                             dcpl, H5P_DEFAULT),
+                                  "creating " + what, true));
+            }
+        }
+        detail::write_metadata_group(file, md);
+        if (!file.reset())
+            throw error::WriteError("closing " + im.tmp + ": " + detail::h5::last_error());
+    }
+    if (im.opt.fsync)
+        fs::fsync_path(im.tmp);
+    fs::rename(im.tmp, im.path); // the commit; replaces an older checkpoint atomically
+    if (im.opt.fsync)
+        fs::fsync_path(fs::parent(im.path));
+}
+
+void ContainerWriter::abort() noexcept
+{
+    if (!m_impl->tmp.empty())
+        fs::remove_all_noexcept(m_impl->tmp);
+}
+
+} // namespace cairn
