@@ -1,0 +1,405 @@
+! heat2d_f: the Fortran port of Cairn's heat2d example (examples/heat2d).
+!
+! The same explicit 2-D heat equation on an nx x ny grid of doubles, the same
+! 2-D Cartesian decomposition with one ghost layer, the same command line,
+! output and digest, and the same checkpoint entries (`temperature`, f64
+! [nx, ny]; `step`, i64), so checkpoints are interchangeable with the C++
+! program: one written by either restarts in the other, on any number of
+! ranks, and ends with the digest of the straight run.
+!
+!   mpiexec -n 4 heat2d_f --nx 96 --ny 80 --steps 100 --checkpoint ckpt
+!   mpiexec -n 3 heat2d   --nx 96 --ny 80 --steps 200 --restart ckpt
+!
+! The field is T(0:lnx+1, 0:lny+1): T(li, lj) is global cell (i, j) =
+! (i0 + li - 1, j0 + lj - 1), the C++ program's T[i][j]. Cairn's Fortran
+! module maps A(i1, i2) to global element [i1, i2] (strides take care of the
+! column-major layout), so the checkpoint holds the interior section
+! T(1:lnx, 1:lny) at 0-based offsets [i0, j0] of the global shape [nx, ny].
+! Compiled with -ffp-contract=off; the parentheses fix the order of the sums.
+program heat2d_f
+  use, intrinsic :: iso_c_binding
+  use, intrinsic :: iso_fortran_env, only: output_unit, error_unit
+  use mpi_f08
+  use cairn
+  implicit none
+
+  integer, parameter :: exit_ok = 0, exit_error = 1, exit_usage = 2
+  character(len=*), parameter :: usage_text = &
+    'usage: heat2d_f --nx NX --ny NY --steps S [--checkpoint PATH] [--restart PATH]' // new_line('a') // &
+    '  --nx NX, --ny NY   global grid size (rows, columns), at least 1 each' // new_line('a') // &
+    '  --steps S          run until global step S (S >= 0)' // new_line('a') // &
+    '  --checkpoint PATH  save the field and the step counter to PATH at the end' // new_line('a') // &
+    '  --restart PATH     load the field and the step counter from PATH first' // new_line('a') // &
+    'Prints `digest <16 hex digits>` on rank 0 as its last line.'
+
+  interface
+    subroutine heat2d_f_digest(t, ld, lnx, lny, i0, j0, ny, comm, hex) bind(C, name="heat2d_f_digest")
+      import :: c_double, c_int64_t, c_int, c_char
+      real(c_double), intent(in) :: t(*)
+      integer(c_int64_t), value :: ld, lnx, lny, i0, j0, ny
+      integer(c_int), value :: comm
+      character(kind=c_char), intent(out) :: hex(16)
+    end subroutine heat2d_f_digest
+  end interface
+
+  ! command line
+  integer(c_int64_t) :: nx = 0, ny = 0, steps = -1
+  character(len=:), allocatable :: checkpoint, restart
+  logical :: help = .false.
+  ! decomposition
+  type(MPI_Comm) :: cart
+  type(MPI_Datatype) :: row
+  integer :: world_rank, world_size, rank, nranks, dims(2), coords(2), up, down, left, right
+  integer(c_int64_t) :: i0, j0, lnx, lny
+  ! state
+  real(c_double), allocatable, target :: t(:, :), next(:, :), tmp(:, :)
+  integer(c_int64_t), target :: step
+  integer :: rc
+
+  call MPI_Init()
+  call MPI_Comm_rank(MPI_COMM_WORLD, world_rank)
+  call MPI_Comm_size(MPI_COMM_WORLD, world_size)
+  rc = run()
+  flush (output_unit)
+  call MPI_Finalize()
+  select case (rc)
+  case (exit_ok)
+  case (exit_usage)
+    stop 2
+  case default
+    stop 1
+  end select
+
+contains
+
+  integer function run()
+    character(len=:), allocatable :: bad
+    logical :: periods(2)
+
+    ! Every rank parses the same argv, so every rank takes the same branch.
+    checkpoint = ''
+    restart = ''
+    bad = parse_args()
+    if (help) then
+      if (world_rank == 0) write (output_unit, '(a)') usage_text
+      run = exit_ok
+      return
+    end if
+    if (len(bad) > 0) then
+      if (world_rank == 0) write (error_unit, '(a)') 'heat2d_f: ' // bad // new_line('a') // usage_text
+      run = exit_usage
+      return
+    end if
+
+    dims = 0
+    call MPI_Dims_create(world_size, 2, dims)
+    if (dims(1) > nx .or. dims(2) > ny) then
+      if (world_rank == 0) write (error_unit, '(a)') 'heat2d_f: a ' // itoa(nx) // ' x ' // itoa(ny) // &
+        ' grid is too small for a ' // itoa(int(dims(1), c_int64_t)) // ' x ' // &
+        itoa(int(dims(2), c_int64_t)) // ' process grid' // new_line('a') // usage_text
+      run = exit_usage
+      return
+    end if
+    periods = .false.
+    call MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, .false., cart)
+    call MPI_Comm_rank(cart, rank)
+    call MPI_Comm_size(cart, nranks)
+    call MPI_Cart_coords(cart, rank, 2, coords)
+    call MPI_Cart_shift(cart, 0, 1, up, down)
+    call MPI_Cart_shift(cart, 1, 1, left, right)
+    call block(nx, dims(1), coords(1), i0, lnx)
+    call block(ny, dims(2), coords(2), j0, lny)
+    ! A row (fixed i) of the interior is strided in Fortran: lny elements lnx+2 apart.
+    call MPI_Type_vector(int(lny), 1, int(lnx + 2), MPI_DOUBLE_PRECISION, row)
+    call MPI_Type_commit(row)
+
+    allocate (t(0:lnx + 1, 0:lny + 1), next(0:lnx + 1, 0:lny + 1))
+    t = 0
+    next = 0
+    step = 0
+
+    if (rank == 0) write (output_unit, '(a)') 'heat2d_f: ' // itoa(nx) // ' x ' // itoa(ny) // ' grid, ' // &
+      itoa(int(nranks, c_int64_t)) // ' ranks (' // itoa(int(dims(1), c_int64_t)) // ' x ' // &
+      itoa(int(dims(2), c_int64_t)) // '), until step ' // itoa(steps)
+
+    run = simulate()
+
+    call MPI_Type_free(row)
+    call MPI_Comm_free(cart)
+  end function run
+
+  integer function simulate()
+    type(cairn_state) :: state
+    type(cairn_save_options) :: options
+    type(cairn_save_result) :: saved
+    character(kind=c_char) :: hex(16)
+    integer(c_int64_t) :: first
+    double precision :: t0, elapsed
+    integer :: ierr, k
+
+    simulate = exit_error
+    if (len(restart) > 0) then
+      call make_state(state)
+      call cairn_load(state, restart, cart, ierr=ierr)
+      call cairn_state_free(state)
+      if (ierr /= CAIRN_SUCCESS) then
+        ! Collective Cairn calls fail with the same message on every rank.
+        if (rank == 0) write (error_unit, '(a)') 'heat2d_f: error: ' // cairn_last_error()
+        return
+      end if
+      if (step < 0 .or. step > steps) then
+        if (rank == 0) write (error_unit, '(a)') 'heat2d_f: error: checkpoint ' // restart // ' is at step ' // &
+          itoa(step) // ', beyond --steps ' // itoa(steps)
+        return
+      end if
+      if (rank == 0) write (output_unit, '(a)') 'restarted from ' // restart // ' at step ' // itoa(step) // &
+        ' on ' // itoa(int(nranks, c_int64_t)) // ' ranks'
+    else
+      call initialise()
+    end if
+    ! The border cells are copied, never recomputed: seed `next` with them.
+    next = t
+
+    t0 = MPI_Wtime()
+    first = step
+    do while (step < steps)
+      call exchange_halo()
+      call step_once()
+      call move_alloc(t, tmp)
+      call move_alloc(next, t)
+      call move_alloc(tmp, next)
+      step = step + 1
+    end do
+    elapsed = MPI_Wtime() - t0
+    if (rank == 0) write (output_unit, '(a)') 'ran steps ' // itoa(first) // '..' // itoa(step) // ' in ' // &
+      seconds(elapsed) // ' s'
+
+    if (len(checkpoint) > 0) then
+      call cairn_save_options_create(options)
+      call cairn_save_options_set(options, overwrite=.true.)
+      call make_state(state)
+      call cairn_save(state, checkpoint, cart, options, saved, ierr)
+      call cairn_state_free(state)
+      call cairn_save_options_free(options)
+      if (ierr /= CAIRN_SUCCESS) then
+        if (rank == 0) write (error_unit, '(a)') 'heat2d_f: error: ' // cairn_last_error()
+        return
+      end if
+      if (rank == 0) write (output_unit, '(a)') 'checkpoint ' // checkpoint // ' written: ' // &
+        itoa(saved%bytes_written) // ' bytes, ' // itoa(saved%entries) // ' entries, step ' // itoa(step) // &
+        ', ' // seconds(saved%seconds) // ' s'
+    end if
+
+    call heat2d_f_digest(t, lnx + 2, lnx, lny, i0, j0, ny, int(cart%MPI_VAL, c_int), hex)
+    if (rank == 0) then
+      write (output_unit, '(a, 16a1)') 'digest ', (hex(k), k = 1, 16)
+      flush (output_unit)
+    end if
+    simulate = exit_ok
+  end function simulate
+
+  ! The state dict of the simulation: this rank's box of the field, seen
+  ! through the interior section of the local array (the ghosts are neither
+  ! saved nor overwritten), and the step counter.
+  subroutine make_state(state)
+    type(cairn_state), intent(out) :: state
+    call cairn_state_create(state)
+    call cairn_state_add_array(state, 'temperature', t(1:lnx, 1:lny), [nx, ny], [i0, j0])
+    call cairn_state_add_scalar(state, 'step', step)
+  end subroutine make_state
+
+  ! ---- physics -------------------------------------------------------------
+
+  subroutine initialise()
+    integer(c_int64_t) :: li, lj, i, j
+    do lj = 1, lny
+      j = j0 + lj - 1
+      do li = 1, lnx
+        i = i0 + li - 1
+        t(li, lj) = real(mod(i * 7 + j * 13, 101_c_int64_t), c_double) / 100.0_c_double
+      end do
+    end do
+  end subroutine initialise
+
+  ! Fills the ghost layer from the four neighbours (corners are not needed by
+  ! the 5-point stencil), in the order of the C++ program.
+  subroutine exchange_halo()
+    integer :: n
+    n = int(lnx)
+    ! Rows are strided: first owned row up, last owned row down.
+    call MPI_Sendrecv(t(1, 1), 1, row, up, 0, t(lnx + 1, 1), 1, row, down, 0, cart, MPI_STATUS_IGNORE)
+    call MPI_Sendrecv(t(lnx, 1), 1, row, down, 1, t(0, 1), 1, row, up, 1, cart, MPI_STATUS_IGNORE)
+    ! Columns are contiguous.
+    call MPI_Sendrecv(t(1, 1), n, MPI_DOUBLE_PRECISION, left, 2, t(1, lny + 1), n, MPI_DOUBLE_PRECISION, right, 2, &
+                      cart, MPI_STATUS_IGNORE)
+    call MPI_Sendrecv(t(1, lny), n, MPI_DOUBLE_PRECISION, right, 3, t(1, 0), n, MPI_DOUBLE_PRECISION, left, 3, &
+                      cart, MPI_STATUS_IGNORE)
+  end subroutine exchange_halo
+
+  ! One explicit step from `t` into `next`. Border cells of the global grid
+  ! keep their value.
+  subroutine step_once()
+    integer(c_int64_t) :: li, lj, i, j
+    real(c_double) :: tc, total, lap
+    do lj = 1, lny
+      j = j0 + lj - 1
+      do li = 1, lnx
+        i = i0 + li - 1
+        tc = t(li, lj)
+        if (i == 0 .or. i == nx - 1 .or. j == 0 .or. j == ny - 1) then
+          next(li, lj) = tc
+          cycle
+        end if
+        total = ((t(li - 1, lj) + t(li + 1, lj)) + t(li, lj - 1)) + t(li, lj + 1)
+        lap = total - 4.0_c_double * tc
+        next(li, lj) = tc + 0.1_c_double * lap
+      end do
+    end do
+  end subroutine step_once
+
+  ! ---- decomposition -------------------------------------------------------
+
+  ! Block distribution of n cells over p parts: the first mod(n, p) parts get one extra.
+  subroutine block(n, p, c, offset, size)
+    integer(c_int64_t), intent(in) :: n
+    integer, intent(in) :: p, c
+    integer(c_int64_t), intent(out) :: offset, size
+    integer(c_int64_t) :: base, rem
+    base = n / p
+    rem = mod(n, int(p, c_int64_t))
+    size = base
+    if (c < rem) size = size + 1
+    offset = c * base + min(int(c, c_int64_t), rem)
+  end subroutine block
+
+  ! ---- command line --------------------------------------------------------
+
+  ! Parses the command line; returns an error message, empty on success.
+  function parse_args() result(bad)
+    character(len=:), allocatable :: bad, arg, value
+    integer :: k, n, eq
+    integer(c_int64_t) :: v
+    integer(c_int64_t), parameter :: max_extent = 2_c_int64_t**30
+    logical :: have_nx, have_ny, have_steps
+
+    bad = ''
+    arg = ''
+    value = ''
+    have_nx = .false.
+    have_ny = .false.
+    have_steps = .false.
+    n = command_argument_count()
+    k = 0
+    do while (k < n)
+      k = k + 1
+      arg = argument(k)
+      if (arg == '-h' .or. arg == '--help') then
+        help = .true.
+        cycle
+      end if
+      eq = index(arg, '=')
+      if (len(arg) >= 2 .and. eq > 0) then
+        if (arg(1:2) /= '--') eq = 0
+      end if
+      if (eq > 0) then
+        value = arg(eq + 1:)
+        arg = arg(1:eq - 1)
+      else if (arg == '--nx' .or. arg == '--ny' .or. arg == '--steps' .or. arg == '--checkpoint' .or. &
+               arg == '--restart') then
+        if (k + 1 > n) then
+          bad = 'missing value after ' // arg
+          return
+        end if
+        k = k + 1
+        value = argument(k)
+      else
+        bad = "unknown argument '" // arg // "'"
+        return
+      end if
+      if (arg == '--nx' .or. arg == '--ny' .or. arg == '--steps') then
+        if (.not. parse_int(value, v)) then
+          bad = 'not an integer: ' // arg // " '" // value // "'"
+          return
+        end if
+        if (arg == '--nx') then
+          nx = v
+          have_nx = .true.
+        else if (arg == '--ny') then
+          ny = v
+          have_ny = .true.
+        else
+          steps = v
+          have_steps = .true.
+        end if
+      else if (arg == '--checkpoint' .or. arg == '--restart') then
+        if (len(value) == 0) then
+          bad = 'empty path for ' // arg
+          return
+        end if
+        if (arg == '--checkpoint') then
+          checkpoint = value
+        else
+          restart = value
+        end if
+      else
+        bad = "unknown argument '" // arg // "'"
+        return
+      end if
+    end do
+    if (help) return
+    if (.not. (have_nx .and. have_ny .and. have_steps)) then
+      bad = '--nx, --ny and --steps are required'
+    else if (nx < 1 .or. ny < 1 .or. nx > max_extent .or. ny > max_extent) then
+      bad = '--nx and --ny must be between 1 and 2^30'
+    else if (steps < 0) then
+      bad = '--steps must be >= 0'
+    end if
+  end function parse_args
+
+  function argument(k) result(arg)
+    integer, intent(in) :: k
+    character(len=:), allocatable :: arg
+    integer :: n
+    n = 0
+    call get_command_argument(k, length=n)
+    allocate (character(len=n) :: arg)
+    if (n > 0) call get_command_argument(k, arg)
+  end function argument
+
+  ! A decimal integer with an optional sign and nothing else.
+  logical function parse_int(text, value)
+    character(len=*), intent(in) :: text
+    integer(c_int64_t), intent(out) :: value
+    integer :: i, first, ios
+    value = 0
+    parse_int = .false.
+    first = 1
+    if (len(text) == 0) return
+    if (text(1:1) == '-' .or. text(1:1) == '+') first = 2
+    if (first > len(text) .or. len(text) - first + 1 > 18) return
+    do i = first, len(text)
+      if (text(i:i) < '0' .or. text(i:i) > '9') return
+    end do
+    read (text, *, iostat=ios) value
+    parse_int = ios == 0
+  end function parse_int
+
+  function itoa(i) result(s)
+    integer(c_int64_t), intent(in) :: i
+    character(len=:), allocatable :: s
+    character(len=24) :: buf
+    write (buf, '(i0)') i
+    s = trim(buf)
+  end function itoa
+
+  ! Seconds with three decimals, as printf's %.3f.
+  function seconds(x) result(s)
+    double precision, intent(in) :: x
+    character(len=:), allocatable :: s
+    character(len=32) :: buf
+    write (buf, '(f0.3)') x
+    s = trim(adjustl(buf))
+    if (s(1:1) == '.') s = '0' // s
+  end function seconds
+
+end program heat2d_f

@@ -1,0 +1,266 @@
+/* Cairn C API: distributed checkpoint/restart for MPI codes written in C (and
+ * the base of the Fortran module `cairn`).
+ *
+ * C99. No C++ type crosses this interface and no exception escapes it.
+ *
+ * Conventions (docs/C_FORTRAN.md has the whole story):
+ *
+ * - Every function returns an `int` error code: CAIRN_SUCCESS (0) or one of
+ *   the CAIRN_ERR_* codes below. The message of the most recent failing call
+ *   on the calling thread is cairn_last_error() (thread-local; successful
+ *   calls leave it alone).
+ * - Objects are opaque handles created by `cairn_<object>_create(&h)` and
+ *   released by `cairn_<object>_free(&h)`, which sets `h` to NULL and accepts
+ *   NULL. A handle is not thread-safe: use one from one thread at a time.
+ * - Collective calls (marked **Collective over `comm`**) return the same code
+ *   and message on every rank of `comm`, so no rank hangs on another's
+ *   failure. Their argument checks are agreed between the ranks too.
+ * - MPI communicators are passed as MPI_Comm; the Fortran module converts
+ *   its handles (integer or type(MPI_Comm)) with MPI_Comm_f2c.
+ * - Arrays are described C-style: extents, offsets and strides are given
+ *   outermost dimension first (row-major), strides in elements.
+ * - Pointers handed to cairn_state_add_* are borrowed, not copied: the
+ *   memory must stay valid until the state handle is freed (or at least over
+ *   every save and load that uses it). Save reads it, load writes it.
+ */
+#ifndef CAIRN_CAIRN_H
+#define CAIRN_CAIRN_H
+
+#include <mpi.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- errors ------------------------------------------------------------ */
+
+/** Error codes returned by every function. Codes 1 to 63 are the kinds of
+ *  the C++ exceptions of <cairn/errors.hpp> (cairn::Error::Kind, same
+ *  values); 64 and up are failures outside them. Values are stable. */
+enum cairn_error_code {
+    CAIRN_SUCCESS = 0,
+    CAIRN_ERR_USAGE = 1,      /**< the caller used the API wrongly (error::WrongAPIUsage) */
+    CAIRN_ERR_MISMATCH = 2,   /**< state and checkpoint (or ranks) disagree: dtype, shape, keys */
+    CAIRN_ERR_READ = 3,       /**< reading a checkpoint failed */
+    CAIRN_ERR_WRITE = 4,      /**< writing a checkpoint failed */
+    CAIRN_ERR_FORMAT = 5,     /**< stored bytes are not what Cairn wrote */
+    CAIRN_ERR_NOT_FOUND = 6,  /**< no such checkpoint, or no such entry */
+    CAIRN_ERR_INTEGRITY = 7,  /**< stored data does not match its checksum */
+    CAIRN_ERR_OTHER = 64,     /**< any other Cairn error */
+    CAIRN_ERR_NO_MEMORY = 65, /**< out of memory */
+    CAIRN_ERR_INTERNAL = 66   /**< an unexpected exception inside Cairn (a bug) */
+};
+
+/** The message of the most recent failing call on this thread ("" if none).
+ *  The pointer stays valid until the next failing call on this thread. Local. */
+const char* cairn_last_error(void);
+
+/** The code of the most recent failing call on this thread (CAIRN_SUCCESS if
+ *  none). Local. */
+int cairn_last_error_code(void);
+
+/** Forgets the last error of this thread. Local. */
+void cairn_clear_error(void);
+
+/** The name of an error code ("CAIRN_ERR_USAGE"), "CAIRN_ERR_UNKNOWN" for
+ *  other values. Static storage. Local. */
+const char* cairn_error_name(int code);
+
+/** The library version, "major.minor.patch". Static storage. Local. */
+const char* cairn_version(void);
+
+/* ---- element types and entry kinds --------------------------------------- */
+
+/** Element types; the values are Cairn's on-disk dtype codes (docs/FORMAT.md). */
+typedef enum cairn_dtype {
+    CAIRN_F16 = 0,  /**< IEEE binary16, as uint16_t bits */
+    CAIRN_BF16 = 1, /**< bfloat16, as uint16_t bits */
+    CAIRN_F32 = 2,  /**< float */
+    CAIRN_F64 = 3,  /**< double */
+    CAIRN_I8 = 4,
+    CAIRN_I16 = 5,
+    CAIRN_I32 = 6,
+    CAIRN_I64 = 7,
+    CAIRN_U8 = 8,
+    CAIRN_U16 = 9,
+    CAIRN_U32 = 10,
+    CAIRN_U64 = 11,
+    CAIRN_BOOL = 12 /**< one byte, 0 or 1 (C99 _Bool) */
+} cairn_dtype_t;
+
+/** Size of one element of `dtype` in bytes; 0 for an invalid code. Local. */
+size_t cairn_dtype_size(int dtype);
+
+/** Kinds of stored entries (metadata). */
+enum cairn_kind { CAIRN_KIND_ARRAY = 0, CAIRN_KIND_BYTES = 1, CAIRN_KIND_SCALAR = 2, CAIRN_KIND_STRING = 3 };
+
+/** Most dimensions an array may have in this API. */
+#define CAIRN_MAX_NDIM 32
+
+/* ---- state dict ---------------------------------------------------------- */
+
+/** A state dict: what this rank saves and loads (cairn::StateDict). */
+typedef struct cairn_state cairn_state_t;
+
+/** Creates an empty state dict in `*state`. Local. */
+int cairn_state_create(cairn_state_t** state);
+
+/** Frees `*state` (NULL is fine) and sets it to NULL. Local. */
+int cairn_state_free(cairn_state_t** state);
+
+/** Number of entries added so far. Local. */
+int cairn_state_size(const cairn_state_t* state, size_t* size);
+
+/** Adds this rank's box of a global N-d array. Local.
+ *
+ *  `ndim` (0..CAIRN_MAX_NDIM) dimensions, outermost first: the array has
+ *  `global_shape`; this rank holds the box starting at `offsets` (0-based)
+ *  with extents `shape`. `data` points at the box's first element; element
+ *  (k0, k1, ...) of the box is at `data + (k0*strides[0] + k1*strides[1] + ...)
+ *  * cairn_dtype_size(dtype)`. `strides == NULL` means dense row-major; larger
+ *  strides describe a window into a larger local array (ghost cells are
+ *  neither saved nor overwritten). Strides are >= 0, in elements.
+ *  Several ranks holding the same box hold a replicated array, stored once.
+ *  Returns CAIRN_ERR_USAGE for an empty or taken name, an inconsistent box or
+ *  a NULL `data` for a non-empty box. */
+int cairn_state_add_array(cairn_state_t* state, const char* name, cairn_dtype_t dtype, int ndim,
+                          const int64_t* global_shape, const int64_t* offsets, const int64_t* shape, void* data,
+                          const int64_t* strides);
+
+/** Adds a whole dense row-major array of `shape`, held identically by every
+ *  rank that adds it (replicated, stored once). Local. */
+int cairn_state_add_replicated(cairn_state_t* state, const char* name, cairn_dtype_t dtype, int ndim,
+                               const int64_t* shape, void* data);
+
+/** Adds a scalar bound to `*value` (an object of `dtype`). Local. */
+int cairn_state_add_scalar(cairn_state_t* state, const char* name, cairn_dtype_t dtype, void* value);
+
+/** Adds a string held in `buffer` of `capacity` bytes. Save stores the
+ *  NUL-terminated string in `buffer` (at most `capacity` bytes; no NUL within
+ *  `capacity` means all of them). Load writes the stored string and a NUL; a
+ *  stored string of `capacity` bytes or more fails the load with
+ *  CAIRN_ERR_USAGE on every rank (cairn_metadata_entry_value gives the length
+ *  beforehand). Local. */
+int cairn_state_add_string(cairn_state_t* state, const char* name, char* buffer, size_t capacity);
+
+/** Adds a byte blob in `data`, of `capacity` bytes, of which `*size` are in
+ *  use. Save stores `*size` bytes (at most `capacity`). Load copies the stored
+ *  blob into `data` and sets `*size`; a stored blob longer than `capacity`
+ *  fails the load with CAIRN_ERR_USAGE on every rank. Blobs are replicated:
+ *  every rank that saves one must hold the same bytes. Local. */
+int cairn_state_add_bytes(cairn_state_t* state, const char* name, void* data, size_t capacity, size_t* size);
+
+/* ---- options ------------------------------------------------------------- */
+
+/** Options of cairn_save (cairn::SaveOptions); defaults as in C++. */
+typedef struct cairn_save_options cairn_save_options_t;
+int cairn_save_options_create(cairn_save_options_t** options);
+int cairn_save_options_free(cairn_save_options_t** options);
+/** Make data and metadata durable before commit (default 1). */
+int cairn_save_options_set_fsync(cairn_save_options_t* options, int fsync);
+/** Replace a committed checkpoint at the same path (default 0). */
+int cairn_save_options_set_overwrite(cairn_save_options_t* options, int overwrite);
+/** Number of data files per rank, >= 1 (default 1). */
+int cairn_save_options_set_files_per_rank(cairn_save_options_t* options, int files_per_rank);
+/** Alignment of large chunks in their file, a power of two or 0 (default 4096). */
+int cairn_save_options_set_alignment(cairn_save_options_t* options, size_t alignment);
+/** Bytes of host staging memory per rank (default 64 MiB). */
+int cairn_save_options_set_staging_bytes(cairn_save_options_t* options, size_t staging_bytes);
+
+/** Options of cairn_load (cairn::LoadOptions); defaults as in C++. */
+typedef struct cairn_load_options cairn_load_options_t;
+int cairn_load_options_create(cairn_load_options_t** options);
+int cairn_load_options_free(cairn_load_options_t** options);
+/** Allow keys on one side only; they are reported instead of failing (default 0). */
+int cairn_load_options_set_partial(cairn_load_options_t* options, int partial);
+/** Bytes of host memory per rank for read buffers (default 64 MiB). */
+int cairn_load_options_set_staging_bytes(cairn_load_options_t* options, size_t staging_bytes);
+
+/* ---- save and load ------------------------------------------------------- */
+
+/** What cairn_save reports (the same on every rank). */
+typedef struct cairn_save_result {
+    uint64_t bytes_written; /**< all ranks, data only */
+    uint64_t entries;
+    double seconds;
+} cairn_save_result_t;
+
+/** What cairn_load reports on this rank. */
+typedef struct cairn_load_result {
+    uint64_t bytes_read; /**< this rank */
+    uint64_t missing;    /**< state keys the checkpoint lacks (partial loads), see cairn_state_missing */
+    uint64_t skipped;    /**< checkpoint keys not asked for (partial loads), see cairn_state_skipped */
+    double seconds;
+} cairn_load_result_t;
+
+/** Saves `state` as the checkpoint `checkpoint_id` (a directory). `options`
+ *  and `result` may be NULL. **Collective over `comm`**: every rank returns
+ *  the same code and message. Nothing is committed unless every rank wrote
+ *  its data; a failed save leaves an earlier checkpoint at that path intact. */
+int cairn_save(cairn_state_t* state, const char* checkpoint_id, MPI_Comm comm, const cairn_save_options_t* options,
+               cairn_save_result_t* result);
+
+/** Loads `checkpoint_id` into the memory described by `state`, resharding
+ *  from whatever decomposition and rank count it was saved with. `options`
+ *  and `result` may be NULL. **Collective over `comm`**, same error contract
+ *  as cairn_save: CAIRN_ERR_NOT_FOUND (no checkpoint, missing key),
+ *  CAIRN_ERR_MISMATCH (dtype, global shape, kind), CAIRN_ERR_FORMAT,
+ *  CAIRN_ERR_READ, CAIRN_ERR_USAGE. */
+int cairn_load(cairn_state_t* state, const char* checkpoint_id, MPI_Comm comm, const cairn_load_options_t* options,
+               cairn_load_result_t* result);
+
+/** Name number `index` of the state keys the last (partial) load of `state`
+ *  did not find in the checkpoint; valid until the next load or free. Local. */
+int cairn_state_missing(const cairn_state_t* state, size_t index, const char** name);
+
+/** Name number `index` of the checkpoint keys the last (partial) load of
+ *  `state` did not ask for; valid until the next load or free. Local. */
+int cairn_state_skipped(const cairn_state_t* state, size_t index, const char** name);
+
+/* ---- metadata of a committed checkpoint ---------------------------------- */
+
+/** The metadata of a committed checkpoint (cairn::Metadata). */
+typedef struct cairn_metadata cairn_metadata_t;
+
+/** Reads the metadata of `checkpoint_id`. **Local** (call it on one rank or
+ *  all). CAIRN_ERR_NOT_FOUND when there is no committed checkpoint. */
+int cairn_metadata_read(const char* checkpoint_id, cairn_metadata_t** metadata);
+int cairn_metadata_free(cairn_metadata_t** metadata);
+
+/** Format version, ranks of the saving communicator, number of entries. Any
+ *  output pointer may be NULL. Local. */
+int cairn_metadata_info(const cairn_metadata_t* metadata, int* format_version, int* world_size, size_t* num_entries);
+
+/** Library version that wrote it, layout ("distcp"), creation time (UTC,
+ *  ISO 8601). Any output pointer may be NULL; strings live as long as the
+ *  handle. Local. */
+int cairn_metadata_strings(const cairn_metadata_t* metadata, const char** library_version, const char** layout,
+                           const char** created);
+
+/** Entry number `index` (0-based, sorted by name): its name, kind
+ *  (enum cairn_kind), dtype (cairn_dtype_t; arrays and scalars) and number of
+ *  dimensions (arrays: the rank; bytes: 1; scalars, strings: 0). Any output
+ *  pointer may be NULL. Local. */
+int cairn_metadata_entry(const cairn_metadata_t* metadata, size_t index, const char** name, int* kind, int* dtype,
+                         int* ndim);
+
+/** The index of the entry `name`; CAIRN_ERR_NOT_FOUND when absent. Local. */
+int cairn_metadata_find(const cairn_metadata_t* metadata, const char* name, size_t* index);
+
+/** Writes the `ndim` extents of entry `index` (outermost first) to
+ *  `global_shape` (bytes: its length). Local. */
+int cairn_metadata_entry_shape(const cairn_metadata_t* metadata, size_t index, int64_t* global_shape);
+
+/** The stored value of a scalar (its raw bytes, native byte order) or string
+ *  entry (its characters, not NUL-terminated) and its size in bytes;
+ *  CAIRN_ERR_USAGE for arrays and bytes. Local. */
+int cairn_metadata_entry_value(const cairn_metadata_t* metadata, size_t index, const void** value, size_t* size);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CAIRN_CAIRN_H */

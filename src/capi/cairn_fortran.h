@@ -1,0 +1,57 @@
+/* Private: the C helpers behind the Fortran module `cairn` (fortran/). They
+ * take Fortran strings as (pointer, length) without a NUL, communicators as
+ * MPI_Fint, and arrays as the address of their first element plus the
+ * address of the next element along each dimension, from which the element
+ * strides of any (non-contiguous) Fortran array section follow. Not
+ * installed: only the module is the Fortran interface. Conventions otherwise
+ * as in <cairn/cairn.h>. */
+#ifndef CAIRN_FORTRAN_SUPPORT_H
+#define CAIRN_FORTRAN_SUPPORT_H
+
+#include "cairn/cairn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Adds an array of `ndim` dimensions, in Fortran order = Cairn order:
+ *  Fortran dimension k is Cairn dimension k-1. `shape` holds the extents of
+ *  the Fortran array; `base` the address of its first element (NULL when it
+ *  is empty); `next[d]` the address of the element one further along
+ *  dimension d (ignored where shape[d] < 2). `global_len` = -1: no global
+ *  shape given, the array is replicated (offsets must be absent too);
+ *  `offsets_len` = -1: offsets all 0. `true_value` / `false_value` (both
+ *  NULL, or both the address of a logical of `elem_size` bytes) select the
+ *  conversion of a non-interoperable logical to Cairn's bool. */
+int cairn_f_state_add_array(cairn_state_t* state, const char* name, size_t name_len, int dtype, int ndim,
+                            const int64_t* shape, void* base, void* const* next, size_t elem_size,
+                            const int64_t* global_shape, int global_len, const int64_t* offsets, int offsets_len,
+                            const void* true_value, const void* false_value);
+
+/** Adds a scalar; logical conversion as for arrays. */
+int cairn_f_state_add_scalar(cairn_state_t* state, const char* name, size_t name_len, int dtype, void* value,
+                             size_t elem_size, const void* true_value, const void* false_value);
+
+/** Adds a blank-padded Fortran string of `len` characters (trailing blanks
+ *  are not stored; a loaded value is padded with blanks). */
+int cairn_f_state_add_string(cairn_state_t* state, const char* name, size_t name_len, char* buffer, size_t len);
+
+/** Adds a byte blob, as cairn_state_add_bytes. */
+int cairn_f_state_add_bytes(cairn_state_t* state, const char* name, size_t name_len, void* data, size_t capacity,
+                            size_t* size);
+
+/** cairn_save / cairn_load with a Fortran path and communicator. */
+int cairn_f_save(cairn_state_t* state, const char* path, size_t path_len, MPI_Fint comm,
+                 const cairn_save_options_t* options, cairn_save_result_t* result);
+int cairn_f_load(cairn_state_t* state, const char* path, size_t path_len, MPI_Fint comm,
+                 const cairn_load_options_t* options, cairn_load_result_t* result);
+
+/** cairn_metadata_read / cairn_metadata_find with Fortran strings. */
+int cairn_f_metadata_read(const char* path, size_t path_len, cairn_metadata_t** metadata);
+int cairn_f_metadata_find(const cairn_metadata_t* metadata, const char* name, size_t name_len, size_t* index);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CAIRN_FORTRAN_SUPPORT_H */

@@ -1,0 +1,798 @@
+// The C API (include/cairn/cairn.h) over the C++ library. No exception leaves
+// this file: every function runs its body through guarded(), which turns an
+// exception into an error code and the thread-local message.
+#include "capi/capi_internal.hpp"
+
+#include "cairn/dtype.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <utility>
+
+using cairn::capi::Binding;
+using cairn::capi::fail;
+using cairn::capi::guarded;
+using cairn::capi::require;
+
+// ---- errors ------------------------------------------------------------------
+
+namespace {
+
+thread_local std::string t_message;
+thread_local int t_code = CAIRN_SUCCESS;
+
+// Codes 1..63 are the values of cairn::Error::Kind (a kind added in C++ is
+// a code at once; cairn_error_name learns its name when it is added there).
+int code_of(cairn::Error::Kind kind) noexcept
+{
+    const int k = static_cast<int>(kind);
+    return kind == cairn::Error::Kind::generic || k < 1 || k > 63 ? CAIRN_ERR_OTHER : k;
+}
+
+// The code and message of the exception in flight, without recording them.
+void describe_current(int& code, std::string& message) noexcept
+{
+    try {
+        try {
+            throw;
+        } catch (const cairn::Error& e) {
+            code = code_of(e.kind());
+            message = e.what();
+        } catch (const std::bad_alloc&) {
+            code = CAIRN_ERR_NO_MEMORY;
+            message = "out of memory";
+        } catch (const std::exception& e) {
+            code = CAIRN_ERR_INTERNAL;
+            message = std::string("internal error: ") + e.what();
+        } catch (...) {
+            code = CAIRN_ERR_INTERNAL;
+            message = "internal error: unknown exception";
+        }
+    } catch (...) { // building the message ran out of memory
+        code = CAIRN_ERR_NO_MEMORY;
+        message.clear();
+    }
+}
+
+} // namespace
+
+namespace cairn::capi {
+
+int fail(int code, const std::string& message) noexcept
+{
+    t_code = code;
+    try {
+        t_message = message;
+    } catch (...) {
+        t_message.clear(); // cairn_last_error() falls back on the code's name
+    }
+    return code;
+}
+
+int fail_current(const char* function) noexcept
+{
+    int code = CAIRN_ERR_INTERNAL;
+    std::string message;
+    describe_current(code, message);
+    try {
+        return fail(code, std::string(function) + ": " + message);
+    } catch (...) {
+        return fail(code, message);
+    }
+}
+
+void require(bool cond, const std::string& what)
+{
+    if (!cond)
+        throw error::WrongAPIUsage(what);
+}
+
+} // namespace cairn::capi
+
+extern "C" {
+
+const char* cairn_last_error(void)
+{
+    if (t_code != CAIRN_SUCCESS && t_message.empty())
+        return cairn_error_name(t_code);
+    return t_message.c_str();
+}
+
+int cairn_last_error_code(void) { return t_code; }
+
+void cairn_clear_error(void)
+{
+    t_code = CAIRN_SUCCESS;
+    t_message.clear();
+}
+
+const char* cairn_error_name(int code)
+{
+    switch (code) {
+    case CAIRN_SUCCESS: return "CAIRN_SUCCESS";
+    case CAIRN_ERR_USAGE: return "CAIRN_ERR_USAGE";
+    case CAIRN_ERR_MISMATCH: return "CAIRN_ERR_MISMATCH";
+    case CAIRN_ERR_READ: return "CAIRN_ERR_READ";
+    case CAIRN_ERR_WRITE: return "CAIRN_ERR_WRITE";
+    case CAIRN_ERR_FORMAT: return "CAIRN_ERR_FORMAT";
+    case CAIRN_ERR_NOT_FOUND: return "CAIRN_ERR_NOT_FOUND";
+    case CAIRN_ERR_INTEGRITY: return "CAIRN_ERR_INTEGRITY";
+    case CAIRN_ERR_OTHER: return "CAIRN_ERR_OTHER";
+    case CAIRN_ERR_NO_MEMORY: return "CAIRN_ERR_NO_MEMORY";
+    case CAIRN_ERR_INTERNAL: return "CAIRN_ERR_INTERNAL";
+    default: return "CAIRN_ERR_UNKNOWN";
+    }
+}
+
+const char* cairn_version(void) { return cairn::version(); }
+
+size_t cairn_dtype_size(int dtype) { return cairn::dtype_valid(dtype) ? cairn::dtype_size(cairn::DType(dtype)) : 0; }
+
+} // extern "C"
+
+// ---- bindings ---------------------------------------------------------------
+
+namespace {
+
+using cairn::Shape;
+
+class BytesBinding final : public Binding {
+public:
+    BytesBinding(std::string name, void* data, std::size_t capacity, std::size_t* size)
+        : Binding(std::move(name)), m_data(static_cast<std::byte*>(data)), m_capacity(capacity), m_size(size)
+    {
+    }
+    std::vector<std::byte>* blob() { return &m_blob; }
+    void before_save() override
+    {
+        if (*m_size > m_capacity)
+            throw cairn::error::WrongAPIUsage("bytes '" + name() + "': size " + std::to_string(*m_size) +
+                                              " is larger than its capacity " + std::to_string(m_capacity));
+        m_blob.assign(m_data, m_data + *m_size);
+    }
+    void after_load() override
+    {
+        if (m_blob.size() > m_capacity)
+            throw cairn::error::WrongAPIUsage("bytes '" + name() + "': the checkpoint holds " +
+                                              std::to_string(m_blob.size()) + " bytes, more than the capacity " +
+                                              std::to_string(m_capacity) + " of the buffer");
+        if (!m_blob.empty())
+            std::memcpy(m_data, m_blob.data(), m_blob.size());
+        *m_size = m_blob.size();
+    }
+
+private:
+    std::byte* m_data;
+    std::size_t m_capacity;
+    std::size_t* m_size;
+    std::vector<std::byte> m_blob;
+};
+
+class StringBinding final : public Binding {
+public:
+    StringBinding(std::string name, char* buffer, std::size_t capacity, bool fortran)
+        : Binding(std::move(name)), m_buffer(buffer), m_capacity(capacity), m_fortran(fortran)
+    {
+    }
+    std::string* value() { return &m_value; }
+    void before_save() override
+    {
+        std::size_t n = 0;
+        if (m_fortran) { // blank-padded: trailing blanks are not part of the value
+            n = m_capacity;
+            while (n > 0 && m_buffer[n - 1] == ' ')
+                --n;
+        } else if (m_capacity > 0) {
+            const void* nul = std::memchr(m_buffer, '\0', m_capacity);
+            n = nul ? static_cast<std::size_t>(static_cast<const char*>(nul) - m_buffer) : m_capacity;
+        }
+        m_value.assign(m_buffer, n);
+    }
+    void after_load() override
+    {
+        const std::size_t room = m_fortran ? m_capacity : (m_capacity > 0 ? m_capacity - 1 : 0);
+        if (m_value.size() > room || (!m_fortran && m_capacity == 0))
+            throw cairn::error::WrongAPIUsage("string '" + name() + "': the checkpoint holds " +
+                                              std::to_string(m_value.size()) +
+                                              " characters, the buffer has room for " + std::to_string(room) +
+                                              (m_fortran ? "" : " (plus the NUL)"));
+        if (!m_value.empty())
+            std::memcpy(m_buffer, m_value.data(), m_value.size());
+        if (m_fortran)
+            std::memset(m_buffer + m_value.size(), ' ', m_capacity - m_value.size());
+        else
+            m_buffer[m_value.size()] = '\0';
+    }
+
+private:
+    char* m_buffer;
+    std::size_t m_capacity;
+    bool m_fortran;
+    std::string m_value;
+};
+
+// Logical values of `elem_size` bytes (Fortran's default logical) kept as
+// Cairn bools: false is the bit pattern `false_value`, anything else is true;
+// loaded values are written as `true_value` / `false_value`.
+class LogicalPatterns {
+public:
+    LogicalPatterns(std::size_t elem_size, const void* true_value, const void* false_value) : m_size(elem_size)
+    {
+        const auto* t = static_cast<const std::byte*>(true_value);
+        const auto* f = static_cast<const std::byte*>(false_value);
+        m_true.assign(t, t + elem_size);
+        m_false.assign(f, f + elem_size);
+    }
+    bool get(const std::byte* p) const { return std::memcmp(p, m_false.data(), m_size) != 0; }
+    void set(std::byte* p, bool v) const { std::memcpy(p, v ? m_true.data() : m_false.data(), m_size); }
+
+private:
+    std::size_t m_size;
+    std::vector<std::byte> m_true, m_false;
+};
+
+class LogicalArrayBinding final : public Binding {
+public:
+    LogicalArrayBinding(std::string name, void* data, Shape shape, Shape strides, std::size_t elem_size,
+                        const void* true_value, const void* false_value)
+        : Binding(std::move(name)), m_data(static_cast<std::byte*>(data)), m_shape(std::move(shape)),
+          m_strides(std::move(strides)), m_elem(elem_size), m_patterns(elem_size, true_value, false_value),
+          m_dense(static_cast<std::size_t>(cairn::volume(m_shape)))
+    {
+        if (m_strides.empty())
+            m_strides = cairn::row_major_strides(m_shape);
+    }
+    /// The one-byte bools Cairn saves from and loads into (null when empty).
+    void* dense() { return m_dense.empty() ? nullptr : m_dense.data(); }
+    void before_save() override
+    {
+        visit([&](std::size_t k, std::byte* p) { m_dense[k] = m_patterns.get(p) ? 1 : 0; });
+    }
+    void after_load() override
+    {
+        visit([&](std::size_t k, std::byte* p) { m_patterns.set(p, m_dense[k] != 0); });
+    }
+
+private:
+    // Calls f(row-major index in the box, address of the element) for every element.
+    template <class F>
+    void visit(F&& f)
+    {
+        const std::size_t n = m_shape.size();
+        const std::size_t total = m_dense.size();
+        Shape idx(n, 0);
+        for (std::size_t k = 0; k < total; ++k) {
+            std::int64_t off = 0;
+            for (std::size_t d = 0; d < n; ++d)
+                off += idx[d] * m_strides[d];
+            f(k, m_data + off * static_cast<std::int64_t>(m_elem));
+            for (std::size_t d = n; d-- > 0;) {
+                if (++idx[d] < m_shape[d])
+                    break;
+                idx[d] = 0;
+            }
+        }
+    }
+    std::byte* m_data;
+    Shape m_shape, m_strides;
+    std::size_t m_elem;
+    LogicalPatterns m_patterns;
+    std::vector<std::uint8_t> m_dense;
+};
+
+class LogicalScalarBinding final : public Binding {
+public:
+    LogicalScalarBinding(std::string name, void* value, std::size_t elem_size, const void* true_value,
+                         const void* false_value)
+        : Binding(std::move(name)), m_data(static_cast<std::byte*>(value)), m_patterns(elem_size, true_value, false_value)
+    {
+    }
+    bool* value() { return &m_value; }
+    void before_save() override { m_value = m_patterns.get(m_data); }
+    void after_load() override { m_patterns.set(m_data, m_value); }
+
+private:
+    std::byte* m_data;
+    LogicalPatterns m_patterns;
+    bool m_value = false;
+};
+
+static_assert(sizeof(bool) == 1, "Cairn's bool dtype is one byte");
+
+std::string name_arg(const char* name)
+{
+    require(name != nullptr, "the entry name is NULL");
+    return name;
+}
+
+template <class B, class Add>
+void add_bound(cairn_state& state, std::unique_ptr<B> binding, Add&& add)
+{
+    state.bindings.reserve(state.bindings.size() + 1); // so push_back cannot fail after add()
+    add(*binding);
+    state.bindings.push_back(std::move(binding));
+}
+
+// The load planner of the C API: the default one, then the bindings' copies
+// to the caller, inside Cairn's error agreement of the read phase.
+class CapiLoadPlanner final : public cairn::DefaultLoadPlanner {
+public:
+    CapiLoadPlanner(cairn_state& state, bool partial) : DefaultLoadPlanner(partial), m_state(state) {}
+    void finish() override
+    {
+        DefaultLoadPlanner::finish();
+        for (auto& b : m_state.bindings)
+            if (m_metadata->entries.count(b->name()))
+                b->after_load();
+    }
+
+private:
+    cairn_state& m_state;
+};
+
+// An argument error on any rank fails the call on every rank: the code and
+// message of the lowest failing rank are broadcast. Returns the agreed code.
+int agree_arguments(const char* function, MPI_Comm comm, int code, const std::string& message) noexcept
+{
+    int rank = 0, size = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    int mine = code != CAIRN_SUCCESS ? rank : size;
+    int first = size;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
+    if (first == size)
+        return CAIRN_SUCCESS;
+    std::string what;
+    try {
+        if (rank == first)
+            what = std::string(function) + ": rank " + std::to_string(rank) + " (arguments): " + message;
+    } catch (...) {
+        code = CAIRN_ERR_NO_MEMORY;
+    }
+    int header[2] = {code, static_cast<int>(std::min<std::size_t>(what.size(), 1 << 20))};
+    MPI_Bcast(header, 2, MPI_INT, first, comm);
+    try {
+        what.resize(static_cast<std::size_t>(header[1]));
+    } catch (...) {
+        what.clear();
+    }
+    MPI_Bcast(what.empty() ? nullptr : &what[0], static_cast<int>(what.size()), MPI_CHAR, first, comm);
+    return fail(header[0], what);
+}
+
+// Local checks of a communicator, before anything collective.
+int check_comm(const char* function, MPI_Comm comm) noexcept
+{
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized)
+        return fail(CAIRN_ERR_USAGE, std::string(function) + ": MPI is not initialized (or already finalized)");
+    if (comm == MPI_COMM_NULL)
+        return fail(CAIRN_ERR_USAGE, std::string(function) + ": the communicator is MPI_COMM_NULL");
+    return CAIRN_SUCCESS;
+}
+
+} // namespace
+
+namespace cairn::capi {
+
+void add_array(cairn_state& state, const std::string& name, int dtype, int ndim, const std::int64_t* global_shape,
+               const std::int64_t* offsets, const std::int64_t* shape, void* data, const std::int64_t* strides,
+               std::size_t elem_size, const void* true_value, const void* false_value)
+{
+    const std::string what = "array '" + name + "': ";
+    require(dtype_valid(dtype), what + "invalid dtype code " + std::to_string(dtype));
+    require(ndim >= 0 && ndim <= CAIRN_MAX_NDIM,
+            what + "ndim " + std::to_string(ndim) + " is not in 0.." + std::to_string(CAIRN_MAX_NDIM));
+    require(ndim == 0 || (global_shape && offsets && shape), what + "global_shape, offsets or shape is NULL");
+    const auto n = static_cast<std::size_t>(ndim);
+    Shape gs(global_shape, global_shape + (ndim ? n : 0));
+    Box box{Shape(offsets, offsets + (ndim ? n : 0)), Shape(shape, shape + (ndim ? n : 0))};
+    Shape st = strides ? Shape(strides, strides + n) : Shape{};
+    if (!true_value) {
+        state.dict.add_array(name, ArrayShard{DType(dtype), std::move(gs), std::move(box), data, std::move(st),
+                                              MemorySpace::host});
+        return;
+    }
+    require(DType(dtype) == DType::boolean, what + "a converted logical array must have the dtype bool");
+    require(data != nullptr || box.empty(), what + "null data pointer for the non-empty box " + box.str());
+    for (auto e : box.shape)
+        require(e >= 0, what + "negative extent in box " + box.str());
+    for (auto s : st)
+        require(s >= 0, what + "negative stride in " + shape_str(st));
+    auto b = std::make_unique<LogicalArrayBinding>(name, data, box.shape, st, elem_size, true_value, false_value);
+    add_bound(state, std::move(b), [&](LogicalArrayBinding& lb) {
+        state.dict.add_array(name, ArrayShard{DType::boolean, gs, box, lb.dense(), {}, MemorySpace::host});
+    });
+}
+
+void add_scalar(cairn_state& state, const std::string& name, int dtype, void* value, std::size_t elem_size,
+                const void* true_value, const void* false_value)
+{
+    require(dtype_valid(dtype), "scalar '" + name + "': invalid dtype code " + std::to_string(dtype));
+    require(value != nullptr, "scalar '" + name + "': null pointer");
+    if (!true_value) {
+        state.dict.add_scalar_ref(name, ScalarRef{DType(dtype), value});
+        return;
+    }
+    require(DType(dtype) == DType::boolean, "scalar '" + name + "': a converted logical must have the dtype bool");
+    auto b = std::make_unique<LogicalScalarBinding>(name, value, elem_size, true_value, false_value);
+    add_bound(state, std::move(b), [&](LogicalScalarBinding& lb) {
+        state.dict.add_scalar_ref(name, ScalarRef{DType::boolean, lb.value()});
+    });
+}
+
+void add_string(cairn_state& state, const std::string& name, char* buffer, std::size_t capacity, bool fortran)
+{
+    require(buffer != nullptr || capacity == 0, "string '" + name + "': null buffer");
+    add_bound(state, std::make_unique<StringBinding>(name, buffer, capacity, fortran),
+              [&](StringBinding& b) { state.dict.add_string(name, b.value()); });
+}
+
+int save(const char* function, cairn_state* state, const std::string* checkpoint_id, MPI_Comm comm,
+         const cairn_save_options* options, cairn_save_result_t* result, std::string arg_error) noexcept
+{
+    if (int rc = check_comm(function, comm))
+        return rc;
+    int code = arg_error.empty() ? CAIRN_SUCCESS : CAIRN_ERR_USAGE;
+    if (code == CAIRN_SUCCESS && !state)
+        code = CAIRN_ERR_USAGE, arg_error = "the state is NULL";
+    if (code == CAIRN_SUCCESS) {
+        try {
+            for (auto& b : state->bindings)
+                b->before_save();
+        } catch (...) {
+            describe_current(code, arg_error);
+        }
+    }
+    if (int rc = agree_arguments(function, comm, code, arg_error))
+        return rc;
+    return guarded(function, [&] {
+        const SaveResult r = cairn::save(state->dict, *checkpoint_id, comm, options ? options->options : SaveOptions{});
+        if (result)
+            *result = cairn_save_result_t{r.bytes_written, r.entries, r.seconds};
+    });
+}
+
+int load(const char* function, cairn_state* state, const std::string* checkpoint_id, MPI_Comm comm,
+         const cairn_load_options* options, cairn_load_result_t* result, std::string arg_error) noexcept
+{
+    if (int rc = check_comm(function, comm))
+        return rc;
+    int code = arg_error.empty() ? CAIRN_SUCCESS : CAIRN_ERR_USAGE;
+    if (code == CAIRN_SUCCESS && !state)
+        code = CAIRN_ERR_USAGE, arg_error = "the state is NULL";
+    if (int rc = agree_arguments(function, comm, code, arg_error))
+        return rc;
+    return guarded(function, [&] {
+        state->missing.clear();
+        state->skipped.clear();
+        LoadOptions o = options ? options->options : LoadOptions{};
+        o.planner = std::make_shared<CapiLoadPlanner>(*state, o.partial);
+        LoadResult r = cairn::load(state->dict, *checkpoint_id, comm, o);
+        state->missing = std::move(r.missing);
+        state->skipped = std::move(r.skipped);
+        if (result)
+            *result = cairn_load_result_t{r.bytes_read, state->missing.size(), state->skipped.size(), r.seconds};
+    });
+}
+
+} // namespace cairn::capi
+
+// ---- the C functions ----------------------------------------------------------
+
+namespace {
+
+// Checks a handle argument.
+template <class T>
+T& handle(T* h, const char* what)
+{
+    require(h != nullptr, std::string(what) + " is NULL");
+    return *h;
+}
+
+template <class T>
+int create(const char* function, T** out)
+{
+    return guarded(function, [&] {
+        require(out != nullptr, "the output pointer is NULL");
+        *out = nullptr;
+        *out = new T();
+    });
+}
+
+template <class T>
+int destroy(T** h)
+{
+    if (h) {
+        delete *h;
+        *h = nullptr;
+    }
+    return CAIRN_SUCCESS;
+}
+
+} // namespace
+
+extern "C" {
+
+int cairn_state_create(cairn_state_t** state) { return create("cairn_state_create", state); }
+int cairn_state_free(cairn_state_t** state) { return destroy(state); }
+
+int cairn_state_size(const cairn_state_t* state, size_t* size)
+{
+    return guarded("cairn_state_size", [&] {
+        require(size != nullptr, "the output pointer is NULL");
+        *size = handle(state, "the state").dict.size();
+    });
+}
+
+int cairn_state_add_array(cairn_state_t* state, const char* name, cairn_dtype_t dtype, int ndim,
+                          const int64_t* global_shape, const int64_t* offsets, const int64_t* shape, void* data,
+                          const int64_t* strides)
+{
+    return guarded("cairn_state_add_array", [&] {
+        cairn::capi::add_array(handle(state, "the state"), name_arg(name), static_cast<int>(dtype), ndim, global_shape,
+                               offsets, shape, data, strides, 0, nullptr, nullptr);
+    });
+}
+
+int cairn_state_add_replicated(cairn_state_t* state, const char* name, cairn_dtype_t dtype, int ndim,
+                               const int64_t* shape, void* data)
+{
+    return guarded("cairn_state_add_replicated", [&] {
+        require(ndim >= 0 && ndim <= CAIRN_MAX_NDIM,
+                "ndim " + std::to_string(ndim) + " is not in 0.." + std::to_string(CAIRN_MAX_NDIM));
+        require(ndim == 0 || shape, "shape is NULL");
+        const std::vector<int64_t> zeros(static_cast<std::size_t>(ndim) + 1, 0);
+        cairn::capi::add_array(handle(state, "the state"), name_arg(name), static_cast<int>(dtype), ndim, shape,
+                               zeros.data(), shape, data, nullptr, 0, nullptr, nullptr);
+    });
+}
+
+int cairn_state_add_scalar(cairn_state_t* state, const char* name, cairn_dtype_t dtype, void* value)
+{
+    return guarded("cairn_state_add_scalar", [&] {
+        cairn::capi::add_scalar(handle(state, "the state"), name_arg(name), static_cast<int>(dtype), value, 0, nullptr,
+                                nullptr);
+    });
+}
+
+int cairn_state_add_string(cairn_state_t* state, const char* name, char* buffer, size_t capacity)
+{
+    return guarded("cairn_state_add_string", [&] {
+        cairn::capi::add_string(handle(state, "the state"), name_arg(name), buffer, capacity, false);
+    });
+}
+
+int cairn_state_add_bytes(cairn_state_t* state, const char* name, void* data, size_t capacity, size_t* size)
+{
+    return guarded("cairn_state_add_bytes", [&] {
+        cairn_state& s = handle(state, "the state");
+        const std::string n = name_arg(name);
+        require(size != nullptr, "bytes '" + n + "': the size pointer is NULL");
+        require(data != nullptr || capacity == 0, "bytes '" + n + "': null buffer");
+        add_bound(s, std::make_unique<BytesBinding>(n, data, capacity, size),
+                  [&](BytesBinding& b) { s.dict.add_bytes(n, b.blob()); });
+    });
+}
+
+// ---- options ----
+
+int cairn_save_options_create(cairn_save_options_t** options) { return create("cairn_save_options_create", options); }
+int cairn_save_options_free(cairn_save_options_t** options) { return destroy(options); }
+
+int cairn_save_options_set_fsync(cairn_save_options_t* options, int fsync)
+{
+    return guarded("cairn_save_options_set_fsync", [&] { handle(options, "the options handle").options.fsync = fsync != 0; });
+}
+
+int cairn_save_options_set_overwrite(cairn_save_options_t* options, int overwrite)
+{
+    return guarded("cairn_save_options_set_overwrite",
+                   [&] { handle(options, "the options handle").options.overwrite = overwrite != 0; });
+}
+
+int cairn_save_options_set_files_per_rank(cairn_save_options_t* options, int files_per_rank)
+{
+    return guarded("cairn_save_options_set_files_per_rank", [&] {
+        require(files_per_rank >= 1, "files_per_rank must be at least 1, not " + std::to_string(files_per_rank));
+        handle(options, "the options handle").options.files_per_rank = files_per_rank;
+    });
+}
+
+int cairn_save_options_set_alignment(cairn_save_options_t* options, size_t alignment)
+{
+    return guarded("cairn_save_options_set_alignment",
+                   [&] { handle(options, "the options handle").options.alignment = alignment; });
+}
+
+int cairn_save_options_set_staging_bytes(cairn_save_options_t* options, size_t staging_bytes)
+{
+    return guarded("cairn_save_options_set_staging_bytes",
+                   [&] { handle(options, "the options handle").options.staging_bytes = staging_bytes; });
+}
+
+int cairn_load_options_create(cairn_load_options_t** options) { return create("cairn_load_options_create", options); }
+int cairn_load_options_free(cairn_load_options_t** options) { return destroy(options); }
+
+int cairn_load_options_set_partial(cairn_load_options_t* options, int partial)
+{
+    return guarded("cairn_load_options_set_partial",
+                   [&] { handle(options, "the options handle").options.partial = partial != 0; });
+}
+
+int cairn_load_options_set_staging_bytes(cairn_load_options_t* options, size_t staging_bytes)
+{
+    return guarded("cairn_load_options_set_staging_bytes",
+                   [&] { handle(options, "the options handle").options.staging_bytes = staging_bytes; });
+}
+
+// ---- save and load ----
+
+int cairn_save(cairn_state_t* state, const char* checkpoint_id, MPI_Comm comm, const cairn_save_options_t* options,
+               cairn_save_result_t* result)
+{
+    std::string id, bad;
+    if (int rc = guarded("cairn_save", [&] {
+            if (checkpoint_id)
+                id = checkpoint_id;
+            else
+                bad = "the checkpoint id is NULL";
+        }))
+        return rc;
+    return cairn::capi::save("cairn_save", state, &id, comm, options, result, std::move(bad));
+}
+
+int cairn_load(cairn_state_t* state, const char* checkpoint_id, MPI_Comm comm, const cairn_load_options_t* options,
+               cairn_load_result_t* result)
+{
+    std::string id, bad;
+    if (int rc = guarded("cairn_load", [&] {
+            if (checkpoint_id)
+                id = checkpoint_id;
+            else
+                bad = "the checkpoint id is NULL";
+        }))
+        return rc;
+    return cairn::capi::load("cairn_load", state, &id, comm, options, result, std::move(bad));
+}
+
+namespace {
+int list_item(const char* function, const std::vector<std::string>* list, size_t index, const char** name)
+{
+    return guarded(function, [&] {
+        require(name != nullptr, "the output pointer is NULL");
+        require(index < list->size(),
+                "index " + std::to_string(index) + " is out of range (the list has " + std::to_string(list->size()) +
+                    " names)");
+        *name = (*list)[index].c_str();
+    });
+}
+} // namespace
+
+int cairn_state_missing(const cairn_state_t* state, size_t index, const char** name)
+{
+    if (!state)
+        return fail(CAIRN_ERR_USAGE, "cairn_state_missing: the state is NULL");
+    return list_item("cairn_state_missing", &state->missing, index, name);
+}
+
+int cairn_state_skipped(const cairn_state_t* state, size_t index, const char** name)
+{
+    if (!state)
+        return fail(CAIRN_ERR_USAGE, "cairn_state_skipped: the state is NULL");
+    return list_item("cairn_state_skipped", &state->skipped, index, name);
+}
+
+// ---- metadata ----
+
+int cairn_metadata_read(const char* checkpoint_id, cairn_metadata_t** metadata)
+{
+    return guarded("cairn_metadata_read", [&] {
+        require(metadata != nullptr, "the output pointer is NULL");
+        *metadata = nullptr;
+        require(checkpoint_id != nullptr, "the checkpoint id is NULL");
+        auto md = std::make_unique<cairn_metadata>();
+        md->metadata = cairn::read_metadata(checkpoint_id);
+        md->entries.reserve(md->metadata.entries.size());
+        for (const auto& e : md->metadata.entries)
+            md->entries.push_back(&e);
+        *metadata = md.release();
+    });
+}
+
+int cairn_metadata_free(cairn_metadata_t** metadata) { return destroy(metadata); }
+
+int cairn_metadata_info(const cairn_metadata_t* metadata, int* format_version, int* world_size, size_t* num_entries)
+{
+    return guarded("cairn_metadata_info", [&] {
+        const auto& md = handle(metadata, "the metadata handle");
+        if (format_version)
+            *format_version = md.metadata.format_version;
+        if (world_size)
+            *world_size = md.metadata.world_size;
+        if (num_entries)
+            *num_entries = md.entries.size();
+    });
+}
+
+int cairn_metadata_strings(const cairn_metadata_t* metadata, const char** library_version, const char** layout,
+                           const char** created)
+{
+    return guarded("cairn_metadata_strings", [&] {
+        const auto& md = handle(metadata, "the metadata handle");
+        if (library_version)
+            *library_version = md.metadata.library_version.c_str();
+        if (layout)
+            *layout = md.metadata.layout.c_str();
+        if (created)
+            *created = md.metadata.created.c_str();
+    });
+}
+
+namespace {
+const std::pair<const std::string, cairn::EntryMeta>& entry_at(const cairn_metadata* metadata, size_t index)
+{
+    const auto& md = handle(metadata, "the metadata handle");
+    require(index < md.entries.size(), "entry index " + std::to_string(index) + " is out of range (the checkpoint has " +
+                                           std::to_string(md.entries.size()) + " entries)");
+    return *md.entries[index];
+}
+} // namespace
+
+int cairn_metadata_entry(const cairn_metadata_t* metadata, size_t index, const char** name, int* kind, int* dtype,
+                         int* ndim)
+{
+    return guarded("cairn_metadata_entry", [&] {
+        const auto& [fqn, e] = entry_at(metadata, index);
+        if (name)
+            *name = fqn.c_str();
+        if (kind)
+            *kind = static_cast<int>(e.kind);
+        if (dtype)
+            *dtype = static_cast<int>(e.dtype);
+        if (ndim)
+            *ndim = static_cast<int>(e.global_shape.size());
+    });
+}
+
+int cairn_metadata_find(const cairn_metadata_t* metadata, const char* name, size_t* index)
+{
+    return guarded("cairn_metadata_find", [&] {
+        const auto& md = handle(metadata, "the metadata handle");
+        require(name != nullptr, "the entry name is NULL");
+        require(index != nullptr, "the output pointer is NULL");
+        auto it = md.metadata.entries.find(name);
+        if (it == md.metadata.entries.end())
+            throw cairn::error::NotFound(std::string("entry '") + name + "' is not in the checkpoint");
+        *index = static_cast<size_t>(std::distance(md.metadata.entries.begin(), it));
+    });
+}
+
+int cairn_metadata_entry_shape(const cairn_metadata_t* metadata, size_t index, int64_t* global_shape)
+{
+    return guarded("cairn_metadata_entry_shape", [&] {
+        const auto& e = entry_at(metadata, index).second;
+        require(global_shape != nullptr || e.global_shape.empty(), "the output pointer is NULL");
+        std::copy(e.global_shape.begin(), e.global_shape.end(), global_shape);
+    });
+}
+
+int cairn_metadata_entry_value(const cairn_metadata_t* metadata, size_t index, const void** value, size_t* size)
+{
+    return guarded("cairn_metadata_entry_value", [&] {
+        const auto& [fqn, e] = entry_at(metadata, index);
+        require(e.kind == cairn::ItemKind::scalar || e.kind == cairn::ItemKind::string,
+                "entry '" + fqn + "' is " + cairn::item_kind_name(e.kind) + ", not a scalar or a string");
+        if (value)
+            *value = e.value.data();
+        if (size)
+            *size = e.value.size();
+    });
+}
+
+} // extern "C"

@@ -1,0 +1,111 @@
+// Private: the C API's handles and its error plumbing, shared by capi.cpp
+// (the public C functions) and fortran_support.cpp (the cairn_f_* helpers of
+// the Fortran module).
+#pragma once
+
+#include "cairn/cairn.h"
+#include "cairn/checkpoint.hpp"
+#include "cairn/errors.hpp"
+#include "cairn/planner.hpp"
+#include "cairn/state_dict.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cairn::capi {
+
+/// An entry whose memory is not handed to the C++ state dict as is: Cairn
+/// saves from and loads into a copy owned by the handle (byte blobs, strings,
+/// Fortran default-kind logicals), and the binding moves values between that
+/// copy and the caller's memory.
+class Binding {
+public:
+    explicit Binding(std::string name) : m_name(std::move(name)) {}
+    virtual ~Binding() = default;
+    const std::string& name() const noexcept { return m_name; }
+    /// Local, before a save: copies the caller's values into the handle's
+    /// copy. Throws error::WrongAPIUsage (agreed between the ranks by the caller).
+    virtual void before_save() = 0;
+    /// Local, at the end of a load (inside Cairn's error agreement): copies
+    /// the loaded values to the caller. Throws error::WrongAPIUsage.
+    virtual void after_load() = 0;
+
+private:
+    std::string m_name;
+};
+
+} // namespace cairn::capi
+
+/// The C handle of a state dict.
+struct cairn_state {
+    cairn::StateDict dict;
+    std::vector<std::unique_ptr<cairn::capi::Binding>> bindings;
+    std::vector<std::string> missing; ///< of the last load
+    std::vector<std::string> skipped; ///< of the last load
+};
+
+struct cairn_save_options {
+    cairn::SaveOptions options;
+};
+
+struct cairn_load_options {
+    cairn::LoadOptions options;
+};
+
+struct cairn_metadata {
+    cairn::Metadata metadata;
+    std::vector<const std::pair<const std::string, cairn::EntryMeta>*> entries; ///< in name order
+};
+
+namespace cairn::capi {
+
+/// Records a failure of the calling thread (code and message) and returns the code.
+int fail(int code, const std::string& message) noexcept;
+
+/// The C code of an exception in flight (call inside a catch block) after
+/// recording it with `function` as a prefix of the message.
+int fail_current(const char* function) noexcept;
+
+/// Runs `f`, turning any exception into an error code and message.
+template <class F>
+int guarded(const char* function, F&& f) noexcept
+{
+    try {
+        f();
+        return CAIRN_SUCCESS;
+    } catch (...) {
+        return fail_current(function);
+    }
+}
+
+/// Throws error::WrongAPIUsage("<what>") when `cond` is false.
+void require(bool cond, const std::string& what);
+
+/// Adds an array of the Fortran module: like cairn_state_add_array, with the
+/// strides computed from element addresses and an optional conversion of
+/// logicals. See cairn_f_state_add_array.
+void add_array(cairn_state& state, const std::string& name, int dtype, int ndim, const std::int64_t* global_shape,
+               const std::int64_t* offsets, const std::int64_t* shape, void* data, const std::int64_t* strides,
+               std::size_t elem_size, const void* true_value, const void* false_value);
+
+/// Adds a scalar, with an optional conversion of logicals.
+void add_scalar(cairn_state& state, const std::string& name, int dtype, void* value, std::size_t elem_size,
+                const void* true_value, const void* false_value);
+
+/// Adds a string held in `buffer` of `capacity` bytes: NUL-terminated (C) or
+/// blank-padded (Fortran).
+void add_string(cairn_state& state, const std::string& name, char* buffer, std::size_t capacity, bool fortran);
+
+/// The collective save and load of the C API and the Fortran module.
+/// `arg_error` is a local argument error found by the caller (empty: none):
+/// it is agreed between the ranks first, so that a bad argument on one rank
+/// fails the call on every rank instead of hanging the others.
+int save(const char* function, cairn_state* state, const std::string* checkpoint_id, MPI_Comm comm,
+         const cairn_save_options* options, cairn_save_result_t* result, std::string arg_error) noexcept;
+int load(const char* function, cairn_state* state, const std::string* checkpoint_id, MPI_Comm comm,
+         const cairn_load_options* options, cairn_load_result_t* result, std::string arg_error) noexcept;
+
+} // namespace cairn::capi

@@ -1,0 +1,171 @@
+// The C helpers behind the Fortran module (src/capi/cairn_fortran.h).
+#include "capi/cairn_fortran.h"
+#include "capi/capi_internal.hpp"
+
+#include "cairn/dtype.hpp"
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+using cairn::capi::guarded;
+using cairn::capi::require;
+
+static_assert(sizeof(MPI_Fint) == sizeof(int), "the Fortran module passes MPI_Fint as integer(c_int)");
+
+namespace {
+
+std::string fstring(const char* s, std::size_t len, const char* what)
+{
+    require(s != nullptr || len == 0, std::string(what) + " is NULL");
+    return std::string(s, len);
+}
+
+cairn_state& state_arg(cairn_state_t* state)
+{
+    require(state != nullptr, "the state is not created (call cairn_state_create first)");
+    return *state;
+}
+
+// MPI_Comm_f2c needs MPI; without it, MPI_COMM_NULL, which cairn::capi::save
+// and load report.
+MPI_Comm comm_arg(MPI_Fint comm)
+{
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    return initialized && !finalized ? MPI_Comm_f2c(comm) : MPI_COMM_NULL;
+}
+
+} // namespace
+
+extern "C" {
+
+int cairn_f_state_add_array(cairn_state_t* state, const char* name, size_t name_len, int dtype, int ndim,
+                            const int64_t* shape, void* base, void* const* next, size_t elem_size,
+                            const int64_t* global_shape, int global_len, const int64_t* offsets, int offsets_len,
+                            const void* true_value, const void* false_value)
+{
+    return guarded("cairn_state_add_array", [&] {
+        cairn_state& s = state_arg(state);
+        const std::string n = fstring(name, name_len, "the entry name");
+        const std::string what = "array '" + n + "': ";
+        require(ndim >= 1 && ndim <= CAIRN_MAX_NDIM, what + "invalid rank " + std::to_string(ndim));
+        const auto nd = static_cast<std::size_t>(ndim);
+        require(cairn::dtype_valid(dtype), what + "invalid dtype code " + std::to_string(dtype));
+        require((true_value == nullptr) == (false_value == nullptr), what + "give both logical patterns or neither");
+        if (!true_value)
+            require(elem_size == cairn::dtype_size(cairn::DType(dtype)),
+                    what + "elements of " + std::to_string(elem_size) + " bytes for dtype " +
+                        std::string(cairn::dtype_name(cairn::DType(dtype))));
+        require(elem_size > 0, what + "zero element size");
+
+        // Global shape and offsets, in Fortran order = Cairn order.
+        std::vector<std::int64_t> gs(shape, shape + nd), off(nd, 0);
+        if (global_len < 0) {
+            require(offsets_len < 0, what + "offsets given without a global shape");
+        } else {
+            require(global_len == ndim, what + "the global shape has " + std::to_string(global_len) +
+                                            " extents, the array has rank " + std::to_string(ndim));
+            gs.assign(global_shape, global_shape + nd);
+        }
+        if (offsets_len >= 0) {
+            require(offsets_len == ndim, what + "offsets has " + std::to_string(offsets_len) +
+                                             " values, the array has rank " + std::to_string(ndim));
+            off.assign(offsets, offsets + nd);
+        }
+
+        // Element strides from the addresses of neighbouring elements.
+        std::int64_t volume = 1;
+        for (std::size_t d = 0; d < nd; ++d)
+            volume *= shape[d];
+        std::vector<std::int64_t> strides(nd, 0);
+        std::int64_t dense = 1;
+        for (std::size_t d = 0; d < nd; ++d) {
+            strides[d] = dense;
+            if (volume > 0 && shape[d] >= 2) {
+                require(base != nullptr && next != nullptr && next[d] != nullptr,
+                        what + "missing element address along dimension " + std::to_string(d + 1));
+                const std::ptrdiff_t bytes = static_cast<const char*>(next[d]) - static_cast<const char*>(base);
+                const auto es = static_cast<std::ptrdiff_t>(elem_size);
+                require(bytes > 0 && bytes % es == 0,
+                        what + "dimension " + std::to_string(d + 1) + " has a stride of " + std::to_string(bytes) +
+                            " bytes; Cairn needs positive strides, a multiple of the element size (no reversed "
+                            "sections)");
+                strides[d] = bytes / es;
+            }
+            dense *= std::max<std::int64_t>(shape[d], 1);
+        }
+        cairn::capi::add_array(s, n, dtype, ndim, gs.data(), off.data(), shape, volume > 0 ? base : nullptr,
+                               strides.data(), elem_size, true_value, false_value);
+    });
+}
+
+int cairn_f_state_add_scalar(cairn_state_t* state, const char* name, size_t name_len, int dtype, void* value,
+                             size_t elem_size, const void* true_value, const void* false_value)
+{
+    return guarded("cairn_state_add_scalar", [&] {
+        cairn_state& s = state_arg(state);
+        const std::string n = fstring(name, name_len, "the entry name");
+        require((true_value == nullptr) == (false_value == nullptr),
+                "scalar '" + n + "': give both logical patterns or neither");
+        cairn::capi::add_scalar(s, n, dtype, value, elem_size, true_value, false_value);
+    });
+}
+
+int cairn_f_state_add_string(cairn_state_t* state, const char* name, size_t name_len, char* buffer, size_t len)
+{
+    return guarded("cairn_state_add_string", [&] {
+        cairn::capi::add_string(state_arg(state), fstring(name, name_len, "the entry name"), buffer, len, true);
+    });
+}
+
+int cairn_f_state_add_bytes(cairn_state_t* state, const char* name, size_t name_len, void* data, size_t capacity,
+                            size_t* size)
+{
+    std::string n;
+    if (int rc = guarded("cairn_state_add_bytes", [&] { n = fstring(name, name_len, "the entry name"); }))
+        return rc;
+    return cairn_state_add_bytes(state, n.c_str(), data, capacity, size);
+}
+
+int cairn_f_save(cairn_state_t* state, const char* path, size_t path_len, MPI_Fint comm,
+                 const cairn_save_options_t* options, cairn_save_result_t* result)
+{
+    std::string id, bad;
+    if (int rc = guarded("cairn_save", [&] { id.assign(path ? path : "", path ? path_len : 0); }))
+        return rc;
+    if (!state)
+        bad = "the state is not created (call cairn_state_create first)";
+    return cairn::capi::save("cairn_save", state, &id, comm_arg(comm), options, result, std::move(bad));
+}
+
+int cairn_f_load(cairn_state_t* state, const char* path, size_t path_len, MPI_Fint comm,
+                 const cairn_load_options_t* options, cairn_load_result_t* result)
+{
+    std::string id, bad;
+    if (int rc = guarded("cairn_load", [&] { id.assign(path ? path : "", path ? path_len : 0); }))
+        return rc;
+    if (!state)
+        bad = "the state is not created (call cairn_state_create first)";
+    return cairn::capi::load("cairn_load", state, &id, comm_arg(comm), options, result, std::move(bad));
+}
+
+int cairn_f_metadata_read(const char* path, size_t path_len, cairn_metadata_t** metadata)
+{
+    std::string id;
+    if (int rc = guarded("cairn_metadata_read", [&] { id = fstring(path, path_len, "the checkpoint id"); }))
+        return rc;
+    return cairn_metadata_read(id.c_str(), metadata);
+}
+
+int cairn_f_metadata_find(const cairn_metadata_t* metadata, const char* name, size_t name_len, size_t* index)
+{
+    std::string n;
+    if (int rc = guarded("cairn_metadata_find", [&] { n = fstring(name, name_len, "the entry name"); }))
+        return rc;
+    return cairn_metadata_find(metadata, n.c_str(), index);
+}
+
+} // extern "C"
