@@ -1,0 +1,75 @@
+# Spack recipe of Cairn. See DEVELOPERS.md at the root of the Cairn
+# repository for how to try it.
+
+import os
+
+try:  # Spack 1.x: build systems live in the builtin package repository
+    from spack_repo.builtin.build_systems.cmake import CMakePackage
+except ImportError:  # Spack 0.x: spack.package exports them
+    pass
+
+from spack.package import *
+
+# This file is <cairn checkout>/spack/packages/cairn/package.py.
+_CHECKOUT = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
+
+class Cairn(CMakePackage):
+    """Distributed checkpoint/restart for MPI simulation codes, after PyTorch
+    Distributed Checkpoint: collective save and load of the sharded N-d
+    arrays, scalars and objects of a state dict, with N -> M resharding;
+    data in per-rank files written with MPI-IO, metadata in HDF5."""
+
+    # Cairn has no public home page, git server or release tarballs yet. The
+    # git source is the Cairn checkout that holds this recipe (its committed
+    # branches, not the working tree); CAIRN_GIT overrides it with any git
+    # URL. The 0.1.0 tarball is one made locally with `git archive`, at
+    # CAIRN_URL (default file:///tmp/cairn-0.1.0.tar.gz).
+    homepage = "file://" + _CHECKOUT
+    git = os.environ.get("CAIRN_GIT", "file://" + _CHECKOUT)
+    url = os.environ.get("CAIRN_URL", "file:///tmp/cairn-0.1.0.tar.gz")
+
+    version("main", branch="main")
+    # No published tarball, hence no checksum: install with --no-checksum.
+    version("0.1.0")
+
+    # One variant per CMake option of Cairn.
+    variant("shared", default=True, description="Build a shared libcairn (BUILD_SHARED_LIBS)")
+    variant("examples", default=True, description="Build the examples (CAIRN_BUILD_EXAMPLES)")
+
+    depends_on("c", type="build")
+    depends_on("cxx", type="build")
+    depends_on("cmake@3.20:", type="build")
+
+    depends_on("mpi@3:")
+    depends_on("hdf5@1.10:+mpi")
+
+    depends_on("catch2@2", type="test")
+    depends_on("pkgconfig", type="test")  # the install test builds through cairn.pc too
+
+    def cmake_args(self):
+        spec = self.spec
+        return [
+            self.define_from_variant("BUILD_SHARED_LIBS", "shared"),
+            self.define_from_variant("CAIRN_BUILD_EXAMPLES", "examples"),
+            self.define("BUILD_TESTING", self.run_tests),
+            # The MPI and the HDF5 of the spec, not the first ones on the path.
+            self.define("MPI_C_COMPILER", spec["mpi"].mpicc),
+            self.define("MPIEXEC_EXECUTABLE", join_path(spec["mpi"].prefix.bin, "mpiexec")),
+            self.define("HDF5_ROOT", spec["hdf5"].prefix),
+        ]
+
+    def setup_build_environment(self, env):
+        # Open MPI's mpiexec refuses to run as root unless these are set, and
+        # Spack removes every variable ending in _ROOT from the build
+        # environment: set them for the tests of `spack install --test=root`
+        # run as root (containers, CI).
+        if self.run_tests and os.geteuid() == 0 and self.spec.satisfies("^openmpi"):
+            env.set("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            env.set("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+
+    def check(self):
+        """Runs Cairn's test suite (unit, MPI at 1-4 ranks, examples, install
+        test) after the build."""
+        with working_dir(self.build_directory):
+            ctest("--output-on-failure", "-j", str(make_jobs))

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Install test of Cairn: what a user of an installed Cairn does.
+#
+#  1. cmake --install BUILD_DIR --prefix WORK_DIR/prefix
+#  2. configure, build and run (mpiexec, 2 ranks) downstream/ with
+#     find_package(Cairn REQUIRED) and CMAKE_PREFIX_PATH=WORK_DIR/prefix;
+#     check that it found the Cairn just installed and that it prints
+#     "downstream: OK <version>";
+#  3. compile downstream/main.cpp with CXX $(pkg-config --cflags --libs cairn)
+#     (PKG_CONFIG_PATH=WORK_DIR/prefix/LIBDIR/pkgconfig) and run it the same
+#     way. Skipped, with a message, when --pkg-config is empty.
+#
+# usage: install_test.sh --build-dir=DIR --work-dir=DIR --downstream=DIR
+#          --libdir=LIBDIR --version=X.Y.Z --cmake=CMAKE --cxx=CXX
+#          [--config=CFG] [--generator=GEN] [--pkg-config=PKG_CONFIG]
+#          --mpiexec MPIEXEC NUMPROC_FLAG [MPIEXEC_FLAGS...]   (last)
+# WORK_DIR is emptied first; give each build its own (ctest does).
+set -euo pipefail
+
+fail() {
+    echo "install_test: FAIL: $*"
+    exit 1
+}
+
+build_dir="" work_dir="" downstream="" libdir="" version="" cmake="" cxx=""
+config="" generator="" pkg_config="" mpiexec=()
+while [ "$#" -gt 0 ]; do
+    case $1 in
+        --build-dir=*) build_dir=${1#*=} ;;
+        --work-dir=*) work_dir=${1#*=} ;;
+        --downstream=*) downstream=${1#*=} ;;
+        --libdir=*) libdir=${1#*=} ;;
+        --version=*) version=${1#*=} ;;
+        --cmake=*) cmake=${1#*=} ;;
+        --cxx=*) cxx=${1#*=} ;;
+        --config=*) config=${1#*=} ;;
+        --generator=*) generator=${1#*=} ;;
+        --pkg-config=*) pkg_config=${1#*=} ;;
+        --mpiexec) shift; mpiexec=("$@"); break ;;
+        *) sed -n '2,19p' "$0" >&2; fail "unknown argument '$1'" ;;
+    esac
+    shift
+done
+for v in build_dir work_dir downstream libdir version cmake cxx; do
+    [ -n "${!v}" ] || fail "missing --${v//_/-}"
+done
+[ "${#mpiexec[@]}" -ge 2 ] || fail "missing --mpiexec MPIEXEC NUMPROC_FLAG"
+
+prefix=$work_dir/prefix
+rm -rf "$work_dir"
+mkdir -p "$work_dir"
+
+# run_checked NAME CMD...: runs CMD, shows its output indented, fails on a
+# non-zero exit status.
+run_checked() {
+    local name=$1
+    shift
+    echo "+ $*"
+    local rc=0
+    "$@" >"$work_dir/$name.log" 2>&1 || rc=$?
+    sed 's/^/  | /' "$work_dir/$name.log"
+    [ "$rc" -eq 0 ] || fail "$name exited with status $rc"
+}
+
+# run_downstream NAME EXE: runs EXE on 2 ranks and checks its OK line.
+run_downstream() {
+    local name=$1 exe=$2
+    run_checked "$name" "${mpiexec[0]}" "${mpiexec[1]}" 2 "${mpiexec[@]:2}" "$exe" "$work_dir/ckpt-$name"
+    grep -qx "downstream: OK $version on 2 ranks" "$work_dir/$name.log" ||
+        fail "$name did not print 'downstream: OK $version on 2 ranks'"
+    [ -f "$work_dir/ckpt-$name/metadata.h5" ] || fail "$name left no committed checkpoint"
+}
+
+# ---- 1. install -------------------------------------------------------------
+install_args=(--install "$build_dir" --prefix "$prefix")
+[ -z "$config" ] || install_args+=(--config "$config")
+run_checked install "$cmake" "${install_args[@]}"
+[ -f "$prefix/$libdir/cmake/Cairn/CairnConfig.cmake" ] || fail "no CairnConfig.cmake in $prefix/$libdir/cmake/Cairn"
+[ -f "$prefix/$libdir/pkgconfig/cairn.pc" ] || fail "no cairn.pc in $prefix/$libdir/pkgconfig"
+
+# ---- 2. find_package(Cairn) ---------------------------------------------------
+cfg_args=(-S "$downstream" -B "$work_dir/build-cmake" -DCMAKE_PREFIX_PATH="$prefix"
+          -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+[ -z "$generator" ] || cfg_args+=(-G "$generator")
+[ -z "$config" ] || cfg_args+=(-DCMAKE_BUILD_TYPE="$config")
+run_checked configure "$cmake" "${cfg_args[@]}"
+found_dir=$(sed -n 's/^Cairn_DIR:PATH=//p' "$work_dir/build-cmake/CMakeCache.txt")
+case $found_dir in
+    "$prefix"/*) ;;
+    *) fail "the downstream project found Cairn in '$found_dir', not under $prefix" ;;
+esac
+build_args=(--build "$work_dir/build-cmake")
+[ -z "$config" ] || build_args+=(--config "$config")
+run_checked build "$cmake" "${build_args[@]}"
+exe=$(find "$work_dir/build-cmake" -type f -name downstream -perm -u+x | head -n 1)
+[ -n "$exe" ] || fail "the downstream build made no executable"
+run_downstream run-cmake "$exe"
+
+# ---- 3. pkg-config -------------------------------------------------------------
+if [ -z "$pkg_config" ]; then
+    echo "install_test: pkg-config not found: skipping the pkg-config build"
+else
+    export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+    pc_version=$("$pkg_config" --modversion cairn) || fail "pkg-config does not know cairn"
+    [ "$pc_version" = "$version" ] || fail "pkg-config says cairn $pc_version, expected $version"
+    pc_libdir=$("$pkg_config" --variable=libdir cairn)
+    [ "$(cd "$pc_libdir" && pwd -P)" = "$(cd "$prefix/$libdir" && pwd -P)" ] ||
+        fail "cairn.pc's libdir '$pc_libdir' is not $prefix/$libdir"
+    read -r -a pc_flags <<<"$("$pkg_config" --cflags --libs cairn)"
+    echo "pkg-config --cflags --libs cairn: ${pc_flags[*]}"
+    # The rpath finds the libcairn of the temporary prefix at run time.
+    run_checked compile-pc "$cxx" -std=c++17 "$downstream/main.cpp" -o "$work_dir/downstream-pc" \
+        "${pc_flags[@]}" "-Wl,-rpath,$pc_libdir"
+    run_downstream run-pc "$work_dir/downstream-pc"
+fi
+
+echo "install_test: PASS"
