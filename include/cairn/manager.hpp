@@ -1,0 +1,161 @@
+// Cairn: a checkpoint manager over a root directory, and the fsck-style
+// recognition and removal of what interrupted saves leave behind.
+//
+// The manager names every checkpoint after its step (docs/FORMAT.md,
+// "Checkpoint manager directory"):
+//
+//   root/
+//     step_00000100/        a per-rank checkpoint (Layout::per_rank)
+//     step_00000200.h5      a container checkpoint (Layout::container)
+//     LATEST                "step_00000200\n": the newest committed checkpoint
+//
+//     cairn::CheckpointManager mgr("run/ckpt", comm, {/*keep_last*/ 2});
+//     if (auto step = mgr.restore_latest(state)) ...;   // resume, on any rank count
+//     for (...; ++step)
+//         if (step % 100 == 0) mgr.save(step, state);
+//
+// Crash consistency: a save that is killed at any moment (any or all ranks)
+// leaves every older checkpoint intact and nothing that latest(), load() or
+// LATEST accept as complete; what it leaves is reported by find_leftovers()
+// and removed by remove_leftovers().
+#pragma once
+
+#include "cairn/checkpoint.hpp"
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cairn {
+
+/// Options of a CheckpointManager.
+struct ManagerOptions {
+    /// Retention: keep the `keep_last` newest committed checkpoints (by step);
+    /// 0 keeps every checkpoint. Must not be negative.
+    int keep_last = 2;
+    /// Retention: also keep, forever, every checkpoint whose step is a
+    /// multiple of `keep_every`; 0: none. Must not be negative.
+    std::int64_t keep_every = 0;
+    /// Layout of the checkpoints this manager writes: per_rank (directories,
+    /// `step_<N>`) or container (files, `step_<N>.h5`); automatic means
+    /// per_rank. The manager reads checkpoints of both layouts.
+    Layout layout = Layout::per_rank;
+    /// save() writes with cairn::async_save: it returns once the data is
+    /// staged, and the commit, LATEST and retention follow in the background.
+    /// Needs MPI_THREAD_MULTIPLE.
+    bool async = false;
+    /// Options of every save. `layout` is replaced by the manager's layout and
+    /// `overwrite` is always on (saving a step again replaces it, the old one
+    /// staying intact until the new one is committed).
+    SaveOptions save_options;
+};
+
+/// Something an interrupted save left in a root directory (find_leftovers).
+struct Leftover {
+    std::string path;   ///< root/name
+    std::string reason; ///< why it is a leftover, in words
+};
+
+/// Manages the checkpoints of one run in a root directory: names them after
+/// their step, saves (synchronously or in the background), keeps an
+/// atomically replaced pointer to the newest committed one (root/LATEST),
+/// applies retention, and finds and restores the latest committed checkpoint.
+///
+/// Every member function except checkpoint_path(), root() and options() is
+/// **Collective over the manager's communicator**: every rank calls it in the
+/// same order, and every rank returns the same result or throws the same
+/// exception (cairn::Error subclasses). The coordinator (rank 0) does all
+/// file-system work of the manager itself (scans, LATEST, retention) and
+/// broadcasts the outcome, so that all ranks agree.
+///
+/// One manager (one job) writes to a root at a time. Steps are expected to
+/// grow: latest() is the committed checkpoint with the highest step. To go
+/// back to an older step, remove the newer checkpoints first or use a new root.
+class CheckpointManager {
+public:
+    /// Local: checks the options (error::WrongAPIUsage) and touches nothing
+    /// on disk; `root` is created by the first save. `comm` must stay valid
+    /// for the lifetime of the manager (it is not duplicated).
+    CheckpointManager(std::string root, MPI_Comm comm, ManagerOptions options = {});
+    /// Waits for a save in flight (its commit, LATEST and retention) but makes
+    /// no MPI call; errors are not thrown but written to stderr by rank 0.
+    ~CheckpointManager();
+    CheckpointManager(const CheckpointManager&) = delete;
+    CheckpointManager& operator=(const CheckpointManager&) = delete;
+
+    /// Saves `state` as the checkpoint of `step` (>= 0). First waits for the
+    /// previous async save and throws its error, if it failed (then nothing
+    /// new is saved). Synchronous: returns when the checkpoint is committed,
+    /// LATEST names the newest committed checkpoint and retention removed the
+    /// checkpoints it does not keep. Async (ManagerOptions::async): returns
+    /// once the caller may modify its data (staged) with std::nullopt; the
+    /// commit, then LATEST and retention, follow in the background. Old
+    /// checkpoints are removed only after the new one is committed, never the
+    /// one LATEST names, never the one just saved. A failed save leaves every
+    /// committed checkpoint and LATEST as they were.
+    std::optional<SaveResult> save(std::int64_t step, StateDict& state);
+
+    /// Waits for the async save in flight, if any, and its LATEST update and
+    /// retention; returns its result, std::nullopt when none was in flight,
+    /// or throws its error.
+    std::optional<SaveResult> wait();
+
+    /// The highest step with a committed, complete checkpoint in the root
+    /// (metadata readable and valid, data files present and long enough);
+    /// std::nullopt when there is none (or no root). Never an uncommitted or
+    /// damaged one, whatever LATEST says. Does not wait for a save in flight
+    /// (which is not committed yet, unless it just finished).
+    std::optional<std::int64_t> latest();
+
+    /// The steps of all committed, complete checkpoints, ascending.
+    std::vector<std::int64_t> steps();
+
+    /// Waits for a save in flight, then loads the latest() checkpoint into
+    /// `state` (resharding to this communicator's decomposition) and returns
+    /// its step; std::nullopt (and `state` untouched) when there is none.
+    /// Errors as load(); a damaged latest checkpoint is an error, not a reason
+    /// to fall back silently to an older one.
+    std::optional<std::int64_t> restore_latest(StateDict& state, const LoadOptions& options = {});
+
+    /// Waits for a save in flight, then find_leftovers(root()) on the
+    /// coordinator; every rank gets the list.
+    std::vector<Leftover> find_leftovers();
+    /// Waits for a save in flight, then remove_leftovers(root()) on the
+    /// coordinator; every rank gets the list of what was removed.
+    std::vector<Leftover> remove_leftovers();
+
+    /// Local: the path of the checkpoint of `step` in this manager's layout
+    /// (root/step_<N> or root/step_<N>.h5; N has at least 8 digits).
+    std::string checkpoint_path(std::int64_t step) const;
+    const std::string& root() const noexcept;
+    const ManagerOptions& options() const noexcept;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> m_impl;
+};
+
+/// The leftovers of interrupted saves among the entries of `root` (not
+/// recursive): per-rank directories without committed metadata that are named
+/// like a managed checkpoint (`step_<N>`) or hold `__*.distcp` or
+/// `.metadata.h5.tmp` files; the siblings `<ckpt>.cairn-staging` and
+/// `<ckpt>.cairn-old` of an interrupted replacement; `*.cairn-tmp` files
+/// (unfinished containers, LATEST being written). Never lists a committed
+/// checkpoint. **Local**; must not run while a save into `root` is in flight
+/// (that save's files would be listed). Sorted by path; empty when `root`
+/// does not exist. Throws error::ReadError when `root` cannot be listed.
+std::vector<Leftover> find_leftovers(const std::string& root);
+
+/// Removes what find_leftovers(root) lists and returns it. An interrupted
+/// replacement is finished rather than lost: when `<ckpt>` is missing, a
+/// committed `<ckpt>.cairn-staging` (the new checkpoint) or else a committed
+/// `<ckpt>.cairn-old` (the old one) is renamed to `<ckpt>`. Never removes a
+/// committed checkpoint under its final name. **Local**, same conditions as
+/// find_leftovers; throws error::WriteError when something cannot be removed.
+std::vector<Leftover> remove_leftovers(const std::string& root);
+
+} // namespace cairn

@@ -1,0 +1,671 @@
+// CheckpointManager and the fsck-style leftover functions (manager.hpp).
+//
+// All file-system work of the manager runs on the coordinator, under one
+// mutex (the thread that publishes a finished async save and the caller's
+// thread never scan and delete at the same time); its outcome is broadcast,
+// and each phase ends in an error agreement, so all ranks agree.
+#include "cairn/manager.hpp"
+
+#include "cairn/async.hpp"
+#include "cairn/container.hpp"
+#include "cairn/distcp.hpp"
+#include "cairn/errors.hpp"
+#include "comm/protocol.hpp"
+#include "core/codec.hpp"
+#include "storage/fs.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace cairn {
+
+namespace fs = detail::fs;
+namespace stdfs = std::filesystem;
+using detail::Bytes;
+using detail::Comm;
+using detail::run_phase;
+
+namespace {
+
+constexpr const char* pointer_name = "LATEST";
+constexpr const char* pointer_temp_name = "LATEST.cairn-tmp";
+constexpr const char* staging_suffix = ".cairn-staging";
+constexpr const char* old_suffix = ".cairn-old";
+constexpr const char* temp_suffix = ".cairn-tmp";
+constexpr const char* container_suffix = ".h5";
+
+bool ends_with(const std::string& s, const std::string& suffix)
+{
+    return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string step_name(std::int64_t step, bool container)
+{
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "step_%08" PRId64, step);
+    return std::string(buf) + (container ? container_suffix : "");
+}
+
+// Parses the name of a managed checkpoint: "step_<N>" or "step_<N>.h5" with
+// N written as step_name writes it (at least 8 digits, no extra zeros).
+bool parse_step_name(const std::string& name, std::int64_t& step, bool& container)
+{
+    if (name.rfind("step_", 0) != 0)
+        return false;
+    std::string digits = name.substr(5);
+    container = ends_with(digits, container_suffix);
+    if (container)
+        digits.resize(digits.size() - std::strlen(container_suffix));
+    if (digits.empty() || digits.size() > 18 ||
+        !std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+        return false;
+    step = std::stoll(digits);
+    return step_name(step, container) == name;
+}
+
+// A committed checkpoint of either layout whose metadata reads back valid
+// and whose data is all there (per-rank: every data file the chunk table
+// names exists and is long enough; container: read_metadata checks that
+// every dataset exists with its shape and type). Local; never throws.
+bool complete_checkpoint(const std::string& path, bool container) noexcept
+{
+    try {
+        if (container) {
+            if (!stdfs::is_regular_file(path))
+                return false;
+            return read_metadata(path).layout == "container";
+        }
+        if (!stdfs::is_directory(path) || !fs::exists(fs::join(path, metadata_file_name)))
+            return false;
+        const Metadata md = read_metadata(path);
+        std::map<std::string, std::uint64_t> sizes;
+        for (const auto& [fqn, e] : md.entries)
+            for (const auto& ch : e.chunks) {
+                if (ch.storage.length == 0)
+                    continue;
+                auto it = sizes.find(ch.storage.path);
+                if (it == sizes.end()) {
+                    std::error_code ec;
+                    const auto n = stdfs::file_size(fs::join(path, ch.storage.path), ec);
+                    if (ec)
+                        return false;
+                    it = sizes.emplace(ch.storage.path, static_cast<std::uint64_t>(n)).first;
+                }
+                if (ch.storage.offset + ch.storage.length > it->second)
+                    return false;
+            }
+        return true;
+    } catch (...) {
+        return false;
+    }
+}
+
+// Committed (its commit happened), without reading the data: what retention
+// looks at. Local; never throws.
+bool committed_checkpoint(const std::string& path, bool container) noexcept
+{
+    try {
+        return container ? is_container_checkpoint(path) : is_distcp_checkpoint(path);
+    } catch (...) {
+        return false;
+    }
+}
+
+struct Candidate {
+    std::int64_t step = 0;
+    bool container = false;
+    std::string path;
+};
+
+// The managed names in `root`, steps descending; for one step the entry of
+// the preferred layout first. Local.
+std::vector<Candidate> scan(const std::string& root, bool prefer_container)
+{
+    std::vector<Candidate> out;
+    std::error_code ec;
+    if (!stdfs::is_directory(root, ec))
+        return out;
+    for (const auto& e : stdfs::directory_iterator(root, ec)) {
+        Candidate c;
+        if (parse_step_name(e.path().filename().string(), c.step, c.container)) {
+            c.path = e.path().string();
+            out.push_back(std::move(c));
+        }
+    }
+    if (ec)
+        throw error::ReadError("cannot list " + root + ": " + ec.message());
+    std::sort(out.begin(), out.end(), [&](const Candidate& a, const Candidate& b) {
+        if (a.step != b.step)
+            return a.step > b.step;
+        return (a.container == prefer_container) > (b.container == prefer_container);
+    });
+    return out;
+}
+
+// The newest complete checkpoint in `root`, skipping `except` (a step, or -1).
+std::optional<Candidate> newest_complete(const std::string& root, bool prefer_container, std::int64_t except = -1)
+{
+    for (auto& c : scan(root, prefer_container))
+        if (c.step != except && complete_checkpoint(c.path, c.container))
+            return c;
+    return std::nullopt;
+}
+
+// The name LATEST holds, or empty when it is missing or unreadable.
+std::string read_pointer(const std::string& root)
+{
+    std::FILE* f = std::fopen(fs::join(root, pointer_name).c_str(), "rb");
+    if (!f)
+        return {};
+    char buf[256];
+    const std::size_t n = std::fread(buf, 1, sizeof buf, f);
+    std::fclose(f);
+    std::string s(buf, n);
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r'))
+        s.pop_back();
+    return s;
+}
+
+// Replaces root/LATEST atomically with `name`: written to LATEST.cairn-tmp,
+// synced, renamed, directory synced.
+void write_pointer(const std::string& root, const std::string& name, bool sync)
+{
+    const std::string tmp = fs::join(root, pointer_temp_name);
+    const std::string text = name + "\n";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        throw error::WriteError("cannot create " + tmp + ": " + std::strerror(errno));
+    std::size_t done = 0;
+    while (done < text.size()) {
+        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            const int err = errno;
+            ::close(fd);
+            fs::remove_all_noexcept(tmp);
+            throw error::WriteError("cannot write " + tmp + ": " + std::strerror(err));
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    if (sync && ::fsync(fd) != 0) {
+        const int err = errno;
+        ::close(fd);
+        fs::remove_all_noexcept(tmp);
+        throw error::WriteError("fsync of " + tmp + " failed: " + std::strerror(err));
+    }
+    if (::close(fd) != 0) {
+        fs::remove_all_noexcept(tmp);
+        throw error::WriteError("cannot close " + tmp + ": " + std::strerror(errno));
+    }
+    fs::rename(tmp, fs::join(root, pointer_name));
+    if (sync)
+        fs::fsync_path(root);
+}
+
+// Removes a committed checkpoint so that no moment of the removal looks
+// committed: a directory loses metadata.h5 first (a crash leaves a leftover,
+// not a damaged checkpoint); a container file goes in one unlink.
+void remove_checkpoint(const Candidate& c)
+{
+    if (!c.container) {
+        std::error_code ec;
+        stdfs::remove(fs::join(c.path, metadata_file_name), ec);
+        if (ec)
+            throw error::WriteError("cannot remove " + fs::join(c.path, metadata_file_name) + ": " + ec.message());
+    }
+    fs::remove_all(c.path);
+}
+
+Bytes encode_strings(const std::vector<std::string>& v)
+{
+    detail::Encoder enc;
+    enc.u64(v.size());
+    for (const auto& s : v)
+        enc.str(s);
+    return enc.take();
+}
+
+std::vector<std::string> decode_strings(const Bytes& b)
+{
+    detail::Decoder dec(b, "manager broadcast");
+    std::vector<std::string> v(dec.count(8));
+    for (auto& s : v)
+        s = dec.str();
+    dec.expect_done();
+    return v;
+}
+
+// Broadcasts the coordinator's strings to every rank. Collective.
+std::vector<std::string> bcast_strings(const Comm& c, const std::vector<std::string>& v)
+{
+    Bytes b = c.coordinator() ? encode_strings(v) : Bytes{};
+    detail::bcast_bytes(c, b);
+    return decode_strings(b);
+}
+
+std::vector<Leftover> bcast_leftovers(const Comm& c, const std::vector<Leftover>& v)
+{
+    std::vector<std::string> flat;
+    for (const auto& l : v) {
+        flat.push_back(l.path);
+        flat.push_back(l.reason);
+    }
+    flat = bcast_strings(c, flat);
+    std::vector<Leftover> out;
+    for (std::size_t i = 0; i + 1 < flat.size(); i += 2)
+        out.push_back(Leftover{flat[i], flat[i + 1]});
+    return out;
+}
+
+} // namespace
+
+// ---- CheckpointManager ---------------------------------------------------------
+
+struct CheckpointManager::Impl {
+    std::string root;
+    MPI_Comm comm = MPI_COMM_NULL;
+    ManagerOptions opt;
+    bool container = false;
+    int rank = 0;
+
+    std::mutex fs_mutex; // the coordinator's file-system work
+
+    // The async save in flight and, on the coordinator, the thread that
+    // publishes it (LATEST, retention) once it is committed.
+    AsyncSave pending;
+    std::int64_t pending_step = -1;
+    std::thread finisher;
+    std::atomic<bool> finisher_done{false};
+    std::exception_ptr finisher_error;
+
+    bool coordinator() const noexcept { return rank == 0; }
+
+    // Coordinator, under fs_mutex: after the commit of `step`, points LATEST
+    // at the newest complete checkpoint (normally `step`) and removes the
+    // committed checkpoints retention does not keep.
+    void publish(std::int64_t step)
+    {
+        const auto newest = newest_complete(root, container);
+        if (!newest)
+            throw error::WriteError("checkpoint " + step_name(step, container) + " in " + root +
+                                    " was committed but no complete checkpoint is there");
+        const std::string newest_name = stdfs::path(newest->path).filename().string();
+        write_pointer(root, newest_name, opt.save_options.fsync);
+
+        // Retention, steps descending: the first keep_last complete
+        // checkpoints stay, and below them whatever keep_every, the step just
+        // saved or LATEST keeps. Only complete checkpoints count and are
+        // removed; uncommitted ones are leftovers (remove_leftovers), damaged
+        // ones are left for a person to look at. Each checkpoint is read once
+        // here before it is removed, so the cost does not grow with the
+        // number of checkpoints kept forever.
+        if (opt.keep_last == 0)
+            return;
+        int complete_seen = 0;
+        for (const auto& c : scan(root, container)) {
+            if (!committed_checkpoint(c.path, c.container))
+                continue;
+            const bool kept = c.step == step || c.step == newest->step ||
+                              (opt.keep_every > 0 && c.step % opt.keep_every == 0);
+            if (complete_seen < opt.keep_last) {
+                if (complete_checkpoint(c.path, c.container))
+                    ++complete_seen;
+                continue;
+            }
+            if (!kept && complete_checkpoint(c.path, c.container))
+                remove_checkpoint(c);
+        }
+    }
+
+    // Coordinator, under fs_mutex, before a save of `step` that may replace a
+    // committed checkpoint of that step: LATEST must never name a checkpoint
+    // in the middle of being replaced, so it is pointed at the newest other
+    // complete checkpoint first (or removed when there is none).
+    void unpoint(std::int64_t step)
+    {
+        if (read_pointer(root) != step_name(step, container))
+            return;
+        if (const auto other = newest_complete(root, container, step))
+            write_pointer(root, stdfs::path(other->path).filename().string(), opt.save_options.fsync);
+        else
+            fs::remove_all(fs::join(root, pointer_name));
+    }
+
+    // Collective: finishes the async save in flight when it is done on the
+    // coordinator (or always, with `block`): every rank gets its result or
+    // its error, then the error of publishing it, if any.
+    std::optional<SaveResult> settle(bool block)
+    {
+        const Comm c(comm);
+        int flag = coordinator() && pending.valid() && (block || finisher_done.load()) ? 1 : 0;
+        MPI_Bcast(&flag, 1, MPI_INT, 0, comm);
+        if (!flag)
+            return std::nullopt;
+        if (finisher.joinable())
+            finisher.join();
+        const AsyncSave h = std::exchange(pending, AsyncSave{});
+        pending_step = -1;
+        finisher_done = false;
+        const std::exception_ptr published = std::exchange(finisher_error, nullptr);
+        const SaveResult r = h.wait(); // the save's error, the same on every rank
+        run_phase(c, "checkpoint manager: publish", [&] {
+            if (published)
+                std::rethrow_exception(published);
+        });
+        return r;
+    }
+};
+
+CheckpointManager::CheckpointManager(std::string root, MPI_Comm comm, ManagerOptions options)
+    : m_impl(std::make_unique<Impl>())
+{
+    if (root.empty())
+        throw error::WrongAPIUsage("CheckpointManager: empty root directory");
+    if (comm == MPI_COMM_NULL)
+        throw error::WrongAPIUsage("CheckpointManager: MPI_COMM_NULL");
+    if (options.keep_last < 0)
+        throw error::WrongAPIUsage("CheckpointManager: keep_last must be at least 0 (0: keep all), not " +
+                                   std::to_string(options.keep_last));
+    if (options.keep_every < 0)
+        throw error::WrongAPIUsage("CheckpointManager: keep_every must be at least 0 (0: none), not " +
+                                   std::to_string(options.keep_every));
+    auto& m = *m_impl;
+    m.root = fs::strip(root);
+    m.comm = comm;
+    m.container = options.layout == Layout::container;
+    m.opt = std::move(options);
+    MPI_Comm_rank(comm, &m.rank);
+}
+
+CheckpointManager::~CheckpointManager()
+{
+    auto& m = *m_impl;
+    if (m.pending.valid()) {
+        try {
+            m.pending.wait();
+        } catch (const std::exception& e) {
+            if (m.coordinator())
+                std::fprintf(stderr, "cairn: CheckpointManager(%s): the checkpoint of step %lld failed: %s\n",
+                             m.root.c_str(), static_cast<long long>(m.pending_step), e.what());
+        }
+    }
+    if (m.finisher.joinable())
+        m.finisher.join();
+    if (m.finisher_error) {
+        try {
+            std::rethrow_exception(m.finisher_error);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "cairn: CheckpointManager(%s): after the checkpoint of step %lld: %s\n",
+                         m.root.c_str(), static_cast<long long>(m.pending_step), e.what());
+        } catch (...) {
+        }
+    }
+}
+
+std::string CheckpointManager::checkpoint_path(std::int64_t step) const
+{
+    return fs::join(m_impl->root, step_name(step, m_impl->container));
+}
+
+const std::string& CheckpointManager::root() const noexcept { return m_impl->root; }
+
+const ManagerOptions& CheckpointManager::options() const noexcept { return m_impl->opt; }
+
+std::optional<SaveResult> CheckpointManager::save(std::int64_t step, StateDict& state)
+{
+    auto& m = *m_impl;
+    m.settle(true);
+    const Comm c(m.comm);
+
+    // The same step on every rank, then the root and LATEST made ready.
+    std::int64_t in[2] = {step, -step}, out[2] = {0, 0};
+    MPI_Allreduce(in, out, 2, MPI_INT64_T, MPI_MAX, m.comm);
+    run_phase(c, "checkpoint manager: save", [&] {
+        if (out[0] != -out[1])
+            throw error::Mismatch("CheckpointManager::save: the ranks passed different steps (" +
+                                  std::to_string(-out[1]) + " to " + std::to_string(out[0]) + ")");
+        if (step < 0)
+            throw error::WrongAPIUsage("CheckpointManager::save: step must be at least 0, not " + std::to_string(step));
+        if (m.coordinator()) {
+            std::lock_guard<std::mutex> lock(m.fs_mutex);
+            fs::create_directories(m.root);
+            m.unpoint(step);
+        }
+    });
+
+    SaveOptions so = m.opt.save_options;
+    so.layout = m.container ? Layout::container : Layout::per_rank;
+    so.overwrite = true;
+    const std::string path = checkpoint_path(step);
+
+    if (!m.opt.async) {
+        const SaveResult r = cairn::save(state, path, m.comm, so);
+        run_phase(c, "checkpoint manager: publish", [&] {
+            if (m.coordinator()) {
+                std::lock_guard<std::mutex> lock(m.fs_mutex);
+                m.publish(step);
+            }
+        });
+        return r;
+    }
+
+    AsyncSave h = async_save(state, path, m.comm, so);
+    m.pending = h;
+    m.pending_step = step;
+    m.finisher_done = false;
+    m.finisher_error = nullptr;
+    if (m.coordinator()) {
+        Impl* im = &m;
+        m.finisher = std::thread([im, h, step] {
+            bool committed = true;
+            try {
+                h.wait();
+            } catch (...) {
+                committed = false; // its error reaches every rank through the future
+            }
+            if (committed) {
+                try {
+                    std::lock_guard<std::mutex> lock(im->fs_mutex);
+                    im->publish(step);
+                } catch (...) {
+                    im->finisher_error = std::current_exception();
+                }
+            }
+            im->finisher_done = true;
+        });
+    }
+    // Staging errors differ between ranks (a rank that staged everything
+    // before another failed has a ready `staged`); the agreed error comes
+    // with the commit, from the next call that settles this save.
+    h.staged().wait();
+    return std::nullopt;
+}
+
+std::optional<SaveResult> CheckpointManager::wait() { return m_impl->settle(true); }
+
+std::optional<std::int64_t> CheckpointManager::latest()
+{
+    auto& m = *m_impl;
+    m.settle(false);
+    const Comm c(m.comm);
+    std::int64_t step = run_phase(c, "checkpoint manager: latest", [&]() -> std::int64_t {
+        if (!m.coordinator())
+            return -1;
+        std::lock_guard<std::mutex> lock(m.fs_mutex);
+        const auto n = newest_complete(m.root, m.container);
+        return n ? n->step : -1;
+    });
+    MPI_Bcast(&step, 1, MPI_INT64_T, 0, m.comm);
+    if (step < 0)
+        return std::nullopt;
+    return step;
+}
+
+std::vector<std::int64_t> CheckpointManager::steps()
+{
+    auto& m = *m_impl;
+    m.settle(false);
+    const Comm c(m.comm);
+    const auto names = run_phase(c, "checkpoint manager: steps", [&] {
+        std::vector<std::string> v;
+        if (!m.coordinator())
+            return v;
+        std::lock_guard<std::mutex> lock(m.fs_mutex);
+        for (const auto& cand : scan(m.root, m.container))
+            if (complete_checkpoint(cand.path, cand.container))
+                v.push_back(std::to_string(cand.step));
+        return v;
+    });
+    std::vector<std::int64_t> out;
+    for (const auto& s : bcast_strings(c, names))
+        out.push_back(std::stoll(s));
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+std::optional<std::int64_t> CheckpointManager::restore_latest(StateDict& state, const LoadOptions& options)
+{
+    auto& m = *m_impl;
+    m.settle(true);
+    const Comm c(m.comm);
+    const auto found = run_phase(c, "checkpoint manager: latest", [&] {
+        std::vector<std::string> v;
+        if (!m.coordinator())
+            return v;
+        std::lock_guard<std::mutex> lock(m.fs_mutex);
+        if (const auto n = newest_complete(m.root, m.container)) {
+            v.push_back(std::to_string(n->step));
+            v.push_back(n->path);
+            v.push_back(n->container ? "container" : "per_rank");
+        }
+        return v;
+    });
+    const auto v = bcast_strings(c, found);
+    if (v.size() != 3)
+        return std::nullopt;
+    LoadOptions lo = options;
+    if (!lo.storage)
+        lo.layout = v[2] == "container" ? Layout::container : Layout::per_rank;
+    load(state, v[1], m.comm, lo);
+    return std::stoll(v[0]);
+}
+
+std::vector<Leftover> CheckpointManager::find_leftovers()
+{
+    auto& m = *m_impl;
+    m.settle(true);
+    const Comm c(m.comm);
+    const auto list = run_phase(c, "checkpoint manager: find leftovers", [&] {
+        if (!m.coordinator())
+            return std::vector<Leftover>{};
+        std::lock_guard<std::mutex> lock(m.fs_mutex);
+        return cairn::find_leftovers(m.root);
+    });
+    return bcast_leftovers(c, list);
+}
+
+std::vector<Leftover> CheckpointManager::remove_leftovers()
+{
+    auto& m = *m_impl;
+    m.settle(true);
+    const Comm c(m.comm);
+    const auto list = run_phase(c, "checkpoint manager: remove leftovers", [&] {
+        if (!m.coordinator())
+            return std::vector<Leftover>{};
+        std::lock_guard<std::mutex> lock(m.fs_mutex);
+        return cairn::remove_leftovers(m.root);
+    });
+    return bcast_leftovers(c, list);
+}
+
+// ---- leftovers -------------------------------------------------------------
+
+std::vector<Leftover> find_leftovers(const std::string& root_in)
+{
+    const std::string root = fs::strip(root_in);
+    std::vector<Leftover> out;
+    std::error_code ec;
+    if (!stdfs::exists(root, ec))
+        return out;
+    if (!stdfs::is_directory(root, ec))
+        throw error::ReadError("cannot look for leftovers in " + root + ": not a directory");
+    for (const auto& e : stdfs::directory_iterator(root, ec)) {
+        const std::string name = e.path().filename().string();
+        const std::string path = e.path().string();
+        if (ends_with(name, staging_suffix)) {
+            out.push_back({path, "the new checkpoint of an interrupted replacement of " +
+                                     name.substr(0, name.size() - std::strlen(staging_suffix))});
+            continue;
+        }
+        if (ends_with(name, old_suffix)) {
+            out.push_back({path, "the old checkpoint of an interrupted replacement of " +
+                                     name.substr(0, name.size() - std::strlen(old_suffix))});
+            continue;
+        }
+        if (ends_with(name, temp_suffix)) {
+            out.push_back({path, name == pointer_temp_name ? "LATEST being replaced when the process stopped"
+                                                           : "a container file that was never committed"});
+            continue;
+        }
+        std::error_code ec2;
+        if (!stdfs::is_directory(e.path(), ec2) || stdfs::exists(e.path() / metadata_file_name, ec2))
+            continue;
+        std::int64_t step = 0;
+        bool container = false;
+        bool ours = parse_step_name(name, step, container) && !container;
+        if (!ours)
+            for (const auto& f : stdfs::directory_iterator(e.path(), ec2)) {
+                const std::string fn = f.path().filename().string();
+                if (fn == ".metadata.h5.tmp" || (fn.rfind("__", 0) == 0 && ends_with(fn, ".distcp"))) {
+                    ours = true;
+                    break;
+                }
+            }
+        if (ours)
+            out.push_back({path, "a per-rank checkpoint directory without metadata.h5 (never committed)"});
+    }
+    if (ec)
+        throw error::ReadError("cannot list " + root + ": " + ec.message());
+    std::sort(out.begin(), out.end(), [](const Leftover& a, const Leftover& b) { return a.path < b.path; });
+    return out;
+}
+
+std::vector<Leftover> remove_leftovers(const std::string& root)
+{
+    const auto found = find_leftovers(root);
+    std::vector<Leftover> done;
+    // An interrupted replacement whose final name is missing: the committed
+    // new checkpoint, or else the committed old one, takes its place.
+    for (const char* suffix : {staging_suffix, old_suffix})
+        for (const auto& l : found) {
+            if (!ends_with(l.path, suffix))
+                continue;
+            const std::string base = l.path.substr(0, l.path.size() - std::strlen(suffix));
+            if (fs::exists(base) || !fs::exists(l.path) || !complete_checkpoint(l.path, false))
+                continue;
+            fs::rename(l.path, base);
+            fs::fsync_path(fs::parent(base));
+            done.push_back({l.path, l.reason + ": renamed to " + stdfs::path(base).filename().string()});
+        }
+    for (const auto& l : found) {
+        if (!fs::exists(l.path))
+            continue; // renamed above
+        fs::remove_all(l.path);
+        done.push_back(l);
+    }
+    return done;
+}
+
+} // namespace cairn
