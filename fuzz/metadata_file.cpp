@@ -1,0 +1,69 @@
+// Fuzz target: Cairn's metadata writer and reader on metadata of arbitrary
+// content (decoded from the input with decode_metadata), through a real HDF5
+// file: write_metadata_file then read_metadata_file. The files are valid
+// HDF5, so this reaches the reader's own checks (counts, shapes, boxes,
+// lengths, checksums) with hostile values, which raw file mutations
+// (fuzz/metadata_h5.cpp) rarely get past HDF5 to. Every input must be
+// refused with a cairn::Error or read back; what reads back must write and
+// read again to the same metadata.
+#include "cairn/errors.hpp"
+#include "cairn/storage.hpp"
+#include "core/codec.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <unistd.h>
+
+namespace {
+
+using cairn::detail::Bytes;
+
+const std::string& scratch()
+{
+    static const std::string path = [] {
+        const char* dir = std::getenv("TMPDIR");
+        return std::string(dir && *dir ? dir : "/tmp") + "/cairn-fuzz-metadata-file-" + std::to_string(::getpid()) +
+               ".h5";
+    }();
+    return path;
+}
+
+struct RemoveAtExit {
+    ~RemoveAtExit() { std::remove(scratch().c_str()); }
+} g_remove_at_exit;
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
+{
+    const auto* p = reinterpret_cast<const std::byte*>(data);
+    cairn::Metadata md;
+    try {
+        md = cairn::detail::decode_metadata(Bytes(p, p + size));
+    } catch (const cairn::error::FormatError&) {
+        return -1;
+    }
+    Bytes once;
+    try {
+        cairn::write_metadata_file(scratch(), md, false);
+        once = cairn::detail::encode(cairn::read_metadata_file(scratch()));
+    } catch (const cairn::Error&) {
+        return 0;
+    }
+    try {
+        cairn::write_metadata_file(scratch(), cairn::detail::decode_metadata(once), false);
+        const Bytes twice = cairn::detail::encode(cairn::read_metadata_file(scratch()));
+        if (twice != once) {
+            std::fprintf(stderr, "metadata_file: writing what was read changes it\n");
+            std::abort();
+        }
+    } catch (const cairn::Error& e) {
+        std::fprintf(stderr, "metadata_file: metadata read back is refused when written again: %s\n", e.what());
+        std::abort();
+    }
+    return 0;
+}

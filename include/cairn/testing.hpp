@@ -1,0 +1,76 @@
+// Cairn: TEST-ONLY fault injection. Not part of the stable API and not
+// included by <cairn/cairn.hpp>; for the tests of Cairn and of codes that use
+// it, to check how they handle a full disk or an I/O error on one rank.
+//
+// A fault makes a real system call of Cairn fail as the system would (the
+// same exception type and message naming the file), on a chosen rank of
+// MPI_COMM_WORLD, at a named point, on its n-th call. Nothing is mocked: the
+// failure travels through the real error paths, error agreement and cleanup.
+//
+//     cairn::testing::ScopedFault f({"mpiio.write", 1, 0, 1, ENOSPC});
+//     cairn::save(state, "ckpt", MPI_COMM_WORLD);   // throws on every rank
+//
+// The same from the environment, read once when the library is loaded (for
+// programs driven by CTest; several faults separated by ';'):
+//
+//     CAIRN_FAULT="rank=1,point=mpiio.write,after=0,times=1,errno=ENOSPC"
+//
+// Points (per-rank layout and file system; see fault_points()):
+//   mpiio.open mpiio.write mpiio.wait mpiio.read mpiio.set_size mpiio.sync
+//   mpiio.close fs.mkdir fs.fsync fs.rename fs.remove
+// When a fault fires, one line "cairn: injected fault ..." goes to stderr.
+// Thread-safe; unarmed, each point costs one relaxed atomic load.
+#pragma once
+
+#include <cerrno>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cairn::testing {
+
+/// One armed fault.
+struct Fault {
+    /// The point, e.g. "mpiio.write" (one of fault_points()).
+    std::string point;
+    /// Rank in MPI_COMM_WORLD that fails; -1: every rank (and processes
+    /// without MPI).
+    int rank = -1;
+    /// Calls of the point that succeed before the first failure (0: the
+    /// first call fails). Counted on each process from when it was armed.
+    std::uint64_t after = 0;
+    /// Number of calls that fail from then on; 0: every later call.
+    std::uint64_t times = 1;
+    /// The errno value the call fails with (ENOSPC, EIO, EACCES, EROFS,
+    /// EDQUOT, ...).
+    int error = EIO;
+};
+
+/// Arms `fault` (in addition to the ones armed already). Local. Throws
+/// cairn::error::WrongAPIUsage for an unknown point or a non-positive error.
+void arm_fault(const Fault& fault);
+
+/// Disarms every fault and resets the counters. Local.
+void disarm_faults() noexcept;
+
+/// Number of failures injected by this process since the last disarm. Local.
+std::uint64_t faults_fired() noexcept;
+
+/// Parses one fault of the CAIRN_FAULT syntax: comma-separated key=value
+/// pairs, keys point (required), rank, after, times, errno (a name such as
+/// ENOSPC, or a number). Throws cairn::error::WrongAPIUsage naming the bad part.
+Fault parse_fault(const std::string& spec);
+
+/// The names of all injection points.
+std::vector<std::string> fault_points();
+
+/// Arms a fault for its lifetime (disarms every fault when destroyed).
+class ScopedFault {
+public:
+    explicit ScopedFault(const Fault& fault) { arm_fault(fault); }
+    ~ScopedFault() { disarm_faults(); }
+    ScopedFault(const ScopedFault&) = delete;
+    ScopedFault& operator=(const ScopedFault&) = delete;
+};
+
+} // namespace cairn::testing

@@ -1,0 +1,30 @@
+# Failure handling and bad input (included from tests/CMakeLists.txt).
+#  - [bad_input] tests run with the other MPI tests (mpi_np1..4).
+#  - [faults] (injected I/O errors, throwing planners) are hidden from those
+#    runs and run here at 2 and 4 ranks with a short TIMEOUT: a rank that
+#    hangs on another's failure fails the test.
+#  - [needs_fix]: bugs found here that are still open in other files; hidden
+#    from mpi_np* and run alone (mpi_needs_fix_np2, failing until fixed).
+#  - cairn_fault_env: a program armed through CAIRN_FAULT, as an example
+#    driven by CTest would be.
+target_sources(cairn_mpi_tests PRIVATE mpi/test_faults.cpp mpi/test_bad_input.cpp)
+
+foreach(np 2 4)
+  cairn_add_mpi_test(NAME mpi_faults_np${np} TARGET cairn_mpi_tests NP ${np} ARGS "[faults]")
+  set_tests_properties(mpi_faults_np${np} PROPERTIES TIMEOUT 240)
+  set_property(TEST mpi_faults_np${np} APPEND PROPERTY ENVIRONMENT
+    "CAIRN_TEST_DIR=${CMAKE_CURRENT_BINARY_DIR}/tmp/mpi_faults_np${np}")
+endforeach()
+
+# Tests of bugs still open elsewhere (see the comments in the tests): this
+# test fails until they are fixed; then drop their [.needs_fix] tag.
+cairn_add_mpi_test(NAME mpi_needs_fix_np2 TARGET cairn_mpi_tests NP 2 ARGS "[needs_fix]")
+set_tests_properties(mpi_needs_fix_np2 PROPERTIES TIMEOUT 120)
+set_property(TEST mpi_needs_fix_np2 APPEND PROPERTY ENVIRONMENT
+  "CAIRN_TEST_DIR=${CMAKE_CURRENT_BINARY_DIR}/tmp/mpi_needs_fix_np2")
+
+add_executable(cairn_fault_env mpi/fault_env.cpp)
+target_link_libraries(cairn_fault_env PRIVATE Cairn::cairn)
+cairn_add_mpi_test(NAME mpi_fault_env TARGET cairn_fault_env NP 2 ARGS ${CMAKE_CURRENT_BINARY_DIR}/tmp/fault_env)
+set_tests_properties(mpi_fault_env PROPERTIES TIMEOUT 60)
+set_property(TEST mpi_fault_env APPEND PROPERTY ENVIRONMENT "CAIRN_FAULT=rank=1,point=mpiio.write,errno=ENOSPC")
