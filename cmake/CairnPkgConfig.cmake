@@ -6,8 +6,9 @@
 # Cflags and Libs carry what Cairn::cairn carries: Cairn's headers and
 # library, MPI's include directories and libraries (Cairn's headers include
 # <mpi.h>) and the definitions that keep the MPI C++ bindings out; so a plain
-# C++ compiler works as well as mpicxx. HDF5 is private to a shared libcairn
-# (Libs.private, for `pkg-config --static`) and public for a static one.
+# C++ compiler works as well as mpicxx. The other libraries libcairn links
+# (HDF5, ...) are private to a shared libcairn (Libs.private, for
+# `pkg-config --static`) and public for a static one.
 # The file is relocatable: its prefix is ${pcfiledir}/<relative path>, so it
 # stays right after `cmake --install --prefix <elsewhere>`.
 include_guard(GLOBAL)
@@ -63,12 +64,38 @@ function(cairn_install_pkg_config)
   string(STRIP "${MPI_C_LINK_FLAGS}" mpi_link_flags)
   separate_arguments(mpi_link_flags UNIX_COMMAND "${mpi_link_flags}")
   _cairn_pc_libs(mpi_libs ${mpi_link_flags} ${MPI_C_LIBRARIES})
-  _cairn_pc_libs(hdf5_libs ${HDF5_C_LIBRARIES})
+  # Every other library libcairn links (HDF5, and whatever is added later):
+  # files and -l flags as they are, imported targets by their location.
+  get_target_property(linked cairn LINK_LIBRARIES)
+  set(other "")
+  foreach(item IN LISTS linked)
+    if(item STREQUAL "MPI::MPI_C" OR item MATCHES "^(\\$<|::@)")
+      continue()
+    elseif(TARGET "${item}")
+      get_target_property(type "${item}" TYPE)
+      get_target_property(imported "${item}" IMPORTED)
+      if(imported AND NOT type STREQUAL "INTERFACE_LIBRARY")
+        get_target_property(loc "${item}" IMPORTED_LOCATION)
+        if(NOT loc)
+          get_target_property(loc "${item}" IMPORTED_LOCATION_RELEASE)
+        endif()
+        if(loc)
+          list(APPEND other "${loc}")
+          continue()
+        endif()
+      endif()
+      message(STATUS "cairn.pc: cannot express the link dependency ${item} for pkg-config; left out")
+    else()
+      list(APPEND other "${item}")
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES other)
+  _cairn_pc_libs(other_libs ${other})
   if(BUILD_SHARED_LIBS)
     set(CAIRN_PC_LIBS "${mpi_libs}")
-    set(CAIRN_PC_LIBS_PRIVATE "${hdf5_libs}")
+    set(CAIRN_PC_LIBS_PRIVATE "${other_libs}")
   else()
-    set(CAIRN_PC_LIBS "${mpi_libs}${hdf5_libs}")
+    set(CAIRN_PC_LIBS "${mpi_libs}${other_libs}")
     set(CAIRN_PC_LIBS_PRIVATE "")
   endif()
 
@@ -76,4 +103,6 @@ function(cairn_install_pkg_config)
   install(FILES "${PROJECT_BINARY_DIR}/cairn.pc" DESTINATION "${pcdir}")
 endfunction()
 
-cairn_install_pkg_config()
+# Deferred to the end of the top-level CMakeLists.txt, when every library
+# of libcairn is known.
+cmake_language(DEFER DIRECTORY "${PROJECT_SOURCE_DIR}" CALL cairn_install_pkg_config)

@@ -1,9 +1,12 @@
 // CheckpointManager and the fsck-style leftover functions (manager.hpp).
 //
-// All file-system work of the manager runs on the coordinator, under one
-// mutex (the thread that publishes a finished async save and the caller's
-// thread never scan and delete at the same time); its outcome is broadcast,
-// and each phase ends in an error agreement, so all ranks agree.
+// All file-system work of the manager runs on the coordinator, on the
+// caller's thread; its outcome is broadcast, and each phase ends in an error
+// agreement, so all ranks agree. The manager reads checkpoint metadata (HDF5)
+// only while no async save of this process is running: HDF5 builds are
+// usually not thread-safe, and the background save writes its metadata with
+// HDF5. So an async save is settled (its commit waited for, the background
+// thread joined) before anything else, and only then published.
 #include "cairn/manager.hpp"
 
 #include "cairn/async.hpp"
@@ -15,15 +18,12 @@
 #include "storage/fs.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <mutex>
-#include <thread>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -279,19 +279,13 @@ struct CheckpointManager::Impl {
     bool container = false;
     int rank = 0;
 
-    std::mutex fs_mutex; // the coordinator's file-system work
-
-    // The async save in flight and, on the coordinator, the thread that
-    // publishes it (LATEST, retention) once it is committed.
+    // The async save in flight (the same on every rank: save() is collective).
     AsyncSave pending;
     std::int64_t pending_step = -1;
-    std::thread finisher;
-    std::atomic<bool> finisher_done{false};
-    std::exception_ptr finisher_error;
 
     bool coordinator() const noexcept { return rank == 0; }
 
-    // Coordinator, under fs_mutex: after the commit of `step`, points LATEST
+    // Coordinator: after the commit of `step`, points LATEST
     // at the newest complete checkpoint (normally `step`) and removes the
     // committed checkpoints retention does not keep.
     void publish(std::int64_t step)
@@ -328,7 +322,7 @@ struct CheckpointManager::Impl {
         }
     }
 
-    // Coordinator, under fs_mutex, before a save of `step` that may replace a
+    // Coordinator, before a save of `step` that may replace a
     // committed checkpoint of that step: LATEST must never name a checkpoint
     // in the middle of being replaced, so it is pointed at the newest other
     // complete checkpoint first (or removed when there is none).
@@ -342,26 +336,29 @@ struct CheckpointManager::Impl {
             fs::remove_all(fs::join(root, pointer_name));
     }
 
-    // Collective: finishes the async save in flight when it is done on the
-    // coordinator (or always, with `block`): every rank gets its result or
-    // its error, then the error of publishing it, if any.
-    std::optional<SaveResult> settle(bool block)
+    // Collective: finishes the async save in flight, if any: waits for its
+    // commit (every rank gets its result or its agreed error) and for the
+    // background thread to end, then publishes it (LATEST, retention).
+    std::optional<SaveResult> settle()
     {
-        const Comm c(comm);
-        int flag = coordinator() && pending.valid() && (block || finisher_done.load()) ? 1 : 0;
-        MPI_Bcast(&flag, 1, MPI_INT, 0, comm);
-        if (!flag)
+        if (!pending.valid())
             return std::nullopt;
-        if (finisher.joinable())
-            finisher.join();
         const AsyncSave h = std::exchange(pending, AsyncSave{});
-        pending_step = -1;
-        finisher_done = false;
-        const std::exception_ptr published = std::exchange(finisher_error, nullptr);
-        const SaveResult r = h.wait(); // the save's error, the same on every rank
+        const std::int64_t step = std::exchange(pending_step, -1);
+        std::exception_ptr failed;
+        SaveResult r;
+        try {
+            r = h.wait();
+        } catch (...) {
+            failed = std::current_exception();
+        }
+        wait_for_async_saves(); // no HDF5 call in the background from here on
+        if (failed)
+            std::rethrow_exception(failed); // the same on every rank
+        const Comm c(comm);
         run_phase(c, "checkpoint manager: publish", [&] {
-            if (published)
-                std::rethrow_exception(published);
+            if (coordinator())
+                publish(step);
         });
         return r;
     }
@@ -391,25 +388,19 @@ CheckpointManager::CheckpointManager(std::string root, MPI_Comm comm, ManagerOpt
 CheckpointManager::~CheckpointManager()
 {
     auto& m = *m_impl;
-    if (m.pending.valid()) {
-        try {
-            m.pending.wait();
-        } catch (const std::exception& e) {
-            if (m.coordinator())
-                std::fprintf(stderr, "cairn: CheckpointManager(%s): the checkpoint of step %lld failed: %s\n",
-                             m.root.c_str(), static_cast<long long>(m.pending_step), e.what());
-        }
-    }
-    if (m.finisher.joinable())
-        m.finisher.join();
-    if (m.finisher_error) {
-        try {
-            std::rethrow_exception(m.finisher_error);
-        } catch (const std::exception& e) {
-            std::fprintf(stderr, "cairn: CheckpointManager(%s): after the checkpoint of step %lld: %s\n",
-                         m.root.c_str(), static_cast<long long>(m.pending_step), e.what());
-        } catch (...) {
-        }
+    if (!m.pending.valid())
+        return;
+    // No MPI call here: wait, then publish on the coordinator alone.
+    try {
+        m.pending.wait();
+        wait_for_async_saves();
+        if (m.coordinator())
+            m.publish(m.pending_step);
+    } catch (const std::exception& e) {
+        if (m.coordinator())
+            std::fprintf(stderr, "cairn: CheckpointManager(%s): the checkpoint of step %lld: %s\n", m.root.c_str(),
+                         static_cast<long long>(m.pending_step), e.what());
+    } catch (...) {
     }
 }
 
@@ -425,7 +416,7 @@ const ManagerOptions& CheckpointManager::options() const noexcept { return m_imp
 std::optional<SaveResult> CheckpointManager::save(std::int64_t step, StateDict& state)
 {
     auto& m = *m_impl;
-    m.settle(true);
+    m.settle();
     const Comm c(m.comm);
 
     // The same step on every rank, then the root and LATEST made ready.
@@ -438,7 +429,6 @@ std::optional<SaveResult> CheckpointManager::save(std::int64_t step, StateDict& 
         if (step < 0)
             throw error::WrongAPIUsage("CheckpointManager::save: step must be at least 0, not " + std::to_string(step));
         if (m.coordinator()) {
-            std::lock_guard<std::mutex> lock(m.fs_mutex);
             fs::create_directories(m.root);
             m.unpoint(step);
         }
@@ -452,10 +442,8 @@ std::optional<SaveResult> CheckpointManager::save(std::int64_t step, StateDict& 
     if (!m.opt.async) {
         const SaveResult r = cairn::save(state, path, m.comm, so);
         run_phase(c, "checkpoint manager: publish", [&] {
-            if (m.coordinator()) {
-                std::lock_guard<std::mutex> lock(m.fs_mutex);
+            if (m.coordinator())
                 m.publish(step);
-            }
         });
         return r;
     }
@@ -463,28 +451,6 @@ std::optional<SaveResult> CheckpointManager::save(std::int64_t step, StateDict& 
     AsyncSave h = async_save(state, path, m.comm, so);
     m.pending = h;
     m.pending_step = step;
-    m.finisher_done = false;
-    m.finisher_error = nullptr;
-    if (m.coordinator()) {
-        Impl* im = &m;
-        m.finisher = std::thread([im, h, step] {
-            bool committed = true;
-            try {
-                h.wait();
-            } catch (...) {
-                committed = false; // its error reaches every rank through the future
-            }
-            if (committed) {
-                try {
-                    std::lock_guard<std::mutex> lock(im->fs_mutex);
-                    im->publish(step);
-                } catch (...) {
-                    im->finisher_error = std::current_exception();
-                }
-            }
-            im->finisher_done = true;
-        });
-    }
     // Staging errors differ between ranks (a rank that staged everything
     // before another failed has a ready `staged`); the agreed error comes
     // with the commit, from the next call that settles this save.
@@ -492,17 +458,16 @@ std::optional<SaveResult> CheckpointManager::save(std::int64_t step, StateDict& 
     return std::nullopt;
 }
 
-std::optional<SaveResult> CheckpointManager::wait() { return m_impl->settle(true); }
+std::optional<SaveResult> CheckpointManager::wait() { return m_impl->settle(); }
 
 std::optional<std::int64_t> CheckpointManager::latest()
 {
     auto& m = *m_impl;
-    m.settle(false);
+    m.settle();
     const Comm c(m.comm);
     std::int64_t step = run_phase(c, "checkpoint manager: latest", [&]() -> std::int64_t {
         if (!m.coordinator())
             return -1;
-        std::lock_guard<std::mutex> lock(m.fs_mutex);
         const auto n = newest_complete(m.root, m.container);
         return n ? n->step : -1;
     });
@@ -515,13 +480,12 @@ std::optional<std::int64_t> CheckpointManager::latest()
 std::vector<std::int64_t> CheckpointManager::steps()
 {
     auto& m = *m_impl;
-    m.settle(false);
+    m.settle();
     const Comm c(m.comm);
     const auto names = run_phase(c, "checkpoint manager: steps", [&] {
         std::vector<std::string> v;
         if (!m.coordinator())
             return v;
-        std::lock_guard<std::mutex> lock(m.fs_mutex);
         for (const auto& cand : scan(m.root, m.container))
             if (complete_checkpoint(cand.path, cand.container))
                 v.push_back(std::to_string(cand.step));
@@ -538,13 +502,12 @@ std::vector<std::int64_t> CheckpointManager::steps()
 std::optional<std::int64_t> CheckpointManager::restore_latest(StateDict& state, const LoadOptions& options)
 {
     auto& m = *m_impl;
-    m.settle(true);
+    m.settle();
     const Comm c(m.comm);
     const auto found = run_phase(c, "checkpoint manager: latest", [&] {
         std::vector<std::string> v;
         if (!m.coordinator())
             return v;
-        std::lock_guard<std::mutex> lock(m.fs_mutex);
         if (const auto n = newest_complete(m.root, m.container)) {
             v.push_back(std::to_string(n->step));
             v.push_back(n->path);
@@ -565,12 +528,11 @@ std::optional<std::int64_t> CheckpointManager::restore_latest(StateDict& state, 
 std::vector<Leftover> CheckpointManager::find_leftovers()
 {
     auto& m = *m_impl;
-    m.settle(true);
+    m.settle();
     const Comm c(m.comm);
     const auto list = run_phase(c, "checkpoint manager: find leftovers", [&] {
         if (!m.coordinator())
             return std::vector<Leftover>{};
-        std::lock_guard<std::mutex> lock(m.fs_mutex);
         return cairn::find_leftovers(m.root);
     });
     return bcast_leftovers(c, list);
@@ -579,12 +541,11 @@ std::vector<Leftover> CheckpointManager::find_leftovers()
 std::vector<Leftover> CheckpointManager::remove_leftovers()
 {
     auto& m = *m_impl;
-    m.settle(true);
+    m.settle();
     const Comm c(m.comm);
     const auto list = run_phase(c, "checkpoint manager: remove leftovers", [&] {
         if (!m.coordinator())
             return std::vector<Leftover>{};
-        std::lock_guard<std::mutex> lock(m.fs_mutex);
         return cairn::remove_leftovers(m.root);
     });
     return bcast_leftovers(c, list);

@@ -45,7 +45,8 @@ struct ManagerOptions {
     /// per_rank. The manager reads checkpoints of both layouts.
     Layout layout = Layout::per_rank;
     /// save() writes with cairn::async_save: it returns once the data is
-    /// staged, and the commit, LATEST and retention follow in the background.
+    /// staged and the checkpoint is committed in the background; LATEST and
+    /// retention follow in the next call of the manager (see save()).
     /// Needs MPI_THREAD_MULTIPLE.
     bool async = false;
     /// Options of every save. `layout` is replaced by the manager's layout and
@@ -72,6 +73,13 @@ struct Leftover {
 /// file-system work of the manager itself (scans, LATEST, retention) and
 /// broadcasts the outcome, so that all ranks agree.
 ///
+/// Async saves: every collective member function first *settles* the save
+/// in flight, if any: it waits for its commit, for the background thread to
+/// end, then updates LATEST and applies retention (and throws the save's
+/// error, on every rank, if it failed). The manager reads checkpoint metadata
+/// (HDF5, which is usually built without thread safety) only when no save of
+/// this process runs in the background, so it never disturbs one.
+///
 /// One manager (one job) writes to a root at a time. Steps are expected to
 /// grow: latest() is the committed checkpoint with the highest step. To go
 /// back to an older step, remove the newer checkpoints first or use a new root.
@@ -81,50 +89,53 @@ public:
     /// on disk; `root` is created by the first save. `comm` must stay valid
     /// for the lifetime of the manager (it is not duplicated).
     CheckpointManager(std::string root, MPI_Comm comm, ManagerOptions options = {});
-    /// Waits for a save in flight (its commit, LATEST and retention) but makes
-    /// no MPI call; errors are not thrown but written to stderr by rank 0.
+    /// Settles a save in flight (its commit, then LATEST and retention by the
+    /// coordinator) but makes no MPI call; errors are not thrown but written
+    /// to stderr by rank 0.
     ~CheckpointManager();
     CheckpointManager(const CheckpointManager&) = delete;
     CheckpointManager& operator=(const CheckpointManager&) = delete;
 
-    /// Saves `state` as the checkpoint of `step` (>= 0). First waits for the
+    /// Saves `state` as the checkpoint of `step` (>= 0). First settles the
     /// previous async save and throws its error, if it failed (then nothing
     /// new is saved). Synchronous: returns when the checkpoint is committed,
     /// LATEST names the newest committed checkpoint and retention removed the
     /// checkpoints it does not keep. Async (ManagerOptions::async): returns
     /// once the caller may modify its data (staged) with std::nullopt; the
-    /// commit, then LATEST and retention, follow in the background. Old
+    /// commit happens in the background, LATEST and retention when the save is
+    /// settled: by the next call of the manager (save, wait, latest, steps,
+    /// restore_latest, find/remove_leftovers) or by the destructor. Old
     /// checkpoints are removed only after the new one is committed, never the
     /// one LATEST names, never the one just saved. A failed save leaves every
     /// committed checkpoint and LATEST as they were.
     std::optional<SaveResult> save(std::int64_t step, StateDict& state);
 
-    /// Waits for the async save in flight, if any, and its LATEST update and
-    /// retention; returns its result, std::nullopt when none was in flight,
+    /// Settles the async save in flight, if any (its commit, then LATEST and
+    /// retention); returns its result, std::nullopt when none was in flight,
     /// or throws its error.
     std::optional<SaveResult> wait();
 
     /// The highest step with a committed, complete checkpoint in the root
     /// (metadata readable and valid, data files present and long enough);
     /// std::nullopt when there is none (or no root). Never an uncommitted or
-    /// damaged one, whatever LATEST says. Does not wait for a save in flight
-    /// (which is not committed yet, unless it just finished).
+    /// damaged one, whatever LATEST says. Settles a save in flight first, so
+    /// the answer includes it once it is committed.
     std::optional<std::int64_t> latest();
 
     /// The steps of all committed, complete checkpoints, ascending.
     std::vector<std::int64_t> steps();
 
-    /// Waits for a save in flight, then loads the latest() checkpoint into
+    /// Settles a save in flight, then loads the latest() checkpoint into
     /// `state` (resharding to this communicator's decomposition) and returns
     /// its step; std::nullopt (and `state` untouched) when there is none.
     /// Errors as load(); a damaged latest checkpoint is an error, not a reason
     /// to fall back silently to an older one.
     std::optional<std::int64_t> restore_latest(StateDict& state, const LoadOptions& options = {});
 
-    /// Waits for a save in flight, then find_leftovers(root()) on the
+    /// Settles a save in flight, then find_leftovers(root()) on the
     /// coordinator; every rank gets the list.
     std::vector<Leftover> find_leftovers();
-    /// Waits for a save in flight, then remove_leftovers(root()) on the
+    /// Settles a save in flight, then remove_leftovers(root()) on the
     /// coordinator; every rank gets the list of what was removed.
     std::vector<Leftover> remove_leftovers();
 

@@ -286,10 +286,13 @@ TEST_CASE("manager: async saves commit, publish and apply retention in the backg
             f.fill(s);
             CHECK(all(!m.save(s, f.dict).has_value()));
             f.scribble(); // staged: the caller's data may change
-            // Never the save in flight unless it is committed; the one before
-            // was settled by this save.
-            const auto l = m.latest();
-            CHECK(all(l ? (*l == s || *l == s - 1) : s == 1));
+            // LATEST follows when the save is settled, never before.
+            if (s > 1)
+                CHECK(all(read_text(root + "/LATEST") == "step_0000000" + std::to_string(s - 1) + "\n"));
+            if (s < 3) {
+                CHECK(all(m.latest() == s)); // settles: committed, published
+                CHECK(all(read_text(root + "/LATEST") == "step_0000000" + std::to_string(s) + "\n"));
+            }
         }
         const auto r = m.wait();
         CHECK(all(r.has_value() && r->entries == 2));
