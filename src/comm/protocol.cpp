@@ -140,7 +140,8 @@ void agree(const Comm& c, const char* phase, std::exception_ptr local)
     }
     // Every rank learns the error; the failing rank rethrows its own.
     Bytes msg(what.size());
-    std::memcpy(msg.data(), what.data(), what.size());
+    if (!what.empty()) // empty on the other ranks: memcpy from/to null is undefined
+        std::memcpy(msg.data(), what.data(), what.size());
     MPI_Bcast(&kind, 1, MPI_INT, first, c.comm);
     std::uint64_t n = msg.size();
     MPI_Bcast(&n, 1, MPI_UINT64_T, first, c.comm);

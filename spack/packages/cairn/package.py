@@ -33,31 +33,46 @@ class Cairn(CMakePackage):
     # No published tarball, hence no checksum: install with --no-checksum.
     version("0.1.0")
 
-    # One variant per CMake option of Cairn.
+    # One variant per CMake option of Cairn. Cairn's ON/OFF/AUTO options are
+    # always set to ON or OFF here, so that a build never depends on what
+    # happens to be installed on the machine.
     variant("shared", default=True, description="Build a shared libcairn (BUILD_SHARED_LIBS)")
     variant("examples", default=True, description="Build the examples (CAIRN_BUILD_EXAMPLES)")
+    variant("fortran", default=False, description="Build the Fortran module (CAIRN_USE_FORTRAN)")
+    variant("kokkos", default=False, description="Kokkos::View adapter cairn/kokkos.hpp (CAIRN_USE_KOKKOS)")
+    variant("cuda", default=False, description="Stage CUDA device memory (CAIRN_USE_CUDA)")
 
     depends_on("c", type="build")
     depends_on("cxx", type="build")
+    depends_on("fortran", type="build", when="+fortran")
     depends_on("cmake@3.20:", type="build")
 
     depends_on("mpi@3:")
     depends_on("hdf5@1.10:+mpi")
+    depends_on("xxhash")  # XXH3 checksums of stored data
+    depends_on("kokkos", when="+kokkos")
+    depends_on("cuda", when="+cuda")
 
     depends_on("catch2@2", type="test")
     depends_on("pkgconfig", type="test")  # the install test builds through cairn.pc too
 
     def cmake_args(self):
         spec = self.spec
-        return [
+        args = [
             self.define_from_variant("BUILD_SHARED_LIBS", "shared"),
             self.define_from_variant("CAIRN_BUILD_EXAMPLES", "examples"),
+            self.define_from_variant("CAIRN_USE_FORTRAN", "fortran"),
+            self.define_from_variant("CAIRN_USE_KOKKOS", "kokkos"),
+            self.define_from_variant("CAIRN_USE_CUDA", "cuda"),
             self.define("BUILD_TESTING", self.run_tests),
             # The MPI and the HDF5 of the spec, not the first ones on the path.
             self.define("MPI_C_COMPILER", spec["mpi"].mpicc),
             self.define("MPIEXEC_EXECUTABLE", join_path(spec["mpi"].prefix.bin, "mpiexec")),
             self.define("HDF5_ROOT", spec["hdf5"].prefix),
         ]
+        if spec.satisfies("+cuda"):
+            args.append(self.define("CMAKE_CUDA_COMPILER", join_path(spec["cuda"].prefix.bin, "nvcc")))
+        return args
 
     def setup_build_environment(self, env):
         # Open MPI's mpiexec refuses to run as root unless these are set, and
