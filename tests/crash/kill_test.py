@@ -3,10 +3,13 @@
 
 Repeatedly starts heat2d under mpiexec, saving through a CheckpointManager
 every K steps (--checkpoint-every K --resume DIR, sometimes --async; per-rank
-or container checkpoints, chosen per DIR), sends SIGKILL after a random delay
-to every process of the job at once (mpiexec and the ranks, which Open MPI
-puts in process groups of their own: they are found by a tag in their
-environment) or to one rank (mpiexec then ends the others), then checks with
+or container checkpoints, chosen per DIR), sends SIGKILL, at a point tied to
+the job's progress (once LATEST names a randomly chosen step, after a random
+fraction of one checkpoint interval, so that kills land in saves and in steps
+alike on fast and slow machines), to every process of the job at once
+(mpiexec and the ranks, which Open MPI puts in process groups of their own:
+they are found by a tag in their environment) or to one rank (mpiexec then
+ends the others), then checks with
 cairn_check_root that
 
   * every committed checkpoint seen before is still there byte for byte (or
@@ -197,6 +200,42 @@ def step_of(name):
     return int(re.match(r"step_(\d+)", name).group(1))
 
 
+def latest_pointer(root):
+    """The step LATEST names (replaced atomically by the manager), or -1."""
+    try:
+        with open(os.path.join(root, "LATEST")) as f:
+            return step_of(f.read().strip())
+    except (OSError, AttributeError, ValueError):
+        return -1
+
+
+def wait_for_step(p, root, target, frac, timeout):
+    """Watches the job until LATEST names a step >= target, then until `frac`
+    of the time the last checkpoint interval took has passed. True: the job
+    is still running and is to be killed now; False: it ended first (or
+    target is None and it ran to the end)."""
+    deadline = time.monotonic() + timeout
+    seen, t_seen, interval = latest_pointer(root), time.monotonic(), None
+    while p.poll() is None:
+        now = time.monotonic()
+        if now > deadline:
+            return True   # hung? kill it; the checks below say whether anything is wrong
+        step = latest_pointer(root)
+        if step != seen:
+            if seen >= 0:
+                interval = now - t_seen
+            seen, t_seen = step, now
+        if target is not None and seen >= target and (interval is not None or seen > target):
+            pause = frac * (interval if interval is not None else 0.05)
+            try:
+                p.wait(timeout=pause)
+                return False
+            except subprocess.TimeoutExpired:
+                return True
+        time.sleep(0.002)  # polling LATEST, not a synchronisation
+    return False
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--heat2d", required=True)
@@ -211,8 +250,10 @@ def main():
     ap.add_argument("--ny", type=int, default=320)
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--every", type=int, default=10)
-    ap.add_argument("--max-delay", type=float, default=2.5,
-                    help="seconds: each kill comes at a uniformly random time in [0.2, MAX_DELAY] after mpiexec starts")
+    ap.add_argument("--margin", type=int, default=6,
+                    help="kills are triggered by checkpoints up to MARGIN intervals before the last step")
+    ap.add_argument("--timeout", type=float, default=120.0,
+                    help="seconds a round may run before it is killed whatever its progress")
     ap.add_argument("--layouts", default="per-rank,container",
                     help="layouts to choose from, one per directory: per-rank (step_<N>/), container (step_<N>.h5)")
     ap.add_argument("mpiexec", nargs=argparse.REMAINDER)
@@ -265,19 +306,27 @@ def main():
             np = rng.choice([2, 3])
             use_async = rng.random() < 0.5
             mode = rng.choice(["job", "job", "rank"])
-            delay = rng.uniform(0.2, args.max_delay)
             remove = rng.random() < 0.4
-            print("round %d: %d ranks%s, kill %s after %.3f s, in %s"
-                  % (rnd, np, " --async" if use_async else "", "the whole job" if mode == "job" else "one rank",
-                     delay, os.path.basename(root)), flush=True)
+            # The kill is tied to the job's progress, not to the clock (machines
+            # differ in speed): once LATEST names a step >= `target`, it comes
+            # after a random fraction of the time one checkpoint interval took,
+            # so that it lands anywhere in the next save or step.
+            start_step = step_of(prev_latest) if prev_latest else 0
+            last_target = args.steps - args.every * args.margin
+            target = None
+            if start_step + args.every <= last_target:
+                target = rng.randrange(start_step + args.every, last_target + 1, args.every)
+            frac = rng.random()
+            print("round %d: %d ranks%s, %s, in %s"
+                  % (rnd, np, " --async" if use_async else "",
+                     ("kill %s %.2f of an interval after LATEST reaches step %d"
+                      % ("the whole job" if mode == "job" else "one rank", frac, target)) if target is not None
+                     else "resumed near the end: no kill", os.path.basename(root)), flush=True)
             log = os.path.join(args.workdir, "round%d.log" % rnd)
             p = runner.start(np, grid + ["--checkpoint-every", str(args.every), "--resume", root] + layout
                              + (["--async"] if use_async else []), log)
-            finished = False
-            try:
-                p.wait(timeout=delay)
-                finished = True
-            except subprocess.TimeoutExpired:
+            finished = not wait_for_step(p, root, target, frac, args.timeout)
+            if not finished:
                 if mode == "rank":
                     ranks = runner.rank_pids()
                     if ranks:
