@@ -3,8 +3,6 @@
 #  - [faults] (injected I/O errors, throwing planners) are hidden from those
 #    runs and run here at 2 and 4 ranks with a short TIMEOUT: a rank that
 #    hangs on another's failure fails the test.
-#  - [needs_fix]: bugs found here that are still open; hidden and not
-#    registered (see below).
 #  - cairn_fault_env: a program armed through CAIRN_FAULT, as an example
 #    driven by CTest would be.
 target_sources(cairn_mpi_tests PRIVATE mpi/test_faults.cpp mpi/test_bad_input.cpp)
@@ -15,12 +13,6 @@ foreach(np 2 4)
   set_property(TEST mpi_faults_np${np} APPEND PROPERTY ENVIRONMENT
     "CAIRN_TEST_DIR=${CMAKE_CURRENT_BINARY_DIR}/tmp/mpi_faults_np${np}")
 endforeach()
-
-# Tests of bugs still open (tagged [.needs_fix]: a failure after the commit
-# point, absurd sizes in metadata, overlapping chunk tables) are not
-# registered, so that CI stays green; run them by hand with
-#   mpiexec -n 2 tests/cairn_mpi_tests "[needs_fix]"
-# and register them again once fixed (issue notes list them).
 
 add_executable(cairn_fault_env mpi/fault_env.cpp)
 target_link_libraries(cairn_fault_env PRIVATE Cairn::cairn)

@@ -19,7 +19,8 @@ struct Box {
     Shape shape;
 
     std::size_t ndim() const noexcept { return shape.size(); }
-    /// Number of elements (product of extents; 1 for 0-d).
+    /// Number of elements (product of extents; 1 for 0-d; 0 when an extent
+    /// is 0, -1 when one is negative, INT64_MAX when the product overflows).
     std::int64_t volume() const noexcept;
     /// True when any extent is zero (or negative).
     bool empty() const noexcept { return volume() <= 0; }
@@ -44,7 +45,8 @@ Box whole(const Shape& global_shape);
 /// ranks.
 std::optional<Box> intersect(const Box& a, const Box& b);
 
-/// Product of extents (1 for an empty shape vector = 0-d).
+/// Product of extents (1 for an empty shape vector = 0-d; 0 when an extent is
+/// 0, -1 when one is negative; saturates at INT64_MAX instead of overflowing).
 std::int64_t volume(const Shape& shape) noexcept;
 
 /// "[4, 5, 6]" for messages.

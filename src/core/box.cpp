@@ -11,9 +11,14 @@ namespace cairn {
 std::int64_t volume(const Shape& shape) noexcept
 {
     std::int64_t v = 1;
-    for (auto s : shape)
-        v *= s;
-    return v;
+    bool saturated = false;
+    for (auto s : shape) {
+        if (s <= 0)
+            return s < 0 ? -1 : 0;
+        if (!saturated && __builtin_mul_overflow(v, s, &v))
+            saturated = true;
+    }
+    return saturated ? INT64_MAX : v;
 }
 
 std::int64_t Box::volume() const noexcept { return cairn::volume(shape); }
@@ -37,7 +42,11 @@ std::string Box::str() const
         if (d)
             os << ", ";
         const auto o = d < offsets.size() ? offsets[d] : 0;
-        os << o << ':' << o + shape[d];
+        std::int64_t end = 0;
+        if (__builtin_add_overflow(o, shape[d], &end))
+            os << o << ':' << o << '+' << shape[d];
+        else
+            os << o << ':' << end;
     }
     os << ']';
     return os.str();
@@ -55,6 +64,17 @@ std::string shape_str(const Shape& shape)
 
 Box whole(const Shape& global_shape) { return Box{Shape(global_shape.size(), 0), global_shape}; }
 
+namespace {
+// o + s, saturated (boxes from hostile metadata may hold any values).
+std::int64_t end_of(std::int64_t o, std::int64_t s) noexcept
+{
+    std::int64_t e;
+    if (__builtin_add_overflow(o, s, &e))
+        return s > 0 ? INT64_MAX : INT64_MIN;
+    return e;
+}
+} // namespace
+
 std::optional<Box> intersect(const Box& a, const Box& b)
 {
     if (a.ndim() != b.ndim() || a.offsets.size() != a.ndim() || b.offsets.size() != b.ndim())
@@ -64,11 +84,12 @@ std::optional<Box> intersect(const Box& a, const Box& b)
     r.shape.resize(a.ndim());
     for (std::size_t d = 0; d < a.ndim(); ++d) {
         const auto lo = std::max(a.offsets[d], b.offsets[d]);
-        const auto hi = std::min(a.offsets[d] + a.shape[d], b.offsets[d] + b.shape[d]);
+        const auto hi = std::min(end_of(a.offsets[d], a.shape[d]), end_of(b.offsets[d], b.shape[d]));
         if (hi <= lo)
             return std::nullopt;
         r.offsets[d] = lo;
-        r.shape[d] = hi - lo;
+        if (__builtin_sub_overflow(hi, lo, &r.shape[d]))
+            r.shape[d] = INT64_MAX;
     }
     return r;
 }

@@ -3,6 +3,7 @@
 #include "cairn/planner.hpp"
 #include "core/codec.hpp"
 #include "core/strided.hpp"
+#include "core/tiling.hpp"
 #include "stage/stage.hpp"
 
 #include <algorithm>
@@ -58,41 +59,31 @@ struct Ref {
 };
 
 // Checks that the distinct boxes of an array are disjoint and cover it.
-void check_boxes(const std::string& fqn, const Shape& global, const std::vector<Box>& boxes,
+void check_boxes(const std::string& fqn, const Shape& global, std::size_t elem_size, const std::vector<Box>& boxes,
                  const std::map<Box, std::vector<int>>& holders)
 {
-    for (const auto& b : boxes)
-        if (!b.inside(global))
-            throw error::WrongAPIUsage("array '" + fqn + "': box " + b.str() + " of rank " +
-                                       std::to_string(holders.at(b).front()) + " lies outside the global shape " +
-                                       shape_str(global));
-    // Sweep along dimension 0 (boxes are sorted by offsets): only boxes whose
-    // dim-0 range is still open can overlap the next one.
-    std::vector<const Box*> open;
-    std::int64_t covered = 0;
-    for (const auto& b : boxes) {
-        covered += b.volume();
-        if (b.ndim() == 0) {
-            if (boxes.size() > 1)
-                throw error::WrongAPIUsage("array '" + fqn + "': 0-d array with several distinct boxes");
-            continue;
-        }
-        open.erase(std::remove_if(open.begin(), open.end(),
-                                  [&](const Box* o) { return o->offsets[0] + o->shape[0] <= b.offsets[0]; }),
-                   open.end());
-        for (const Box* o : open)
-            if (intersect(*o, b))
-                throw error::WrongAPIUsage("array '" + fqn + "': box " + o->str() + " of rank " +
-                                           std::to_string(holders.at(*o).front()) + " overlaps box " + b.str() +
-                                           " of rank " + std::to_string(holders.at(b).front()) +
-                                           " (replicas must have identical boxes)");
-        open.push_back(&b);
+    if (!detail::checked_bytes(global, elem_size))
+        throw error::WrongAPIUsage("array '" + fqn + "': the global shape " + shape_str(global) +
+                                   " has a negative extent or more bytes than a 64-bit size holds");
+    const auto p = detail::check_tiling(global, boxes);
+    const auto rank_of = [&](std::size_t i) { return std::to_string(holders.at(boxes[i]).front()); };
+    switch (p.kind) {
+    case detail::TilingProblem::none:
+        return;
+    case detail::TilingProblem::outside:
+        throw error::WrongAPIUsage("array '" + fqn + "': box " + boxes[p.first].str() + " of rank " + rank_of(p.first) +
+                                   " lies outside the global shape " + shape_str(global));
+    case detail::TilingProblem::overlap:
+        if (global.empty())
+            throw error::WrongAPIUsage("array '" + fqn + "': 0-d array with several distinct boxes");
+        throw error::WrongAPIUsage("array '" + fqn + "': box " + boxes[p.first].str() + " of rank " +
+                                   rank_of(p.first) + " overlaps box " + boxes[p.second].str() + " of rank " +
+                                   rank_of(p.second) + " (replicas must have identical boxes)");
+    case detail::TilingProblem::coverage:
+        throw error::WrongAPIUsage("array '" + fqn + "': the ranks' boxes cover " + std::to_string(p.covered) +
+                                   " of " + std::to_string(p.total) + " elements of the global shape " +
+                                   shape_str(global) + " (every element must be held by some rank)");
     }
-    const auto total = volume(global);
-    if (covered != total)
-        throw error::WrongAPIUsage("array '" + fqn + "': the ranks' boxes cover " + std::to_string(covered) + " of " +
-                                   std::to_string(total) + " elements of the global shape " + shape_str(global) +
-                                   " (every element must be held by some rank)");
 }
 
 } // namespace
@@ -261,7 +252,7 @@ std::pair<std::vector<SavePlan>, Metadata> DefaultSavePlanner::create_global_pla
             std::vector<Box> boxes;
             for (const auto& [b, h] : holders)
                 boxes.push_back(b);
-            check_boxes(fqn, em.global_shape, boxes, holders);
+            check_boxes(fqn, em.global_shape, dtype_size(first.dtype), boxes, holders);
             for (auto& [b, h] : holders) {
                 WriteItem w = first;
                 w.box = b;

@@ -2,10 +2,6 @@
 // of an unknown version, chunk paths that leave the checkpoint, absurd sizes
 // and counts, chunk tables that overlap or leave holes, states that differ
 // across ranks. Every rank gets the same clear error.
-//
-// Tests tagged [needs_fix] show bugs still open in the readers; they are
-// hidden from mpi_np* and run in their own CTest test (mpi_needs_fix_np2),
-// which fails until those are fixed.
 #include "fixtures.hpp"
 #include "outcome.hpp"
 
@@ -354,11 +350,10 @@ TEST_CASE("chunks beyond the end of their file are refused", "[bad_input]")
     }
 }
 
-// Needs fixes in the readers (see the report of the fault-injection work):
-// the metadata reader's length check overflows, and the per-rank reader
-// allocates a bytes entry's claimed length and reads array regions without
-// checking them against the chunk's stored length.
-TEST_CASE("absurd sizes in metadata are refused before allocating or reading", "[bad_input][.needs_fix]")
+// The metadata reader refuses global shapes whose byte size overflows 64
+// bits; the per-rank reader checks a chunk's stored range against its file
+// before it allocates or reads anything for it.
+TEST_CASE("absurd sizes in metadata are refused before allocating or reading", "[bad_input]")
 {
     const int w = world_size(), r = world_rank();
     const std::string base = fresh_dir("absurd_" + std::to_string(w));
@@ -471,9 +466,9 @@ TEST_CASE("chunk tables that leave holes are refused", "[bad_input][boxes]")
     }
 }
 
-// Needs a check that the chunks of an array are disjoint (metadata reader or
-// load planner): today coverage is counted by volume, so duplicates hide holes.
-TEST_CASE("chunk tables that overlap are refused", "[bad_input][boxes][.needs_fix]")
+// The metadata reader checks that the chunks of an array are disjoint and
+// cover it (counting volumes alone would let a duplicate hide a hole).
+TEST_CASE("chunk tables that overlap are refused", "[bad_input][boxes]")
 {
     const int w = world_size();
     const std::string base = fresh_dir("overlap_boxes_" + std::to_string(w));

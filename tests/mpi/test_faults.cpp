@@ -247,7 +247,7 @@ TEST_CASE("a failed replacement leaves the earlier checkpoint intact", "[.faults
 // reports must match what is on disk: when every rank throws, the new
 // checkpoint must not be visible (the earlier one is); when no rank throws,
 // the new one is committed.
-TEST_CASE("a failure after the commit point leaves what save reports", "[.needs_fix][commit]")
+TEST_CASE("a failure after the commit point leaves what save reports", "[.faults][commit]")
 {
     const int w = world_size();
     const std::string base = fresh_dir("faults_post_commit_" + std::to_string(w));

@@ -114,9 +114,9 @@ LoadPlan sample_load_plan()
 std::vector<WriteResult> sample_results()
 {
     return {
-        WriteResult{"fluid.velocity", 3, StorageInfo{"__0_0.distcp", 0, 960}},
-        WriteResult{"rng state", 0, StorageInfo{"__1_0.distcp", 4096, 5}},
-        WriteResult{k_odd, 0xFFFFFFFFu, StorageInfo{"", std::numeric_limits<std::uint64_t>::max(), 0}},
+        WriteResult{"fluid.velocity", 3, StorageInfo{"__0_0.distcp", 0, 960, {}}},
+        WriteResult{"rng state", 0, StorageInfo{"__1_0.distcp", 4096, 5, {}}},
+        WriteResult{k_odd, 0xFFFFFFFFu, StorageInfo{"", std::numeric_limits<std::uint64_t>::max(), 0, {}}},
     };
 }
 
@@ -134,14 +134,14 @@ Metadata sample_metadata()
         e.global_shape = {8, 10, 12};
         for (int r = 0; r < 4; ++r)
             e.chunks.push_back(ChunkMeta{Box{{0, 0, 3 * r}, {8, 10, 3}},
-                                         StorageInfo{"__" + std::to_string(r) + "_0.distcp", 64u * r, 960}});
+                                         StorageInfo{"__" + std::to_string(r) + "_0.distcp", 64u * r, 960, {}}});
         md.entries["fluid.velocity"] = e;
     }
     {
         EntryMeta e;
         e.kind = ItemKind::array;
         e.dtype = DType::f64;
-        e.chunks.push_back(ChunkMeta{Box{}, StorageInfo{"__0_0.distcp", 960, 8}});
+        e.chunks.push_back(ChunkMeta{Box{}, StorageInfo{"__0_0.distcp", 960, 8, {}}});
         md.entries["zero_d"] = e;
     }
     {
@@ -149,8 +149,8 @@ Metadata sample_metadata()
         e.kind = ItemKind::array;
         e.dtype = DType::i16;
         e.global_shape = {100};
-        e.chunks.push_back(ChunkMeta{Box{{0}, {50}}, StorageInfo{"a", 0, 100}});
-        e.chunks.push_back(ChunkMeta{Box{{50}, {50}}, StorageInfo{"b", 0, 100}});
+        e.chunks.push_back(ChunkMeta{Box{{0}, {50}}, StorageInfo{"a", 0, 100, {}}});
+        e.chunks.push_back(ChunkMeta{Box{{50}, {50}}, StorageInfo{"b", 0, 100, {}}});
         md.entries["line"] = e;
     }
     {
@@ -165,7 +165,7 @@ Metadata sample_metadata()
         e.kind = ItemKind::bytes;
         e.dtype = DType::u8;
         e.global_shape = {5};
-        e.chunks.push_back(ChunkMeta{whole({5}), StorageInfo{"__1_0.distcp", 0, 5}});
+        e.chunks.push_back(ChunkMeta{whole({5}), StorageInfo{"__1_0.distcp", 0, 5, {}}});
         md.entries["rng state"] = e;
     }
     {
@@ -427,7 +427,7 @@ TEST_CASE("codec: chunk count of a metadata entry patched to 2^60", "[codec]")
     e.kind = ItemKind::array;
     e.dtype = DType::u8;
     e.global_shape = {4};
-    e.chunks.push_back(ChunkMeta{whole({4}), StorageInfo{"f", 0, 4}});
+    e.chunks.push_back(ChunkMeta{whole({4}), StorageInfo{"f", 0, 4, {}}});
     md.entries["a"] = e;
     auto b = encode(md);
     Metadata header = md;

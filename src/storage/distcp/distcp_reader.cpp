@@ -39,6 +39,7 @@ struct DistcpReader::Impl {
     const Metadata* md = nullptr;
     std::uint64_t bytes_read = 0;
     std::map<std::string, std::unique_ptr<MpiFile>> files;
+    std::map<std::string, std::uint64_t> sizes; // of the files opened
     detail::HostBuffer buffer;
 
     MpiFile& open(const std::string& name)
@@ -50,6 +51,22 @@ struct DistcpReader::Impl {
         if (!f)
             f = std::make_unique<MpiFile>(fs::join(path, name), MpiFile::Mode::read);
         return *f;
+    }
+
+    /// Checks, before anything is allocated or read for it, that the chunk's
+    /// stored bytes lie inside its file (metadata may claim any length).
+    void check_extent(const std::string& fqn, const ChunkMeta& chunk)
+    {
+        auto known = sizes.find(chunk.storage.path);
+        if (known == sizes.end())
+            known = sizes.emplace(chunk.storage.path, open(chunk.storage.path).size()).first;
+        const auto size = known->second;
+        const auto off = chunk.storage.offset, len = chunk.storage.length;
+        if (off > size || len > size - off)
+            throw error::ReadError("short read: file " + fs::join(path, chunk.storage.path) + " holds " +
+                                   std::to_string(size) + " bytes, but chunk " + chunk.box.str() + " of '" + fqn +
+                                   "' is stored at bytes [" + std::to_string(off) + ", " + std::to_string(off) + "+" +
+                                   std::to_string(len) + ") (truncated file, or damaged metadata)");
     }
 
     /// Bytes per checksum block of `chunk` when verifying it, else 0.
@@ -203,6 +220,7 @@ void DistcpReader::reset(const std::string& checkpoint_id)
         throw error::WrongAPIUsage("empty checkpoint id");
     m_impl->path = fs::strip(checkpoint_id);
     m_impl->files.clear();
+    m_impl->sizes.clear();
     m_impl->bytes_read = 0;
 }
 
@@ -257,6 +275,7 @@ void DistcpReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
         want = std::max(want, 4 * im.span_of(*t.chunk, t.item->kind == ItemKind::bytes ? 1 : dtype_size(t.entry->dtype)));
     im.buffer = detail::HostBuffer(static_cast<std::size_t>(want));
     for (const auto& t : tasks) {
+        im.check_extent(t.item->fqn, *t.chunk);
         if (t.item->kind == ItemKind::bytes) {
             const auto n = t.chunk->storage.length;
             std::vector<std::byte> data(static_cast<std::size_t>(n));
@@ -274,6 +293,7 @@ void DistcpReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
     for (auto& [name, f] : im.files)
         f->close();
     im.files.clear();
+    im.sizes.clear();
     im.buffer = detail::HostBuffer();
 }
 
@@ -283,6 +303,7 @@ std::uint64_t DistcpReader::verify_chunk(const std::string& fqn, const EntryMeta
     if (!im.md)
         throw error::WrongAPIUsage("DistcpReader::verify_chunk before set_up_storage_reader");
     const auto es = entry.kind == ItemKind::bytes ? 1 : dtype_size(entry.dtype);
+    im.check_extent(fqn, chunk);
     const bool saved = im.verify;
     im.verify = true;
     const auto span = im.span_of(chunk, es);

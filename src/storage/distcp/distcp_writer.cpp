@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -290,30 +291,73 @@ void DistcpWriter::finish(const Metadata& metadata, const std::vector<std::vecto
     detail::write_metadata_file(tmp, md, im.opt.fsync);
     if (im.opt.fsync)
         fs::fsync_path(im.write_dir); // the data files' directory entries
-    fs::rename(tmp, fs::join(im.write_dir, metadata_file_name));
-    if (im.opt.fsync)
-        fs::fsync_path(im.write_dir);
+    const auto final_md = fs::join(im.write_dir, metadata_file_name);
+    fs::rename(tmp, final_md);
+    // From here on the checkpoint may be visible. A failure to make it
+    // durable (fsync) undoes what is visible and fails the save, so that
+    // what save reports is what is on disk; a failure to clean up after the
+    // commit (removing the replaced checkpoint) is only reported.
+    const auto uncommit = [&] {
+        if (im.write_dir == im.path) {
+            try {
+                fs::rename(final_md, tmp); // no longer a checkpoint; abort() removes it
+            } catch (...) {
+            }
+        }
+    };
+    if (im.opt.fsync) {
+        try {
+            fs::fsync_path(im.write_dir);
+        } catch (...) {
+            uncommit();
+            throw;
+        }
+    }
     if (im.write_dir != im.path) {
         // Swap the new checkpoint in; the old one is removed only after.
         const auto old = im.path + ".cairn-old";
         fs::remove_all(old);
         fs::rename(im.path, old);
-        try {
-            fs::rename(im.write_dir, im.path);
-        } catch (...) {
-            // Put the old checkpoint back: a failed save never damages it.
+        const auto put_back = [&] {
+            // A failed save never damages the old checkpoint.
             try {
                 fs::rename(old, im.path);
             } catch (...) {
             }
+        };
+        try {
+            fs::rename(im.write_dir, im.path);
+        } catch (...) {
+            put_back();
             throw;
         }
-        if (im.opt.fsync)
-            fs::fsync_path(fs::parent(im.path));
-        fs::remove_all(old);
+        if (im.opt.fsync) {
+            try {
+                fs::fsync_path(fs::parent(im.path));
+            } catch (...) {
+                try {
+                    fs::rename(im.path, im.write_dir); // abort() removes it
+                } catch (...) {
+                }
+                put_back();
+                throw;
+            }
+        }
         im.write_dir = im.path;
+        try {
+            fs::remove_all(old);
+        } catch (const std::exception& e) {
+            // Committed: the replaced checkpoint is a leftover (find_leftovers() names it).
+            std::fprintf(stderr, "cairn: warning: checkpoint %s committed, but the checkpoint it replaced was not "
+                                 "removed: %s\n", im.path.c_str(), e.what());
+        }
     } else if (im.opt.fsync) {
-        fs::fsync_path(fs::parent(im.path));
+        try {
+            fs::fsync_path(fs::parent(im.path));
+        } catch (...) {
+            uncommit();
+            throw;
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 
 #include "cairn/errors.hpp"
 #include "core/checksum.hpp"
+#include "core/tiling.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/h5.hpp"
 
@@ -213,6 +214,10 @@ Metadata read_metadata_group(hid_t loc, const std::string& where)
                 throw error::FormatError(ew + ": negative extent in its global shape");
         if (em.kind == ItemKind::bytes && nd != 1)
             throw error::FormatError(ew + ": a bytes entry must have a 1-d global shape");
+        const std::uint64_t elem = em.kind == ItemKind::bytes ? 1 : dtype_size(em.dtype);
+        if (has_dims(em.kind) && !checked_bytes(em.global_shape, elem))
+            throw error::FormatError(ew + ": global shape " + shape_str(em.global_shape) +
+                                     " holds more bytes than a 64-bit size");
         const auto nchunks = counts[i];
         if (nchunks < 0 || static_cast<std::uint64_t>(nchunks) > nc - ci ||
             (!has_dims(em.kind) && nchunks != 0))
@@ -233,20 +238,33 @@ Metadata read_metadata_group(hid_t loc, const std::string& where)
             if (chunk_file[ci] < 0 || static_cast<std::size_t>(chunk_file[ci]) >= files.size())
                 throw error::FormatError(ew + ": chunk " + std::to_string(c) + " names file " +
                                          std::to_string(chunk_file[ci]) + " of " + std::to_string(files.size()));
-            const auto expect = static_cast<std::uint64_t>(ch.box.volume()) *
-                                (em.kind == ItemKind::bytes ? 1 : dtype_size(em.dtype));
+            // Inside a global shape whose byte size fits: so does the box's.
+            const auto expect = static_cast<std::uint64_t>(ch.box.volume()) * elem;
             if (chunk_length[ci] != expect)
                 throw error::FormatError(ew + ": chunk " + std::to_string(c) + " has length " +
                                          std::to_string(chunk_length[ci]) + ", its box needs " + std::to_string(expect));
             ch.storage = StorageInfo{files[static_cast<std::size_t>(chunk_file[ci])], chunk_offset[ci], chunk_length[ci], {}};
-            const auto nsums = checksum_blocks(chunk_length[ci], checksum_span(ch.box.shape,
-                                                                              em.kind == ItemKind::bytes ? 1 : dtype_size(em.dtype),
-                                                                              md.checksum_block));
+            const auto nsums = checksum_blocks(chunk_length[ci], checksum_span(ch.box.shape, elem, md.checksum_block));
             if (sums.size() - ki < nsums)
                 throw error::FormatError(ew + ": chunk_checksums is too short");
             ch.storage.checksums.assign(sums.begin() + static_cast<std::ptrdiff_t>(ki),
                                         sums.begin() + static_cast<std::ptrdiff_t>(ki + nsums));
             ki += nsums;
+        }
+        if (has_dims(em.kind)) {
+            std::vector<Box> chunk_boxes;
+            chunk_boxes.reserve(em.chunks.size());
+            for (const auto& ch : em.chunks)
+                chunk_boxes.push_back(ch.box);
+            const auto p = check_tiling(em.global_shape, chunk_boxes);
+            if (p.kind == TilingProblem::overlap)
+                throw error::FormatError(ew + ": chunk " + std::to_string(p.first) + " " +
+                                         chunk_boxes[p.first].str() + " overlaps chunk " + std::to_string(p.second) +
+                                         " " + chunk_boxes[p.second].str());
+            if (p.kind == TilingProblem::coverage)
+                throw error::FormatError(ew + ": its chunks cover " + std::to_string(p.covered) + " of the " +
+                                         std::to_string(p.total) + " elements of its global shape " +
+                                         shape_str(em.global_shape));
         }
         if (em.kind == ItemKind::string || em.kind == ItemKind::scalar) {
             if (!values.valid())

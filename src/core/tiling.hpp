@@ -1,0 +1,42 @@
+// Cairn internal: overflow-checked sizes and the check that a set of boxes
+// tiles a global array (disjoint, inside, covering). Used by the
+// coordinator's global plan (boxes given by the ranks) and by the metadata
+// reader (chunks read from a file, which may be hostile).
+#pragma once
+
+#include "cairn/box.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace cairn::detail {
+
+/// volume(shape) * elem_size, or nothing when an extent is negative or the
+/// product does not fit in an int64_t.
+std::optional<std::int64_t> checked_bytes(const Shape& shape, std::uint64_t elem_size) noexcept;
+
+/// True when the boxes (same rank, well formed) share at least one element.
+/// Never overflows and never allocates.
+bool overlaps(const Box& a, const Box& b) noexcept;
+
+/// What check_tiling found.
+struct TilingProblem {
+    enum Kind { none, outside, overlap, coverage } kind = none;
+    std::size_t first = 0;      ///< outside: the box; overlap: one of the two boxes (indices into `boxes`)
+    std::size_t second = 0;     ///< overlap: the other box
+    std::int64_t covered = 0;   ///< coverage: elements the boxes hold (saturated)
+    std::int64_t total = 0;     ///< coverage: elements of the global shape
+    explicit operator bool() const noexcept { return kind != none; }
+};
+
+/// Checks that `boxes` lie inside `global`, are pairwise disjoint and cover
+/// it. Empty boxes are ignored (they hold nothing). `global`'s volume must
+/// fit in an int64_t (see checked_bytes). A sweep along the dimension with
+/// the most distinct offsets: O(n log n + n * k), k the number of boxes
+/// whose range along that dimension is open at once (small for the
+/// decompositions of simulation codes: one process-grid row or column).
+TilingProblem check_tiling(const Shape& global, const std::vector<Box>& boxes);
+
+} // namespace cairn::detail
