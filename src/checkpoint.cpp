@@ -62,6 +62,7 @@ std::shared_ptr<StorageWriter> default_writer(const SaveOptions& o, const std::s
         co.overwrite = o.overwrite;
         co.alignment = o.alignment;
         co.staging_bytes = o.staging_bytes;
+        co.checksum_block = o.checksum_block;
         co.tuning = o.container;
         return std::make_shared<ContainerWriter>(std::move(co));
     }
@@ -81,7 +82,7 @@ std::shared_ptr<StorageReader> default_reader(const LoadOptions& o, const std::s
         container = flag != 0;
     }
     if (container)
-        return std::make_shared<ContainerReader>(o.staging_bytes, o.container);
+        return std::make_shared<ContainerReader>(o.staging_bytes, o.container, o.verify_checksums);
     return std::make_shared<DistcpReader>(o.staging_bytes, o.verify_checksums);
 }
 

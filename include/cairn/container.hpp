@@ -65,6 +65,8 @@ struct ContainerWriterOptions {
     /// of it; set it to the stripe size of a parallel file system.
     std::size_t alignment = 4096;
     std::size_t staging_bytes = std::size_t(64) << 20;
+    /// Bytes per checksum block (0: no checksums); see SaveOptions.
+    std::uint64_t checksum_block = std::uint64_t(1) << 20;
     ContainerTuning tuning;
 };
 
@@ -101,15 +103,25 @@ private:
 /// metadata order; ranks with nothing to read from a dataset take part with
 /// an empty selection. Strided destinations that are windows of row-major
 /// arrays are read into directly; others through a bounded buffer.
+///
+/// Verification (`verify`, on by default, and checkpoints with checksums):
+/// each rank then reads, independently, the whole checksum blocks of every
+/// stored chunk its region touches — whole rows along dimension 0 of the
+/// chunk, one row more at either end when a row is longer than a block —
+/// through a bounded buffer, checks them, and copies its region out.
+/// verify_chunk reads a chunk whole, opening the file with HDF5's serial
+/// driver (local, any rank).
 class ContainerReader : public StorageReader {
 public:
-    explicit ContainerReader(std::size_t staging_bytes = std::size_t(64) << 20, ContainerTuning tuning = {});
+    explicit ContainerReader(std::size_t staging_bytes = std::size_t(64) << 20, ContainerTuning tuning = {},
+                             bool verify = true);
     ~ContainerReader() override;
     void reset(const std::string& checkpoint_id) override;
     Metadata read_metadata() override;
     void set_up_storage_reader(const Metadata& metadata, bool is_coordinator, MPI_Comm comm) override;
     LoadPlan prepare_local_plan(LoadPlan plan) override;
     void read_data(const LoadPlan& plan, LoadPlanner& planner) override;
+    std::uint64_t verify_chunk(const std::string& fqn, const EntryMeta& entry, const ChunkMeta& chunk) override;
 
     /// Bytes of array and blob data this rank read in the last read_data.
     std::uint64_t bytes_read() const noexcept;

@@ -3,6 +3,7 @@
 #include "fixtures.hpp"
 
 #include <catch2/catch.hpp>
+#include <hdf5.h>
 
 #include <fstream>
 #include <set>
@@ -146,4 +147,89 @@ TEST_CASE("checksums catch a flipped bit on load and in verify", "[storage][chec
     cairn::LoadOptions lo;
     lo.verify_checksums = false;
     CHECK_NOTHROW(cairn::load(back.dict, dir, MPI_COMM_WORLD, lo));
+}
+
+TEST_CASE("container checksums catch a flipped bit on load and in verify", "[storage][checksum][container]")
+{
+    const int w = world_size(), r = world_rank();
+    const std::string id = fresh_dir("bitflip_c_" + std::to_string(w)) + "/ckpt.h5";
+    TestState s(standard_arrays(), Decomp::dim0, w, r, 1, true); // ghost cells: strided chunks
+    cairn::SaveOptions so;
+    so.checksum_block = 256; // many blocks per chunk
+    cairn::save(s.dict, id, MPI_COMM_WORLD, so);
+    const auto md = cairn::read_metadata(id);
+    CHECK(md.checksum_block == 256);
+    const auto& entry = md.entries.at("a3");
+    const auto& chunk = entry.chunks.at(0);
+    // Blocks are whole rows along dimension 0 when one fits in 256 bytes.
+    const auto es = cairn::dtype_size(entry.dtype);
+    const std::uint64_t row = static_cast<std::uint64_t>(chunk.box.shape[1] * chunk.box.shape[2]) * es;
+    const std::uint64_t span = row <= 256 ? 256 / row * row : 256;
+    CHECK(chunk.storage.checksums.size() == (chunk.storage.length + span - 1) / span);
+    const std::string first_block = "bytes [0, " + std::to_string(std::min(span, chunk.storage.length)) + ")";
+
+    auto clean = cairn::verify(id, MPI_COMM_WORLD);
+    CHECK(clean.ok());
+    CHECK(clean.checksums);
+    CHECK(clean.chunks == [&] {
+        std::size_t n = 0;
+        for (const auto& [name, e] : md.entries)
+            n += e.chunks.size();
+        return n;
+    }());
+    {   // Reshard-load the clean container, verified, on another decomposition.
+        TestState back(standard_arrays(), Decomp::last_dim, w, w - 1 - r, 1, false);
+        cairn::load(back.dict, id, MPI_COMM_WORLD);
+        CHECK(all(back.errors() == 0));
+    }
+
+    // Flip one bit of the first element of chunk 0 of "a3": the dataset is
+    // contiguous, so the element lies at the dataset's file offset plus its
+    // row-major index times the element size.
+    if (r == 0) {
+        haddr_t base = HADDR_UNDEF;
+        {
+            const hid_t f = H5Fopen(id.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+            REQUIRE(f >= 0);
+            const hid_t d = H5Dopen2(f, chunk.storage.path.c_str(), H5P_DEFAULT);
+            REQUIRE(d >= 0);
+            base = H5Dget_offset(d);
+            H5Dclose(d);
+            H5Fclose(f);
+        }
+        REQUIRE(base != HADDR_UNDEF);
+        std::int64_t lin = 0;
+        for (std::size_t d = 0; d < entry.global_shape.size(); ++d)
+            lin = lin * entry.global_shape[d] + chunk.box.offsets[d];
+        const auto pos = static_cast<std::streamoff>(base + static_cast<haddr_t>(lin) * es);
+        std::fstream f(id, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekg(pos);
+        char c = 0;
+        f.read(&c, 1);
+        c = static_cast<char>(c ^ 0x10);
+        f.seekp(pos);
+        f.write(&c, 1);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    const auto bad = cairn::verify(id, MPI_COMM_WORLD);
+    REQUIRE(bad.problems.size() == 1);
+    CHECK(bad.problems[0].find("'a3'") != std::string::npos);
+    CHECK(bad.problems[0].find(chunk.storage.path) != std::string::npos);
+    CHECK(bad.problems[0].find(first_block) != std::string::npos);
+
+    TestState back(standard_arrays(), Decomp::dim0, w, r, 0, false);
+    std::string msg;
+    try {
+        cairn::load(back.dict, id, MPI_COMM_WORLD);
+    } catch (const cairn::error::IntegrityError& e) {
+        msg = e.what();
+    }
+    CHECK(all(msg.find("checksum mismatch in 'a3'") != std::string::npos));
+    CHECK(all(msg.find(id) != std::string::npos));
+    CHECK(all(msg.find(first_block) != std::string::npos));
+
+    cairn::LoadOptions lo;
+    lo.verify_checksums = false;
+    CHECK_NOTHROW(cairn::load(back.dict, id, MPI_COMM_WORLD, lo));
 }

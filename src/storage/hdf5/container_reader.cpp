@@ -9,6 +9,7 @@
 #include "cairn/container.hpp"
 
 #include "cairn/errors.hpp"
+#include "core/checksum.hpp"
 #include "core/strided.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/container_h5.hpp"
@@ -16,7 +17,9 @@
 #include "storage/hdf5/metadata_h5.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
+#include <optional>
 
 namespace cairn {
 
@@ -127,19 +130,99 @@ struct Task {
     std::size_t blob = 0; // bytes entries: index into the blobs
 };
 
+// Reads the whole checksum blocks of stored chunk `ch` that rows
+// [O.offsets[0], +O.shape[0]) of it touch (all of it without `O`), checks
+// them, and copies region `O` (inside `ch.box` and `I`) into `dst`, the
+// destination of region `I`. Blocks are whole rows along dimension 0 when a
+// row fits in one, else pieces of rows: then the rows holding the first and
+// last block are read whole. Independent transfers through `buffer`, in
+// pieces of at most `staging` bytes. Returns the bytes read.
+std::uint64_t read_verified(hid_t dset, hid_t mtype, hid_t fspace, hid_t xfer, std::uint64_t block, const ChunkMeta& ch,
+                            std::size_t es, const Box* O, const Box* I, const StridedView* dst, std::size_t staging,
+                            std::vector<char>& buffer, const std::string& what, const std::string& fqn)
+{
+    const Box& C = ch.box;
+    const std::size_t nd = C.ndim();
+    const std::uint64_t len = ch.storage.length;
+    const std::uint64_t span = detail::checksum_span(C.shape, es, block);
+    const std::uint64_t plane = nd ? static_cast<std::uint64_t>(volume(Shape(C.shape.begin() + 1, C.shape.end()))) * es
+                                   : len;
+    if (span == 0 || plane == 0 || len == 0)
+        return 0;
+    std::uint64_t r0 = 0, r1 = nd ? static_cast<std::uint64_t>(C.shape[0]) : 1;
+    if (O && nd) {
+        r0 = static_cast<std::uint64_t>(O->offsets[0] - C.offsets[0]);
+        r1 = r0 + static_cast<std::uint64_t>(O->shape[0]);
+    }
+    const std::uint64_t A = r0 * plane / span * span;                             // first byte, block-aligned
+    const std::uint64_t B = std::min(len, (r1 * plane + span - 1) / span * span); // end, block-aligned
+    const std::uint64_t R0 = A / plane, R1 = (B + plane - 1) / plane;           // rows holding [A, B)
+    Box R = C;
+    if (nd) {
+        R.offsets[0] = C.offsets[0] + static_cast<std::int64_t>(R0);
+        R.shape[0] = static_cast<std::int64_t>(R1 - R0);
+    }
+    const ct::Split split(R, std::max<std::int64_t>(static_cast<std::int64_t>(staging / es), 1));
+    buffer.resize(static_cast<std::size_t>(split.max_elements()) * es);
+    detail::ChunkHasher hasher(span);
+    std::uint64_t pos = R0 * plane, bytes = 0;
+    for (std::int64_t p = 0; p < split.count(); ++p) {
+        std::int64_t first = 0, n = 0;
+        const Box P = split.piece(p, first, n);
+        ct::select_box(fspace, P, what, false);
+        const Handle mem = ct::dense_space(static_cast<std::uint64_t>(n), what, false);
+        check_status(H5Dread(dset, mtype, mem, fspace, xfer, buffer.data()), "reading " + what, false);
+        const std::uint64_t lo = pos, hi = pos + static_cast<std::uint64_t>(n) * es;
+        const std::uint64_t a = std::max(lo, A), b = std::min(hi, B);
+        if (b > a)
+            hasher.update(buffer.data() + (a - lo), static_cast<std::size_t>(b - a));
+        pos = hi;
+        bytes += hi - lo;
+        if (!dst)
+            continue;
+        const auto X = nd ? intersect(*O, P) : std::optional<Box>(*O);
+        if (X) {
+            const StridedView src{buffer.data(), es, P.shape, row_major_strides(P.shape)};
+            copy_strided(detail::subview(*dst, *I, *X), detail::subview(src, P, *X));
+        }
+    }
+    const auto sums = hasher.finish();
+    const auto& stored = ch.storage.checksums;
+    const std::uint64_t b0 = A / span;
+    for (std::uint64_t k = 0; k < sums.size(); ++k) {
+        const auto blk = b0 + k;
+        if (blk >= stored.size() || stored[blk] != sums[k]) {
+            char text[64];
+            std::snprintf(text, sizeof text, "stored %016llx, computed %016llx",
+                          blk < stored.size() ? static_cast<unsigned long long>(stored[blk]) : 0ull,
+                          static_cast<unsigned long long>(sums[k]));
+            throw error::IntegrityError("checksum mismatch in '" + fqn + "': " + what + ", chunk " + C.str() +
+                                        ", bytes [" + std::to_string(blk * span) + ", " +
+                                        std::to_string(std::min(len, (blk + 1) * span)) + ") of the chunk (block " +
+                                        std::to_string(blk) + "): " + text);
+        }
+    }
+    return bytes;
+}
+
 } // namespace
 
 struct ContainerReader::Impl {
     std::size_t staging = 0;
     ContainerTuning tuning;
+    bool verify = true;
     std::string path;
     const Metadata* md = nullptr;
     MPI_Comm comm = MPI_COMM_NULL;
     std::uint64_t bytes_read = 0;
+    Handle serial; // verify_chunk's file, opened with the serial driver
+    std::vector<char> buffer;
 };
 
-ContainerReader::ContainerReader(std::size_t staging_bytes, ContainerTuning tuning) : m_impl(std::make_unique<Impl>())
+ContainerReader::ContainerReader(std::size_t staging_bytes, ContainerTuning tuning, bool verify)
+    : m_impl(std::make_unique<Impl>())
 {
+    m_impl->verify = verify;
     if (staging_bytes < 4096)
         throw error::WrongAPIUsage("staging_bytes must be at least 4096, not " + std::to_string(staging_bytes));
     ct::check_tuning(tuning);
@@ -156,6 +239,8 @@ void ContainerReader::reset(const std::string& checkpoint_id)
     m_impl->path = fs::strip(checkpoint_id);
     m_impl->md = nullptr;
     m_impl->bytes_read = 0;
+    detail::h5::ErrorSilencer quiet;
+    m_impl->serial = Handle();
 }
 
 Metadata ContainerReader::read_metadata()
@@ -244,6 +329,7 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
         throw error::WrongAPIUsage("ContainerReader::read_data before set_up_storage_reader");
     const Metadata& md = *im.md;
     const std::string& path = im.path;
+    const bool verifying = im.verify && md.checksum_block != 0;
 
     // Datasets with elements, in metadata order: the schedule's columns.
     std::vector<const std::pair<const std::string, EntryMeta>*> datasets;
@@ -299,6 +385,12 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
                 throw error::FormatError(path + ": entry '" + item.fqn + "' has elements but no stored chunks");
             t.dataset = d->second;
             const std::string what = path + ": dataset '" + em.chunks.front().storage.path + "'";
+            if (verifying) {
+                t.rounds = 1; // read alone, chunk by chunk (read_verified)
+                rounds[t.dataset + 1] += t.rounds;
+                tasks.push_back(std::move(t));
+                continue;
+            }
             t.mem = ct::view_space(t.view, what, false);
             if (t.mem.valid()) {
                 t.rounds = 1;
@@ -404,7 +496,25 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
             const std::int64_t nrounds = rounds[1 + d];
             const bool single = rounds[1 + D + d] == -rounds[1 + 2 * D + d];
             const auto bytes = static_cast<std::uint64_t>(volume(em.global_shape)) * es;
-            if (single || bytes < im.tuning.independent_below) {
+            if (verifying) {
+                // Every rank opened the dataset; each reads the checksum
+                // blocks of the chunks its regions touch, alone.
+                for (std::size_t ti = cursor; ti < end && !err && usable; ++ti) {
+                    try {
+                        const Task& t = tasks[ti];
+                        const Box I = t.item->kind == ItemKind::bytes ? whole(em.global_shape) : t.item->box;
+                        for (const auto& ch : em.chunks) {
+                            const auto O = I.ndim() ? intersect(ch.box, I) : std::optional<Box>(I);
+                            if (O)
+                                im.bytes_read += read_verified(dset, mtype, fspace, independent, md.checksum_block, ch,
+                                                               es, &*O, &I, &t.view, im.staging, buffer, what,
+                                                               t.item->fqn);
+                        }
+                    } catch (...) {
+                        note();
+                    }
+                }
+            } else if (single || bytes < im.tuning.independent_below) {
                 // Every rank opened the dataset (collective metadata); its readers read alone.
                 for (std::size_t ti = cursor; ti < end && !err && usable; ++ti)
                     for (std::int64_t p = 0; p < tasks[ti].rounds && !err; ++p) {
@@ -469,6 +579,31 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
         std::rethrow_exception(err);
     for (std::size_t b = 0; b < blobs.size(); ++b)
         planner.load_bytes(*blob_items[b], std::move(blobs[b]));
+}
+
+std::uint64_t ContainerReader::verify_chunk(const std::string& fqn, const EntryMeta& entry, const ChunkMeta& chunk)
+{
+    auto& im = *m_impl;
+    if (im.path.empty())
+        throw error::WrongAPIUsage("ContainerReader::verify_chunk before reset");
+    if (!im.md || !im.md->checksum_block)
+        return 0; // nothing to check: a checkpoint without checksums
+    detail::h5::ErrorSilencer quiet;
+    if (!im.serial.valid()) {
+        const Handle fapl = ct::file_access(MPI_COMM_NULL, im.tuning, 0, im.path, false);
+        im.serial = Handle(check(H5Fopen(im.path.c_str(), H5F_ACC_RDONLY, fapl), "opening " + im.path, false));
+    }
+    const std::string what = im.path + ": dataset '" + chunk.storage.path + "'";
+    const Handle dset(check(H5Dopen2(im.serial, chunk.storage.path.c_str(), H5P_DEFAULT), "opening " + what, false));
+    const Handle fspace(check(H5Dget_space(dset), what, false));
+    if (!same_shape(fspace, entry.global_shape))
+        throw error::FormatError(what + " has shape " + dims_str(fspace) + ", the metadata says " +
+                                 shape_str(entry.global_shape));
+    const Handle ftype(check(H5Dget_type(dset), what, false));
+    const Handle mtype = memory_type(ftype, stored_dtype(entry));
+    const auto es = dtype_size(stored_dtype(entry));
+    return read_verified(dset, mtype, fspace, H5P_DEFAULT, im.md->checksum_block, chunk, es, nullptr, nullptr, nullptr,
+                         im.staging, im.buffer, what, fqn);
 }
 
 std::uint64_t ContainerReader::bytes_read() const noexcept { return m_impl->bytes_read; }

@@ -12,6 +12,7 @@
 
 #include "cairn/errors.hpp"
 #include "comm/protocol.hpp"
+#include "core/checksum.hpp"
 #include "core/codec.hpp"
 #include "core/strided.hpp"
 #include "storage/fs.hpp"
@@ -112,6 +113,30 @@ struct Task {
     std::int64_t rounds = 0;
 };
 
+// The checksums of a chunk (docs/FORMAT.md, "Checksums"): its bytes in
+// row-major order over its box, hashed straight from a dense view or packed
+// piece by piece (at most `staging` bytes) from a strided one.
+std::vector<std::uint64_t> chunk_checksums(const StridedView& view, const Box& box, std::size_t es,
+                                           std::uint64_t block, std::size_t staging, std::vector<char>& scratch)
+{
+    detail::ChunkHasher hasher(detail::checksum_span(box.shape, es, block));
+    const auto n = box.volume();
+    if (detail::is_dense(view)) {
+        hasher.update(view.data, static_cast<std::size_t>(n) * es);
+        return hasher.finish();
+    }
+    const ct::Split split(Box{Shape(box.ndim(), 0), box.shape}, std::max<std::int64_t>(
+                                                                     static_cast<std::int64_t>(staging / es), 1));
+    scratch.resize(static_cast<std::size_t>(split.max_elements()) * es);
+    for (std::int64_t p = 0; p < split.count(); ++p) {
+        std::int64_t first = 0, count = 0;
+        split.piece(p, first, count);
+        detail::pack_range(view, first, count, scratch.data());
+        hasher.update(scratch.data(), static_cast<std::size_t>(count) * es);
+    }
+    return hasher.finish();
+}
+
 } // namespace
 
 struct ContainerWriter::Impl {
@@ -202,6 +227,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
     std::vector<std::int64_t> sched(1 + 3 * D, 0);
     std::int64_t max_piece_bytes = 0;
     std::exception_ptr failed;
+    std::vector<char> scratch; // packing strided data for checksums
     try {
         std::map<std::string, std::size_t> index;
         for (std::size_t d = 0; d < D; ++d)
@@ -246,6 +272,9 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             res.chunk = it.chunk;
             res.storage.path = ds.path;
             res.storage.length = it.nbytes;
+            if (im.opt.checksum_block && it.box.volume() > 0)
+                res.storage.checksums = chunk_checksums(ref.view, it.box, static_cast<std::size_t>(es),
+                                                        im.opt.checksum_block, im.opt.staging_bytes, scratch);
             results.push_back(std::move(res));
             tasks.push_back(std::move(t));
         }
@@ -397,6 +426,7 @@ void ContainerWriter::finish(const Metadata& metadata, const std::vector<std::ve
     auto& im = *m_impl;
     Metadata md = metadata;
     md.layout = "container";
+    md.checksum_block = im.opt.checksum_block;
     md.created = utc_now();
     detail::h5::ErrorSilencer quiet;
     {
