@@ -91,6 +91,10 @@ typedef enum cairn_dtype {
     CAIRN_BOOL = 12 /**< one byte, 0 or 1 (C99 _Bool) */
 } cairn_dtype_t;
 
+/* Functions taking a dtype take it as an `int` holding a cairn_dtype_t value:
+ * an invalid code (say 99) is refused with CAIRN_ERR_USAGE, "invalid dtype
+ * code 99 (...)", and never converted to the enum. */
+
 /** Size of one element of `dtype` in bytes; 0 for an invalid code. Local. */
 size_t cairn_dtype_size(int dtype);
 
@@ -126,17 +130,17 @@ int cairn_state_size(const cairn_state_t* state, size_t* size);
  *  Several ranks holding the same box hold a replicated array, stored once.
  *  Returns CAIRN_ERR_USAGE for an empty or taken name, an inconsistent box or
  *  a NULL `data` for a non-empty box. */
-int cairn_state_add_array(cairn_state_t* state, const char* name, cairn_dtype_t dtype, int ndim,
+int cairn_state_add_array(cairn_state_t* state, const char* name, int dtype, int ndim,
                           const int64_t* global_shape, const int64_t* offsets, const int64_t* shape, void* data,
                           const int64_t* strides);
 
 /** Adds a whole dense row-major array of `shape`, held identically by every
  *  rank that adds it (replicated, stored once). Local. */
-int cairn_state_add_replicated(cairn_state_t* state, const char* name, cairn_dtype_t dtype, int ndim,
+int cairn_state_add_replicated(cairn_state_t* state, const char* name, int dtype, int ndim,
                                const int64_t* shape, void* data);
 
 /** Adds a scalar bound to `*value` (an object of `dtype`). Local. */
-int cairn_state_add_scalar(cairn_state_t* state, const char* name, cairn_dtype_t dtype, void* value);
+int cairn_state_add_scalar(cairn_state_t* state, const char* name, int dtype, void* value);
 
 /** Adds a string held in `buffer` of `capacity` bytes. Save stores the
  *  NUL-terminated string in `buffer` (at most `capacity` bytes; no NUL within

@@ -189,7 +189,10 @@ public:
             const void* nul = std::memchr(m_buffer, '\0', m_capacity);
             n = nul ? static_cast<std::size_t>(static_cast<const char*>(nul) - m_buffer) : m_capacity;
         }
-        m_value.assign(m_buffer, n);
+        if (n > 0)
+            m_value.assign(m_buffer, n);
+        else
+            m_value.clear();
     }
     void after_load() override
     {
@@ -199,12 +202,16 @@ public:
                                               std::to_string(m_value.size()) +
                                               " characters, the buffer has room for " + std::to_string(room) +
                                               (m_fortran ? "" : " (plus the NUL)"));
+        // m_buffer is null for a zero-length Fortran string: no memcpy or
+        // memset on it, not even of 0 bytes (undefined behaviour).
         if (!m_value.empty())
             std::memcpy(m_buffer, m_value.data(), m_value.size());
-        if (m_fortran)
-            std::memset(m_buffer + m_value.size(), ' ', m_capacity - m_value.size());
-        else
+        if (m_fortran) {
+            if (m_capacity > m_value.size())
+                std::memset(m_buffer + m_value.size(), ' ', m_capacity - m_value.size());
+        } else {
             m_buffer[m_value.size()] = '\0';
+        }
     }
 
 private:
@@ -380,12 +387,18 @@ int check_comm(const char* function, MPI_Comm comm) noexcept
 
 namespace cairn::capi {
 
+std::string dtype_error(int dtype)
+{
+    return "invalid dtype code " + std::to_string(dtype) + " (the cairn_dtype_t codes are 0..12, CAIRN_F16.." +
+           "CAIRN_BOOL)";
+}
+
 void add_array(cairn_state& state, const std::string& name, int dtype, int ndim, const std::int64_t* global_shape,
                const std::int64_t* offsets, const std::int64_t* shape, void* data, const std::int64_t* strides,
                std::size_t elem_size, const void* true_value, const void* false_value)
 {
     const std::string what = "array '" + name + "': ";
-    require(dtype_valid(dtype), what + "invalid dtype code " + std::to_string(dtype));
+    require(dtype_valid(dtype), what + dtype_error(dtype));
     require(ndim >= 0 && ndim <= CAIRN_MAX_NDIM,
             what + "ndim " + std::to_string(ndim) + " is not in 0.." + std::to_string(CAIRN_MAX_NDIM));
     require(ndim == 0 || (global_shape && offsets && shape), what + "global_shape, offsets or shape is NULL");
@@ -413,7 +426,7 @@ void add_array(cairn_state& state, const std::string& name, int dtype, int ndim,
 void add_scalar(cairn_state& state, const std::string& name, int dtype, void* value, std::size_t elem_size,
                 const void* true_value, const void* false_value)
 {
-    require(dtype_valid(dtype), "scalar '" + name + "': invalid dtype code " + std::to_string(dtype));
+    require(dtype_valid(dtype), "scalar '" + name + "': " + dtype_error(dtype));
     require(value != nullptr, "scalar '" + name + "': null pointer");
     if (!true_value) {
         state.dict.add_scalar_ref(name, ScalarRef{DType(dtype), value});
@@ -530,17 +543,17 @@ int cairn_state_size(const cairn_state_t* state, size_t* size)
     });
 }
 
-int cairn_state_add_array(cairn_state_t* state, const char* name, cairn_dtype_t dtype, int ndim,
+int cairn_state_add_array(cairn_state_t* state, const char* name, int dtype, int ndim,
                           const int64_t* global_shape, const int64_t* offsets, const int64_t* shape, void* data,
                           const int64_t* strides)
 {
     return guarded("cairn_state_add_array", [&] {
-        cairn::capi::add_array(handle(state, "the state"), name_arg(name), static_cast<int>(dtype), ndim, global_shape,
+        cairn::capi::add_array(handle(state, "the state"), name_arg(name), dtype, ndim, global_shape,
                                offsets, shape, data, strides, 0, nullptr, nullptr);
     });
 }
 
-int cairn_state_add_replicated(cairn_state_t* state, const char* name, cairn_dtype_t dtype, int ndim,
+int cairn_state_add_replicated(cairn_state_t* state, const char* name, int dtype, int ndim,
                                const int64_t* shape, void* data)
 {
     return guarded("cairn_state_add_replicated", [&] {
@@ -548,15 +561,15 @@ int cairn_state_add_replicated(cairn_state_t* state, const char* name, cairn_dty
                 "ndim " + std::to_string(ndim) + " is not in 0.." + std::to_string(CAIRN_MAX_NDIM));
         require(ndim == 0 || shape, "shape is NULL");
         const std::vector<int64_t> zeros(static_cast<std::size_t>(ndim) + 1, 0);
-        cairn::capi::add_array(handle(state, "the state"), name_arg(name), static_cast<int>(dtype), ndim, shape,
+        cairn::capi::add_array(handle(state, "the state"), name_arg(name), dtype, ndim, shape,
                                zeros.data(), shape, data, nullptr, 0, nullptr, nullptr);
     });
 }
 
-int cairn_state_add_scalar(cairn_state_t* state, const char* name, cairn_dtype_t dtype, void* value)
+int cairn_state_add_scalar(cairn_state_t* state, const char* name, int dtype, void* value)
 {
     return guarded("cairn_state_add_scalar", [&] {
-        cairn::capi::add_scalar(handle(state, "the state"), name_arg(name), static_cast<int>(dtype), value, 0, nullptr,
+        cairn::capi::add_scalar(handle(state, "the state"), name_arg(name), dtype, value, 0, nullptr,
                                 nullptr);
     });
 }

@@ -81,6 +81,12 @@ int guarded(const char* function, F&& f) noexcept
     }
 }
 
+/// "invalid dtype code <dtype> (...)": the message for a dtype that is not a
+/// cairn_dtype_t value. The C functions take dtypes as int and check them
+/// before converting to an enum (an out-of-range enum value is undefined
+/// behaviour in C++).
+std::string dtype_error(int dtype);
+
 /// Throws error::WrongAPIUsage("<what>") when `cond` is false.
 void require(bool cond, const std::string& what);
 

@@ -53,7 +53,7 @@ int cairn_f_state_add_array(cairn_state_t* state, const char* name, size_t name_
         const std::string what = "array '" + n + "': ";
         require(ndim >= 1 && ndim <= CAIRN_MAX_NDIM, what + "invalid rank " + std::to_string(ndim));
         const auto nd = static_cast<std::size_t>(ndim);
-        require(cairn::dtype_valid(dtype), what + "invalid dtype code " + std::to_string(dtype));
+        require(cairn::dtype_valid(dtype), what + cairn::capi::dtype_error(dtype));
         require((true_value == nullptr) == (false_value == nullptr), what + "give both logical patterns or neither");
         if (!true_value)
             require(elem_size == cairn::dtype_size(cairn::DType(dtype)),
