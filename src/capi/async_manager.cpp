@@ -35,10 +35,6 @@ struct cairn_async {
     bool joined = false;
 };
 
-struct cairn_manager_options {
-    cairn::ManagerOptions options;
-};
-
 struct cairn_manager {
     std::unique_ptr<cairn::CheckpointManager> manager;
     MPI_Comm comm = MPI_COMM_NULL;

@@ -6,6 +6,7 @@
 #include "cairn/cairn.h"
 #include "cairn/checkpoint.hpp"
 #include "cairn/errors.hpp"
+#include "cairn/manager.hpp"
 #include "cairn/planner.hpp"
 #include "cairn/state_dict.hpp"
 
@@ -58,6 +59,10 @@ struct cairn_save_options {
 
 struct cairn_load_options {
     cairn::LoadOptions options;
+};
+
+struct cairn_manager_options {
+    cairn::ManagerOptions options;
 };
 
 struct cairn_metadata {

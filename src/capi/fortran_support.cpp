@@ -168,4 +168,43 @@ int cairn_f_metadata_find(const cairn_metadata_t* metadata, const char* name, si
     return cairn_metadata_find(metadata, n.c_str(), index);
 }
 
+int cairn_f_async_save(cairn_state_t* state, const char* path, size_t path_len, MPI_Fint comm,
+                       const cairn_save_options_t* options, cairn_async_save_t** handle)
+{
+    std::string id, bad;
+    if (int rc = guarded("cairn_async_save", [&] { id.assign(path ? path : "", path ? path_len : 0); }))
+        return rc;
+    if (!state)
+        bad = "the state is not created (call cairn_state_create first)";
+    return cairn::capi::async_save("cairn_async_save", state, id, comm_arg(comm), options, handle, std::move(bad));
+}
+
+int cairn_f_manager_create(const char* root, size_t root_len, MPI_Fint comm, const int* keep_last,
+                           const int64_t* keep_every, const int* async, const int* layout,
+                           const cairn_save_options_t* save_options, cairn_manager_t** manager)
+{
+    std::string r, bad;
+    cairn_manager_options o;
+    if (int rc = guarded("cairn_manager_create", [&] {
+            r.assign(root ? root : "", root ? root_len : 0);
+            if (keep_last)
+                o.options.keep_last = *keep_last; // checked by the manager, on every rank
+            if (keep_every)
+                o.options.keep_every = *keep_every;
+            if (async)
+                o.options.async = *async != 0;
+            if (layout) {
+                if (*layout == CAIRN_LAYOUT_CONTAINER)
+                    o.options.layout = cairn::Layout::container;
+                else if (*layout != CAIRN_LAYOUT_PER_RANK)
+                    bad = "invalid layout " + std::to_string(*layout) +
+                          " (CAIRN_LAYOUT_PER_RANK = 0 or CAIRN_LAYOUT_CONTAINER = 1)";
+            }
+            if (save_options)
+                o.options.save_options = save_options->options;
+        }))
+        return rc;
+    return cairn::capi::manager_create("cairn_manager_create", &r, comm_arg(comm), &o, manager, std::move(bad));
+}
+
 } // extern "C"
