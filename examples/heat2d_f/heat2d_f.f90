@@ -61,6 +61,12 @@ program heat2d_f
   call MPI_Comm_size(MPI_COMM_WORLD, world_size)
   rc = run()
   flush (output_unit)
+  ! Everything allocated is released before the end (LeakSanitizer).
+  if (allocated(t)) deallocate (t)
+  if (allocated(next)) deallocate (next)
+  if (allocated(tmp)) deallocate (tmp)
+  if (allocated(checkpoint)) deallocate (checkpoint)
+  if (allocated(restart)) deallocate (restart)
   call MPI_Finalize()
   select case (rc)
   case (exit_ok)

@@ -91,6 +91,10 @@ typedef enum cairn_dtype {
     CAIRN_BOOL = 12 /**< one byte, 0 or 1 (C99 _Bool) */
 } cairn_dtype_t;
 
+/* Functions taking a dtype take it as an `int` holding a cairn_dtype_t value:
+ * an invalid code (say 99) is refused with CAIRN_ERR_USAGE, "invalid dtype
+ * code 99 (...)", and never converted to the enum. */
+
 /** Size of one element of `dtype` in bytes; 0 for an invalid code. Local. */
 size_t cairn_dtype_size(int dtype);
 
@@ -126,17 +130,17 @@ int cairn_state_size(const cairn_state_t* state, size_t* size);
  *  Several ranks holding the same box hold a replicated array, stored once.
  *  Returns CAIRN_ERR_USAGE for an empty or taken name, an inconsistent box or
  *  a NULL `data` for a non-empty box. */
-int cairn_state_add_array(cairn_state_t* state, const char* name, cairn_dtype_t dtype, int ndim,
+int cairn_state_add_array(cairn_state_t* state, const char* name, int dtype, int ndim,
                           const int64_t* global_shape, const int64_t* offsets, const int64_t* shape, void* data,
                           const int64_t* strides);
 
 /** Adds a whole dense row-major array of `shape`, held identically by every
  *  rank that adds it (replicated, stored once). Local. */
-int cairn_state_add_replicated(cairn_state_t* state, const char* name, cairn_dtype_t dtype, int ndim,
+int cairn_state_add_replicated(cairn_state_t* state, const char* name, int dtype, int ndim,
                                const int64_t* shape, void* data);
 
 /** Adds a scalar bound to `*value` (an object of `dtype`). Local. */
-int cairn_state_add_scalar(cairn_state_t* state, const char* name, cairn_dtype_t dtype, void* value);
+int cairn_state_add_scalar(cairn_state_t* state, const char* name, int dtype, void* value);
 
 /** Adds a string held in `buffer` of `capacity` bytes. Save stores the
  *  NUL-terminated string in `buffer` (at most `capacity` bytes; no NUL within
@@ -258,6 +262,148 @@ int cairn_metadata_entry_shape(const cairn_metadata_t* metadata, size_t index, i
  *  entry (its characters, not NUL-terminated) and its size in bytes;
  *  CAIRN_ERR_USAGE for arrays and bytes. Local. */
 int cairn_metadata_entry_value(const cairn_metadata_t* metadata, size_t index, const void** value, size_t* size);
+
+/* ---- asynchronous save --------------------------------------------------- */
+
+/** A save running in the background (cairn::AsyncSave). */
+typedef struct cairn_async cairn_async_save_t;
+
+/** Starts saving `state` as `checkpoint_id` and returns with `*handle` as
+ *  soon as this rank's data is copied out of the caller's memory (staged:
+ *  with the default options everything is copied to host memory before this
+ *  returns); writing and the commit run on a background thread over a
+ *  duplicate of `comm`. `options` may be NULL.
+ *
+ *  **Collective over `comm`.** Needs MPI initialized with
+ *  MPI_THREAD_MULTIPLE (MPI_Init_thread): otherwise every rank returns
+ *  CAIRN_ERR_USAGE, "... async_save needs MPI initialized with
+ *  MPI_THREAD_MULTIPLE (MPI_Init_thread); this process has
+ *  MPI_THREAD_SINGLE". Errors of the arguments and of planning (existing
+ *  checkpoint without overwrite, bad state...) are returned here, the same on
+ *  every rank, with `*handle` NULL; later errors (writing, commit) come from
+ *  cairn_async_wait_committed / cairn_async_test_committed.
+ *
+ *  A save started while an earlier async save of this process is still
+ *  running first waits for that one (saves never interleave); so do
+ *  cairn_save and the checkpoint manager. Until the save is staged, calls
+ *  that change `state` (adding entries, saving, loading, freeing) wait for
+ *  it; after that the state may be used and freed while the save goes on.
+ *  MPI_Finalize waits for a save still running. */
+int cairn_async_save(cairn_state_t* state, const char* checkpoint_id, MPI_Comm comm,
+                     const cairn_save_options_t* options, cairn_async_save_t** handle);
+
+/** Waits until this rank's data is staged: from then on the caller may
+ *  modify the memory the state describes. Returns CAIRN_SUCCESS, or the
+ *  error of a save that failed before its data was staged. **Local**: the
+ *  ranks may see such an error at different times; the agreed error comes
+ *  from cairn_async_wait_committed. */
+int cairn_async_wait_staged(cairn_async_save_t* handle);
+
+/** Sets `*flag` to 1 when the data is staged (and then returns what
+ *  cairn_async_wait_staged would), else to 0 and returns CAIRN_SUCCESS.
+ *  Never blocks. Local. */
+int cairn_async_test_staged(cairn_async_save_t* handle, int* flag);
+
+/** Waits until the save is committed (durable, metadata in place) or failed,
+ *  and for its background thread to end; returns the save's code (message:
+ *  cairn_last_error()), the same code and message on every rank, and fills
+ *  `*result` (may be NULL; the same on every rank) on success. May be called
+ *  again: it returns the same. Local call (it waits for the background
+ *  threads of all ranks, which need nothing from the callers). */
+int cairn_async_wait_committed(cairn_async_save_t* handle, cairn_save_result_t* result);
+
+/** Sets `*flag` to 1 when the save is committed or failed (and then returns
+ *  what cairn_async_wait_committed would, filling `*result`), else to 0 and
+ *  returns CAIRN_SUCCESS. Local; blocks at most for a finished save's
+ *  background thread to end. */
+int cairn_async_test_committed(cairn_async_save_t* handle, int* flag, cairn_save_result_t* result);
+
+/** Frees `*handle` (NULL is fine) and sets it to NULL. A save that is still
+ *  running is **waited for** (as cairn_async_wait_committed, its error not
+ *  reported: call that first to see it): freeing never cancels a save, never
+ *  leaves a thread running behind a freed handle and never crashes. Local. */
+int cairn_async_free(cairn_async_save_t** handle);
+
+/* ---- checkpoint manager ---------------------------------------------------- */
+
+/** Layouts of the checkpoints a manager writes (it reads both). */
+enum cairn_layout {
+    CAIRN_LAYOUT_PER_RANK = 0, /**< root/step_<N>/: a directory of .distcp files and metadata.h5 */
+    CAIRN_LAYOUT_CONTAINER = 1 /**< root/step_<N>.h5: one parallel HDF5 file */
+};
+
+/** Options of a checkpoint manager (cairn::ManagerOptions). */
+typedef struct cairn_manager_options cairn_manager_options_t;
+int cairn_manager_options_create(cairn_manager_options_t** options);
+int cairn_manager_options_free(cairn_manager_options_t** options);
+/** Keep the `keep_last` newest checkpoints (by step); 0 keeps all (default 2). */
+int cairn_manager_options_set_keep_last(cairn_manager_options_t* options, int keep_last);
+/** Also keep every checkpoint whose step is a multiple of `keep_every`; 0: none (default). */
+int cairn_manager_options_set_keep_every(cairn_manager_options_t* options, int64_t keep_every);
+/** Save in the background (cairn_async_save; needs MPI_THREAD_MULTIPLE) (default 0). */
+int cairn_manager_options_set_async(cairn_manager_options_t* options, int async);
+/** CAIRN_LAYOUT_PER_RANK (default) or CAIRN_LAYOUT_CONTAINER. */
+int cairn_manager_options_set_layout(cairn_manager_options_t* options, int layout);
+/** Options of every save (copied; their overwrite and layout are the manager's). */
+int cairn_manager_options_set_save_options(cairn_manager_options_t* options, const cairn_save_options_t* save_options);
+
+/** Manages the checkpoints of a run in the directory `root`
+ *  (cairn::CheckpointManager): root/step_<N> per step, root/LATEST naming the
+ *  newest committed one, retention. */
+typedef struct cairn_manager cairn_manager_t;
+
+/** Creates a manager of `root` over `comm` in `*manager` (NULL on error).
+ *  `options` may be NULL (the defaults: keep_last 2, synchronous, per-rank
+ *  layout). Touches nothing on disk; `root` is created by the first save.
+ *  `comm` is not duplicated: it must stay valid until cairn_manager_free.
+ *  **Collective over `comm`**: every rank gets the same code (e.g.
+ *  CAIRN_ERR_USAGE for a NULL or empty root on any rank).
+ *
+ *  Every cairn_manager_* call below except cairn_manager_free is
+ *  **collective over the manager's communicator**, called by every rank in
+ *  the same order, and returns the same code, message and outputs on every
+ *  rank. Output pointers may be NULL. Only a NULL manager handle fails
+ *  locally (there is no communicator to agree on). With the async option,
+ *  every call first settles the save in flight: waits for its commit, then
+ *  updates LATEST and applies retention, and returns that save's error if it
+ *  failed. */
+int cairn_manager_create(const char* root, MPI_Comm comm, const cairn_manager_options_t* options,
+                         cairn_manager_t** manager);
+
+/** Saves `state` as the checkpoint of `step` (>= 0, the same on every rank;
+ *  saving a step again replaces it). Synchronous manager: returns when it is
+ *  committed, LATEST names it and retention removed what it does not keep;
+ *  `*committed` = 1 and `*result` filled. Async manager: returns once the
+ *  data is staged (the caller may modify it) with `*committed` = 0 and
+ *  `*result` zeroed; the commit, LATEST and retention follow in the
+ *  background and by the next manager call. A failed save leaves the
+ *  committed checkpoints and LATEST as they were. */
+int cairn_manager_save(cairn_manager_t* manager, int64_t step, cairn_state_t* state, int* committed,
+                       cairn_save_result_t* result);
+
+/** Settles the async save in flight, if any: `*saved` = 1 and `*result`
+ *  filled when there was one (then committed), else 0. Returns its error
+ *  if it failed. */
+int cairn_manager_wait(cairn_manager_t* manager, int* saved, cairn_save_result_t* result);
+
+/** The highest step with a committed, complete checkpoint in the root:
+ *  `*found` = 1 and `*step`, or `*found` = 0 and `*step` = -1 when there is
+ *  none (or no root). */
+int cairn_manager_latest(cairn_manager_t* manager, int64_t* step, int* found);
+
+/** Loads the latest checkpoint into `state` (resharding to this
+ *  communicator's decomposition): `*found` = 1 and `*step`; or `*found` = 0,
+ *  `*step` = -1 and `state`'s memory untouched when there is none. Errors as
+ *  cairn_load (a damaged latest checkpoint is an error, not a reason to fall
+ *  back to an older one). `options` may be NULL. */
+int cairn_manager_restore_latest(cairn_manager_t* manager, cairn_state_t* state, const cairn_load_options_t* options,
+                                 int64_t* step, int* found);
+
+/** Frees `*manager` (NULL is fine) and sets it to NULL. A save in flight is
+ *  settled first (its commit waited for, then LATEST and retention by rank
+ *  0) without any MPI call; an error of it is written to stderr by rank 0,
+ *  so call cairn_manager_wait first to handle it. Local. */
+int cairn_manager_free(cairn_manager_t** manager);
 
 #ifdef __cplusplus
 } /* extern "C" */

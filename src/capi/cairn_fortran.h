@@ -50,6 +50,17 @@ int cairn_f_load(cairn_state_t* state, const char* path, size_t path_len, MPI_Fi
 int cairn_f_metadata_read(const char* path, size_t path_len, cairn_metadata_t** metadata);
 int cairn_f_metadata_find(const cairn_metadata_t* metadata, const char* name, size_t name_len, size_t* index);
 
+/** cairn_async_save with a Fortran path and communicator. */
+int cairn_f_async_save(cairn_state_t* state, const char* path, size_t path_len, MPI_Fint comm,
+                       const cairn_save_options_t* options, cairn_async_save_t** handle);
+
+/** cairn_manager_create with a Fortran root and communicator, and the
+ *  options as arguments: each pointer NULL for the default. An invalid value
+ *  fails on every rank (collective, as cairn_manager_create). */
+int cairn_f_manager_create(const char* root, size_t root_len, MPI_Fint comm, const int* keep_last,
+                           const int64_t* keep_every, const int* async, const int* layout,
+                           const cairn_save_options_t* save_options, cairn_manager_t** manager);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -189,7 +189,10 @@ public:
             const void* nul = std::memchr(m_buffer, '\0', m_capacity);
             n = nul ? static_cast<std::size_t>(static_cast<const char*>(nul) - m_buffer) : m_capacity;
         }
-        m_value.assign(m_buffer, n);
+        if (n > 0)
+            m_value.assign(m_buffer, n);
+        else
+            m_value.clear();
     }
     void after_load() override
     {
@@ -199,12 +202,16 @@ public:
                                               std::to_string(m_value.size()) +
                                               " characters, the buffer has room for " + std::to_string(room) +
                                               (m_fortran ? "" : " (plus the NUL)"));
+        // m_buffer is null for a zero-length Fortran string: no memcpy or
+        // memset on it, not even of 0 bytes (undefined behaviour).
         if (!m_value.empty())
             std::memcpy(m_buffer, m_value.data(), m_value.size());
-        if (m_fortran)
-            std::memset(m_buffer + m_value.size(), ' ', m_capacity - m_value.size());
-        else
+        if (m_fortran) {
+            if (m_capacity > m_value.size())
+                std::memset(m_buffer + m_value.size(), ' ', m_capacity - m_value.size());
+        } else {
             m_buffer[m_value.size()] = '\0';
+        }
     }
 
 private:
@@ -380,12 +387,19 @@ int check_comm(const char* function, MPI_Comm comm) noexcept
 
 namespace cairn::capi {
 
+std::string dtype_error(int dtype)
+{
+    return "invalid dtype code " + std::to_string(dtype) + " (the cairn_dtype_t codes are 0..12, CAIRN_F16.." +
+           "CAIRN_BOOL)";
+}
+
 void add_array(cairn_state& state, const std::string& name, int dtype, int ndim, const std::int64_t* global_shape,
                const std::int64_t* offsets, const std::int64_t* shape, void* data, const std::int64_t* strides,
                std::size_t elem_size, const void* true_value, const void* false_value)
 {
+    settle_staged(state);
     const std::string what = "array '" + name + "': ";
-    require(dtype_valid(dtype), what + "invalid dtype code " + std::to_string(dtype));
+    require(dtype_valid(dtype), what + dtype_error(dtype));
     require(ndim >= 0 && ndim <= CAIRN_MAX_NDIM,
             what + "ndim " + std::to_string(ndim) + " is not in 0.." + std::to_string(CAIRN_MAX_NDIM));
     require(ndim == 0 || (global_shape && offsets && shape), what + "global_shape, offsets or shape is NULL");
@@ -413,7 +427,8 @@ void add_array(cairn_state& state, const std::string& name, int dtype, int ndim,
 void add_scalar(cairn_state& state, const std::string& name, int dtype, void* value, std::size_t elem_size,
                 const void* true_value, const void* false_value)
 {
-    require(dtype_valid(dtype), "scalar '" + name + "': invalid dtype code " + std::to_string(dtype));
+    settle_staged(state);
+    require(dtype_valid(dtype), "scalar '" + name + "': " + dtype_error(dtype));
     require(value != nullptr, "scalar '" + name + "': null pointer");
     if (!true_value) {
         state.dict.add_scalar_ref(name, ScalarRef{DType(dtype), value});
@@ -428,13 +443,28 @@ void add_scalar(cairn_state& state, const std::string& name, int dtype, void* va
 
 void add_string(cairn_state& state, const std::string& name, char* buffer, std::size_t capacity, bool fortran)
 {
+    settle_staged(state);
     require(buffer != nullptr || capacity == 0, "string '" + name + "': null buffer");
     add_bound(state, std::make_unique<StringBinding>(name, buffer, capacity, fortran),
               [&](StringBinding& b) { state.dict.add_string(name, b.value()); });
 }
 
-int save(const char* function, cairn_state* state, const std::string* checkpoint_id, MPI_Comm comm,
-         const cairn_save_options* options, cairn_save_result_t* result, std::string arg_error) noexcept
+void settle_staged(cairn_state& state) noexcept
+{
+    if (state.async_staged.valid()) {
+        state.async_staged.wait(); // its error, if any, is the async handle's to report
+        state.async_staged = {};
+    }
+}
+
+int agree(const char* function, MPI_Comm comm, int code, const std::string& message) noexcept
+{
+    return agree_arguments(function, comm, code, message);
+}
+
+int check_communicator(const char* function, MPI_Comm comm) noexcept { return check_comm(function, comm); }
+
+int prepare_save(const char* function, cairn_state* state, MPI_Comm comm, std::string arg_error) noexcept
 {
     if (int rc = check_comm(function, comm))
         return rc;
@@ -442,6 +472,7 @@ int save(const char* function, cairn_state* state, const std::string* checkpoint
     if (code == CAIRN_SUCCESS && !state)
         code = CAIRN_ERR_USAGE, arg_error = "the state is NULL";
     if (code == CAIRN_SUCCESS) {
+        settle_staged(*state); // the bindings' copies may still be read by an async save
         try {
             for (auto& b : state->bindings)
                 b->before_save();
@@ -449,7 +480,34 @@ int save(const char* function, cairn_state* state, const std::string* checkpoint
             describe_current(code, arg_error);
         }
     }
-    if (int rc = agree_arguments(function, comm, code, arg_error))
+    return agree_arguments(function, comm, code, arg_error);
+}
+
+int prepare_load(const char* function, cairn_state* state, MPI_Comm comm, std::string arg_error) noexcept
+{
+    if (int rc = check_comm(function, comm))
+        return rc;
+    int code = arg_error.empty() ? CAIRN_SUCCESS : CAIRN_ERR_USAGE;
+    if (code == CAIRN_SUCCESS && !state)
+        code = CAIRN_ERR_USAGE, arg_error = "the state is NULL";
+    if (code == CAIRN_SUCCESS)
+        settle_staged(*state);
+    return agree_arguments(function, comm, code, arg_error);
+}
+
+LoadOptions load_options_for(cairn_state& state, const cairn_load_options* options)
+{
+    state.missing.clear();
+    state.skipped.clear();
+    LoadOptions o = options ? options->options : LoadOptions{};
+    o.planner = std::make_shared<CapiLoadPlanner>(state, o.partial);
+    return o;
+}
+
+int save(const char* function, cairn_state* state, const std::string* checkpoint_id, MPI_Comm comm,
+         const cairn_save_options* options, cairn_save_result_t* result, std::string arg_error) noexcept
+{
+    if (int rc = prepare_save(function, state, comm, std::move(arg_error)))
         return rc;
     return guarded(function, [&] {
         const SaveResult r = cairn::save(state->dict, *checkpoint_id, comm, options ? options->options : SaveOptions{});
@@ -461,18 +519,10 @@ int save(const char* function, cairn_state* state, const std::string* checkpoint
 int load(const char* function, cairn_state* state, const std::string* checkpoint_id, MPI_Comm comm,
          const cairn_load_options* options, cairn_load_result_t* result, std::string arg_error) noexcept
 {
-    if (int rc = check_comm(function, comm))
-        return rc;
-    int code = arg_error.empty() ? CAIRN_SUCCESS : CAIRN_ERR_USAGE;
-    if (code == CAIRN_SUCCESS && !state)
-        code = CAIRN_ERR_USAGE, arg_error = "the state is NULL";
-    if (int rc = agree_arguments(function, comm, code, arg_error))
+    if (int rc = prepare_load(function, state, comm, std::move(arg_error)))
         return rc;
     return guarded(function, [&] {
-        state->missing.clear();
-        state->skipped.clear();
-        LoadOptions o = options ? options->options : LoadOptions{};
-        o.planner = std::make_shared<CapiLoadPlanner>(*state, o.partial);
+        LoadOptions o = load_options_for(*state, options);
         LoadResult r = cairn::load(state->dict, *checkpoint_id, comm, o);
         state->missing = std::move(r.missing);
         state->skipped = std::move(r.skipped);
@@ -520,7 +570,12 @@ int destroy(T** h)
 extern "C" {
 
 int cairn_state_create(cairn_state_t** state) { return create("cairn_state_create", state); }
-int cairn_state_free(cairn_state_t** state) { return destroy(state); }
+int cairn_state_free(cairn_state_t** state)
+{
+    if (state && *state)
+        cairn::capi::settle_staged(**state); // an async save may still copy out of the handle's buffers
+    return destroy(state);
+}
 
 int cairn_state_size(const cairn_state_t* state, size_t* size)
 {
@@ -530,17 +585,17 @@ int cairn_state_size(const cairn_state_t* state, size_t* size)
     });
 }
 
-int cairn_state_add_array(cairn_state_t* state, const char* name, cairn_dtype_t dtype, int ndim,
+int cairn_state_add_array(cairn_state_t* state, const char* name, int dtype, int ndim,
                           const int64_t* global_shape, const int64_t* offsets, const int64_t* shape, void* data,
                           const int64_t* strides)
 {
     return guarded("cairn_state_add_array", [&] {
-        cairn::capi::add_array(handle(state, "the state"), name_arg(name), static_cast<int>(dtype), ndim, global_shape,
+        cairn::capi::add_array(handle(state, "the state"), name_arg(name), dtype, ndim, global_shape,
                                offsets, shape, data, strides, 0, nullptr, nullptr);
     });
 }
 
-int cairn_state_add_replicated(cairn_state_t* state, const char* name, cairn_dtype_t dtype, int ndim,
+int cairn_state_add_replicated(cairn_state_t* state, const char* name, int dtype, int ndim,
                                const int64_t* shape, void* data)
 {
     return guarded("cairn_state_add_replicated", [&] {
@@ -548,15 +603,15 @@ int cairn_state_add_replicated(cairn_state_t* state, const char* name, cairn_dty
                 "ndim " + std::to_string(ndim) + " is not in 0.." + std::to_string(CAIRN_MAX_NDIM));
         require(ndim == 0 || shape, "shape is NULL");
         const std::vector<int64_t> zeros(static_cast<std::size_t>(ndim) + 1, 0);
-        cairn::capi::add_array(handle(state, "the state"), name_arg(name), static_cast<int>(dtype), ndim, shape,
+        cairn::capi::add_array(handle(state, "the state"), name_arg(name), dtype, ndim, shape,
                                zeros.data(), shape, data, nullptr, 0, nullptr, nullptr);
     });
 }
 
-int cairn_state_add_scalar(cairn_state_t* state, const char* name, cairn_dtype_t dtype, void* value)
+int cairn_state_add_scalar(cairn_state_t* state, const char* name, int dtype, void* value)
 {
     return guarded("cairn_state_add_scalar", [&] {
-        cairn::capi::add_scalar(handle(state, "the state"), name_arg(name), static_cast<int>(dtype), value, 0, nullptr,
+        cairn::capi::add_scalar(handle(state, "the state"), name_arg(name), dtype, value, 0, nullptr,
                                 nullptr);
     });
 }
@@ -575,6 +630,7 @@ int cairn_state_add_bytes(cairn_state_t* state, const char* name, void* data, si
         const std::string n = name_arg(name);
         require(size != nullptr, "bytes '" + n + "': the size pointer is NULL");
         require(data != nullptr || capacity == 0, "bytes '" + n + "': null buffer");
+        cairn::capi::settle_staged(s);
         add_bound(s, std::make_unique<BytesBinding>(n, data, capacity, size),
                   [&](BytesBinding& b) { s.dict.add_bytes(n, b.blob()); });
     });

@@ -6,11 +6,13 @@
 #include "cairn/cairn.h"
 #include "cairn/checkpoint.hpp"
 #include "cairn/errors.hpp"
+#include "cairn/manager.hpp"
 #include "cairn/planner.hpp"
 #include "cairn/state_dict.hpp"
 
 #include <cstddef>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +47,10 @@ struct cairn_state {
     std::vector<std::unique_ptr<cairn::capi::Binding>> bindings;
     std::vector<std::string> missing; ///< of the last load
     std::vector<std::string> skipped; ///< of the last load
+    /// `staged` of the last async save of this state (cairn_async_save):
+    /// until it is ready, the background thread may read the bindings'
+    /// copies, so every call that changes the state waits for it first.
+    std::shared_future<void> async_staged;
 };
 
 struct cairn_save_options {
@@ -53,6 +59,10 @@ struct cairn_save_options {
 
 struct cairn_load_options {
     cairn::LoadOptions options;
+};
+
+struct cairn_manager_options {
+    cairn::ManagerOptions options;
 };
 
 struct cairn_metadata {
@@ -81,6 +91,12 @@ int guarded(const char* function, F&& f) noexcept
     }
 }
 
+/// "invalid dtype code <dtype> (...)": the message for a dtype that is not a
+/// cairn_dtype_t value. The C functions take dtypes as int and check them
+/// before converting to an enum (an out-of-range enum value is undefined
+/// behaviour in C++).
+std::string dtype_error(int dtype);
+
 /// Throws error::WrongAPIUsage("<what>") when `cond` is false.
 void require(bool cond, const std::string& what);
 
@@ -99,6 +115,32 @@ void add_scalar(cairn_state& state, const std::string& name, int dtype, void* va
 /// blank-padded (Fortran).
 void add_string(cairn_state& state, const std::string& name, char* buffer, std::size_t capacity, bool fortran);
 
+/// Waits until no async save reads from `state` any more (its staged()).
+void settle_staged(cairn_state& state) noexcept;
+
+/// Local checks of a communicator (MPI initialized, not MPI_COMM_NULL).
+int check_communicator(const char* function, MPI_Comm comm) noexcept;
+
+/// Agrees an argument error between the ranks of `comm` (one
+/// MPI_Allreduce): when any rank has `code` != CAIRN_SUCCESS, every rank
+/// returns the code of the lowest such rank with "<function>: rank <r>
+/// (arguments): <message>". Collective.
+int agree(const char* function, MPI_Comm comm, int code, const std::string& message) noexcept;
+
+/// Before a collective save of the C API: checks `comm`, waits for an async
+/// save still staging from `state`, copies the bindings' values (blobs,
+/// strings, logicals) and agrees an argument error (`arg_error`, a NULL
+/// state, a blob over its capacity) between the ranks. Collective.
+int prepare_save(const char* function, cairn_state* state, MPI_Comm comm, std::string arg_error) noexcept;
+
+/// The same before a collective load (no copies).
+int prepare_load(const char* function, cairn_state* state, MPI_Comm comm, std::string arg_error) noexcept;
+
+/// Load options with the C API's planner, which copies loaded values to the
+/// bindings' memory inside the load's error agreement; clears the state's
+/// lists of missing and skipped keys.
+LoadOptions load_options_for(cairn_state& state, const cairn_load_options* options);
+
 /// The collective save and load of the C API and the Fortran module.
 /// `arg_error` is a local argument error found by the caller (empty: none):
 /// it is agreed between the ranks first, so that a bad argument on one rank
@@ -107,5 +149,12 @@ int save(const char* function, cairn_state* state, const std::string* checkpoint
          const cairn_save_options* options, cairn_save_result_t* result, std::string arg_error) noexcept;
 int load(const char* function, cairn_state* state, const std::string* checkpoint_id, MPI_Comm comm,
          const cairn_load_options* options, cairn_load_result_t* result, std::string arg_error) noexcept;
+
+/// cairn_async_save and cairn_manager_create with the checkpoint id / root
+/// as a string (also from the Fortran module); `arg_error` as for save().
+int async_save(const char* function, cairn_state* state, const std::string& checkpoint_id, MPI_Comm comm,
+               const cairn_save_options* options, cairn_async_save_t** handle, std::string arg_error) noexcept;
+int manager_create(const char* function, const std::string* root, MPI_Comm comm,
+                   const cairn_manager_options_t* options, cairn_manager_t** manager, std::string arg_error) noexcept;
 
 } // namespace cairn::capi

@@ -53,7 +53,7 @@ int cairn_f_state_add_array(cairn_state_t* state, const char* name, size_t name_
         const std::string what = "array '" + n + "': ";
         require(ndim >= 1 && ndim <= CAIRN_MAX_NDIM, what + "invalid rank " + std::to_string(ndim));
         const auto nd = static_cast<std::size_t>(ndim);
-        require(cairn::dtype_valid(dtype), what + "invalid dtype code " + std::to_string(dtype));
+        require(cairn::dtype_valid(dtype), what + cairn::capi::dtype_error(dtype));
         require((true_value == nullptr) == (false_value == nullptr), what + "give both logical patterns or neither");
         if (!true_value)
             require(elem_size == cairn::dtype_size(cairn::DType(dtype)),
@@ -166,6 +166,45 @@ int cairn_f_metadata_find(const cairn_metadata_t* metadata, const char* name, si
     if (int rc = guarded("cairn_metadata_find", [&] { n = fstring(name, name_len, "the entry name"); }))
         return rc;
     return cairn_metadata_find(metadata, n.c_str(), index);
+}
+
+int cairn_f_async_save(cairn_state_t* state, const char* path, size_t path_len, MPI_Fint comm,
+                       const cairn_save_options_t* options, cairn_async_save_t** handle)
+{
+    std::string id, bad;
+    if (int rc = guarded("cairn_async_save", [&] { id.assign(path ? path : "", path ? path_len : 0); }))
+        return rc;
+    if (!state)
+        bad = "the state is not created (call cairn_state_create first)";
+    return cairn::capi::async_save("cairn_async_save", state, id, comm_arg(comm), options, handle, std::move(bad));
+}
+
+int cairn_f_manager_create(const char* root, size_t root_len, MPI_Fint comm, const int* keep_last,
+                           const int64_t* keep_every, const int* async, const int* layout,
+                           const cairn_save_options_t* save_options, cairn_manager_t** manager)
+{
+    std::string r, bad;
+    cairn_manager_options o;
+    if (int rc = guarded("cairn_manager_create", [&] {
+            r.assign(root ? root : "", root ? root_len : 0);
+            if (keep_last)
+                o.options.keep_last = *keep_last; // checked by the manager, on every rank
+            if (keep_every)
+                o.options.keep_every = *keep_every;
+            if (async)
+                o.options.async = *async != 0;
+            if (layout) {
+                if (*layout == CAIRN_LAYOUT_CONTAINER)
+                    o.options.layout = cairn::Layout::container;
+                else if (*layout != CAIRN_LAYOUT_PER_RANK)
+                    bad = "invalid layout " + std::to_string(*layout) +
+                          " (CAIRN_LAYOUT_PER_RANK = 0 or CAIRN_LAYOUT_CONTAINER = 1)";
+            }
+            if (save_options)
+                o.options.save_options = save_options->options;
+        }))
+        return rc;
+    return cairn::capi::manager_create("cairn_manager_create", &r, comm_arg(comm), &o, manager, std::move(bad));
 }
 
 } // extern "C"

@@ -3,6 +3,8 @@
  * when only one rank passed a bad argument. */
 #include "common.h"
 
+#include <limits.h>
+
 int main(int argc, char** argv)
 {
     char path[4200], missing[4200];
@@ -31,6 +33,27 @@ int main(int argc, char** argv)
     CHECK_ERR(cairn_state_add_scalar(st, NULL, CAIRN_I64, &v), CAIRN_ERR_USAGE, "the entry name is NULL");
     CHECK_ERR(cairn_state_add_scalar(st, "", CAIRN_I64, &v), CAIRN_ERR_USAGE, "empty entry name");
     CHECK_ERR(cairn_state_add_scalar(st, "v", (cairn_dtype_t)77, &v), CAIRN_ERR_USAGE, "invalid dtype code 77");
+    /* Out-of-range dtypes are taken as int and refused before any conversion
+     * to the enum (UBSan's -fsanitize=enum would report the load of such an
+     * enum value), naming the bad value and the valid range. */
+    {
+        const int bad_dtypes[5] = {-1, 13, 99, INT_MAX, INT_MIN};
+        char expect[160];
+        int k;
+        for (k = 0; k < 5; ++k) {
+            snprintf(expect, sizeof expect,
+                     "scalar 'v': invalid dtype code %d (the cairn_dtype_t codes are 0..12, CAIRN_F16..CAIRN_BOOL)",
+                     bad_dtypes[k]);
+            CHECK_ERR(cairn_state_add_scalar(st, "v", bad_dtypes[k], &v), CAIRN_ERR_USAGE, expect);
+            snprintf(expect, sizeof expect, "cairn_state_add_array: array 'x': invalid dtype code %d (the cairn_dtype_t",
+                     bad_dtypes[k]);
+            CHECK_ERR(cairn_state_add_array(st, "x", bad_dtypes[k], 2, g, o, s, x, NULL), CAIRN_ERR_USAGE, expect);
+            snprintf(expect, sizeof expect, "cairn_state_add_replicated: array 'x': invalid dtype code %d",
+                     bad_dtypes[k]);
+            CHECK_ERR(cairn_state_add_replicated(st, "x", bad_dtypes[k], 2, g, x), CAIRN_ERR_USAGE, expect);
+        }
+        CHECK(cairn_dtype_size(-1) == 0 && cairn_dtype_size(13) == 0 && cairn_dtype_size(INT_MIN) == 0);
+    }
     CHECK_ERR(cairn_state_add_scalar(st, "v", CAIRN_I64, NULL), CAIRN_ERR_USAGE, "scalar 'v': null pointer");
     CHECK_ERR(cairn_state_add_array(st, "x", CAIRN_F64, -1, g, o, s, x, NULL), CAIRN_ERR_USAGE, "ndim -1");
     CHECK_ERR(cairn_state_add_array(st, "x", CAIRN_F64, 2, NULL, o, s, x, NULL), CAIRN_ERR_USAGE, "is NULL");

@@ -124,6 +124,27 @@ static void test_init(int* argc, char*** argv)
     test_dir();
 }
 
+/* test_init with MPI_Init_thread(`required`); fails unless MPI provides it. */
+static void test_init_thread(int* argc, char*** argv, int required)
+{
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Init_thread(argc, argv, required, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &test_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &test_size);
+    if (provided < required)
+        FAIL_AT("MPI_Init_thread provided thread level %d, the test needs %d", provided, required);
+    test_dir();
+}
+
+/* 1 when `path` exists and is a directory (dir = 1) or a regular file (dir = 0). */
+static int path_is(const char* path, int dir)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return 0;
+    return dir ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode);
+}
+
 static int test_finish(const char* name)
 {
     int total = 0;

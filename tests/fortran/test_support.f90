@@ -9,16 +9,31 @@ module test_support
   implicit none
   private
   public :: test_init, test_finish, check, check_ok, check_err, test_dir, itoa, block, test_rank, test_size
+  public :: write_text_file
 
   integer, save :: test_rank = 0, test_size = 1, checks = 0
   character(len=:), allocatable, save :: dir
 
 contains
 
-  subroutine test_init()
-    integer :: ierr, n, st
+  !> MPI_Init, or with thread_multiple = .true. MPI_Init_thread asking for
+  !> (and requiring) MPI_THREAD_MULTIPLE; then the test's directory.
+  subroutine test_init(thread_multiple)
+    logical, intent(in), optional :: thread_multiple
+    integer :: ierr, n, st, provided
     character(len=4096) :: env
-    call MPI_Init(ierr)
+    provided = MPI_THREAD_SINGLE
+    if (present(thread_multiple)) then
+      if (thread_multiple) then
+        call MPI_Init_thread(MPI_THREAD_MULTIPLE, provided, ierr)
+        call MPI_Comm_rank(MPI_COMM_WORLD, test_rank, ierr)
+        if (provided < MPI_THREAD_MULTIPLE) call fail('MPI_Init_thread did not provide MPI_THREAD_MULTIPLE')
+      else
+        call MPI_Init(ierr)
+      end if
+    else
+      call MPI_Init(ierr)
+    end if
     call MPI_Comm_rank(MPI_COMM_WORLD, test_rank, ierr)
     call MPI_Comm_size(MPI_COMM_WORLD, test_size, ierr)
     call get_environment_variable('CAIRN_TEST_DIR', env, n, st)
@@ -75,6 +90,19 @@ contains
     if (index(cairn_last_error(), text) == 0) &
       call fail(what // ': message "' // cairn_last_error() // '" does not contain "' // text // '"')
   end subroutine check_err
+
+  !> Rank 0 writes a small text file at `path` (e.g. to put a regular file
+  !> where a directory is expected); every rank returns after it exists.
+  subroutine write_text_file(path)
+    character(len=*), intent(in) :: path
+    integer :: u, ierr
+    if (test_rank == 0) then
+      open (newunit=u, file=path, status='replace', action='write')
+      write (u, '(a)') 'not a directory'
+      close (u)
+    end if
+    call MPI_Barrier(MPI_COMM_WORLD, ierr)
+  end subroutine write_text_file
 
   function itoa(i) result(s)
     integer, intent(in) :: i
