@@ -27,7 +27,7 @@ extra=()
 extra_large=()
 while [ $# -gt 0 ]; do
     case $1 in
-        --large) size=4096; extra_large=(--plan-ranks 16384) ;;
+        --large) size=4096; extra_large=(--plan-ranks 4096) ;;
         --size-mib) size=$2; shift ;;
         --runs) runs=$2; shift ;;
         --np) np=$2; shift ;;
