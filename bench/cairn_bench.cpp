@@ -1,0 +1,1263 @@
+// Cairn benchmark driver (issue 7). One MPI run measures, side by side and
+// interleaved (A/B/A/B), Cairn's save and load against the physical limit
+// (fio), plain MPI-IO, plain parallel HDF5, PyTorch DCP (optional), plus
+// resharding, async_save blocking time, peak memory of a save and the
+// coordinator's planning and metadata cost. Every figure is the median of
+// --runs repetitions (with min-max); every comparison is printed as
+//
+//     ratio <workload> <cairn-case>/<baseline> <value>
+//
+// value = throughput over throughput (higher is better), except blocking
+// time and memory (Cairn's over the baseline's: lower is better).
+// See docs/BENCHMARKS.md. Not a test: the ctest smoke test only checks that
+// a tiny run prints well-formed lines.
+#include <cairn/async.hpp>
+#include <cairn/cairn.hpp>
+
+// Internal headers: the coordinator's planning and the metadata writer are
+// called directly for synthetic plans of many ranks.
+#include "core/codec.hpp"
+#include "stage/stage.hpp"
+#include "storage/hdf5/metadata_h5.hpp"
+
+#include <hdf5.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+namespace stdfs = std::filesystem;
+using u64 = std::uint64_t;
+
+int g_rank = 0, g_size = 1;
+MPI_Comm g_comm = MPI_COMM_WORLD;
+
+// ---------------------------------------------------------------- options
+
+struct Options {
+    double size_mib = 1024;       // total state size (all ranks)
+    int runs = 3;
+    std::string dir = "/work/bench-scratch";
+    std::string io = "ompio";     // the OpenMPI io component in use (label)
+    std::set<std::string> only;   // workloads/parts to run; empty: all
+    bool drop_caches = true;
+    bool fio = true;
+    long plan_ranks = 2048;     // ladder 1024, 2048, 4096, 16384 up to this
+    long plan_arrays = 1000;
+    std::string python;           // for bench/torch_dcp.py
+    std::string torch_script;
+    int small_arrays = 10000;     // mixed workload
+};
+Options g_opt;
+
+bool want(const std::string& part) { return g_opt.only.empty() || g_opt.only.count(part) > 0; }
+
+void usage()
+{
+    std::puts("usage: cairn_bench [--size-mib N] [--runs R] [--dir D] [--only a,b] [--no-drop-caches] [--no-fio]\n"
+              "                   [--plan-ranks R] [--plan-arrays A] [--small-arrays K] [--python P --torch-script S]\n"
+              "parts: large, mixed, reshard, async, memory, planning, torch, fio, hdf5, mpiio");
+}
+
+void parse(int argc, char** argv)
+{
+    const char* io = std::getenv("OMPI_MCA_io");
+    if (io && *io)
+        g_opt.io = io;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto next = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                usage();
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "--size-mib")
+            g_opt.size_mib = std::stod(next());
+        else if (a == "--runs")
+            g_opt.runs = std::max(1, std::stoi(next()));
+        else if (a == "--dir")
+            g_opt.dir = next();
+        else if (a == "--only") {
+            std::stringstream ss(next());
+            std::string p;
+            while (std::getline(ss, p, ','))
+                g_opt.only.insert(p);
+        } else if (a == "--no-drop-caches")
+            g_opt.drop_caches = false;
+        else if (a == "--no-fio")
+            g_opt.fio = false;
+        else if (a == "--plan-ranks")
+            g_opt.plan_ranks = std::stol(next());
+        else if (a == "--plan-arrays")
+            g_opt.plan_arrays = std::stol(next());
+        else if (a == "--small-arrays")
+            g_opt.small_arrays = std::stoi(next());
+        else if (a == "--python")
+            g_opt.python = next();
+        else if (a == "--torch-script")
+            g_opt.torch_script = next();
+        else {
+            usage();
+            std::exit(a == "--help" || a == "-h" ? 0 : 2);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- helpers
+
+void say(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void say(const char* fmt, ...)
+{
+    if (g_rank != 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    std::vfprintf(stdout, fmt, ap);
+    va_end(ap);
+    std::fflush(stdout);
+}
+
+double now() { return MPI_Wtime(); }
+
+// Time of `f` on the slowest rank (barriers on both sides).
+template <class F>
+double timed(F&& f)
+{
+    MPI_Barrier(g_comm);
+    const double t0 = now();
+    f();
+    MPI_Barrier(g_comm);
+    return now() - t0;
+}
+
+double allmax(double v)
+{
+    MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, g_comm);
+    return v;
+}
+
+bool g_warned_drop = false;
+// Drops the page cache (root only) so that the next read is cold.
+void drop_caches()
+{
+    MPI_Barrier(g_comm);
+    if (g_rank == 0) {
+        ::sync();
+        bool ok = false;
+        if (g_opt.drop_caches) {
+            if (FILE* f = std::fopen("/proc/sys/vm/drop_caches", "w")) {
+                ok = std::fputs("3\n", f) >= 0;
+                ok = (std::fclose(f) == 0) && ok;
+            }
+        }
+        if (!ok && !g_warned_drop) {
+            g_warned_drop = true;
+            std::printf("note: could not drop the page cache (not root, or --no-drop-caches): loads are NOT cold\n");
+        }
+    }
+    MPI_Barrier(g_comm);
+}
+
+void remove_path(const std::string& p)
+{
+    MPI_Barrier(g_comm);
+    if (g_rank == 0) {
+        std::error_code ec;
+        stdfs::remove_all(p, ec);
+        ::sync();
+    }
+    MPI_Barrier(g_comm);
+}
+
+void fsync_file(const std::string& p)
+{
+    const int fd = ::open(p.c_str(), O_RDONLY);
+    if (fd >= 0) {
+        ::fsync(fd);
+        ::close(fd);
+    }
+}
+
+long status_kib(const char* key)
+{
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    const std::string k = std::string(key) + ":";
+    while (std::getline(f, line))
+        if (line.rfind(k, 0) == 0)
+            return std::stol(line.substr(k.size()));
+    return -1;
+}
+
+// Touches one byte per page for reading (pre-warm a source).
+volatile unsigned char g_sink;
+void touch_read(const void* p, std::size_t n)
+{
+    const auto* c = static_cast<const unsigned char*>(p);
+    unsigned char s = 0;
+    for (std::size_t i = 0; i < n; i += 4096)
+        s ^= c[i];
+    g_sink = s;
+}
+// Touches one byte per page for writing (pre-warm a destination).
+void touch_write(void* p, std::size_t n)
+{
+    auto* c = static_cast<volatile unsigned char*>(p);
+    for (std::size_t i = 0; i < n; i += 4096)
+        c[i] = c[i];
+}
+
+struct Stat {
+    std::vector<double> v;
+    double median() const
+    {
+        if (v.empty())
+            return NAN;
+        auto s = v;
+        std::sort(s.begin(), s.end());
+        const auto n = s.size();
+        return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    }
+    double min() const { return v.empty() ? NAN : *std::min_element(v.begin(), v.end()); }
+    double max() const { return v.empty() ? NAN : *std::max_element(v.begin(), v.end()); }
+};
+
+// Figures of one workload: case -> seconds per run, and bytes moved.
+struct Results {
+    std::string workload;
+    std::map<std::string, Stat> secs;
+    std::map<std::string, u64> bytes;
+    void add(const std::string& c, u64 b, double s)
+    {
+        secs[c].v.push_back(s);
+        bytes[c] = b;
+    }
+    bool has(const std::string& c) const { return secs.count(c) && !secs.at(c).v.empty(); }
+    double gbps(const std::string& c) const { return bytes.at(c) / secs.at(c).median() / 1e9; }
+};
+
+void print_figures(const Results& r)
+{
+    if (g_rank != 0)
+        return;
+    std::printf("\n# %s: medians of %d runs (GB/s = 1e9 B/s; min-max over runs)\n", r.workload.c_str(), g_opt.runs);
+    for (const auto& [c, s] : r.secs) {
+        const double b = static_cast<double>(r.bytes.at(c));
+        if (b > 0)
+            std::printf("figure %s %s %.3f GB/s (min %.3f, max %.3f) %.3f s, %.1f MiB, n=%zu\n", r.workload.c_str(),
+                        c.c_str(), b / s.median() / 1e9, b / s.max() / 1e9, b / s.min() / 1e9, s.median(),
+                        b / 1048576.0, s.v.size());
+        else
+            std::printf("figure %s %s %.4f s (min %.4f, max %.4f) n=%zu\n", r.workload.c_str(), c.c_str(), s.median(),
+                        s.min(), s.max(), s.v.size());
+    }
+    std::fflush(stdout);
+}
+
+void ratio_line(const std::string& workload, const std::string& what, double v)
+{
+    if (g_rank == 0 && std::isfinite(v)) {
+        std::printf("ratio %s %s %.3f\n", workload.c_str(), what.c_str(), v);
+        std::fflush(stdout);
+    }
+}
+
+// Throughput ratio of two cases (higher is better), when both were measured.
+void tput_ratio(const Results& r, const std::string& a, const std::string& b, const Results* rb = nullptr,
+                const std::string& bname = "")
+{
+    const Results& B = rb ? *rb : r;
+    if (!r.has(a) || !B.has(b))
+        return;
+    ratio_line(r.workload, a + "/" + (bname.empty() ? b : bname), r.gbps(a) / B.gbps(b));
+}
+
+// ---------------------------------------------------------------- workloads
+
+// One global array and this rank's part of it.
+struct Array {
+    std::string name;
+    cairn::Shape global;
+    cairn::Box box;            // this rank's box (saved decomposition)
+    std::vector<double> data;  // this rank's elements, dense row-major
+    bool replicated = false;
+    int writer = 0;            // plain baselines: the rank writing a replicated array
+    u64 global_bytes() const { return static_cast<u64>(cairn::volume(global)) * 8; }
+};
+
+struct Workload {
+    std::string name;
+    std::vector<Array> arrays;
+    u64 total = 0;       // bytes of the state (replicas once)
+    u64 mine = 0;        // bytes this rank writes in the plain baselines
+    int large = 0;       // the first `large` arrays are the 2-D large ones
+    std::int64_t rows = 0, cols = 0;
+};
+
+double pattern(u64 gi) { return static_cast<double>(gi % 1000003) * 0.5 + 1.0; }
+
+void fill(Array& a)
+{
+    const auto& g = a.global;
+    const auto& b = a.box;
+    std::size_t k = 0;
+    if (g.size() == 2) {
+        for (std::int64_t i = 0; i < b.shape[0]; ++i)
+            for (std::int64_t j = 0; j < b.shape[1]; ++j)
+                a.data[k++] = pattern(static_cast<u64>((b.offsets[0] + i) * g[1] + b.offsets[1] + j));
+    } else {
+        for (std::int64_t i = 0; i < b.shape[0]; ++i)
+            a.data[k++] = pattern(static_cast<u64>(b.offsets[0] + i));
+    }
+}
+
+// Large 2-D arrays of `cols` doubles per row, sharded by rows.
+void add_large(Workload& w, u64 bytes, int count)
+{
+    const std::int64_t P = g_size;
+    std::int64_t cols = 131072; // 1 MiB rows
+    // At least 2 rows per rank and array.
+    while (cols > 512 && static_cast<u64>(cols) * 8 * 2 * P * count > bytes)
+        cols /= 2;
+    std::int64_t rows = static_cast<std::int64_t>(bytes / (static_cast<u64>(cols) * 8 * count));
+    rows = std::max<std::int64_t>(P, rows / P * P);
+    w.rows = rows;
+    w.cols = cols;
+    for (int k = 0; k < count; ++k) {
+        Array a;
+        a.name = "large_" + std::to_string(k);
+        a.global = {rows, cols};
+        const std::int64_t per = rows / P;
+        a.box = cairn::Box{{per * g_rank, 0}, {per, cols}};
+        a.data.resize(static_cast<std::size_t>(per * cols));
+        fill(a);
+        w.arrays.push_back(std::move(a));
+    }
+    w.large = count;
+}
+
+Workload make_workload(const std::string& name, u64 total)
+{
+    Workload w;
+    w.name = name;
+    if (name == "large") {
+        add_large(w, total, 4);
+    } else { // mixed: 90 % in four large arrays, 10 % in many arrays of <= 64 KiB
+        add_large(w, total - total / 10, 4);
+        const int K = std::max(2, g_opt.small_arrays);
+        u64 each = std::min<u64>(64 * 1024, total / 10 / static_cast<u64>(K));
+        std::int64_t n = std::max<std::int64_t>(g_size, static_cast<std::int64_t>(each / 8) / g_size * g_size);
+        for (int k = 0; k < K; ++k) {
+            Array a;
+            a.name = "small/" + std::to_string(k);
+            a.global = {n};
+            if (k % 2 == 0) { // replicated: every rank holds it whole
+                a.replicated = true;
+                a.writer = (k / 2) % g_size;
+                a.box = cairn::Box{{0}, {n}};
+            } else {
+                const std::int64_t per = n / g_size;
+                a.box = cairn::Box{{per * g_rank}, {per}};
+            }
+            a.data.resize(static_cast<std::size_t>(a.box.shape[0]));
+            fill(a);
+            w.arrays.push_back(std::move(a));
+        }
+    }
+    for (const auto& a : w.arrays) {
+        w.total += a.global_bytes();
+        if (!a.replicated || a.writer == g_rank)
+            w.mine += a.data.size() * 8;
+    }
+    return w;
+}
+
+cairn::StateDict state_of(Workload& w)
+{
+    cairn::StateDict sd;
+    for (auto& a : w.arrays)
+        sd.add_array<double>(a.name, a.data.data(), a.global, a.box);
+    return sd;
+}
+
+void touch_state(Workload& w, bool for_write)
+{
+    for (auto& a : w.arrays) {
+        if (for_write)
+            touch_write(a.data.data(), a.data.size() * 8);
+        else
+            touch_read(a.data.data(), a.data.size() * 8);
+    }
+}
+
+// Spot-checks the contents after a load (first run only; untimed).
+void check_state(const Workload& w, const char* what)
+{
+    long bad = 0;
+    for (const auto& a : w.arrays) {
+        const auto& g = a.global;
+        const std::size_t n = a.data.size();
+        for (std::size_t s = 0; s < 64 && n; ++s) {
+            const std::size_t k = (s * 7919 * 104729) % n;
+            u64 gi;
+            if (g.size() == 2) {
+                const auto i = static_cast<std::int64_t>(k) / a.box.shape[1], j = static_cast<std::int64_t>(k) % a.box.shape[1];
+                gi = static_cast<u64>((a.box.offsets[0] + i) * g[1] + a.box.offsets[1] + j);
+            } else {
+                gi = static_cast<u64>(a.box.offsets[0] + static_cast<std::int64_t>(k));
+            }
+            if (a.data[k] != pattern(gi))
+                ++bad;
+        }
+    }
+    long all = 0;
+    MPI_Allreduce(&bad, &all, 1, MPI_LONG, MPI_SUM, g_comm);
+    if (all)
+        say("ERROR: %s: %ld wrong elements after the load\n", what, all);
+}
+
+void scramble(Workload& w)
+{
+    for (auto& a : w.arrays)
+        if (!a.data.empty())
+            a.data[0] = -1, a.data[a.data.size() / 2] = -1, a.data.back() = -1;
+}
+
+// ---------------------------------------------------------------- plain MPI-IO
+
+struct Seg {
+    void* p;
+    u64 n;
+};
+
+// The byte segments this rank writes in the plain baselines, in order.
+std::vector<Seg> segments(Workload& w)
+{
+    std::vector<Seg> s;
+    for (auto& a : w.arrays)
+        if ((!a.replicated || a.writer == g_rank) && !a.data.empty())
+            s.push_back(Seg{a.data.data(), a.data.size() * 8});
+    return s;
+}
+
+// Groups of segments of at most 1 GiB each (MPI counts are ints), each
+// described by one hindexed datatype over MPI_BOTTOM.
+struct Group {
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    u64 bytes = 0;
+};
+
+std::vector<Group> groups_of(const std::vector<Seg>& segs)
+{
+    std::vector<Group> out;
+    const u64 cap = u64(1) << 30;
+    std::vector<int> lens;
+    std::vector<MPI_Aint> disps;
+    u64 bytes = 0;
+    auto close = [&] {
+        if (lens.empty())
+            return;
+        Group g;
+        MPI_Type_create_hindexed(static_cast<int>(lens.size()), lens.data(), disps.data(), MPI_BYTE, &g.type);
+        MPI_Type_commit(&g.type);
+        g.bytes = bytes;
+        out.push_back(g);
+        lens.clear();
+        disps.clear();
+        bytes = 0;
+    };
+    for (const auto& s : segs) {
+        u64 off = 0;
+        while (off < s.n) {
+            const u64 n = std::min(s.n - off, cap - bytes);
+            MPI_Aint d;
+            MPI_Get_address(static_cast<char*>(s.p) + off, &d);
+            lens.push_back(static_cast<int>(n));
+            disps.push_back(d);
+            bytes += n;
+            off += n;
+            if (bytes == cap)
+                close();
+        }
+    }
+    close();
+    return out;
+}
+
+void free_groups(std::vector<Group>& gs)
+{
+    for (auto& g : gs)
+        MPI_Type_free(&g.type);
+    gs.clear();
+}
+
+void check_mpi(int rc, const char* what)
+{
+    if (rc != MPI_SUCCESS) {
+        char msg[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(rc, msg, &len);
+        std::fprintf(stderr, "rank %d: %s: %s\n", g_rank, what, msg);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+// One file per rank: independent writes of each group, MPI_File_sync, close.
+void mpiio_rank(Workload& w, const std::string& dir, bool write)
+{
+    const std::string path = dir + "/rank_" + std::to_string(g_rank) + ".bin";
+    auto segs = segments(w);
+    MPI_File fh;
+    check_mpi(MPI_File_open(MPI_COMM_SELF, path.c_str(), write ? MPI_MODE_CREATE | MPI_MODE_WRONLY : MPI_MODE_RDONLY,
+                            MPI_INFO_NULL, &fh),
+              "MPI_File_open");
+    // Large segments go straight from their buffers; one write call each
+    // (at most 1 GiB); small ones in one hindexed call per group.
+    u64 off = 0;
+    std::vector<Seg> small;
+    auto flush_small = [&] {
+        auto gs = groups_of(small);
+        for (auto& g : gs) {
+            MPI_Status st;
+            check_mpi(write ? MPI_File_write_at(fh, static_cast<MPI_Offset>(off), MPI_BOTTOM, 1, g.type, &st)
+                            : MPI_File_read_at(fh, static_cast<MPI_Offset>(off), MPI_BOTTOM, 1, g.type, &st),
+                      "MPI_File_write_at/read_at");
+            off += g.bytes;
+        }
+        free_groups(gs);
+        small.clear();
+    };
+    for (const auto& s : segs) {
+        if (s.n < (u64(1) << 20)) {
+            small.push_back(s);
+            continue;
+        }
+        flush_small();
+        for (u64 o = 0; o < s.n;) {
+            const int n = static_cast<int>(std::min<u64>(s.n - o, u64(1) << 30));
+            MPI_Status st;
+            check_mpi(write ? MPI_File_write_at(fh, static_cast<MPI_Offset>(off), static_cast<char*>(s.p) + o, n,
+                                                MPI_BYTE, &st)
+                            : MPI_File_read_at(fh, static_cast<MPI_Offset>(off), static_cast<char*>(s.p) + o, n,
+                                               MPI_BYTE, &st),
+                      "MPI_File_write_at/read_at");
+            o += static_cast<u64>(n);
+            off += static_cast<u64>(n);
+        }
+    }
+    flush_small();
+    if (write)
+        check_mpi(MPI_File_sync(fh), "MPI_File_sync");
+    check_mpi(MPI_File_close(&fh), "MPI_File_close");
+}
+
+// One shared file: rank r's bytes at its prefix offset, MPI_File_write_at_all
+// (one collective call per <= 1 GiB group, every rank the same number of
+// calls), MPI_File_sync, close.
+void mpiio_shared(Workload& w, const std::string& dir, bool write)
+{
+    const std::string path = dir + "/shared.bin";
+    auto segs = segments(w);
+    auto gs = groups_of(segs);
+    unsigned long long mine = w.mine, start = 0;
+    MPI_Exscan(&mine, &start, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, g_comm);
+    if (g_rank == 0)
+        start = 0;
+    int calls = static_cast<int>(gs.size());
+    MPI_Allreduce(MPI_IN_PLACE, &calls, 1, MPI_INT, MPI_MAX, g_comm);
+    MPI_File fh;
+    check_mpi(MPI_File_open(g_comm, path.c_str(), write ? MPI_MODE_CREATE | MPI_MODE_WRONLY : MPI_MODE_RDONLY,
+                            MPI_INFO_NULL, &fh),
+              "MPI_File_open shared");
+    u64 off = start;
+    for (int c = 0; c < calls; ++c) {
+        MPI_Status st;
+        const bool have = c < static_cast<int>(gs.size());
+        const MPI_Datatype t = have ? gs[c].type : MPI_BYTE;
+        const int count = have ? 1 : 0;
+        check_mpi(write ? MPI_File_write_at_all(fh, static_cast<MPI_Offset>(off), MPI_BOTTOM, count, t, &st)
+                        : MPI_File_read_at_all(fh, static_cast<MPI_Offset>(off), MPI_BOTTOM, count, t, &st),
+                  "MPI_File_write_at_all/read_at_all");
+        if (have)
+            off += gs[c].bytes;
+    }
+    if (write)
+        check_mpi(MPI_File_sync(fh), "MPI_File_sync shared");
+    check_mpi(MPI_File_close(&fh), "MPI_File_close shared");
+    free_groups(gs);
+}
+
+// ---------------------------------------------------------------- plain HDF5
+
+void h5check(long long rc, const char* what)
+{
+    if (rc < 0) {
+        std::fprintf(stderr, "rank %d: HDF5: %s failed\n", g_rank, what);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+// One dataset per array, collective transfers of each rank's hyperslab (a
+// replicated array: its writer selects all, the others none); default
+// properties otherwise. Durable: H5Fflush (MPI_File_sync) and an fsync.
+void hdf5_plain(Workload& w, const std::string& path, bool write)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_fapl_mpio(fapl, g_comm, MPI_INFO_NULL);
+    hid_t file = write ? H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl)
+                       : H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl);
+    h5check(file, "H5Fcreate/H5Fopen");
+    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+    H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE);
+    for (auto& a : w.arrays) {
+        std::vector<hsize_t> dims(a.global.begin(), a.global.end());
+        hid_t fspace = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+        std::string dname = a.name;
+        std::replace(dname.begin(), dname.end(), '/', '_');
+        hid_t dset = write ? H5Dcreate2(file, dname.c_str(), H5T_NATIVE_DOUBLE, fspace, H5P_DEFAULT, H5P_DEFAULT,
+                                        H5P_DEFAULT)
+                           : H5Dopen2(file, dname.c_str(), H5P_DEFAULT);
+        h5check(dset, "H5Dcreate2/H5Dopen2");
+        const bool mine = !a.replicated || a.writer == g_rank || !write;
+        hid_t mspace;
+        if (mine && !a.data.empty()) {
+            std::vector<hsize_t> off(a.box.offsets.begin(), a.box.offsets.end()), cnt(a.box.shape.begin(), a.box.shape.end());
+            H5Sselect_hyperslab(fspace, H5S_SELECT_SET, off.data(), nullptr, cnt.data(), nullptr);
+            mspace = H5Screate_simple(static_cast<int>(cnt.size()), cnt.data(), nullptr);
+        } else {
+            H5Sselect_none(fspace);
+            mspace = H5Scopy(fspace);
+            H5Sselect_none(mspace);
+        }
+        static double dummy = 0;
+        void* buf = mine && !a.data.empty() ? a.data.data() : &dummy;
+        h5check(write ? H5Dwrite(dset, H5T_NATIVE_DOUBLE, mspace, fspace, dxpl, buf)
+                      : H5Dread(dset, H5T_NATIVE_DOUBLE, mspace, fspace, dxpl, buf),
+                "H5Dwrite/H5Dread");
+        H5Sclose(mspace);
+        H5Sclose(fspace);
+        H5Dclose(dset);
+    }
+    if (write)
+        h5check(H5Fflush(file, H5F_SCOPE_GLOBAL), "H5Fflush");
+    H5Pclose(dxpl);
+    H5Pclose(fapl);
+    h5check(H5Fclose(file), "H5Fclose");
+    if (write && g_rank == 0)
+        fsync_file(path);
+    MPI_Barrier(g_comm);
+}
+
+// ---------------------------------------------------------------- fio
+
+bool have_fio()
+{
+    int ok = 0;
+    if (g_rank == 0)
+        ok = std::system("command -v fio >/dev/null 2>&1") == 0;
+    MPI_Bcast(&ok, 1, MPI_INT, 0, g_comm);
+    return ok != 0;
+}
+
+std::string slurp(const std::string& p)
+{
+    std::ifstream f(p);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+// The number after "key" : in the first occurrence after `from` in a JSON text.
+double json_number(const std::string& s, const std::string& key, std::size_t from = 0)
+{
+    const auto k = s.find("\"" + key + "\"", from);
+    if (k == std::string::npos)
+        return NAN;
+    const auto c = s.find(':', k);
+    return std::strtod(s.c_str() + c + 1, nullptr);
+}
+
+// fio, P jobs (one per rank), each a sequential file of this rank's share:
+// durable writes (end_fsync) or reads. Returns seconds (fio's runtime of the
+// group, which includes the final fsync), or NAN. Rank 0 runs it; others wait.
+double run_fio(const std::string& dir, u64 per_job, bool write)
+{
+    double secs = NAN;
+    if (g_rank == 0) {
+        const std::string out = dir + "/fio.json";
+        std::string cmd = "fio --name=seq --directory=" + dir + " --rw=" + (write ? "write" : "read") +
+                          " --bs=1M --ioengine=psync --size=" + std::to_string(per_job) +
+                          " --numjobs=" + std::to_string(g_size) + " --group_reporting --output-format=json" +
+                          (write ? " --end_fsync=1" : "") + " --output=" + out + " >/dev/null 2>&1";
+        const double t0 = now();
+        const int rc = std::system(cmd.c_str());
+        const double wall = now() - t0;
+        if (rc == 0) {
+            const auto j = slurp(out);
+            // The group's section ("read" : { ... }), not the job option "rw" : "read".
+            auto sect = j.find(write ? "\"write\" : {" : "\"read\" : {");
+            if (sect == std::string::npos)
+                sect = j.size();
+            const double ms = json_number(j, "runtime", sect);
+            const double io_bytes = json_number(j, "io_bytes", sect);
+            if (ms > 0 && io_bytes > 0)
+                secs = ms / 1e3 * (static_cast<double>(per_job) * g_size / io_bytes);
+            if (!(secs > 0))
+                secs = wall;
+        } else {
+            std::printf("note: fio failed (rc %d): %s\n", rc, cmd.c_str());
+        }
+        std::remove(out.c_str());
+    }
+    MPI_Bcast(&secs, 1, MPI_DOUBLE, 0, g_comm);
+    return secs;
+}
+
+// ---------------------------------------------------------------- torch DCP peer
+
+// Runs bench/torch_dcp.py once (one save and one cold load on g_size
+// processes of its own). Returns {save s, load s}, or NANs when skipped.
+int g_torch_state = 0; // 0 unknown, 1 available, -1 skipped
+std::pair<double, double> run_torch(const std::string& dir, double size_mib)
+{
+    double t[2] = {NAN, NAN};
+    if (g_rank == 0 && g_torch_state >= 0) {
+        const std::string out = dir + "/torch.out";
+        const std::string cmd = g_opt.python + " " + g_opt.torch_script + " --nproc " + std::to_string(g_size) +
+                                " --size-mib " + std::to_string(size_mib) + " --dir " + dir + "/torch_ckpt" +
+                                (g_opt.drop_caches ? "" : " --no-drop-caches") + " > " + out + " 2>&1";
+        const int rc = std::system(cmd.c_str());
+        const auto text = slurp(out);
+        std::istringstream is(text);
+        std::string line;
+        while (std::getline(is, line)) {
+            double v;
+            if (std::sscanf(line.c_str(), "torch-dcp save %lf", &v) == 1)
+                t[0] = v;
+            else if (std::sscanf(line.c_str(), "torch-dcp load %lf", &v) == 1)
+                t[1] = v;
+        }
+        if (rc != 0 || !(t[0] > 0) || !(t[1] > 0)) {
+            std::string first = text.substr(0, text.find('\n'));
+            if (WIFEXITED(rc) && WEXITSTATUS(rc) == 3)
+                std::printf("note: PyTorch DCP peer skipped: %s\n", first.c_str());
+            else
+                std::printf("note: PyTorch DCP peer failed (rc %d): %s\n", rc, text.substr(0, 2000).c_str());
+            g_torch_state = -1;
+            t[0] = t[1] = NAN;
+        } else {
+            g_torch_state = 1;
+        }
+        std::remove(out.c_str());
+    }
+    MPI_Bcast(t, 2, MPI_DOUBLE, 0, g_comm);
+    return {t[0], t[1]};
+}
+
+// ---------------------------------------------------------------- one workload
+
+struct Case {
+    std::string name;
+    std::function<void(Results&, int run)> run;
+};
+
+Results bench_workload(Workload& w)
+{
+    Results R;
+    R.workload = w.name + (g_opt.io == "ompio" ? "" : "-" + g_opt.io);
+    const std::string base = g_opt.dir + "/" + w.name;
+    if (g_rank == 0)
+        stdfs::create_directories(base);
+    MPI_Barrier(g_comm);
+    auto sd = state_of(w);
+    const u64 T = w.total;
+    const bool is_large = w.name == "large";
+
+    cairn::SaveOptions so; // fsync on, checksums on (the defaults)
+    cairn::LoadOptions lo; // verify checksums (the default)
+
+    std::vector<Case> cases;
+    // Cairn, per-rank layout: durable save, cold load.
+    cases.push_back({"cairn-rank", [&](Results& r, int run) {
+                         const std::string p = base + "/ckpt_rank";
+                         remove_path(p);
+                         auto o = so;
+                         o.layout = cairn::Layout::per_rank;
+                         touch_state(w, false);
+                         r.add("cairn-rank-save", T, timed([&] { cairn::save(sd, p, g_comm, o); }));
+                         if (run == 0)
+                             scramble(w);
+                         drop_caches();
+                         touch_state(w, true);
+                         auto l = lo;
+                         l.layout = cairn::Layout::per_rank;
+                         r.add("cairn-rank-load", T, timed([&] { cairn::load(sd, p, g_comm, l); }));
+                         if (run == 0)
+                             check_state(w, "cairn-rank-load");
+                         if (is_large && want("reshard")) {
+                             // N -> M with another decomposition: columns instead
+                             // of rows, every rank reads part of every chunk.
+                             std::vector<std::vector<double>> bufs;
+                             cairn::StateDict rs;
+                             Workload cw; // for the spot check
+                             for (int k = 0; k < w.large; ++k) {
+                                 const auto& a = w.arrays[static_cast<std::size_t>(k)];
+                                 const std::int64_t per = a.global[1] / g_size;
+                                 Array c;
+                                 c.name = a.name;
+                                 c.global = a.global;
+                                 c.box = cairn::Box{{0, per * g_rank}, {a.global[0], per}};
+                                 c.data.resize(static_cast<std::size_t>(a.global[0] * per));
+                                 cw.arrays.push_back(std::move(c));
+                             }
+                             for (auto& c : cw.arrays)
+                                 rs.add_array<double>(c.name, c.data.data(), c.global, c.box);
+                             drop_caches();
+                             for (auto& c : cw.arrays)
+                                 touch_write(c.data.data(), c.data.size() * 8);
+                             r.add("cairn-rank-reshard-load", T,
+                                   timed([&] { cairn::load(rs, p, g_comm, l); }));
+                             if (run == 0)
+                                 check_state(cw, "cairn-rank-reshard-load");
+                         }
+                         remove_path(p);
+                     }});
+    // Cairn, container layout.
+    cases.push_back({"cairn-container", [&](Results& r, int run) {
+                         const std::string p = base + "/ckpt.h5";
+                         remove_path(p);
+                         auto o = so;
+                         o.layout = cairn::Layout::container;
+                         touch_state(w, false);
+                         r.add("cairn-container-save", T, timed([&] { cairn::save(sd, p, g_comm, o); }));
+                         if (run == 0)
+                             scramble(w);
+                         drop_caches();
+                         touch_state(w, true);
+                         auto l = lo;
+                         l.layout = cairn::Layout::container;
+                         r.add("cairn-container-load", T, timed([&] { cairn::load(sd, p, g_comm, l); }));
+                         if (run == 0)
+                             check_state(w, "cairn-container-load");
+                         remove_path(p);
+                     }});
+    if (want("mpiio")) {
+        cases.push_back({"mpiio-rank", [&](Results& r, int) {
+                             const std::string p = base + "/mpiio_rank";
+                             remove_path(p);
+                             if (g_rank == 0)
+                                 stdfs::create_directories(p);
+                             touch_state(w, false);
+                             r.add("mpiio-rank-" + g_opt.io + "-save", T, timed([&] { mpiio_rank(w, p, true); }));
+                             drop_caches();
+                             touch_state(w, true);
+                             r.add("mpiio-rank-" + g_opt.io + "-load", T, timed([&] { mpiio_rank(w, p, false); }));
+                             remove_path(p);
+                         }});
+        cases.push_back({"mpiio-shared", [&](Results& r, int) {
+                             const std::string p = base + "/mpiio_shared";
+                             remove_path(p);
+                             if (g_rank == 0)
+                                 stdfs::create_directories(p);
+                             touch_state(w, false);
+                             r.add("mpiio-shared-" + g_opt.io + "-save", T, timed([&] { mpiio_shared(w, p, true); }));
+                             drop_caches();
+                             touch_state(w, true);
+                             r.add("mpiio-shared-" + g_opt.io + "-load", T, timed([&] { mpiio_shared(w, p, false); }));
+                             remove_path(p);
+                         }});
+    }
+    if (want("hdf5")) {
+        cases.push_back({"hdf5", [&](Results& r, int) {
+                             const std::string p = base + "/plain.h5";
+                             remove_path(p);
+                             touch_state(w, false);
+                             r.add("hdf5-save", T, timed([&] { hdf5_plain(w, p, true); }));
+                             drop_caches();
+                             touch_state(w, true);
+                             r.add("hdf5-load", T, timed([&] { hdf5_plain(w, p, false); }));
+                             remove_path(p);
+                         }});
+    }
+    if (is_large && g_opt.fio && want("fio")) {
+        if (have_fio()) {
+            cases.push_back({"fio", [&](Results& r, int) {
+                                 const std::string p = base + "/fio";
+                                 remove_path(p);
+                                 if (g_rank == 0)
+                                     stdfs::create_directories(p);
+                                 MPI_Barrier(g_comm);
+                                 const u64 per = T / static_cast<u64>(g_size);
+                                 const double ws = run_fio(p, per, true);
+                                 drop_caches();
+                                 const double rs = run_fio(p, per, false);
+                                 if (ws > 0)
+                                     r.add("fio-write", per * g_size, ws);
+                                 if (rs > 0)
+                                     r.add("fio-read", per * g_size, rs);
+                                 remove_path(p);
+                             }});
+        } else {
+            say("note: fio not found: the physical-limit figures are skipped (scripts/bench.sh installs it)\n");
+        }
+    }
+    if (is_large && want("torch") && !g_opt.python.empty() && !g_opt.torch_script.empty()) {
+        cases.push_back({"torch", [&](Results& r, int) {
+                             const std::string p = base + "/torch";
+                             remove_path(p);
+                             if (g_rank == 0)
+                                 stdfs::create_directories(p);
+                             MPI_Barrier(g_comm);
+                             const auto [s, l] = run_torch(p, static_cast<double>(T) / 1048576.0);
+                             if (s > 0)
+                                 r.add("torch-dcp-save", T, s);
+                             if (l > 0)
+                                 r.add("torch-dcp-load", T, l);
+                             remove_path(p);
+                         }});
+    }
+    if (is_large && want("async")) {
+        // async_save (full_copy) blocking time vs a memcpy of this rank's
+        // bytes into a pre-touched buffer, and vs a synchronous save.
+        cases.push_back({"async", [&, buf = std::vector<char>()](Results& r, int) mutable {
+                             const std::string p = base + "/ckpt_async";
+                             remove_path(p);
+                             u64 mine = 0;
+                             for (const auto& a : w.arrays)
+                                 mine += a.data.size() * 8;
+                             if (buf.size() != mine)
+                                 buf.assign(mine, 0);
+                             touch_write(buf.data(), buf.size());
+                             touch_state(w, false);
+                             MPI_Barrier(g_comm);
+                             double t0 = now();
+                             char* d = buf.data();
+                             for (const auto& a : w.arrays) {
+                                 std::memcpy(d, a.data.data(), a.data.size() * 8);
+                                 d += a.data.size() * 8;
+                             }
+                             const double tm = allmax(now() - t0);
+                             auto o = so;
+                             o.layout = cairn::Layout::per_rank;
+                             o.async_staging = cairn::AsyncStaging::full_copy;
+                             touch_state(w, false);
+                             MPI_Barrier(g_comm);
+                             t0 = now();
+                             auto h = cairn::async_save(sd, p, g_comm, o);
+                             const double tb = allmax(now() - t0);
+                             const double tw = timed([&] { h.wait(); }) + tb;
+                             r.add("memcpy-block", 0, tm);
+                             r.add("async-save-block", 0, tb);
+                             r.add("async-save-total", T, tw);
+                             remove_path(p);
+                         }});
+    }
+
+    for (int run = 0; run < g_opt.runs; ++run)
+        for (auto& c : cases) {
+            c.run(R, run);
+            say("  run %d/%d %s %s done\n", run + 1, g_opt.runs, w.name.c_str(), c.name.c_str());
+        }
+    return R;
+}
+
+void print_ratios(const Results& r, const Results* large)
+{
+    const std::string io = g_opt.io;
+    tput_ratio(r, "cairn-rank-save", "fio-write");
+    tput_ratio(r, "cairn-rank-save", "mpiio-rank-" + io + "-save");
+    tput_ratio(r, "cairn-rank-load", "fio-read");
+    tput_ratio(r, "cairn-rank-load", "mpiio-rank-" + io + "-load");
+    tput_ratio(r, "cairn-rank-reshard-load", "fio-read");
+    tput_ratio(r, "cairn-rank-reshard-load", "cairn-rank-load");
+    tput_ratio(r, "cairn-container-save", "hdf5-save");
+    tput_ratio(r, "cairn-container-save", "mpiio-shared-" + io + "-save");
+    tput_ratio(r, "cairn-container-save", "fio-write");
+    tput_ratio(r, "cairn-container-load", "fio-read");
+    tput_ratio(r, "cairn-container-load", "hdf5-load");
+    tput_ratio(r, "cairn-rank-save", "torch-dcp-save");
+    tput_ratio(r, "cairn-rank-load", "torch-dcp-load");
+    tput_ratio(r, "cairn-container-save", "torch-dcp-save");
+    tput_ratio(r, "cairn-container-load", "torch-dcp-load");
+    // The baselines against the physical limit.
+    tput_ratio(r, "mpiio-rank-" + io + "-save", "fio-write");
+    tput_ratio(r, "mpiio-shared-" + io + "-save", "fio-write");
+    tput_ratio(r, "mpiio-rank-" + io + "-load", "fio-read");
+    tput_ratio(r, "hdf5-save", "fio-write");
+    if (r.has("async-save-block") && r.has("memcpy-block")) {
+        ratio_line(r.workload, "async-save-block/memcpy", r.secs.at("async-save-block").median() /
+                                                               r.secs.at("memcpy-block").median());
+        if (r.has("cairn-rank-save"))
+            ratio_line(r.workload, "async-save-block/sync-save", r.secs.at("async-save-block").median() /
+                                                                     r.secs.at("cairn-rank-save").median());
+    }
+    if (large) {
+        // The many-small-arrays mix against the large arrays.
+        tput_ratio(r, "cairn-rank-save", "cairn-rank-save", large, large->workload + "-cairn-rank-save");
+        tput_ratio(r, "cairn-rank-load", "cairn-rank-load", large, large->workload + "-cairn-rank-load");
+        tput_ratio(r, "cairn-container-save", "cairn-container-save", large,
+                   large->workload + "-cairn-container-save");
+        tput_ratio(r, "cairn-container-load", "cairn-container-load", large,
+                   large->workload + "-cairn-container-load");
+        tput_ratio(r, "cairn-rank-save", "fio-write", large);
+        tput_ratio(r, "cairn-rank-load", "fio-read", large);
+    }
+}
+
+// ---------------------------------------------------------------- memory
+
+// Peak resident growth of one synchronous save (per-rank layout, fsync) of
+// the large workload against the state size and the staging bound, measured
+// with VmHWM reset through /proc/self/clear_refs.
+void bench_memory(Workload& w)
+{
+    const std::string p = g_opt.dir + "/memory/ckpt";
+    const std::string& wl = w.name;
+    remove_path(g_opt.dir + "/memory");
+    auto sd = state_of(w);
+    cairn::SaveOptions o;
+    o.layout = cairn::Layout::per_rank;
+    Stat extra;
+    bool reset_ok = true;
+    u64 mine = 0;
+    for (const auto& a : w.arrays)
+        mine += a.data.size() * 8;
+    for (int run = 0; run < g_opt.runs; ++run) {
+        remove_path(g_opt.dir + "/memory");
+        cairn::detail::release_buffer_pool();
+        touch_state(w, false);
+        {
+            std::ofstream f("/proc/self/clear_refs");
+            f << "5";
+            f.flush();
+            reset_ok = reset_ok && f.good();
+        }
+        MPI_Barrier(g_comm);
+        const long before = status_kib("VmRSS");
+        if (run == 0 && status_kib("VmHWM") > before + 1024)
+            reset_ok = false;
+        cairn::save(sd, p, g_comm, o);
+        const long hwm = status_kib("VmHWM");
+        extra.v.push_back(allmax(static_cast<double>(hwm - before) * 1024.0));
+    }
+    remove_path(g_opt.dir + "/memory");
+    const double bound = static_cast<double>(o.staging_bytes) + 16.0 * 1048576.0;
+    if (!reset_ok)
+        say("note: could not reset VmHWM (/proc/self/clear_refs): the memory figure is an upper bound\n");
+    say("\n# memory: peak resident growth of a synchronous save, largest rank (MiB; min-max over %d runs)\n",
+        g_opt.runs);
+    say("figure %s sync-save-peak-extra %.1f MiB (min %.1f, max %.1f); this rank's state %.1f MiB; "
+        "staging bound %.0f MiB + 16 MiB\n",
+        wl.c_str(), extra.median() / 1048576.0, extra.min() / 1048576.0, extra.max() / 1048576.0, mine / 1048576.0,
+        static_cast<double>(o.staging_bytes) / 1048576.0);
+    ratio_line(wl, "sync-save-peak-extra/state-bytes", extra.median() / static_cast<double>(mine));
+    ratio_line(wl, "sync-save-peak-extra/staging-bound+16MiB", extra.median() / bound);
+}
+
+// ---------------------------------------------------------------- planning
+
+// The coordinator's side of a save for synthetic plans of `ranks` ranks
+// with `arrays` 2-D arrays each sharded by rows over all ranks (chunks of
+// 256 KiB, one checksum block each), without running those processes:
+// decoding the gathered plans, the global plan (validation, dedup,
+// metadata), encoding the final plans, attaching the write results and
+// writing metadata.h5 (fsync). Rank 0 only.
+void bench_planning(long ranks, long arrays, Results& R)
+{
+    const std::string label = std::to_string(ranks) + "x" + std::to_string(arrays);
+    const std::int64_t rows = 32, cols = 1024; // 256 KiB chunks of f64
+    double t_build = 0, t_decode = 0, t_global = 0, t_encode = 0, t_attach = 0, t_md = 0, t_bcast_md = 0;
+    u64 md_bytes = 0, chunks = 0, gathered_bytes = 0;
+    const std::string mdpath = g_opt.dir + "/planning/metadata.h5";
+    stdfs::create_directories(g_opt.dir + "/planning");
+    // Plans of more than a million chunks take long here: one run.
+    const int runs = ranks * arrays > 1100000 ? 1 : g_opt.runs;
+    for (int run = 0; run < runs; ++run) {
+        auto t0 = now();
+        std::vector<cairn::detail::Bytes> gathered(static_cast<std::size_t>(ranks));
+        {
+            std::vector<std::string> names;
+            for (long a = 0; a < arrays; ++a)
+                names.push_back("model.layer" + std::to_string(a / 10) + ".field_" + std::to_string(a % 10));
+            for (long r = 0; r < ranks; ++r) {
+                cairn::SavePlan p;
+                p.items.reserve(static_cast<std::size_t>(arrays));
+                for (long a = 0; a < arrays; ++a) {
+                    cairn::WriteItem it;
+                    it.fqn = names[static_cast<std::size_t>(a)];
+                    it.kind = cairn::ItemKind::array;
+                    it.dtype = cairn::DType::f64;
+                    it.global_shape = {rows * ranks, cols};
+                    it.box = cairn::Box{{rows * r, 0}, {rows, cols}};
+                    it.nbytes = static_cast<u64>(rows * cols * 8);
+                    p.items.push_back(std::move(it));
+                }
+                gathered[static_cast<std::size_t>(r)] = cairn::detail::encode(p);
+                gathered_bytes += run == 0 ? gathered[static_cast<std::size_t>(r)].size() : 0;
+            }
+        }
+        t_build += now() - t0;
+        t0 = now();
+        std::vector<cairn::SavePlan> plans;
+        plans.reserve(gathered.size());
+        for (auto& g : gathered) {
+            plans.push_back(cairn::detail::decode_save_plan(g));
+            cairn::detail::Bytes().swap(g);
+        }
+        gathered.clear();
+        t_decode += now() - t0;
+        t0 = now();
+        cairn::DefaultSavePlanner planner;
+        auto [finals, md] = planner.create_global_plan(std::move(plans));
+        t_global += now() - t0;
+        t0 = now();
+        std::vector<cairn::detail::Bytes> out;
+        out.reserve(finals.size());
+        for (const auto& f : finals)
+            out.push_back(cairn::detail::encode(f));
+        t_encode += now() - t0;
+        out.clear();
+        // Write results as the ranks would report them, attached to the metadata.
+        t0 = now();
+        for (std::size_t r = 0; r < finals.size(); ++r) {
+            u64 off = 0;
+            for (const auto& it : finals[r].items) {
+                auto& ch = md.entries.at(it.fqn).chunks[it.chunk];
+                ch.storage.path = "__" + std::to_string(r) + "_0.distcp";
+                ch.storage.offset = off;
+                ch.storage.length = it.nbytes;
+                ch.storage.checksums = {0x9e3779b97f4a7c15ull ^ off};
+                off += it.nbytes;
+            }
+        }
+        finals.clear();
+        t_attach += now() - t0;
+        md.layout = "distcp";
+        md.checksum_block = u64(1) << 20;
+        md.world_size = static_cast<int>(ranks);
+        chunks = 0;
+        for (const auto& [f, e] : md.entries)
+            chunks += e.chunks.size();
+        t0 = now();
+        cairn::detail::write_metadata_file(mdpath, md, true);
+        t_md += now() - t0;
+        md_bytes = static_cast<u64>(stdfs::file_size(mdpath));
+        t0 = now();
+        const auto enc = cairn::detail::encode(md); // what a load broadcasts
+        t_bcast_md += now() - t0;
+        (void)enc;
+        stdfs::remove(mdpath);
+    }
+    const double n = runs;
+    const double total = (t_decode + t_global + t_encode + t_attach + t_md) / n;
+    std::printf("figure planning-%s chunks %llu, plan+metadata %.3f s (decode plans %.3f, global plan %.3f, "
+                "encode plans %.3f, attach results %.3f, write metadata.h5 %.3f; encode metadata for load %.3f); "
+                "gathered plans %.1f MiB, metadata.h5 %.1f MiB = %.1f B/chunk (mean of %d runs)\n",
+                label.c_str(), static_cast<unsigned long long>(chunks), total, t_decode / n, t_global / n,
+                t_encode / n, t_attach / n, t_md / n, t_bcast_md / n, gathered_bytes / 1048576.0,
+                md_bytes / 1048576.0, static_cast<double>(md_bytes) / static_cast<double>(chunks), runs);
+    std::printf("ratio planning-%s plan+metadata-seconds/target-2s %.3f\n", label.c_str(), total / 2.0);
+    std::printf("ratio planning-%s metadata-bytes-per-chunk/target-100 %.3f\n", label.c_str(),
+                static_cast<double>(md_bytes) / static_cast<double>(chunks) / 100.0);
+    std::fflush(stdout);
+    R.add("plan+metadata-" + label, 0, total);
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(g_comm, &g_rank);
+    MPI_Comm_size(g_comm, &g_size);
+    parse(argc, argv);
+    double load[3] = {0, 0, 0};
+    if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+        if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3)
+            load[0] = load[1] = load[2] = -1;
+        std::fclose(f);
+    }
+    const u64 total = static_cast<u64>(g_opt.size_mib * 1048576.0);
+    say("cairn_bench: Cairn %s, %d ranks, state %.0f MiB, %d runs, dir %s, MPI-IO component %s, load average "
+        "%.2f %.2f %.2f\n",
+        cairn::version(), g_size, g_opt.size_mib, g_opt.runs, g_opt.dir.c_str(), g_opt.io.c_str(), load[0], load[1],
+        load[2]);
+    if (provided < MPI_THREAD_MULTIPLE) {
+        say("note: MPI_THREAD_MULTIPLE not provided: async_save is skipped\n");
+        g_opt.only.erase("async");
+        if (g_opt.only.empty())
+            g_opt.only = {"large", "mixed", "reshard", "memory", "planning", "torch", "fio", "hdf5", "mpiio"};
+    }
+    if (g_rank == 0)
+        stdfs::create_directories(g_opt.dir);
+    MPI_Barrier(g_comm);
+
+    std::unique_ptr<Results> large;
+    if (want("large") || want("reshard") || want("async") || want("memory") || want("torch") || want("fio")) {
+        auto w = make_workload("large", total);
+        say("workload large: %d arrays of %lld x %lld f64 sharded by rows, %.1f MiB\n", w.large,
+            static_cast<long long>(w.rows), static_cast<long long>(w.cols), w.total / 1048576.0);
+        large = std::make_unique<Results>(bench_workload(w));
+        if (want("memory"))
+            bench_memory(w);
+        print_figures(*large);
+        print_ratios(*large, nullptr);
+    }
+    if (want("mixed")) {
+        auto w = make_workload("mixed", total);
+        say("\nworkload mixed: %d large arrays (%.1f MiB) + %zu small arrays of %lld f64 (half replicated, half "
+            "sharded), %.1f MiB\n",
+            w.large, static_cast<double>(w.arrays[0].global_bytes()) * w.large / 1048576.0, w.arrays.size() - w.large,
+            static_cast<long long>(w.arrays.back().global[0]), w.total / 1048576.0);
+        auto r = bench_workload(w);
+        if (want("memory"))
+            bench_memory(w);
+        print_figures(r);
+        print_ratios(r, large.get());
+    }
+    if (want("planning")) {
+        MPI_Barrier(g_comm);
+        if (g_rank == 0) {
+            Results pr;
+            std::printf("\n# planning: the coordinator's cost for synthetic plans (one process)\n");
+            for (long r : {1024L, 2048L, 4096L, 16384L}) {
+                if (r > g_opt.plan_ranks)
+                    break;
+                bench_planning(r, g_opt.plan_arrays, pr);
+            }
+            if (g_opt.plan_ranks > 0 && g_opt.plan_ranks != 1024 && g_opt.plan_ranks != 2048 &&
+                g_opt.plan_ranks != 4096 && g_opt.plan_ranks != 16384)
+                bench_planning(g_opt.plan_ranks, g_opt.plan_arrays, pr);
+            std::error_code ec;
+            stdfs::remove_all(g_opt.dir + "/planning", ec);
+        }
+        MPI_Barrier(g_comm);
+    }
+    say("\ncairn_bench: done\n");
+    MPI_Finalize();
+    return 0;
+}
