@@ -195,8 +195,11 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
         s.storage = options.storage ? options.storage : default_writer(options, checkpoint_id);
         s.storage->reset(checkpoint_id);
         s.storage->set_up_storage_writer(coord, comm);
+        s.log.started();
         s.planner->set_up_planner(state, coord);
-        return encode(s.storage->prepare_local_plan(s.planner->create_local_plan()));
+        auto plan = encode(s.storage->prepare_local_plan(s.planner->create_local_plan()));
+        s.log.finished();
+        return plan;
     });
     s.log.end();
 
@@ -207,6 +210,7 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
     std::vector<Bytes> finals;
     try {
         run_phase(c, "global plan", [&] {
+            s.log.started();
             if (!coord)
                 return;
             std::vector<SavePlan> plans;
@@ -228,7 +232,11 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
 
         // 3. The final plans back to the ranks.
         const Bytes mine = scatter_bytes(c, finals);
-        s.plan = run_phase(c, "finish plan", [&] { return s.planner->finish_plan(decode_save_plan(mine)); });
+        s.plan = run_phase(c, "finish plan", [&] {
+            auto plan = s.planner->finish_plan(decode_save_plan(mine));
+            s.log.finished();
+            return plan;
+        });
         s.log.end();
     } catch (...) {
         if (coord && s.storage)
@@ -247,12 +255,14 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
         std::uint64_t written = 0;
         for (const auto& it : s.plan.items)
             written += it.nbytes;
-        s.log.begin(Phase::write, written);
+        s.log.begin(Phase::write);
         const Bytes results = run_phase(c, "write", [&] {
+            s.log.started(written);
             // Progress item by item where the writer streams items in turn.
             ProgressSource counted(source, s.log);
             const bool per_item = s.log.reporting() && dynamic_cast<DistcpWriter*>(s.storage.get());
             auto r = encode(s.storage->write_data(s.plan, per_item ? counted : source));
+            s.log.finished();
             if (on_written)
                 on_written();
             return r;
@@ -263,13 +273,15 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
         s.log.begin(Phase::commit);
         const std::vector<Bytes> all_results = gather_bytes(c, results);
         run_phase(c, "commit", [&] {
-            if (!coord)
-                return;
-            std::vector<std::vector<WriteResult>> rs;
-            for (const auto& r : all_results)
-                rs.push_back(decode_write_results(r));
-            attach_results(s.metadata, rs);
-            s.storage->finish(s.metadata, rs);
+            s.log.started();
+            if (coord) {
+                std::vector<std::vector<WriteResult>> rs;
+                for (const auto& r : all_results)
+                    rs.push_back(decode_write_results(r));
+                attach_results(s.metadata, rs);
+                s.storage->finish(s.metadata, rs);
+            }
+            s.log.finished();
         });
         s.log.end();
 
@@ -307,6 +319,7 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
     // 1. The coordinator reads the metadata once; every rank gets a copy.
     log.begin(Phase::plan);
     Bytes encoded = run_phase(c, "read metadata", [&] {
+        log.started();
         planner = options.planner ? options.planner : std::make_shared<DefaultLoadPlanner>(options.partial);
         storage = options.storage ? options.storage : default_reader(options, checkpoint_id, c);
         storage->reset(checkpoint_id);
@@ -320,7 +333,10 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
         metadata = detail::decode_metadata(encoded);
         storage->set_up_storage_reader(metadata, coord, comm);
         planner->set_up_planner(state, metadata, coord);
-        return storage->prepare_local_plan(planner->create_local_plan());
+        auto local = storage->prepare_local_plan(planner->create_local_plan());
+        if (!planner->needs_global_plan() && !storage->needs_global_plan())
+            log.finished();
+        return local;
     });
 
     // 3. Optional global step (the defaults need none).
@@ -338,24 +354,30 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
                 finals.push_back(detail::encode(p));
         });
         const Bytes mine = detail::scatter_bytes(c, finals);
-        plan = run_phase(c, "finish plan", [&] { return planner->finish_plan(detail::decode_load_plan(mine)); });
+        plan = run_phase(c, "finish plan", [&] {
+            auto final_plan = planner->finish_plan(detail::decode_load_plan(mine));
+            log.finished();
+            return final_plan;
+        });
     }
     log.end();
 
     // 4. Every rank reads what it needs, then scalars, strings and Stateful
     //    objects are set.
     LoadResult result;
-    std::uint64_t to_read = 0;
-    if (log.active())
-        for (const auto& it : plan.items)
-            to_read += read_item_bytes(metadata, it);
-    log.begin(Phase::read, to_read);
+    log.begin(Phase::read);
     run_phase(c, "read", [&] {
+        std::uint64_t to_read = 0;
+        if (log.active())
+            for (const auto& it : plan.items)
+                to_read += read_item_bytes(metadata, it);
+        log.started(to_read);
         // Progress item by item where the reader reads items in turn.
         ProgressDestination counted(*planner, metadata, log);
         const bool per_item = log.reporting() && dynamic_cast<DistcpReader*>(storage.get());
         storage->read_data(plan, per_item ? counted : *planner);
         planner->finish();
+        log.finished();
     });
     if (auto* dr = dynamic_cast<DistcpReader*>(storage.get()))
         result.bytes_read = dr->bytes_read();
@@ -402,6 +424,7 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
     // The metadata, read once and broadcast, as for a load.
     log.begin(Phase::plan);
     Bytes encoded = run_phase(c, "read metadata", [&] {
+        log.started();
         storage = options.storage ? options.storage : default_reader(options, checkpoint_id, c);
         storage->reset(checkpoint_id);
         return coord ? detail::encode(storage->read_metadata()) : Bytes{};
@@ -411,6 +434,7 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
     run_phase(c, "set up", [&] {
         md = detail::decode_metadata(encoded);
         storage->set_up_storage_reader(md, coord, comm);
+        log.finished();
     });
 
     // Chunks to ranks, largest first, each to the rank with the fewest bytes.
@@ -438,13 +462,14 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
     }
     log.end();
 
-    log.begin(Phase::verify, my_bytes);
+    log.begin(Phase::verify);
     VerifyReport report;
     std::string mine; // this rank's problems, one per line
     std::uint64_t chunks = 0, bytes = 0, done = 0;
     // Damage is reported; a storage that cannot verify (a usage error) fails
     // on every rank, also on those with nothing to check.
     run_phase(c, "verify", [&] {
+        log.started(my_bytes);
         for (const Job* j : my_jobs) {
             try {
                 bytes += storage->verify_chunk(*j->fqn, *j->entry, *j->chunk);
@@ -457,6 +482,7 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
             done += j->chunk->storage.length;
             log.progress(done);
         }
+        log.finished();
     });
     // Everyone gets every problem, in rank order.
     const auto all = detail::gather_bytes(c, Bytes(reinterpret_cast<const std::byte*>(mine.data()),

@@ -96,14 +96,20 @@ PhaseLog::PhaseLog(const char* op, std::string id, int rank, ProgressCallback pr
 {
 }
 
-void PhaseLog::begin(Phase phase, std::uint64_t total)
+void PhaseLog::begin(Phase phase) noexcept
 {
     m_phase = phase;
-    m_total = total;
+    m_total = 0;
     m_done = 0;
     m_phase_t0 = std::chrono::steady_clock::now();
+}
+
+void PhaseLog::started(std::uint64_t total)
+{
+    m_total = total;
+    m_done = 0;
     if (m_progress)
-        m_progress(Progress{phase, 0, total});
+        m_progress(Progress{m_phase, 0, total});
 }
 
 void PhaseLog::progress(std::uint64_t done)
@@ -114,10 +120,15 @@ void PhaseLog::progress(std::uint64_t done)
     m_progress(Progress{m_phase, m_done, m_total});
 }
 
-void PhaseLog::end(std::uint64_t all_bytes, const char* label)
+void PhaseLog::finished()
 {
+    m_done = m_total;
     if (m_progress)
         m_progress(Progress{m_phase, m_total, m_total});
+}
+
+void PhaseLog::end(std::uint64_t all_bytes, const char* label)
+{
     if (m_level == LogLevel::off)
         return;
     const double s = seconds_between(m_phase_t0, std::chrono::steady_clock::now());

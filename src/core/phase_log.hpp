@@ -22,10 +22,16 @@ public:
     /// Whether anything is logged or reported (worth counting bytes).
     bool active() const noexcept { return m_level != LogLevel::off || m_progress; }
 
-    /// `phase` begins on this rank; `total`: this rank's bytes of it.
-    void begin(Phase phase, std::uint64_t total = 0);
+    /// `phase` begins on this rank: starts its clock. Never throws.
+    void begin(Phase phase) noexcept;
+    /// Calls the progress callback with done = 0 of `total`, this rank's
+    /// bytes of the phase. Call it (and progress(), finished()) inside the
+    /// phase's error-agreed section: the callback may throw.
+    void started(std::uint64_t total = 0);
     /// This rank's bytes of the current phase done so far (callback only).
     void progress(std::uint64_t done);
+    /// Calls the callback with done = total: the phase is over on this rank.
+    void finished();
     /// The phase ended on every rank (after its error agreement). `all_bytes`:
     /// the bytes of all ranks when the coordinator knows them (0: none).
     /// `label` overrides the phase's name in the log.

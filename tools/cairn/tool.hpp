@@ -79,8 +79,6 @@ public:
     ProgressBar& operator=(const ProgressBar&) = delete;
     /// `done` of `total` bytes; redrawn at most ten times a second.
     void update(std::uint64_t done);
-    /// Adds to what is done (for verbs of several passes).
-    void advance(std::uint64_t bytes) { update(m_done + bytes); }
     std::uint64_t done() const { return m_done; }
     void set_total(std::uint64_t total) { m_total = total; }
     /// Whether this rank draws the bar.
