@@ -139,6 +139,18 @@ struct DimSlice {
     std::int64_t count() const { return stop > start ? (stop - start + step - 1) / step : 0; }
 };
 
+std::vector<std::string> split(const std::string& text, char sep)
+{
+    std::vector<std::string> parts;
+    for (std::size_t p = 0;;) {
+        const auto at = text.find(sep, p);
+        parts.push_back(text.substr(p, at == std::string::npos ? std::string::npos : at - p));
+        if (at == std::string::npos)
+            return parts;
+        p = at + 1;
+    }
+}
+
 bool parse_int(const std::string& s, std::int64_t& v)
 {
     if (s.empty())
@@ -159,14 +171,7 @@ std::vector<DimSlice> parse_slice(const std::string& text, const cairn::Shape& s
         out.push_back(DimSlice{0, n, 1});
     if (text.empty())
         return out;
-    std::vector<std::string> parts;
-    for (std::size_t p = 0;;) {
-        const auto comma = text.find(',', p);
-        parts.push_back(text.substr(p, comma == std::string::npos ? std::string::npos : comma - p));
-        if (comma == std::string::npos)
-            break;
-        p = comma + 1;
-    }
+    const std::vector<std::string> parts = split(text, ',');
     auto bad = [&](const std::string& why) {
         return ToolError("bad slice '" + text + "' for " + what + " of shape " + cairn::shape_str(shape) + ": " + why);
     };
@@ -176,14 +181,7 @@ std::vector<DimSlice> parse_slice(const std::string& text, const cairn::Shape& s
         std::string p = parts[d];
         p.erase(std::remove(p.begin(), p.end(), ' '), p.end());
         const std::int64_t n = shape[d];
-        std::vector<std::string> f;
-        for (std::size_t q = 0;;) {
-            const auto colon = p.find(':', q);
-            f.push_back(p.substr(q, colon == std::string::npos ? std::string::npos : colon - q));
-            if (colon == std::string::npos)
-                break;
-            q = colon + 1;
-        }
+        const std::vector<std::string> f = split(p, ':');
         if (f.size() > 3)
             throw bad("dimension " + std::to_string(d) + ": '" + p + "' has more than two ':'");
         std::int64_t v[3] = {0, n, 1};
