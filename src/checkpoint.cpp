@@ -10,6 +10,7 @@
 #include "cairn/errors.hpp"
 #include "comm/protocol.hpp"
 #include "core/codec.hpp"
+#include "core/phase_log.hpp"
 #include "save_session.hpp"
 #include "storage/fs.hpp"
 
@@ -21,6 +22,7 @@ namespace cairn {
 
 using detail::Bytes;
 using detail::Comm;
+using detail::PhaseLog;
 using detail::run_phase;
 
 const char* version() noexcept { return CAIRN_VERSION_STRING; }
@@ -108,6 +110,73 @@ void attach_results(Metadata& md, const std::vector<std::vector<WriteResult>>& r
                                 std::to_string(expected));
 }
 
+// Hands out the data of the planner that holds it and reports, before each
+// item, the bytes of the items handed out before: the per-rank writer asks
+// for each item's data just before writing it.
+class ProgressSource final : public SavePlanner {
+public:
+    ProgressSource(SavePlanner& inner, PhaseLog& log) : m_inner(inner), m_log(log) {}
+    void set_up_planner(StateDict& state, bool is_coordinator) override { m_inner.set_up_planner(state, is_coordinator); }
+    SavePlan create_local_plan() override { return m_inner.create_local_plan(); }
+    std::pair<std::vector<SavePlan>, Metadata> create_global_plan(std::vector<SavePlan> plans) override
+    {
+        return m_inner.create_global_plan(std::move(plans));
+    }
+    DataRef resolve_data(const WriteItem& item) override
+    {
+        m_log.progress(m_done);
+        m_done += item.nbytes;
+        return m_inner.resolve_data(item);
+    }
+
+private:
+    SavePlanner& m_inner;
+    PhaseLog& m_log;
+    std::uint64_t m_done = 0;
+};
+
+// The bytes a read item brings in.
+std::uint64_t read_item_bytes(const Metadata& md, const ReadItem& item)
+{
+    const auto e = md.entries.find(item.fqn);
+    if (e == md.entries.end())
+        return 0;
+    if (item.kind == ItemKind::bytes)
+        return e->second.global_shape.empty() ? 0 : static_cast<std::uint64_t>(e->second.global_shape[0]);
+    return static_cast<std::uint64_t>(item.box.volume()) * dtype_size(e->second.dtype);
+}
+
+// Forwards to the load planner and reports the bytes of the items read so
+// far: the per-rank reader asks for each destination just before reading it.
+class ProgressDestination final : public LoadPlanner {
+public:
+    ProgressDestination(LoadPlanner& inner, const Metadata& md, PhaseLog& log) : m_inner(inner), m_md(md), m_log(log) {}
+    void set_up_planner(StateDict& state, const Metadata& metadata, bool is_coordinator) override
+    {
+        m_inner.set_up_planner(state, metadata, is_coordinator);
+    }
+    LoadPlan create_local_plan() override { return m_inner.create_local_plan(); }
+    DataRef resolve_destination(const ReadItem& item) override
+    {
+        m_log.progress(m_done);
+        m_done += read_item_bytes(m_md, item);
+        return m_inner.resolve_destination(item);
+    }
+    void load_bytes(const ReadItem& item, std::vector<std::byte> data) override
+    {
+        m_done += data.size();
+        m_inner.load_bytes(item, std::move(data));
+        m_log.progress(m_done);
+    }
+    void finish() override { m_inner.finish(); }
+
+private:
+    LoadPlanner& m_inner;
+    const Metadata& m_md;
+    PhaseLog& m_log;
+    std::uint64_t m_done = 0;
+};
+
 } // namespace
 
 namespace detail {
@@ -115,27 +184,34 @@ namespace detail {
 std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& checkpoint_id, MPI_Comm comm,
                                        const SaveOptions& options)
 {
-    auto session = std::make_unique<SaveSession>(comm);
+    auto session = std::make_unique<SaveSession>(comm, checkpoint_id, options.progress);
     auto& s = *session;
     const Comm& c = s.comm;
     const bool coord = c.coordinator();
 
     // 1. Every rank: its local plan.
+    s.log.begin(Phase::plan);
     const Bytes local = run_phase(c, "local plan", [&] {
         s.planner = options.planner ? options.planner : std::make_shared<DefaultSavePlanner>();
         s.storage = options.storage ? options.storage : default_writer(options, checkpoint_id);
         s.storage->reset(checkpoint_id);
         s.storage->set_up_storage_writer(coord, comm);
+        s.log.started();
         s.planner->set_up_planner(state, coord);
-        return encode(s.storage->prepare_local_plan(s.planner->create_local_plan()));
+        auto plan = encode(s.storage->prepare_local_plan(s.planner->create_local_plan()));
+        s.log.finished();
+        return plan;
     });
+    s.log.end();
 
     // 2. Plans to the coordinator, which validates, dedups, builds the
     //    metadata and lets the storage assign places.
+    s.log.begin(Phase::exchange);
     const std::vector<Bytes> gathered = gather_bytes(c, local);
     std::vector<Bytes> finals;
     try {
         run_phase(c, "global plan", [&] {
+            s.log.started();
             if (!coord)
                 return;
             std::vector<SavePlan> plans;
@@ -148,13 +224,21 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
                 throw Error(Error::Kind::generic, "the global plan has " + std::to_string(global.size()) +
                                                       " plans for " + std::to_string(c.size) + " ranks");
             s.metadata = std::move(md);
-            for (const auto& p : global)
+            for (const auto& p : global) {
+                for (const auto& it : p.items)
+                    s.all_bytes += it.nbytes;
                 finals.push_back(encode(p));
+            }
         });
 
         // 3. The final plans back to the ranks.
         const Bytes mine = scatter_bytes(c, finals);
-        s.plan = run_phase(c, "finish plan", [&] { return s.planner->finish_plan(decode_save_plan(mine)); });
+        s.plan = run_phase(c, "finish plan", [&] {
+            auto plan = s.planner->finish_plan(decode_save_plan(mine));
+            s.log.finished();
+            return plan;
+        });
+        s.log.end();
     } catch (...) {
         if (coord && s.storage)
             s.storage->abort();
@@ -172,29 +256,41 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
         std::uint64_t written = 0;
         for (const auto& it : s.plan.items)
             written += it.nbytes;
+        s.log.begin(Phase::write);
         const Bytes results = run_phase(c, "write", [&] {
-            auto r = encode(s.storage->write_data(s.plan, source));
+            s.log.started(written);
+            // Progress item by item where the writer streams items in turn.
+            ProgressSource counted(source, s.log);
+            const bool per_item = s.log.reporting() && dynamic_cast<DistcpWriter*>(s.storage.get());
+            auto r = encode(s.storage->write_data(s.plan, per_item ? counted : source));
+            s.log.finished();
             if (on_written)
                 on_written();
             return r;
         });
+        s.log.end(s.all_bytes);
 
         // 5. Write results to the coordinator, which commits.
+        s.log.begin(Phase::commit);
         const std::vector<Bytes> all_results = gather_bytes(c, results);
         run_phase(c, "commit", [&] {
-            if (!coord)
-                return;
-            std::vector<std::vector<WriteResult>> rs;
-            for (const auto& r : all_results)
-                rs.push_back(decode_write_results(r));
-            attach_results(s.metadata, rs);
-            s.storage->finish(s.metadata, rs);
+            s.log.started();
+            if (coord) {
+                std::vector<std::vector<WriteResult>> rs;
+                for (const auto& r : all_results)
+                    rs.push_back(decode_write_results(r));
+                attach_results(s.metadata, rs);
+                s.storage->finish(s.metadata, rs);
+            }
+            s.log.finished();
         });
+        s.log.end();
 
         SaveResult result;
         result.bytes_written = allreduce_sum(c, written);
         result.entries = static_cast<std::size_t>(allreduce_sum(c, coord ? s.metadata.entries.size() : 0));
         result.seconds = seconds_since(s.t0);
+        s.log.finish(result.bytes_written);
         return result;
     } catch (...) {
         if (coord)
@@ -217,11 +313,14 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
     const auto t0 = std::chrono::steady_clock::now();
     const Comm c(comm);
     const bool coord = c.coordinator();
+    PhaseLog log("load", checkpoint_id, c.rank, options.progress);
     std::shared_ptr<LoadPlanner> planner;
     std::shared_ptr<StorageReader> storage;
 
     // 1. The coordinator reads the metadata once; every rank gets a copy.
+    log.begin(Phase::plan);
     Bytes encoded = run_phase(c, "read metadata", [&] {
+        log.started();
         planner = options.planner ? options.planner : std::make_shared<DefaultLoadPlanner>(options.partial);
         storage = options.storage ? options.storage : default_reader(options, checkpoint_id, c);
         storage->reset(checkpoint_id);
@@ -235,7 +334,10 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
         metadata = detail::decode_metadata(encoded);
         storage->set_up_storage_reader(metadata, coord, comm);
         planner->set_up_planner(state, metadata, coord);
-        return storage->prepare_local_plan(planner->create_local_plan());
+        auto local = storage->prepare_local_plan(planner->create_local_plan());
+        if (!planner->needs_global_plan() && !storage->needs_global_plan())
+            log.finished();
+        return local;
     });
 
     // 3. Optional global step (the defaults need none).
@@ -253,15 +355,30 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
                 finals.push_back(detail::encode(p));
         });
         const Bytes mine = detail::scatter_bytes(c, finals);
-        plan = run_phase(c, "finish plan", [&] { return planner->finish_plan(detail::decode_load_plan(mine)); });
+        plan = run_phase(c, "finish plan", [&] {
+            auto final_plan = planner->finish_plan(detail::decode_load_plan(mine));
+            log.finished();
+            return final_plan;
+        });
     }
+    log.end();
 
     // 4. Every rank reads what it needs, then scalars, strings and Stateful
     //    objects are set.
     LoadResult result;
+    log.begin(Phase::read);
     run_phase(c, "read", [&] {
-        storage->read_data(plan, *planner);
+        std::uint64_t to_read = 0;
+        if (log.active())
+            for (const auto& it : plan.items)
+                to_read += read_item_bytes(metadata, it);
+        log.started(to_read);
+        // Progress item by item where the reader reads items in turn.
+        ProgressDestination counted(*planner, metadata, log);
+        const bool per_item = log.reporting() && dynamic_cast<DistcpReader*>(storage.get());
+        storage->read_data(plan, per_item ? counted : *planner);
         planner->finish();
+        log.finished();
     });
     if (auto* dr = dynamic_cast<DistcpReader*>(storage.get()))
         result.bytes_read = dr->bytes_read();
@@ -271,7 +388,10 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
         result.missing = dp->missing();
         result.skipped = dp->skipped();
     }
+    result.bytes_read_all = detail::allreduce_sum(c, result.bytes_read);
+    log.end(result.bytes_read_all);
     result.seconds = seconds_since(t0);
+    log.finish(result.bytes_read_all);
     return result;
 }
 
@@ -300,9 +420,12 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
 {
     const Comm c(comm);
     const bool coord = c.coordinator();
+    PhaseLog log("verify", checkpoint_id, c.rank, options.progress);
     std::shared_ptr<StorageReader> storage;
     // The metadata, read once and broadcast, as for a load.
+    log.begin(Phase::plan);
     Bytes encoded = run_phase(c, "read metadata", [&] {
+        log.started();
         storage = options.storage ? options.storage : default_reader(options, checkpoint_id, c);
         storage->reset(checkpoint_id);
         return coord ? detail::encode(storage->read_metadata()) : Bytes{};
@@ -312,6 +435,7 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
     run_phase(c, "set up", [&] {
         md = detail::decode_metadata(encoded);
         storage->set_up_storage_reader(md, coord, comm);
+        log.finished();
     });
 
     // Chunks to ranks, largest first, each to the rank with the fewest bytes.
@@ -327,23 +451,40 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
     std::stable_sort(jobs.begin(), jobs.end(),
                      [](const Job& a, const Job& b) { return a.chunk->storage.length > b.chunk->storage.length; });
     std::vector<std::uint64_t> load(static_cast<std::size_t>(c.size), 0);
-    VerifyReport report;
-    std::string mine; // this rank's problems, one per line
-    std::uint64_t chunks = 0, bytes = 0;
+    std::vector<const Job*> my_jobs;
+    std::uint64_t my_bytes = 0;
     for (const auto& j : jobs) {
         const auto r = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
         load[r] += j.chunk->storage.length + 1;
-        if (static_cast<int>(r) != c.rank)
-            continue;
-        try {
-            bytes += storage->verify_chunk(*j.fqn, *j.entry, *j.chunk);
-            ++chunks;
-        } catch (const Error& e) {
-            if (e.kind() == Error::Kind::usage)
-                throw;
-            mine += "rank " + std::to_string(c.rank) + ": " + e.what() + "\n";
+        if (static_cast<int>(r) == c.rank) {
+            my_jobs.push_back(&j);
+            my_bytes += j.chunk->storage.length;
         }
     }
+    log.end();
+
+    log.begin(Phase::verify);
+    VerifyReport report;
+    std::string mine; // this rank's problems, one per line
+    std::uint64_t chunks = 0, bytes = 0, done = 0;
+    // Damage is reported; a storage that cannot verify (a usage error) fails
+    // on every rank, also on those with nothing to check.
+    run_phase(c, "verify", [&] {
+        log.started(my_bytes);
+        for (const Job* j : my_jobs) {
+            try {
+                bytes += storage->verify_chunk(*j->fqn, *j->entry, *j->chunk);
+                ++chunks;
+            } catch (const Error& e) {
+                if (e.kind() == Error::Kind::usage)
+                    throw;
+                mine += "rank " + std::to_string(c.rank) + ": " + e.what() + "\n";
+            }
+            done += j->chunk->storage.length;
+            log.progress(done);
+        }
+        log.finished();
+    });
     // Everyone gets every problem, in rank order.
     const auto all = detail::gather_bytes(c, Bytes(reinterpret_cast<const std::byte*>(mine.data()),
                                                    reinterpret_cast<const std::byte*>(mine.data() + mine.size())));
@@ -361,6 +502,8 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
     report.chunks = detail::allreduce_sum(c, chunks);
     report.bytes = detail::allreduce_sum(c, bytes);
     report.checksums = md.checksum_block != 0;
+    log.end(report.bytes);
+    log.finish(report.bytes);
     return report;
 }
 

@@ -5,16 +5,24 @@
 
 #include "cairn/checkpoint.hpp"
 #include "comm/protocol.hpp"
+#include "core/phase_log.hpp"
 
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string>
+#include <utility>
 
 namespace cairn::detail {
 
 struct SaveSession {
-    explicit SaveSession(MPI_Comm c) : comm(c) {}
+    SaveSession(MPI_Comm c, const std::string& id, ProgressCallback progress)
+        : comm(c), log("save", id, comm.rank, std::move(progress))
+    {
+    }
     Comm comm;
+    PhaseLog log;            ///< CAIRN_LOG lines and SaveOptions::progress
+    std::uint64_t all_bytes = 0; ///< data bytes of all ranks (the coordinator's; 0 elsewhere)
     std::shared_ptr<SavePlanner> planner;
     std::shared_ptr<StorageWriter> storage;
     Metadata metadata; ///< the coordinator's; empty elsewhere

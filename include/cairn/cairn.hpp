@@ -10,6 +10,7 @@
 #include "cairn/distcp.hpp"
 #include "cairn/dtype.hpp"
 #include "cairn/errors.hpp"
+#include "cairn/log.hpp"
 #include "cairn/manager.hpp"
 #include "cairn/plan.hpp"
 #include "cairn/planner.hpp"

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "cairn/container.hpp"
+#include "cairn/log.hpp"
 #include "cairn/planner.hpp"
 #include "cairn/state_dict.hpp"
 #include "cairn/storage.hpp"
@@ -66,6 +67,9 @@ struct SaveOptions {
     AsyncStaging async_staging = AsyncStaging::full_copy;
     /// Container layout: MPI-IO hints, file locking, metadata cache.
     ContainerTuning container;
+    /// Called on every rank with its own progress through each phase
+    /// (cairn/log.hpp: when, on which thread, what it may do). Empty: none.
+    ProgressCallback progress;
     /// Custom planner; default: DefaultSavePlanner.
     std::shared_ptr<SavePlanner> planner;
     /// Custom storage; default: chosen by `layout`.
@@ -86,6 +90,10 @@ struct LoadOptions {
     std::size_t staging_bytes = std::size_t(64) << 20;
     /// Container layout: MPI-IO hints, file locking, metadata cache.
     ContainerTuning container;
+    /// Called on every rank with its own progress through each phase of a
+    /// load (Phase::plan, Phase::read) or verify (Phase::plan,
+    /// Phase::verify); cairn/log.hpp. Empty: none.
+    ProgressCallback progress;
     std::shared_ptr<LoadPlanner> planner;
     std::shared_ptr<StorageReader> storage;
 };
@@ -100,6 +108,7 @@ struct SaveResult {
 /// What load() reports on this rank.
 struct LoadResult {
     std::uint64_t bytes_read = 0;       ///< this rank
+    std::uint64_t bytes_read_all = 0;   ///< all ranks (the same on every rank)
     std::vector<std::string> missing;   ///< state keys the checkpoint lacks (partial)
     std::vector<std::string> skipped;   ///< checkpoint keys not asked for (partial)
     double seconds = 0.0;
@@ -111,6 +120,8 @@ struct LoadResult {
 /// exception (cairn::Error subclasses) and no rank hangs on another's failure.
 /// Nothing is committed unless every rank wrote its data; a failed save
 /// leaves any earlier checkpoint at that path intact. Host memory only for now.
+/// Phases plan, exchange, write, commit: reported to `options.progress` and,
+/// with CAIRN_LOG=info|debug (cairn/log.hpp), on stderr.
 SaveResult save(StateDict& state, const std::string& checkpoint_id, MPI_Comm comm, const SaveOptions& options = {});
 
 /// Loads `checkpoint_id` into the buffers described by `state`, resharding
@@ -119,6 +130,7 @@ SaveResult save(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
 /// `comm`**, same error contract as save(). Throws error::NotFound (missing
 /// checkpoint or key), error::Mismatch (dtype / global shape; the message
 /// names the entry and both values), error::FormatError, error::ReadError.
+/// Phases plan, read: reported to `options.progress` and logged as save's.
 LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm comm, const LoadOptions& options = {});
 
 /// What verify() found. The same on every rank.
@@ -133,7 +145,8 @@ struct VerifyReport {
 /// Reads every stored chunk of `checkpoint_id` and checks every checksum
 /// block, the chunks spread over the ranks of `comm` by size. **Collective
 /// over `comm`.** Damage is reported in the result (not thrown); an
-/// unreadable or missing checkpoint throws as load() does.
+/// unreadable or missing checkpoint throws as load() does. Phases plan,
+/// verify: reported to `options.progress` and logged as save's.
 VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadOptions& options = {});
 
 /// Reads the metadata of a committed checkpoint of either layout (a regular

@@ -41,6 +41,7 @@ class Cairn(CMakePackage):
     variant("fortran", default=False, description="Build the Fortran module (CAIRN_USE_FORTRAN)")
     variant("kokkos", default=False, description="Kokkos::View adapter cairn/kokkos.hpp (CAIRN_USE_KOKKOS)")
     variant("cuda", default=False, description="Stage CUDA device memory (CAIRN_USE_CUDA)")
+    variant("tools", default=True, description="The cairn command-line tool (CAIRN_BUILD_TOOLS)")
 
     depends_on("c", type="build")
     depends_on("cxx", type="build")
@@ -52,6 +53,7 @@ class Cairn(CMakePackage):
     depends_on("xxhash")  # XXH3 checksums of stored data
     depends_on("kokkos", when="+kokkos")
     depends_on("cuda", when="+cuda")
+    depends_on("cli11@2:", type="build", when="+tools")  # header-only
 
     depends_on("catch2@2", type="test")
     depends_on("pkgconfig", type="test")  # the install test builds through cairn.pc too
@@ -64,6 +66,7 @@ class Cairn(CMakePackage):
             self.define_from_variant("CAIRN_USE_FORTRAN", "fortran"),
             self.define_from_variant("CAIRN_USE_KOKKOS", "kokkos"),
             self.define_from_variant("CAIRN_USE_CUDA", "cuda"),
+            self.define_from_variant("CAIRN_BUILD_TOOLS", "tools"),
             self.define("BUILD_TESTING", self.run_tests),
             # The MPI and the HDF5 of the spec, not the first ones on the path.
             self.define("MPI_C_COMPILER", spec["mpi"].mpicc),

@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""Tests of the cairn command-line tool (docs/CLI.md), stdlib only.
+
+    cli_test.py --cairn BIN --make BIN --minimal BIN --heat2d BIN --workdir DIR
+                --np N [--mpiexec MPIEXEC [FLAG...]]
+
+Writes checkpoints with examples/01_minimal, examples/heat2d and
+make_checkpoint (every entry kind, known values), then runs every verb of the
+tool on N ranks (N = 1: without mpiexec) and checks output and exit status.
+Everything happens under DIR, which is emptied first.
+"""
+import argparse
+import json
+import os
+import pty
+import re
+import shutil
+import subprocess
+import sys
+
+FAILURES = []
+
+
+def check(cond, what, detail=""):
+    if not cond:
+        FAILURES.append(what)
+        print("FAIL: " + what + ("\n" + detail if detail else ""), file=sys.stderr)
+
+
+def parse_args():
+    p = argparse.ArgumentParser()
+    p.add_argument("--cairn", required=True)
+    p.add_argument("--make", required=True)
+    p.add_argument("--minimal", required=True)
+    p.add_argument("--heat2d", required=True)
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--np", type=int, required=True)
+    p.add_argument("--mpiexec", nargs=argparse.REMAINDER, default=[])  # last: MPIEXEC and its flags
+    return p.parse_args()
+
+
+ARGS = parse_args()
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1")
+ENV.pop("CAIRN_LOG", None)
+
+
+def mpi(np_, *cmd):
+    if not ARGS.mpiexec:
+        return list(cmd)
+    return [ARGS.mpiexec[0], "-n", str(np_)] + ARGS.mpiexec[1:] + list(cmd)
+
+
+def run(cmd, env=None, expect=None):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env or ENV, timeout=240)
+    if expect is not None and r.returncode != expect:
+        check(False, "%s exits %d, expected %d" % (" ".join(cmd), r.returncode, expect),
+              r.stdout[-2000:] + r.stderr[-2000:])
+    return r
+
+
+def cairn(*args, env=None, expect=0, np_=None):
+    """The tool on ARGS.np ranks (serially when --np 1)."""
+    n = ARGS.np if np_ is None else np_
+    cmd = [ARGS.cairn] + list(args)
+    if n > 1:
+        cmd = mpi(n, *cmd)
+    return run(cmd, env=env, expect=expect)
+
+
+def numbers(text):
+    """The values printed by `cairn cat`, in order (the (i,j) prefixes dropped)."""
+    out = []
+    for line in text.splitlines():
+        out += re.sub(r"^\([0-9,]*\)", "", line).split()
+    return out
+
+
+W = os.path.abspath(ARGS.workdir)
+shutil.rmtree(W, ignore_errors=True)
+os.makedirs(W)
+
+
+def p(name):
+    return os.path.join(W, name)
+
+
+# ---- checkpoints -------------------------------------------------------------
+run(mpi(2, ARGS.make, p("rich")), expect=0)
+run(mpi(2, ARGS.make, p("rich.h5"), "--container"), expect=0)
+run(mpi(2, ARGS.make, p("rich_mod"), "--modify"), expect=0)
+run(mpi(2, ARGS.minimal, p("minimal")), expect=0)
+# 600 x 300 doubles (1.4 MiB): with --memory 1 the verbs take several passes.
+run(mpi(4, ARGS.heat2d, "--nx", "600", "--ny", "300", "--steps", "5", "--checkpoint", p("heat")), expect=0)
+run(mpi(2, ARGS.heat2d, "--nx", "600", "--ny", "300", "--steps", "6", "--checkpoint", p("heat6")), expect=0)
+if FAILURES:
+    sys.exit("cli_test: could not write the checkpoints")
+
+# ---- ls ------------------------------------------------------------------------
+r = cairn("ls", p("rich"))
+out = r.stdout
+check(re.search(r"^  grid +array +f32 +\[7, 5, 3\] +2 chunks, 420 bytes$", out, re.M), "ls: grid line", out)
+check(re.search(r"^  count +scalar +u64 += 18446744073709551615$", out, re.M), "ls: u64 scalar value", out)
+check(re.search(r"^  dt +scalar +f32 += 0\.5$", out, re.M), "ls: f32 scalar value", out)
+check(re.search(r'^  label +string +\= "hello \\"cairn\\"\\n"$', out, re.M), "ls: string value, escaped", out)
+check(re.search(r"^  blob +bytes +20 bytes$", out, re.M), "ls: bytes length", out)
+check(re.search(r"per-rank layout.*2 ranks", out), "ls: header names layout and ranks", out)
+check(re.search(r"11 entries", out), "ls: entry count", out)
+
+for ck, layout in (("rich", "distcp"), ("rich.h5", "container")):
+    r = cairn("ls", "--json", p(ck))
+    try:
+        doc = json.loads(r.stdout)
+    except ValueError as e:
+        check(False, "ls --json %s: not JSON (%s)" % (ck, e), r.stdout)
+        continue
+    check(doc["layout"] == layout, "ls --json %s: layout" % ck)
+    check(doc["world_size"] == 2, "ls --json %s: world_size" % ck)
+    e = {x["name"]: x for x in doc["entries"]}
+    check(sorted(e) == ["blob", "count", "dt", "empty", "flags", "grid", "ids", "label", "on", "special", "zero_d"],
+          "ls --json %s: names" % ck, str(sorted(e)))
+    check(e["grid"]["dtype"] == "f32" and e["grid"]["shape"] == [7, 5, 3] and e["grid"]["bytes"] == 420,
+          "ls --json %s: grid" % ck, str(e["grid"]))
+    check(e["count"]["value"] == 2**64 - 1, "ls --json %s: u64 value exact" % ck, str(e["count"]))
+    check(e["dt"]["value"] == 0.5 and e["on"]["value"] is True, "ls --json %s: f32 / bool values" % ck)
+    check(e["label"]["value"] == 'hello "cairn"\n', "ls --json %s: string value" % ck, str(e["label"]))
+    check(e["blob"]["kind"] == "bytes" and e["blob"]["length"] == 20, "ls --json %s: blob" % ck, str(e["blob"]))
+    check(e["zero_d"]["shape"] == [] and e["empty"]["shape"] == [0, 4] and e["empty"]["bytes"] == 0,
+          "ls --json %s: 0-d and empty arrays" % ck)
+
+# ---- cat -----------------------------------------------------------------------
+r = cairn("cat", p("rich"), "grid", "--slice", "1:6:2,-1,0:3")
+want = [str(100 * i + 10 * 4 + k) for i in (1, 3, 5) for k in range(3)]
+check(numbers(r.stdout) == want, "cat grid --slice 1:6:2,-1,0:3", r.stdout)
+check(r.stdout.splitlines()[0].startswith("(1,4,0) "), "cat: rows named by their first index", r.stdout)
+r = cairn("cat", p("rich.h5"), "grid", "--slice", ":,1")
+want = [str(100 * i + 10 + k) for i in range(7) for k in range(3)]
+check(numbers(r.stdout) == want, "cat container grid --slice :,1", r.stdout)
+r = cairn("cat", p("rich"), "ids")
+check(numbers(r.stdout) == [str(3 * i - 5) for i in range(11)], "cat ids (two lines)", r.stdout)
+check(len(r.stdout.splitlines()) == 2 and r.stdout.splitlines()[1].startswith("(10) "), "cat: 10 values a line",
+      r.stdout)
+r = cairn("cat", p("rich"), "special")
+check(numbers(r.stdout) == ["0", "nan", "-0", "inf", "1.5", "-2.25"], "cat special floats", r.stdout)
+check(numbers(cairn("cat", p("rich"), "flags").stdout) == ["true", "false", "false", "true"], "cat bool")
+check(cairn("cat", p("rich"), "zero_d").stdout == "3.25\n", "cat 0-d array")
+check(cairn("cat", p("rich"), "empty").stdout == "", "cat empty array prints nothing")
+check(cairn("cat", p("rich"), "count").stdout == "18446744073709551615\n", "cat u64 scalar")
+check(cairn("cat", p("rich"), "label").stdout == 'hello "cairn"\n\n', "cat string, raw")
+r = cairn("cat", p("rich"), "blob")
+check(r.stdout == "00000000: " + " ".join("%02x" % b for b in range(16)) + "\n00000010: 10 11 12 13\n",
+      "cat bytes as hex", r.stdout)
+check(cairn("cat", p("rich.h5"), "blob", "-s", "-2:").stdout == "00000012: 12 13\n", "cat container bytes slice")
+r = cairn("--memory", "1", "cat", p("minimal"), "u", "-s", "::3")
+check(numbers(r.stdout) == [str(i) for i in range(0, 20, 3)], "cat minimal u ::3", r.stdout)
+r = cairn("--memory", "1", "cat", p("heat"), "temperature", "-s", "::100,299")
+vals = numbers(r.stdout)
+check(len(vals) == 6 and all(re.match(r"^-?[0-9.e+-]+$", v) for v in vals), "cat heat2d column", r.stdout)
+
+# ---- verify --------------------------------------------------------------------
+r = cairn("verify", p("rich"))
+check(re.search(r": OK: \d+ chunks", r.stdout), "verify: OK line", r.stdout)
+cairn("verify", p("rich.h5"))
+cairn("verify", "--strict", p("rich.h5"), expect=1)
+shutil.copytree(p("minimal"), p("flipped"))
+with open(p("flipped/__1_0.distcp"), "r+b") as f:
+    f.seek(13)
+    b = f.read(1)
+    f.seek(13)
+    f.write(bytes([b[0] ^ 0x10]))
+r = cairn("verify", p("flipped"), expect=1)
+check("DAMAGED" in r.stdout and "'u'" in r.stdout and "__1_0.distcp" in r.stdout,
+      "verify: a flipped bit is reported, naming the array and the file", r.stdout + r.stderr)
+cairn("verify", "-q", p("minimal"))   # the original is intact
+
+# ---- convert and diff ----------------------------------------------------------------
+for src, mid, back in (("rich", "rich_c.h5", "rich_back"), ("heat", "heat_c.h5", "heat_back")):
+    cairn("--memory", "1", "convert", p(src), p(mid))
+    cairn("--memory", "1", "convert", p(mid), p(back))
+    check(json.loads(cairn("ls", "--json", p(mid)).stdout)["layout"] == "container", "convert to .h5: container")
+    check(json.loads(cairn("ls", "--json", p(back)).stdout)["layout"] == "distcp", "convert back: per-rank")
+    check(json.loads(cairn("ls", "--json", p(back)).stdout)["world_size"] == ARGS.np, "convert: saved on N ranks")
+    for a, b in ((src, mid), (src, back), (mid, back)):
+        r = cairn("--memory", "1", "diff", p(a), p(b), expect=0)
+        check("are equal" in r.stdout, "diff %s %s: equal" % (a, b), r.stdout)
+ja = {x["name"]: x for x in json.loads(cairn("ls", "--json", p("rich")).stdout)["entries"]}
+jb = {x["name"]: x for x in json.loads(cairn("ls", "--json", p("rich_back")).stdout)["entries"]}
+for x in (ja, jb):
+    for v in x.values():
+        v.pop("chunks", None)
+check(ja == jb, "convert keeps every entry, dtype, shape and value", "%s\n%s" % (ja, jb))
+cairn("convert", p("rich"), p("rich_c.h5"), expect=2)            # exists
+cairn("convert", "--force", p("rich"), p("rich_c.h5"))
+cairn("convert", "--layout", "container", p("minimal"), p("minimal_container"))
+check(os.path.isfile(p("minimal_container")), "convert --layout container writes one file")
+
+r = cairn("diff", p("rich"), p("rich_mod"), expect=1)
+check("grid: 1 of 105 elements differ, first at [5, 4, 2]: 542 vs -1" in r.stdout, "diff: changed grid value",
+      r.stdout)
+check("ids: 1 of 11 elements differ, first at [10]: 25 vs 0" in r.stdout, "diff: changed ids value", r.stdout)
+check("differ in 2 of 11 entries" in r.stdout, "diff: summary", r.stdout)
+r = cairn("--memory", "1", "diff", p("heat"), p("heat6"), expect=1)
+check("step: 5 vs 6" in r.stdout, "diff: scalar", r.stdout)
+check(re.search(r"temperature: \d+ of 180000 elements differ, first at \[\d+, \d+\]", r.stdout),
+      "diff: array over several passes", r.stdout)
+r = cairn("diff", p("minimal"), p("rich"), expect=1)
+check("u: only in " + p("minimal") in r.stdout and "grid: only in " + p("rich") in r.stdout, "diff: key sets",
+      r.stdout)
+r = cairn("diff", "--max-lines", "1", p("minimal"), p("rich"), expect=1)
+check("... and 12 more" in r.stdout, "diff --max-lines", r.stdout)
+
+# ---- CAIRN_LOG -------------------------------------------------------------------
+r = cairn("convert", "-q", "--force", p("minimal"), p("logged.h5"), env=dict(ENV, CAIRN_LOG="info"))
+for phase in ("plan", "exchange", "write", "commit"):
+    check(re.search(r"^cairn: save '.*logged\.h5': %s [0-9.]+ s" % phase, r.stderr, re.M),
+          "CAIRN_LOG=info: save phase " + phase, r.stderr)
+check(re.search(r"^cairn: save '.*': write [0-9.]+ s, 160 B, .*B/s$", r.stderr, re.M),
+      "CAIRN_LOG=info: write bytes and bandwidth", r.stderr)
+check(re.search(r"^cairn: load '.*minimal': read [0-9.]+ s, \d+ B, .*B/s$", r.stderr, re.M),
+      "CAIRN_LOG=info: load read phase", r.stderr)
+check("[rank" not in r.stderr, "CAIRN_LOG=info: no per-rank lines", r.stderr)
+r = cairn("verify", p("minimal"), env=dict(ENV, CAIRN_LOG="debug"))
+check(re.search(r"^cairn: \[rank 0\] verify '.*minimal': verify ", r.stderr, re.M), "CAIRN_LOG=debug: rank lines",
+      r.stderr)
+r = cairn("verify", p("minimal"))
+check("cairn:" not in r.stderr, "no log without CAIRN_LOG", r.stderr)
+
+# ---- bad input -------------------------------------------------------------------
+for args, needle in ((["ls", p("nothing")], p("nothing")),
+                     (["cat", p("nothing.h5"), "u"], p("nothing.h5")),
+                     (["verify", p("nothing")], p("nothing")),
+                     (["diff", p("rich"), p("nothing")], p("nothing")),
+                     (["convert", p("nothing"), p("x.h5")], p("nothing")),
+                     (["cat", p("rich"), "nope"], "no entry 'nope'"),
+                     (["cat", p("rich"), "grid", "--slice", "0:2,x"], "bad slice '0:2,x'"),
+                     (["cat", p("rich"), "grid", "--slice", "1,2,3,4"], "bad slice"),
+                     (["cat", p("rich"), "grid", "--slice", "9"], "out of range"),
+                     (["cat", p("rich"), "dt", "--slice", "0"], "not an array"),
+                     (["ls", p("rich/__0_0.distcp")], "rich"),
+                     (["frobnicate"], ""),
+                     (["ls"], "CKPT")):
+    r = cairn(*args, expect=2)
+    check(needle in r.stderr, "error for %s names %r" % (" ".join(args), needle), r.stderr)
+    # (mpiexec itself reports "aborted" for any nonzero exit status.)
+    check(not re.search(r"terminate called|Signal:|signal \d+|core dumped|MPI_ABORT", r.stderr),
+          "no crash for " + " ".join(args), r.stderr)
+r = cairn("--help")
+check("Exit status" in r.stdout and "2  error" in r.stdout, "--help documents exit codes", r.stdout)
+
+# ---- progress bar (a terminal only exists for a serial run) ----------------------
+if ARGS.np == 1:
+    def on_terminal(*args):
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([ARGS.cairn] + list(args), stdout=subprocess.DEVNULL, stderr=slave, env=ENV)
+        os.close(slave)
+        data = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            data += chunk
+        os.close(master)
+        return proc.wait(timeout=240), data.decode(errors="replace")
+
+    rc, err = on_terminal("--memory", "1", "diff", p("heat"), p("heat_back"))
+    check(rc == 0 and re.search(r"diff \[[#.]+\] +\d+%", err), "progress bar on a terminal", repr(err))
+    rc, err = on_terminal("--quiet", "--memory", "1", "diff", p("heat"), p("heat_back"))
+    check(rc == 0 and "[" not in err, "--quiet: no progress bar", repr(err))
+    r = cairn("--memory", "1", "diff", p("heat"), p("heat_back"))
+    check("\r" not in r.stderr and "%" not in r.stderr, "no progress bar when stderr is not a terminal", r.stderr)
+
+if FAILURES:
+    print("cli_test: %d failure(s)" % len(FAILURES), file=sys.stderr)
+    sys.exit(1)
+print("cli_test: all checks passed on %d rank(s)" % ARGS.np)

@@ -1,0 +1,249 @@
+// cairn diff: compares two checkpoints value by value, whatever their
+// layouts and decompositions. Arrays are read in passes split along dim 0
+// over the ranks; elements are compared bitwise (NaN equals the same NaN,
+// 0.0 differs from -0.0).
+#include "tool.hpp"
+
+#include <cairn/state_dict.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+namespace cairn_tool {
+
+namespace {
+
+// What one rank found in one array.
+struct ArrayDiff {
+    std::uint64_t count = 0;
+    std::int64_t first = -1; ///< global row-major index of the first difference
+    std::string index, a, b; ///< its multi-index and values
+};
+
+std::int64_t flat_index(const cairn::Shape& shape, const cairn::Shape& idx)
+{
+    std::int64_t f = 0;
+    for (std::size_t d = 0; d < shape.size(); ++d)
+        f = f * shape[d] + idx[d];
+    return f;
+}
+
+// Compares the regions of one piece of A and B (same box) into `diff`.
+void compare(const Region& ra, const Region& rb, ArrayDiff& diff)
+{
+    if (ra.data.size() != rb.data.size() || std::memcmp(ra.data.data(), rb.data.data(), ra.data.size()) == 0)
+        return;
+    const auto& e = *ra.entry;
+    const std::size_t es = cairn::dtype_size(e.dtype);
+    const std::size_t n = ra.data.size() / es;
+    const std::size_t nd = ra.box.ndim();
+    for (std::size_t k = 0; k < n; ++k) {
+        if (std::memcmp(ra.data.data() + k * es, rb.data.data() + k * es, es) == 0)
+            continue;
+        ++diff.count;
+        // Multi-index of element k of the box (row-major).
+        cairn::Shape idx(nd);
+        std::size_t rest = k;
+        for (std::size_t d = nd; d-- > 0;) {
+            const auto ext = static_cast<std::size_t>(ra.box.shape[d]);
+            idx[d] = ra.box.offsets[d] + static_cast<std::int64_t>(rest % ext);
+            rest /= ext;
+        }
+        const std::int64_t f = flat_index(e.global_shape, idx);
+        if (diff.first < 0 || f < diff.first) {
+            diff.first = f;
+            diff.index = index_str(idx);
+            diff.a = format_value(e.dtype, ra.data.data() + k * es);
+            diff.b = format_value(e.dtype, rb.data.data() + k * es);
+        }
+    }
+}
+
+constexpr char sep = '\x1f';
+
+std::string encode(const std::map<std::string, ArrayDiff>& diffs)
+{
+    std::string s;
+    for (const auto& [name, d] : diffs)
+        s += name + sep + std::to_string(d.count) + sep + std::to_string(d.first) + sep + d.index + sep + d.a + sep +
+             d.b + '\n';
+    return s;
+}
+
+void merge(std::map<std::string, ArrayDiff>& into, const std::string& text)
+{
+    for (std::size_t p = 0; p < text.size();) {
+        const auto nl = text.find('\n', p);
+        const std::string line = text.substr(p, nl - p);
+        p = nl + 1;
+        std::vector<std::string> f;
+        for (std::size_t q = 0;;) {
+            const auto s = line.find(sep, q);
+            f.push_back(line.substr(q, s == std::string::npos ? std::string::npos : s - q));
+            if (s == std::string::npos)
+                break;
+            q = s + 1;
+        }
+        if (f.size() != 6)
+            continue;
+        ArrayDiff& d = into[f[0]];
+        d.count += std::stoull(f[1]);
+        const std::int64_t first = std::stoll(f[2]);
+        if (first >= 0 && (d.first < 0 || first < d.first)) {
+            d.first = first;
+            d.index = f[3];
+            d.a = f[4];
+            d.b = f[5];
+        }
+    }
+}
+
+std::string kind_dtype(const cairn::EntryMeta& e)
+{
+    std::string s = cairn::item_kind_name(e.kind);
+    if (e.kind == cairn::ItemKind::array || e.kind == cairn::ItemKind::scalar)
+        s += " " + std::string(cairn::dtype_name(e.dtype));
+    return s;
+}
+
+} // namespace
+
+int cmd_diff(const Context& ctx, const DiffArgs& args)
+{
+    const cairn::Metadata ma = open_checkpoint(ctx, args.a);
+    const cairn::Metadata mb = open_checkpoint(ctx, args.b);
+
+    // Differences by entry name, in name order; `lines` only on rank 0.
+    std::map<std::string, std::string> lines;
+    cairn::Metadata arrays; // arrays to compare element by element (A's entries)
+    std::vector<std::string> blobs;
+    for (const auto& [name, ea] : ma.entries) {
+        const auto it = mb.entries.find(name);
+        if (it == mb.entries.end()) {
+            lines[name] = name + ": only in " + args.a;
+            continue;
+        }
+        const cairn::EntryMeta& eb = it->second;
+        if (ea.kind != eb.kind || (ea.kind != cairn::ItemKind::string && ea.kind != cairn::ItemKind::bytes &&
+                                   ea.dtype != eb.dtype)) {
+            lines[name] = name + ": " + kind_dtype(ea) + " vs " + kind_dtype(eb);
+            continue;
+        }
+        if (ea.global_shape != eb.global_shape) {
+            lines[name] = name + ": shape " + cairn::shape_str(ea.global_shape) + " vs " + cairn::shape_str(eb.global_shape);
+            continue;
+        }
+        switch (ea.kind) {
+        case cairn::ItemKind::scalar:
+            if (ea.value != eb.value) {
+                const bool sized = ea.value.size() == cairn::dtype_size(ea.dtype) && eb.value.size() == ea.value.size();
+                lines[name] = name + ": " + (sized ? format_value(ea.dtype, ea.value.data()) : "?") + " vs " +
+                              (sized ? format_value(eb.dtype, eb.value.data()) : "?");
+            }
+            break;
+        case cairn::ItemKind::string:
+            if (ea.value != eb.value)
+                lines[name] = name + ": " + quoted(ea.value) + " vs " + quoted(eb.value);
+            break;
+        case cairn::ItemKind::bytes: blobs.push_back(name); break;
+        case cairn::ItemKind::array: arrays.entries.emplace(name, ea); break;
+        }
+    }
+    for (const auto& kv : mb.entries)
+        if (!ma.entries.count(kv.first))
+            lines[kv.first] = kv.first + ": only in " + args.b;
+
+    // Arrays, pass by pass; each rank compares its rows.
+    std::uint64_t total = 0;
+    const auto passes = plan_passes(ctx, arrays);
+    for (const auto& pass : passes)
+        for (const auto& piece : pass)
+            if (const auto box = piece_box(ctx, piece))
+                total += 2 * static_cast<std::uint64_t>(box->volume()) * cairn::dtype_size(piece.entry->dtype);
+    ProgressBar bar(ctx, "diff", total);
+    std::map<std::string, ArrayDiff> diffs;
+    std::uint64_t done = 0;
+    for (const auto& pass : passes) {
+        std::vector<Region> ra, rb;
+        for (const auto& piece : pass)
+            if (const auto box = piece_box(ctx, piece)) {
+                ra.push_back(Region{piece.name, piece.entry, *box, {}});
+                rb.push_back(Region{piece.name, piece.entry, *box, {}});
+            }
+        std::uint64_t bytes = 0;
+        for (const auto& r : ra)
+            bytes += static_cast<std::uint64_t>(r.box.volume()) * cairn::dtype_size(r.entry->dtype);
+        load_regions(ctx, args.a, ra, bar.callback(done));
+        load_regions(ctx, args.b, rb, bar.callback(done + bytes));
+        for (std::size_t k = 0; k < ra.size(); ++k)
+            compare(ra[k], rb[k], diffs[ra[k].name]);
+        done += 2 * bytes;
+        bar.update(done);
+    }
+    bar.finish();
+    for (auto it = diffs.begin(); it != diffs.end();)
+        it = it->second.count ? std::next(it) : diffs.erase(it);
+    const auto gathered = gather_strings(ctx, encode(diffs));
+    std::map<std::string, ArrayDiff> all;
+    for (const auto& g : gathered)
+        merge(all, g);
+    for (const auto& [name, d] : all) {
+        const auto n = cairn::volume(arrays.entries.at(name).global_shape);
+        lines[name] = name + ": " + std::to_string(d.count) + " of " + std::to_string(n) + " elements differ, first at " +
+                      d.index + ": " + d.a + " vs " + d.b;
+    }
+
+    // Byte blobs: rank 0 reads both sides.
+    if (!blobs.empty()) {
+        std::vector<std::vector<std::byte>> va(blobs.size()), vb(blobs.size());
+        cairn::StateDict sa, sb;
+        if (ctx.root())
+            for (std::size_t k = 0; k < blobs.size(); ++k) {
+                sa.add_bytes(blobs[k], &va[k]);
+                sb.add_bytes(blobs[k], &vb[k]);
+            }
+        cairn::LoadOptions options;
+        options.partial = true;
+        cairn::load(sa, args.a, ctx.comm, options);
+        cairn::load(sb, args.b, ctx.comm, options);
+        for (std::size_t k = 0; ctx.root() && k < blobs.size(); ++k) {
+            if (va[k] == vb[k])
+                continue;
+            std::size_t first = 0, count = 0;
+            for (std::size_t i = va[k].size(); i-- > 0;)
+                if (va[k][i] != vb[k][i]) {
+                    first = i;
+                    ++count;
+                }
+            char buf[96];
+            std::snprintf(buf, sizeof buf, ": %zu of %zu bytes differ, first at offset %zu: 0x%02x vs 0x%02x", count,
+                          va[k].size(), first, static_cast<unsigned>(va[k][first]), static_cast<unsigned>(vb[k][first]));
+            lines[blobs[k]] = blobs[k] + buf;
+        }
+    }
+
+    if (ctx.root()) {
+        std::size_t shown = 0;
+        for (const auto& kv : lines) {
+            if (shown++ == args.max_lines) {
+                std::printf("... and %zu more\n", lines.size() - args.max_lines);
+                break;
+            }
+            std::printf("%s\n", kv.second.c_str());
+        }
+        if (lines.empty())
+            std::printf("%s and %s are equal (%zu entries)\n", args.a.c_str(), args.b.c_str(), ma.entries.size());
+        else
+            std::printf("%s and %s differ in %zu of %zu entries\n", args.a.c_str(), args.b.c_str(), lines.size(),
+                        std::max(ma.entries.size(), mb.entries.size()));
+        std::fflush(stdout);
+    }
+    // Every rank returns rank 0's verdict (only rank 0 has the scalar, string
+    // and blob lines).
+    int different = lines.empty() ? 0 : 1;
+    MPI_Bcast(&different, 1, MPI_INT, 0, ctx.comm);
+    return different ? exit_different : exit_ok;
+}
+
+} // namespace cairn_tool

@@ -1,0 +1,130 @@
+// cairn: inspect, check, compare and convert Cairn checkpoints (docs/CLI.md).
+//
+//   cairn ls CKPT [--json]            cairn verify CKPT [--strict]
+//   cairn cat CKPT NAME [--slice S]   cairn diff A B
+//   cairn convert SRC DST [--layout L] [--force]
+//
+// Runs on one process or under mpiexec (every rank takes a share of the
+// data of verify, diff and convert); rank 0 prints.
+#include "tool.hpp"
+
+#include <cairn/errors.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+namespace {
+
+using namespace cairn_tool;
+
+const char* footer = R"(Exit status:
+  0  success; diff: the checkpoints are equal; verify: every block is intact
+  1  diff: the checkpoints differ; verify: damage found (or no checksums, with --strict)
+  2  error: bad arguments, no checkpoint at the path, unknown entry, bad slice,
+     unreadable metadata (the message on stderr names the file and the entry)
+
+CKPT is a per-rank checkpoint directory or a container file (.h5). Under
+mpiexec, verify, diff and convert spread the data over the ranks.
+Environment: CAIRN_LOG=info|debug logs each phase of Cairn's loads and saves.)";
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    MPI_Init(&argc, &argv);
+    Context ctx;
+    MPI_Comm_rank(ctx.comm, &ctx.rank);
+    MPI_Comm_size(ctx.comm, &ctx.size);
+
+    CLI::App app{"cairn " + std::string(cairn::version()) + ": inspect, check, compare and convert Cairn checkpoints",
+                 "cairn"};
+    app.footer(footer);
+    app.require_subcommand(1);
+    app.fallthrough(); // global options after the verb too
+    std::uint64_t memory_mib = ctx.memory >> 20;
+    app.add_flag("-q,--quiet", ctx.quiet, "No progress bar and no summary on stderr");
+    app.add_option("--memory", memory_mib, "MiB of array data per rank held at once by cat, verify and diff")
+        ->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 30));
+    app.set_version_flag("--version", std::string(cairn::version()));
+
+    LsArgs ls;
+    auto* c_ls = app.add_subcommand("ls", "List the entries of a checkpoint: arrays with dtype, shape, chunks and "
+                                          "bytes; scalars and strings with their values; byte blobs with their length");
+    c_ls->add_option("CKPT", ls.path, "Checkpoint (directory or .h5 file)")->required();
+    c_ls->add_flag("--json", ls.json, "Print JSON for scripts");
+
+    CatArgs cat;
+    auto* c_cat = app.add_subcommand("cat", "Print the values of an array (or part of it), a scalar, a string, or a "
+                                            "byte blob as hex");
+    c_cat->add_option("CKPT", cat.path, "Checkpoint")->required();
+    c_cat->add_option("NAME", cat.name, "Entry name")->required();
+    c_cat->add_option("-s,--slice", cat.slice,
+                      "numpy-like selection per dimension, e.g. 0:4,2 or ::2,-1 (start:stop:step, negative from the end)");
+
+    VerifyArgs verify;
+    auto* c_verify = app.add_subcommand("verify", "Check the checksum of every stored block (in parallel under mpiexec)");
+    c_verify->add_option("CKPT", verify.path, "Checkpoint")->required();
+    c_verify->add_flag("--strict", verify.strict, "Exit 1 when the checkpoint has no checksums");
+
+    DiffArgs diff;
+    auto* c_diff = app.add_subcommand("diff", "Compare two checkpoints value by value (keys, dtypes, shapes, values "
+                                              "bitwise), whatever their layouts and decompositions");
+    c_diff->add_option("A", diff.a, "First checkpoint")->required();
+    c_diff->add_option("B", diff.b, "Second checkpoint")->required();
+    c_diff->add_option("--max-lines", diff.max_lines, "Print at most this many differing entries");
+
+    ConvertArgs convert;
+    auto* c_convert = app.add_subcommand("convert", "Rewrite a checkpoint in another layout, on the ranks of this run");
+    c_convert->add_option("SRC", convert.src, "Checkpoint to read")->required();
+    c_convert->add_option("DST", convert.dst, "Checkpoint to write (a name ending in .h5: container)")->required();
+    c_convert->add_option("--layout", convert.layout, "auto (from DST's name), per-rank or container")
+        ->check(CLI::IsMember({"auto", "per-rank", "container"}));
+    c_convert->add_flag("-f,--force", convert.force, "Replace an existing DST");
+
+    int rc = exit_ok;
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        std::ostringstream out, err;
+        rc = app.exit(e, out, err);
+        if (ctx.root()) {
+            std::cout << out.str() << std::flush;
+            std::cerr << err.str() << std::flush;
+        }
+        MPI_Finalize();
+        return rc == 0 ? exit_ok : exit_error;
+    }
+    ctx.memory = memory_mib << 20;
+
+    std::string verb = app.get_subcommands().front()->get_name();
+    try {
+        if (verb == "ls")
+            rc = cmd_ls(ctx, ls);
+        else if (verb == "cat")
+            rc = cmd_cat(ctx, cat);
+        else if (verb == "verify")
+            rc = cmd_verify(ctx, verify);
+        else if (verb == "diff")
+            rc = cmd_diff(ctx, diff);
+        else
+            rc = cmd_convert(ctx, convert);
+    } catch (const cairn::Error& e) { // the same on every rank (collective calls, agreed reads)
+        if (ctx.root())
+            std::fprintf(stderr, "cairn %s: %s\n", verb.c_str(), e.what());
+        rc = exit_error;
+    } catch (const ToolError& e) { // likewise
+        if (ctx.root())
+            std::fprintf(stderr, "cairn %s: %s\n", verb.c_str(), e.what());
+        rc = exit_error;
+    } catch (const std::exception& e) { // on this rank only: the others may wait for it
+        std::fprintf(stderr, "cairn %s: rank %d: %s\n", verb.c_str(), ctx.rank, e.what());
+        if (ctx.size > 1)
+            MPI_Abort(ctx.comm, exit_error);
+        rc = exit_error;
+    }
+    MPI_Finalize();
+    return rc;
+}

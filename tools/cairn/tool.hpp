@@ -1,0 +1,173 @@
+// The `cairn` command-line tool: what its verbs share. Every verb runs on
+// every rank of MPI_COMM_WORLD (one rank when started without mpiexec) and
+// goes through Cairn's public API only; rank 0 prints.
+#pragma once
+
+#include <cairn/checkpoint.hpp>
+#include <cairn/plan.hpp>
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cairn_tool {
+
+/// Exit statuses (documented in `cairn --help` and docs/CLI.md).
+constexpr int exit_ok = 0;        ///< done; diff: equal; verify: intact
+constexpr int exit_different = 1; ///< diff: the checkpoints differ; verify: damage found
+constexpr int exit_error = 2;     ///< bad arguments, missing or unreadable checkpoint, unknown array
+
+/// A failure of the tool itself (bad slice, unknown array), raised on every rank.
+struct ToolError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+/// What every verb gets.
+struct Context {
+    MPI_Comm comm = MPI_COMM_WORLD;
+    int rank = 0;
+    int size = 1;
+    bool quiet = false;             ///< --quiet: no progress bar, no summary lines on stderr
+    std::uint64_t memory = 256ull << 20; ///< --memory: bytes of array data per rank and pass
+    bool root() const { return rank == 0; }
+};
+
+/// Runs `f` on every rank; when it throws on any rank, every rank throws a
+/// ToolError with the message of the lowest failing rank. Collective.
+void agree(const Context& ctx, const std::function<void()>& f);
+
+/// read_metadata on every rank, agreed: the same metadata or the same error everywhere.
+cairn::Metadata open_checkpoint(const Context& ctx, const std::string& path);
+
+/// The entry `name` of `md`, or a ToolError naming the checkpoint and the entry.
+const cairn::EntryMeta& find_entry(const cairn::Metadata& md, const std::string& path, const std::string& name);
+
+/// Bytes of stored data of an entry (its chunk lengths summed).
+std::uint64_t stored_bytes(const cairn::EntryMeta& e);
+
+// ---- formatting ----------------------------------------------------------
+
+/// One element of `dtype` at `p` as text: shortest round-trip form for
+/// floats ("nan", "inf", "-inf"), decimal integers, "true"/"false".
+std::string format_value(cairn::DType dtype, const void* p);
+/// The same, as a JSON value (non-finite floats as strings).
+std::string json_value(cairn::DType dtype, const void* p);
+/// A JSON string literal (invalid UTF-8 bytes become U+FFFD).
+std::string json_string(const std::string& s);
+/// A quoted string with C escapes for control characters, for text output.
+std::string quoted(const std::string& s);
+/// "1.5 MiB".
+std::string human_bytes(std::uint64_t n);
+/// "[3, 4]" from a multi-index.
+std::string index_str(const cairn::Shape& index);
+
+// ---- progress --------------------------------------------------------------
+
+/// A progress bar on stderr, drawn by rank 0 only and only when stderr is a
+/// terminal and --quiet is not given; otherwise every call does nothing.
+class ProgressBar {
+public:
+    ProgressBar(const Context& ctx, std::string label, std::uint64_t total);
+    ~ProgressBar();
+    ProgressBar(const ProgressBar&) = delete;
+    ProgressBar& operator=(const ProgressBar&) = delete;
+    /// `done` of `total` bytes; redrawn at most ten times a second.
+    void update(std::uint64_t done);
+    std::uint64_t done() const { return m_done; }
+    void set_total(std::uint64_t total) { m_total = total; }
+    /// Whether this rank draws the bar.
+    bool on() const { return m_on; }
+    /// A callback for Save/LoadOptions::progress drawing `base` plus this
+    /// rank's bytes of the data phase of one call; empty when the bar is off.
+    cairn::ProgressCallback callback(std::uint64_t base);
+    /// Erases the bar.
+    void finish();
+
+private:
+    bool m_on = false;
+    std::string m_label;
+    std::uint64_t m_total = 0;
+    std::uint64_t m_done = 0;
+    double m_last = -1.0;
+    bool m_drawn = false;
+};
+
+// ---- reading arrays in passes --------------------------------------------
+
+/// One region of one array that this rank loads in a pass (box may be empty).
+struct Region {
+    std::string name;
+    const cairn::EntryMeta* entry = nullptr;
+    cairn::Box box;
+    std::vector<std::byte> data; ///< box.volume() * element size bytes after load_regions
+};
+
+/// The row range [begin, end) of dim 0 of one array that a pass covers, split
+/// over the ranks (0-d arrays: rank 0 holds the element).
+struct Piece {
+    std::string name;
+    const cairn::EntryMeta* entry = nullptr;
+    std::int64_t begin = 0, end = 0;
+};
+
+/// Cuts every array with elements of `md` (in name order) into pieces split
+/// along dim 0 over the ranks and groups them into passes, each holding at
+/// most about ctx.memory bytes per rank (at least one row per rank and pass).
+std::vector<std::vector<Piece>> plan_passes(const Context& ctx, const cairn::Metadata& md);
+
+/// This rank's box of a piece: rows [begin, end) split evenly over the
+/// ranks; none when this rank gets no element.
+std::optional<cairn::Box> piece_box(const Context& ctx, const Piece& piece);
+
+/// The box of rows [begin, end) of an array of `shape` split evenly along dim
+/// 0 over `parts`, part `k` (empty box when it gets no rows).
+cairn::Box split_rows(const cairn::Shape& shape, std::int64_t begin, std::int64_t end, int parts, int k);
+
+/// Loads the regions from `path` (a partial load; collective over ctx.comm).
+cairn::LoadResult load_regions(const Context& ctx, const std::string& path, std::vector<Region>& regions,
+                               const cairn::ProgressCallback& progress = {});
+
+/// Gathers one string from every rank to rank 0 (rank order). Collective.
+std::vector<std::string> gather_strings(const Context& ctx, const std::string& mine);
+
+// ---- verbs -----------------------------------------------------------------
+
+struct LsArgs {
+    std::string path;
+    bool json = false;
+};
+int cmd_ls(const Context& ctx, const LsArgs& args);
+
+struct CatArgs {
+    std::string path;
+    std::string name;
+    std::string slice;
+};
+int cmd_cat(const Context& ctx, const CatArgs& args);
+
+struct VerifyArgs {
+    std::string path;
+    bool strict = false;
+};
+int cmd_verify(const Context& ctx, const VerifyArgs& args);
+
+struct DiffArgs {
+    std::string a, b;
+    std::size_t max_lines = 20;
+};
+int cmd_diff(const Context& ctx, const DiffArgs& args);
+
+struct ConvertArgs {
+    std::string src, dst;
+    std::string layout = "auto";
+    bool force = false;
+};
+int cmd_convert(const Context& ctx, const ConvertArgs& args);
+
+} // namespace cairn_tool
