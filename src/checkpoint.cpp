@@ -310,6 +310,7 @@ SaveResult save(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
 
 LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm comm, const LoadOptions& options)
 {
+    wait_for_async_saves(); // HDF5 (usually not thread-safe) is never called from two threads at once
     const auto t0 = std::chrono::steady_clock::now();
     const Comm c(comm);
     const bool coord = c.coordinator();
@@ -397,6 +398,7 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
 
 Metadata read_metadata(const std::string& checkpoint_id)
 {
+    wait_for_async_saves(); // HDF5 (usually not thread-safe) is never called from two threads at once
     if (names_container(checkpoint_id)) {
         ContainerReader reader;
         reader.reset(checkpoint_id);
@@ -418,6 +420,7 @@ std::uint64_t StorageReader::verify_chunk(const std::string& fqn, const EntryMet
 
 VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadOptions& options)
 {
+    wait_for_async_saves(); // HDF5 (usually not thread-safe) is never called from two threads at once
     const Comm c(comm);
     const bool coord = c.coordinator();
     PhaseLog log("verify", checkpoint_id, c.rank, options.progress);

@@ -47,7 +47,11 @@ private:
 /// Requirements: MPI initialized with MPI_THREAD_MULTIPLE (checked on every
 /// rank; error::WrongAPIUsage naming the level found otherwise). A second
 /// async_save (or save through the same process) waits for the previous
-/// async_save to finish first: saves never interleave. MPI_Finalize waits for
+/// async_save to finish first: saves never interleave. load, verify and
+/// read_metadata wait for it too, so that Cairn never calls HDF5 (whose
+/// builds are usually not thread-safe) from two threads at once; the
+/// application's own HDF5 calls must likewise not overlap a save in flight
+/// (wait on committed() or call wait_for_async_saves() first). MPI_Finalize waits for
 /// a save in flight to complete. Errors of planning are thrown here (the same
 /// on every rank); later errors are delivered through committed().
 AsyncSave async_save(StateDict& state, const std::string& checkpoint_id, MPI_Comm comm, const SaveOptions& options = {});
