@@ -42,6 +42,9 @@ class Cairn(CMakePackage):
     variant("kokkos", default=False, description="Kokkos::View adapter cairn/kokkos.hpp (CAIRN_USE_KOKKOS)")
     variant("cuda", default=False, description="Stage CUDA device memory (CAIRN_USE_CUDA)")
     variant("tools", default=True, description="The cairn command-line tool (CAIRN_BUILD_TOOLS)")
+    # Off by default, unlike in CMake: the driver is for developers measuring
+    # Cairn (docs/BENCHMARKS.md), and it is not installed.
+    variant("benchmarks", default=False, description="Build the benchmark driver bench/ (CAIRN_BUILD_BENCHMARKS)")
 
     depends_on("c", type="build")
     depends_on("cxx", type="build")
@@ -67,6 +70,7 @@ class Cairn(CMakePackage):
             self.define_from_variant("CAIRN_USE_KOKKOS", "kokkos"),
             self.define_from_variant("CAIRN_USE_CUDA", "cuda"),
             self.define_from_variant("CAIRN_BUILD_TOOLS", "tools"),
+            self.define_from_variant("CAIRN_BUILD_BENCHMARKS", "benchmarks"),
             self.define("BUILD_TESTING", self.run_tests),
             # The MPI and the HDF5 of the spec, not the first ones on the path.
             self.define("MPI_C_COMPILER", spec["mpi"].mpicc),
