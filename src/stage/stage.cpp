@@ -25,7 +25,7 @@ namespace {
 }
 #endif
 
-bool use_pinned() noexcept
+[[maybe_unused]] bool use_pinned() noexcept
 {
 #if CAIRN_HAVE_CUDA
     static const bool pinned = cuda::device_count() > 0;

@@ -73,7 +73,7 @@ EntryMeta grid_array(DType t, const Shape& global, const Shape& chunk, int nfile
         }
         const auto len = static_cast<std::uint64_t>(volume(chunk)) * dtype_size(t);
         e.chunks.push_back(
-            ChunkMeta{b, StorageInfo{"__" + std::to_string(i % nfiles) + "_0.distcp", static_cast<std::uint64_t>(i) * len, len}});
+            ChunkMeta{b, StorageInfo{"__" + std::to_string(i % nfiles) + "_0.distcp", static_cast<std::uint64_t>(i) * len, len, {}}});
     }
     return e;
 }
@@ -92,7 +92,7 @@ Metadata sample()
         EntryMeta e;
         e.kind = ItemKind::array;
         e.dtype = DType::f64;
-        e.chunks.push_back(ChunkMeta{Box{}, StorageInfo{"__0_0.distcp", 4096, 8}});
+        e.chunks.push_back(ChunkMeta{Box{}, StorageInfo{"__0_0.distcp", 4096, 8, {}}});
         md.entries["zero_d"] = e;
     }
     {
@@ -107,7 +107,7 @@ Metadata sample()
         e.kind = ItemKind::array;
         e.dtype = DType::u16;
         e.global_shape = {3};
-        e.chunks.push_back(ChunkMeta{whole({3}), StorageInfo{"donn\xC3\xA9" "es/r\xC3\xA9sultat.distcp", 0, 6}});
+        e.chunks.push_back(ChunkMeta{whole({3}), StorageInfo{"donn\xC3\xA9" "es/r\xC3\xA9sultat.distcp", 0, 6, {}}});
         md.entries["non_ascii_file"] = e;
     }
     {
@@ -115,7 +115,7 @@ Metadata sample()
         e.kind = ItemKind::bytes;
         e.dtype = DType::u8;
         e.global_shape = {5};
-        e.chunks.push_back(ChunkMeta{whole({5}), StorageInfo{"__1_0.distcp", 100, 5}});
+        e.chunks.push_back(ChunkMeta{whole({5}), StorageInfo{"__1_0.distcp", 100, 5, {}}});
         md.entries["rng"] = e;
     }
     md.entries["dt"] = scalar(DType::f64, raw(0.25));
@@ -348,8 +348,8 @@ TEST_CASE("metadata file: errors", "[h5meta]")
         e.kind = ItemKind::array;
         e.dtype = DType::f32;
         e.global_shape = {10, 4};
-        e.chunks.push_back(ChunkMeta{Box{{0, 0}, {5, 4}}, StorageInfo{"f", 0, 80}});
-        e.chunks.push_back(ChunkMeta{Box{{5, 0}, {6, 4}}, StorageInfo{"f", 80, 96}}); // rows 5..10: one too many
+        e.chunks.push_back(ChunkMeta{Box{{0, 0}, {5, 4}}, StorageInfo{"f", 0, 80, {}}});
+        e.chunks.push_back(ChunkMeta{Box{{5, 0}, {6, 4}}, StorageInfo{"f", 80, 96, {}}}); // rows 5..10: one too many
         md.entries["bad"] = e;
         const auto path = tmp.file("outside.h5");
         write_metadata_file(path, md, false); // the writer does not validate
