@@ -19,8 +19,17 @@ using Bytes = std::vector<std::byte>;
 
 class Encoder {
 public:
-    void reserve(std::size_t n) { m_out.reserve(n); }
-    void u8(std::uint8_t v) { m_out.push_back(std::byte{v}); }
+    /// Room for n more bytes without growing.
+    void reserve(std::size_t n)
+    {
+        if (m_buf.size() - m_n < n)
+            grow(n);
+    }
+    void u8(std::uint8_t v)
+    {
+        reserve(1);
+        m_buf[m_n++] = std::byte{v};
+    }
     void u32(std::uint32_t v)
     {
         std::byte b[4];
@@ -39,18 +48,25 @@ public:
     void str(const std::string& s);
     void bytes(const Bytes& b);
     void shape(const Shape& s);
-    Bytes take() { return std::move(m_out); }
+    Bytes take()
+    {
+        m_buf.resize(m_n);
+        m_n = 0;
+        return std::move(m_buf);
+    }
 
 private:
+    // m_buf[0, m_n) is written; the rest is room (sized, so appends are
+    // plain copies).
     void raw(const std::byte* p, std::size_t n)
     {
-        const std::size_t old = m_out.size();
-        if (m_out.capacity() - old < n)
-            m_out.reserve(std::max(2 * m_out.capacity(), old + n));
-        m_out.resize(old + n);
-        std::memcpy(m_out.data() + old, p, n);
+        reserve(n);
+        std::memcpy(m_buf.data() + m_n, p, n);
+        m_n += n;
     }
-    Bytes m_out;
+    void grow(std::size_t n) { m_buf.resize(std::max<std::size_t>({2 * m_buf.size(), m_n + n, 256})); }
+    Bytes m_buf;
+    std::size_t m_n = 0;
 };
 
 class Decoder {
