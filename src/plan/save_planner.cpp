@@ -380,10 +380,8 @@ bool detail::global_plan_fast(std::vector<SavePlan>& plans, Metadata& md)
     }
     // Every rank holds every entry once: nentries items each.
 
-    // 2. Check every item against rank 0's, rank by rank; copy the boxes;
-    // where[id * nranks + r]: the position of entry id's item in rank r's plan.
+    // 2. Check every item against rank 0's, rank by rank; copy the boxes.
     std::vector<std::int64_t> coords(ncoords);
-    std::vector<std::uint32_t> where(nentries * nranks);
     for (std::size_t r = 0; r < nranks; ++r) {
         const auto& items = plans[r].items;
         const std::uint32_t* mine = ids.data() + base[r];
@@ -391,7 +389,6 @@ bool detail::global_plan_fast(std::vector<SavePlan>& plans, Metadata& md)
             const WriteItem& it = items[i];
             const Name& e = entries[mine[i]];
             const WriteItem& first = *e.first;
-            where[mine[i] * nranks + r] = static_cast<std::uint32_t>(i);
             if (it.kind != first.kind)
                 return false;
             switch (it.kind) {
@@ -427,7 +424,10 @@ bool detail::global_plan_fast(std::vector<SavePlan>& plans, Metadata& md)
     std::sort(order.begin(), order.end(),
               [&](std::uint32_t a, std::uint32_t b) { return entries[a].name < entries[b].name; });
     constexpr std::uint32_t not_kept = UINT32_MAX;
-    std::vector<std::uint32_t> chunk_of(base[nranks], not_kept); // the chunk an item writes itself
+    // chunk_of[id * nranks + r]: the chunk rank r writes itself for entry id
+    // (entry-major like `where`: written here in order; a rank-major table
+    // would take one page, and a TLB miss, per rank and entry).
+    std::vector<std::uint32_t> chunk_of(nentries * nranks, not_kept);
     std::vector<std::uint64_t> load(nranks, 0);
     struct Replica {
         WriteItem item;
@@ -522,7 +522,7 @@ bool detail::global_plan_fast(std::vector<SavePlan>& plans, Metadata& md)
                 const auto chunk = static_cast<std::uint32_t>(em.chunks.size());
                 const std::size_t holders = group[g + 1] - group[g];
                 if (holders == 1) {
-                    chunk_of[base[r0] + where[id * nranks + r0]] = chunk;
+                    chunk_of[id * nranks + r0] = chunk;
                     load[r0] += nbytes;
                     em.chunks.push_back(ChunkMeta{std::move(box), {}});
                 } else {
@@ -564,18 +564,20 @@ bool detail::global_plan_fast(std::vector<SavePlan>& plans, Metadata& md)
     for (std::uint32_t k = 0; k < nentries; ++k)
         rank_of_name[order[k]] = k;
     std::vector<std::uint32_t> slot(nentries);
+    // The new plan is built in the buffer of the previous rank's old plan
+    // (emptied by the moves), so that no new memory is touched.
+    std::vector<WriteItem> out;
     for (std::size_t r = 0; r < nranks; ++r) {
         auto& items = plans[r].items;
         const std::uint32_t* mine = ids.data() + base[r];
-        const std::uint32_t* chunks = chunk_of.data() + base[r];
         std::fill(slot.begin(), slot.end(), not_kept);
         std::size_t kept = 0;
         for (std::size_t i = 0; i < items.size(); ++i)
-            if (chunks[i] != not_kept) {
+            if (chunk_of[mine[i] * nranks + r] != not_kept) {
                 slot[rank_of_name[mine[i]]] = static_cast<std::uint32_t>(i);
                 ++kept;
             }
-        std::vector<WriteItem> out;
+        out.clear();
         out.reserve(kept + replicas_of[r].size());
         for (const auto i : slot) {
             if (i == not_kept)
@@ -583,7 +585,7 @@ bool detail::global_plan_fast(std::vector<SavePlan>& plans, Metadata& md)
             WriteItem& w = items[i];
             const Fix& fix = fixes[mine[i]];
             w.nbytes = static_cast<std::uint64_t>(w.box.volume()) * dtype_size(w.dtype);
-            w.chunk = chunks[i];
+            w.chunk = chunk_of[mine[i] * nranks + r];
             w.digest = fix.digest;
             if (w.value != fix.value)
                 w.value = fix.value;
@@ -591,7 +593,7 @@ bool detail::global_plan_fast(std::vector<SavePlan>& plans, Metadata& md)
         }
         for (const auto k : replicas_of[r])
             out.push_back(std::move(replicas[k].item));
-        items = std::move(out);
+        items.swap(out);
     }
 
     md = Metadata{};
