@@ -51,7 +51,7 @@ std::vector<SavePlan> random_plans(std::mt19937_64& rng, std::size_t nranks)
         const auto kind = rng() % 6;
         proto.kind = kind < 3 ? ItemKind::array : static_cast<ItemKind>(kind - 2);
         proto.dtype = kind == 1 ? DType::f32 : DType::f64;
-        const auto layout = rng() % 4; // arrays: rows, columns, replicated, 0-d
+        const auto layout = rng() % 5; // arrays: rows, columns, replicated, 0-d, rows in reverse rank order
         for (std::size_t r = 0; r < nranks; ++r) {
             WriteItem it = proto;
             switch (it.kind) {
@@ -64,8 +64,8 @@ std::vector<SavePlan> random_plans(std::mt19937_64& rng, std::size_t nranks)
                     it.box = whole(it.global_shape);
                 } else {
                     const auto n = static_cast<std::int64_t>(nranks);
-                    const auto i = static_cast<std::int64_t>(r);
-                    if (layout == 0) {
+                    const auto i = static_cast<std::int64_t>(layout == 4 ? nranks - 1 - r : r);
+                    if (layout == 0 || layout == 4) {
                         it.global_shape = {2 * n, 3};
                         it.box = Box{{2 * i, 0}, {2, 3}};
                     } else {
