@@ -40,9 +40,11 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <unordered_map>
 #include <vector>
 
 namespace {
@@ -1141,12 +1143,18 @@ void bench_planning(long ranks, long arrays, Results& R)
         t_encode += now() - t0;
         out.clear();
         // Write results as the ranks would report them, attached to the metadata.
+        // As attach_results (src/checkpoint.cpp): entries found through one
+        // hash map of names.
         t0 = now();
+        std::unordered_map<std::string_view, cairn::EntryMeta*> by_name;
+        for (auto& [f, e] : md.entries)
+            by_name.emplace(f, &e);
         for (std::size_t r = 0; r < finals.size(); ++r) {
             u64 off = 0;
+            const std::string path = "__" + std::to_string(r) + "_0.distcp";
             for (const auto& it : finals[r].items) {
-                auto& ch = md.entries.at(it.fqn).chunks[it.chunk];
-                ch.storage.path = "__" + std::to_string(r) + "_0.distcp";
+                auto& ch = by_name.at(it.fqn)->chunks[it.chunk];
+                ch.storage.path = path;
                 ch.storage.offset = off;
                 ch.storage.length = it.nbytes;
                 ch.storage.checksums = {0x9e3779b97f4a7c15ull ^ off};

@@ -17,6 +17,8 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
+#include <unordered_map>
 
 namespace cairn {
 
@@ -93,15 +95,19 @@ std::shared_ptr<StorageReader> default_reader(const LoadOptions& o, const std::s
 void attach_results(Metadata& md, const std::vector<std::vector<WriteResult>>& results)
 {
     std::size_t expected = 0, got = 0;
-    for (const auto& [fqn, e] : md.entries)
+    std::unordered_map<std::string_view, EntryMeta*> by_name; // one hash per result, not a tree walk
+    by_name.reserve(md.entries.size());
+    for (auto& [fqn, e] : md.entries) {
         expected += e.chunks.size();
+        by_name.emplace(fqn, &e);
+    }
     for (std::size_t r = 0; r < results.size(); ++r) {
         for (const auto& w : results[r]) {
-            auto e = md.entries.find(w.fqn);
-            if (e == md.entries.end() || w.chunk >= e->second.chunks.size())
+            auto e = by_name.find(w.fqn);
+            if (e == by_name.end() || w.chunk >= e->second->chunks.size())
                 throw error::WriteError("rank " + std::to_string(r) + " reported a write of '" + w.fqn + "' chunk " +
                                         std::to_string(w.chunk) + ", which the global plan does not have");
-            e->second.chunks[w.chunk].storage = w.storage;
+            e->second->chunks[w.chunk].storage = w.storage;
             ++got;
         }
     }

@@ -14,29 +14,16 @@ constexpr std::uint32_t k_magic_metadata = 0x434d4431;    // "CMD1"
 constexpr std::size_t k_max_ndim = 64;
 } // namespace
 
-void Encoder::u32(std::uint32_t v)
-{
-    for (int i = 0; i < 4; ++i)
-        m_out.push_back(std::byte(static_cast<std::uint8_t>(v >> (8 * i))));
-}
-
-void Encoder::u64(std::uint64_t v)
-{
-    for (int i = 0; i < 8; ++i)
-        m_out.push_back(std::byte(static_cast<std::uint8_t>(v >> (8 * i))));
-}
-
 void Encoder::str(const std::string& s)
 {
     u64(s.size());
-    const auto* p = reinterpret_cast<const std::byte*>(s.data());
-    m_out.insert(m_out.end(), p, p + s.size());
+    raw(reinterpret_cast<const std::byte*>(s.data()), s.size());
 }
 
 void Encoder::bytes(const Bytes& b)
 {
     u64(b.size());
-    m_out.insert(m_out.end(), b.begin(), b.end());
+    raw(b.data(), b.size());
 }
 
 void Encoder::shape(const Shape& s)
@@ -48,36 +35,9 @@ void Encoder::shape(const Shape& s)
 
 void Decoder::fail(const std::string& why) const { throw error::FormatError(std::string(m_what) + ": " + why); }
 
-void Decoder::need(std::size_t n)
+void Decoder::truncated(std::size_t n) const
 {
-    if (static_cast<std::size_t>(m_end - m_p) < n)
-        fail("truncated (needs " + std::to_string(n) + " more bytes, " + std::to_string(m_end - m_p) + " left)");
-}
-
-std::uint8_t Decoder::u8()
-{
-    need(1);
-    return std::to_integer<std::uint8_t>(*m_p++);
-}
-
-std::uint32_t Decoder::u32()
-{
-    need(4);
-    std::uint32_t v = 0;
-    for (int i = 0; i < 4; ++i)
-        v |= std::uint32_t(std::to_integer<std::uint8_t>(m_p[i])) << (8 * i);
-    m_p += 4;
-    return v;
-}
-
-std::uint64_t Decoder::u64()
-{
-    need(8);
-    std::uint64_t v = 0;
-    for (int i = 0; i < 8; ++i)
-        v |= std::uint64_t(std::to_integer<std::uint8_t>(m_p[i])) << (8 * i);
-    m_p += 8;
-    return v;
+    fail("truncated (needs " + std::to_string(n) + " more bytes, " + std::to_string(m_end - m_p) + " left)");
 }
 
 std::string Decoder::str()
@@ -197,6 +157,11 @@ void check_magic(Decoder& d, std::uint32_t magic)
 Bytes encode(const SavePlan& plan)
 {
     Encoder e;
+    std::size_t size = 4 + 8 + 16 + plan.storage_data.size() + plan.planner_data.size();
+    for (const auto& it : plan.items)
+        size += 55 + it.fqn.size() + it.value.size() + 8 * (it.global_shape.size() + it.box.offsets.size() +
+                                                             it.box.shape.size());
+    e.reserve(size);
     e.u32(k_magic_save_plan);
     e.u64(plan.items.size());
     for (const auto& it : plan.items) {

@@ -7,7 +7,9 @@
 #include "cairn/plan.hpp"
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -17,26 +19,83 @@ using Bytes = std::vector<std::byte>;
 
 class Encoder {
 public:
-    void u8(std::uint8_t v) { m_out.push_back(std::byte{v}); }
-    void u32(std::uint32_t v);
-    void u64(std::uint64_t v);
+    /// Room for n more bytes without growing.
+    void reserve(std::size_t n)
+    {
+        if (m_buf.size() - m_n < n)
+            grow(n);
+    }
+    void u8(std::uint8_t v)
+    {
+        reserve(1);
+        m_buf[m_n++] = std::byte{v};
+    }
+    void u32(std::uint32_t v)
+    {
+        std::byte b[4];
+        for (int i = 0; i < 4; ++i)
+            b[i] = std::byte(static_cast<std::uint8_t>(v >> (8 * i)));
+        raw(b, 4);
+    }
+    void u64(std::uint64_t v)
+    {
+        std::byte b[8];
+        for (int i = 0; i < 8; ++i)
+            b[i] = std::byte(static_cast<std::uint8_t>(v >> (8 * i)));
+        raw(b, 8);
+    }
     void i64(std::int64_t v) { u64(static_cast<std::uint64_t>(v)); }
     void str(const std::string& s);
     void bytes(const Bytes& b);
     void shape(const Shape& s);
-    Bytes take() { return std::move(m_out); }
+    Bytes take()
+    {
+        m_buf.resize(m_n);
+        m_n = 0;
+        return std::move(m_buf);
+    }
 
 private:
-    Bytes m_out;
+    // m_buf[0, m_n) is written; the rest is room (sized, so appends are
+    // plain copies).
+    void raw(const std::byte* p, std::size_t n)
+    {
+        reserve(n);
+        std::memcpy(m_buf.data() + m_n, p, n);
+        m_n += n;
+    }
+    void grow(std::size_t n) { m_buf.resize(std::max<std::size_t>({2 * m_buf.size(), m_n + n, 256})); }
+    Bytes m_buf;
+    std::size_t m_n = 0;
 };
 
 class Decoder {
 public:
     Decoder(const std::byte* data, std::size_t size, const char* what) : m_p(data), m_end(data + size), m_what(what) {}
     explicit Decoder(const Bytes& b, const char* what) : Decoder(b.data(), b.size(), what) {}
-    std::uint8_t u8();
-    std::uint32_t u32();
-    std::uint64_t u64();
+    std::uint8_t u8()
+    {
+        need(1);
+        return std::to_integer<std::uint8_t>(*m_p++);
+    }
+    std::uint32_t u32()
+    {
+        need(4);
+        std::uint32_t v = 0;
+        for (int i = 0; i < 4; ++i)
+            v |= std::uint32_t(std::to_integer<std::uint8_t>(m_p[i])) << (8 * i);
+        m_p += 4;
+        return v;
+    }
+    std::uint64_t u64()
+    {
+        need(8);
+        std::uint64_t v = 0;
+        for (int i = 0; i < 8; ++i)
+            v |= std::uint64_t(std::to_integer<std::uint8_t>(m_p[i])) << (8 * i);
+        m_p += 8;
+        return v;
+    }
     std::int64_t i64() { return static_cast<std::int64_t>(u64()); }
     std::string str();
     Bytes bytes();
@@ -49,7 +108,12 @@ public:
     [[noreturn]] void fail(const std::string& why) const;
 
 private:
-    void need(std::size_t n);
+    void need(std::size_t n)
+    {
+        if (static_cast<std::size_t>(m_end - m_p) < n)
+            truncated(n);
+    }
+    [[noreturn]] void truncated(std::size_t n) const;
     const std::byte* m_p;
     const std::byte* m_end;
     const char* m_what;

@@ -36,20 +36,122 @@ bool overlaps(const Box& a, const Box& b) noexcept
     return true;
 }
 
-TilingProblem check_tiling(const Shape& global, const std::vector<Box>& boxes)
+namespace {
+
+// The boxes seen through an accessor: off(i) and ext(i) point at the nd
+// offsets and extents of box i (std::vector<Box> or flat coordinates).
+struct VecBoxes {
+    const std::vector<Box>& b;
+    std::size_t size() const noexcept { return b.size(); }
+    const std::int64_t* off(std::size_t i) const noexcept { return b[i].offsets.data(); }
+    const std::int64_t* ext(std::size_t i) const noexcept { return b[i].shape.data(); }
+    bool inside(std::size_t i, const Shape& g) const noexcept { return b[i].inside(g); }
+    std::int64_t volume(std::size_t i) const noexcept { return b[i].volume(); }
+};
+
+struct FlatBoxes {
+    const std::int64_t* c;
+    std::size_t n, nd;
+    std::size_t size() const noexcept { return n; }
+    const std::int64_t* off(std::size_t i) const noexcept { return c + i * 2 * nd; }
+    const std::int64_t* ext(std::size_t i) const noexcept { return c + i * 2 * nd + nd; }
+    // As Box::inside() and Box::volume() (the box has nd = global.size() dimensions).
+    bool inside(std::size_t i, const Shape& g) const noexcept
+    {
+        const auto *o = off(i), *s = ext(i);
+        for (std::size_t d = 0; d < nd; ++d)
+            if (o[d] < 0 || s[d] < 0 || o[d] > g[d] || s[d] > g[d] - o[d])
+                return false;
+        return true;
+    }
+    std::int64_t volume(std::size_t i) const noexcept
+    {
+        const auto* s = ext(i);
+        std::int64_t v = 1;
+        bool saturated = false;
+        for (std::size_t d = 0; d < nd; ++d) {
+            if (s[d] <= 0)
+                return s[d] < 0 ? -1 : 0;
+            if (!saturated && __builtin_mul_overflow(v, s[d], &v))
+                saturated = true;
+        }
+        return saturated ? INT64_MAX : v;
+    }
+};
+
+// True when every box matches one cell of a grid (the distinct offsets
+// along each dimension are the cuts) and every cell is held exactly once:
+// then the boxes lie inside `global`, are disjoint and cover it. False says
+// nothing (the sweep decides). O(n * nd * log n).
+template <class B>
+bool grid_tiling(const Shape& global, const B& boxes)
+{
+    const std::size_t nd = global.size(), n = boxes.size();
+    if (nd == 0 || n == 0)
+        return false;
+    std::vector<std::vector<std::int64_t>> cuts(nd);
+    std::uint64_t cells = 1;
+    for (std::size_t d = 0; d < nd; ++d) {
+        auto& c = cuts[d];
+        c.reserve(n);
+        std::int64_t prev = -1;
+        bool sorted = true;
+        for (std::size_t i = 0; i < n; ++i) {
+            const auto o = boxes.off(i)[d];
+            if (o != prev) {
+                sorted = sorted && o > prev;
+                c.push_back(o);
+                prev = o;
+            }
+        }
+        if (!sorted) {
+            std::sort(c.begin(), c.end());
+            c.erase(std::unique(c.begin(), c.end()), c.end());
+        }
+        if (c.front() != 0 || c.back() >= global[d])
+            return false;
+        cells *= c.size(); // <= n: no overflow before the check below
+        if (cells > n)
+            return false;
+    }
+    if (cells != n)
+        return false;
+    std::vector<bool> seen(n, false);
+    for (std::size_t i = 0; i < n; ++i) {
+        std::uint64_t cell = 0;
+        for (std::size_t d = 0; d < nd; ++d) {
+            const auto& c = cuts[d];
+            const auto o = boxes.off(i)[d];
+            const auto k = static_cast<std::size_t>(std::lower_bound(c.begin(), c.end(), o) - c.begin());
+            const std::int64_t end = k + 1 < c.size() ? c[k + 1] : global[d];
+            if (boxes.ext(i)[d] != end - o)
+                return false;
+            cell = cell * c.size() + k;
+        }
+        if (seen[cell])
+            return false;
+        seen[cell] = true;
+    }
+    return true;
+}
+
+template <class B>
+TilingProblem check_tiling_impl(const Shape& global, const B& boxes)
 {
     TilingProblem p;
     const std::size_t nd = global.size();
+    if (grid_tiling(global, boxes))
+        return p;
     std::vector<std::size_t> order;
     order.reserve(boxes.size());
     std::int64_t covered = 0;
     for (std::size_t i = 0; i < boxes.size(); ++i) {
-        if (!boxes[i].inside(global)) {
+        if (!boxes.inside(i, global)) {
             p.kind = TilingProblem::outside;
             p.first = i;
             return p;
         }
-        const auto v = boxes[i].volume(); // inside a global shape whose volume fits: no overflow
+        const auto v = boxes.volume(i); // inside a global shape whose volume fits: no overflow
         if (v <= 0)
             continue;
         covered += v;
@@ -68,26 +170,35 @@ TilingProblem check_tiling(const Shape& global, const std::vector<Box>& boxes)
         for (std::size_t d = 0; d < nd && best < order.size(); ++d) {
             std::unordered_set<std::int64_t> cuts;
             for (auto i : order)
-                cuts.insert(boxes[i].offsets[d]);
+                cuts.insert(boxes.off(i)[d]);
             if (cuts.size() > best) {
                 best = cuts.size();
                 dim = d;
             }
         }
         std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-            return boxes[a].offsets[dim] != boxes[b].offsets[dim] ? boxes[a].offsets[dim] < boxes[b].offsets[dim]
-                                                                  : a < b;
+            return boxes.off(a)[dim] != boxes.off(b)[dim] ? boxes.off(a)[dim] < boxes.off(b)[dim] : a < b;
         });
+        // Same test as overlaps(), on raw coordinates.
+        const auto meet = [&](std::size_t a, std::size_t b) {
+            for (std::size_t d = 0; d < nd; ++d) {
+                const auto ao = boxes.off(a)[d], bo = boxes.off(b)[d];
+                const auto as = boxes.ext(a)[d], bs = boxes.ext(b)[d];
+                if (as <= 0 || bs <= 0)
+                    return false;
+                if (ao <= bo ? bo - ao >= as : ao - bo >= bs)
+                    return false;
+            }
+            return true;
+        };
         std::vector<std::size_t> open;
         for (auto i : order) {
-            const Box& b = boxes[i];
+            const auto bo = boxes.off(i)[dim];
             open.erase(std::remove_if(open.begin(), open.end(),
-                                      [&](std::size_t o) {
-                                          return b.offsets[dim] - boxes[o].offsets[dim] >= boxes[o].shape[dim];
-                                      }),
+                                      [&](std::size_t o) { return bo - boxes.off(o)[dim] >= boxes.ext(o)[dim]; }),
                        open.end());
             for (auto o : open)
-                if (overlaps(boxes[o], b)) {
+                if (meet(o, i)) {
                     p.kind = TilingProblem::overlap;
                     p.first = std::min(o, i);
                     p.second = std::max(o, i);
@@ -104,6 +215,27 @@ TilingProblem check_tiling(const Shape& global, const std::vector<Box>& boxes)
         p.total = total;
     }
     return p;
+}
+
+} // namespace
+
+TilingProblem check_tiling(const Shape& global, const std::vector<Box>& boxes)
+{
+    // A box of another rank is outside; so is any box before it that
+    // inside() refuses (the first in index order is reported).
+    for (std::size_t i = 0; i < boxes.size(); ++i)
+        if (!boxes[i].inside(global)) {
+            TilingProblem p;
+            p.kind = TilingProblem::outside;
+            p.first = i;
+            return p;
+        }
+    return check_tiling_impl(global, VecBoxes{boxes});
+}
+
+TilingProblem check_tiling(const Shape& global, const std::int64_t* coords, std::size_t count)
+{
+    return check_tiling_impl(global, FlatBoxes{coords, count, global.size()});
 }
 
 } // namespace cairn::detail

@@ -37,6 +37,14 @@ struct TilingProblem {
 /// the most distinct offsets: O(n log n + n * k), k the number of boxes
 /// whose range along that dimension is open at once (small for the
 /// decompositions of simulation codes: one process-grid row or column).
+/// First a grid test, O(n * nd * log n): when every box is exactly one cell
+/// of the grid whose cuts are the boxes' distinct offsets, and every cell is
+/// held once, the boxes tile the array (the regular decompositions of
+/// simulation codes); anything else goes to the sweep.
 TilingProblem check_tiling(const Shape& global, const std::vector<Box>& boxes);
+
+/// The same for `count` boxes of global.size() dimensions stored flat: box i
+/// is coords[i*2*nd, i*2*nd + nd) (offsets) then nd extents.
+TilingProblem check_tiling(const Shape& global, const std::int64_t* coords, std::size_t count);
 
 } // namespace cairn::detail

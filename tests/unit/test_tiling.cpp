@@ -159,3 +159,30 @@ TEST_CASE("check_tiling agrees with brute force on random box sets", "[tiling]")
         CHECK(check_tiling(g, boxes).kind == reference(g, boxes));
     }
 }
+
+TEST_CASE("check_tiling's grid test refuses a repeated cell and takes flat boxes", "[tiling]")
+{
+    const Shape g{4, 6};
+    // A 2 x 2 grid with one cell twice and one missing: as many boxes as
+    // cells, every box a cell.
+    const Box a{{0, 0}, {2, 3}}, b{{0, 3}, {2, 3}}, c{{2, 0}, {2, 3}};
+    auto p = check_tiling(g, {a, b, c, b});
+    CHECK(p.kind == TilingProblem::overlap);
+    const std::vector<Box> grid{a, b, c, Box{{2, 3}, {2, 3}}};
+    CHECK(check_tiling(g, grid).kind == TilingProblem::none);
+    // Flat coordinates: offsets then extents, box after box.
+    std::vector<std::int64_t> flat;
+    for (const auto& x : {a, b, c, b})
+        for (const auto& v : {x.offsets, x.shape})
+            flat.insert(flat.end(), v.begin(), v.end());
+    p = check_tiling(g, flat.data(), 4);
+    CHECK(p.kind == TilingProblem::overlap);
+    CHECK(p.first == 1);
+    CHECK(p.second == 3);
+    flat.resize(12);
+    p = check_tiling(g, flat.data(), 3);
+    CHECK(p.kind == TilingProblem::coverage);
+    CHECK(p.covered == 18);
+    flat[8] = 3; // c moves down by one row: outside
+    CHECK(check_tiling(g, flat.data(), 3).kind == TilingProblem::outside);
+}

@@ -8,6 +8,8 @@
 
 #include <cstdio>
 #include <map>
+#include <string_view>
+#include <unordered_map>
 
 namespace cairn::detail {
 
@@ -75,11 +77,32 @@ void write_metadata_group(hid_t loc, const Metadata& md)
 
     // The entry table: one row per entry, in name order; per-chunk columns
     // concatenated in entry order.
-    std::map<std::string, std::int64_t> file_index;
+    // Files by name (views of the chunks' paths), numbered in order of
+    // first appearance; the columns reserved up front.
+    std::unordered_map<std::string_view, std::int64_t> file_index;
     std::vector<std::string> files, names;
     std::vector<std::uint8_t> kinds, dtypes, ndims;
     std::vector<std::int64_t> shapes, counts, boxes, chunk_file;
     std::vector<std::uint64_t> chunk_offset, chunk_length, sums;
+    {
+        std::size_t nchunks = 0, ncoords = 0, nsums = 0;
+        for (const auto& [fqn, em] : md.entries) {
+            nchunks += em.chunks.size();
+            ncoords += 2 * em.global_shape.size() * em.chunks.size();
+            for (const auto& c : em.chunks)
+                nsums += c.storage.checksums.size();
+        }
+        names.reserve(md.entries.size());
+        kinds.reserve(md.entries.size());
+        dtypes.reserve(md.entries.size());
+        ndims.reserve(md.entries.size());
+        counts.reserve(md.entries.size());
+        boxes.reserve(ncoords);
+        chunk_file.reserve(nchunks);
+        chunk_offset.reserve(nchunks);
+        chunk_length.reserve(nchunks);
+        sums.reserve(nsums);
+    }
     for (const auto& [fqn, em] : md.entries) {
         names.push_back(fqn);
         kinds.push_back(static_cast<std::uint8_t>(em.kind));
@@ -92,7 +115,7 @@ void write_metadata_group(hid_t loc, const Metadata& md)
         for (const auto& c : em.chunks) {
             boxes.insert(boxes.end(), c.box.offsets.begin(), c.box.offsets.end());
             boxes.insert(boxes.end(), c.box.shape.begin(), c.box.shape.end());
-            auto [it, fresh] = file_index.emplace(c.storage.path, static_cast<std::int64_t>(files.size()));
+            auto [it, fresh] = file_index.try_emplace(c.storage.path, static_cast<std::int64_t>(files.size()));
             if (fresh)
                 files.push_back(c.storage.path);
             chunk_file.push_back(it->second);
