@@ -64,6 +64,12 @@ Fault parse_fault(const std::string& spec);
 /// The names of all injection points.
 std::vector<std::string> fault_points();
 
+/// Recomputes the integrity header of a per-rank metadata file (the HDF5 user
+/// block of metadata.h5, docs/FORMAT.md section 2.4) after a test edited the
+/// file in place with HDF5, so that the edit reaches the reader's own checks
+/// instead of being refused as damage. Local. Throws cairn::error::WriteError.
+void reseal_metadata_file(const std::string& path);
+
 /// Arms a fault for its lifetime (disarms every fault when destroyed).
 class ScopedFault {
 public:
