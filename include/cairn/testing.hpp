@@ -15,9 +15,12 @@
 //
 //     CAIRN_FAULT="rank=1,point=mpiio.write,after=0,times=1,errno=ENOSPC"
 //
-// Points (per-rank layout and file system; see fault_points()):
+// Points (see fault_points()): per-rank layout and file system
 //   mpiio.open mpiio.write mpiio.wait mpiio.read mpiio.set_size mpiio.sync
 //   mpiio.close fs.mkdir fs.fsync fs.rename fs.remove
+// and the container layout's HDF5 calls, which are still made (collective
+// calls must be entered by every rank) and then report the failure:
+//   h5.create h5.open h5.write h5.read h5.flush h5.close
 // When a fault fires, one line "cairn: injected fault ..." goes to stderr.
 // Thread-safe; unarmed, each point costs one relaxed atomic load.
 #pragma once
@@ -63,6 +66,12 @@ Fault parse_fault(const std::string& spec);
 
 /// The names of all injection points.
 std::vector<std::string> fault_points();
+
+/// Recomputes the integrity header of a per-rank metadata file (the HDF5 user
+/// block of metadata.h5, docs/FORMAT.md section 2.4) after a test edited the
+/// file in place with HDF5, so that the edit reaches the reader's own checks
+/// instead of being refused as damage. Local. Throws cairn::error::WriteError.
+void reseal_metadata_file(const std::string& path);
 
 /// Arms a fault for its lifetime (disarms every fault when destroyed).
 class ScopedFault {

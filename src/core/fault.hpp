@@ -33,6 +33,15 @@ inline constexpr const char* fs_mkdir = "fs.mkdir";   ///< create_directories
 inline constexpr const char* fs_fsync = "fs.fsync";   ///< fsync_path (files and directories)
 inline constexpr const char* fs_rename = "fs.rename"; ///< rename (the commit of metadata and containers)
 inline constexpr const char* fs_remove = "fs.remove"; ///< remove_all (not the noexcept cleanup)
+// HDF5 calls of the container layout (src/storage/hdf5/container_*.cpp). The
+// call is always made (a collective call skipped on one rank would hang the
+// others); a fault makes it report failure afterwards (container::inject).
+inline constexpr const char* h5_create = "h5.create"; ///< H5Fcreate of the container, H5Dcreate2 of its datasets
+inline constexpr const char* h5_open = "h5.open";     ///< H5Fopen of a container (read, verify, the commit's reopen)
+inline constexpr const char* h5_write = "h5.write";   ///< H5Dwrite of array data
+inline constexpr const char* h5_read = "h5.read";     ///< H5Dread of array data
+inline constexpr const char* h5_flush = "h5.flush";   ///< H5Fflush (the collective sync before the commit)
+inline constexpr const char* h5_close = "h5.close";   ///< H5Fclose after the collective writes or reads
 
 /// Whether any fault is armed (the fast path of inject()).
 extern std::atomic<bool> g_armed;

@@ -7,6 +7,8 @@
 
 #include <hdf5.h>
 
+#include <cairn/testing.hpp>
+
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -126,6 +128,8 @@ void poke_attribute(const std::string& file, const char* name, const std::vector
         H5Fclose(f);
         if (rc < 0)
             throw std::runtime_error(std::string("cannot rewrite attribute ") + name);
+        // The edit must reach the reader's own checks, not its checksum.
+        cairn::testing::reseal_metadata_file(file);
     });
 }
 
@@ -253,6 +257,28 @@ TEST_CASE("damaged metadata: truncated, garbage, unknown version", "[bad_input]"
             CHECK(same_error_everywhere(o, Kind::format));
             CHECK(all(contains(o.what, file)));
         }
+    }
+    SECTION("flipped bits anywhere: refused before HDF5 parses the file")
+    {
+        const auto dir = saved(base, "flips");
+        const auto file = dir + "/metadata.h5";
+        const auto good = read_file(file);
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (std::size_t i = 0; i < good.size(); i += 1 + good.size() / 40) {
+            auto bad = good;
+            bad[i] = static_cast<char>(bad[i] ^ (1 << (i % 8)));
+            on_rank0([&] { write_file(file, bad); });
+            const auto o = try_load(dir);
+            INFO("bit " << i % 8 << " of byte " << i << " of " << good.size() << ": " << o.what);
+            CHECK(same_error_everywhere(o, Kind::format));
+            CHECK(all(contains(o.what, "rank 0 (read metadata): ") && contains(o.what, file)));
+            CHECK(all(contains(o.what, "checksum mismatch") || contains(o.what, "header") ||
+                      contains(o.what, "not a Cairn metadata file")));
+        }
+        on_rank0([&] { write_file(file, good); });
+        Simple s(false);
+        cairn::load(s.dict, dir, MPI_COMM_WORLD);
+        CHECK(all(s.correct()));
     }
     SECTION("an unknown format version")
     {

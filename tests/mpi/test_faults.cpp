@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 using namespace cairn_test;
@@ -176,7 +177,8 @@ TEST_CASE("fault injection: the spec syntax and the registry", "[.faults]")
     CHECK_THROWS_AS(cairn::testing::arm_fault(Fault{"no.such.point", -1, 0, 1, EIO}), cairn::error::WrongAPIUsage);
     CHECK_THROWS_AS(cairn::testing::arm_fault(Fault{"fs.rename", -1, 0, 1, 0}), cairn::error::WrongAPIUsage);
     const auto points = cairn::testing::fault_points();
-    for (const char* p : {"mpiio.open", "mpiio.write", "mpiio.read", "mpiio.sync", "fs.rename", "fs.fsync", "fs.mkdir"})
+    for (const char* p : {"mpiio.open", "mpiio.write", "mpiio.read", "mpiio.sync", "fs.rename", "fs.fsync", "fs.mkdir",
+                          "h5.create", "h5.open", "h5.write", "h5.read", "h5.flush", "h5.close"})
         CHECK(std::find(points.begin(), points.end(), p) != points.end());
     CHECK(cairn::testing::faults_fired() == 0);
 }
@@ -377,6 +379,147 @@ TEST_CASE("a failed commit of a container leaves the earlier container intact", 
         CHECK(max_seconds(o) < k_bound_seconds);
         CHECK(holds_checkpoint(file, 4711));
     }
+}
+
+// ---- HDF5 calls of the container layout ---------------------------------------
+//
+// The points h5.* follow the real HDF5 call (collective calls must be entered
+// by every rank): the failing rank notes the error and keeps taking part with
+// empty selections, so a failure on one rank must neither hang the others
+// nor commit anything.
+
+namespace {
+
+// Failures of a container save's collective part, on any rank.
+const Case k_container_write_cases[] = {
+    {"h5.create", false, 0, EIO, "write", "creating "},    // H5Fcreate of the temporary file
+    {"h5.create", false, 1, ENOSPC, "write", "creating "}, // H5Dcreate2 of the first dataset
+    {"h5.write", false, 0, ENOSPC, "write", "writing "},
+    {"h5.write", false, 2, EIO, "write", "writing "},
+    {"h5.flush", false, 0, EIO, "write", "flushing "},
+    {"h5.close", false, 0, EIO, "write", "closing "},
+};
+
+// Failures of a container load, on any rank (rank 0, the coordinator, opens
+// the file once more before them, to read the metadata).
+const Case k_container_read_cases[] = {
+    {"h5.open", false, 0, EACCES, "read", "opening "},
+    {"h5.read", false, 0, EIO, "read", "reading "},
+    {"h5.read", false, 1, EIO, "read", "reading "},
+    {"h5.close", false, 0, EIO, "read", "closing "},
+};
+
+// Every rank threw the same error of `kind` naming the failing rank, the
+// phase, the call and `file`, in time.
+void check_container_outcome(const Outcome& o, const Case& c, int rank, Kind kind, const std::string& file)
+{
+    CHECK(same_error_everywhere(o, kind));
+    CHECK(all(contains(o.what, "rank " + std::to_string(rank) + " (" + c.phase + "): ")));
+    CHECK(all(contains(o.what, c.needle + file)));
+    CHECK(all(contains(o.what, std::strerror(c.error))));
+    CHECK(max_seconds(o) < k_bound_seconds);
+}
+
+bool no_container_temp(const std::string& file) { return all(!stdfs::exists(file + ".cairn-tmp")); }
+
+} // namespace
+
+TEST_CASE("an HDF5 failure on one rank while saving a container fails every rank the same way",
+          "[.faults][container]")
+{
+    const int w = world_size();
+    const std::string base = fresh_dir("faults_container_save_" + std::to_string(w));
+    const std::string file = base + "/ckpt.h5";
+    auto s0 = make_state(true);
+    cairn::save(s0->dict, file, MPI_COMM_WORLD, save_options(false));
+    REQUIRE(holds_checkpoint(file, 4711));
+
+    int n = 0;
+    for (const int rank : failing_ranks())
+        for (const auto& c : k_container_write_cases)
+            for (const bool replacing : {true, false}) {
+                // Replacing the earlier container, and saving a new one.
+                const std::string id = replacing ? file : base + "/new" + std::to_string(n++) + ".h5";
+                auto s = make_state(true, 1);
+                MPI_Barrier(MPI_COMM_WORLD);
+                Outcome o;
+                {
+                    cairn::testing::ScopedFault fault({c.point, rank, c.after, 1, c.error});
+                    o = attempt([&] { cairn::save(s->dict, id, MPI_COMM_WORLD, save_options(replacing)); });
+                    CHECK(all(cairn::testing::faults_fired() == (world_rank() == rank ? 1u : 0u)));
+                }
+                INFO(describe(c, rank) << (replacing ? " (replacing)" : "") << ": " << o.what);
+                check_container_outcome(o, c, rank, Kind::write, id + ".cairn-tmp");
+                CHECK(no_container_temp(id));
+                if (replacing)
+                    CHECK(holds_checkpoint(file, 4711));
+                else
+                    CHECK(all(!stdfs::exists(id)));
+            }
+    // The coordinator's reopening of the written file, before the commit.
+    {
+        const Case c{"h5.open", true, 0, EIO, "commit", "reopening "};
+        auto s = make_state(true, 1);
+        MPI_Barrier(MPI_COMM_WORLD);
+        Outcome o;
+        {
+            cairn::testing::ScopedFault fault({c.point, 0, c.after, 1, c.error});
+            o = attempt([&] { cairn::save(s->dict, file, MPI_COMM_WORLD, save_options(true)); });
+        }
+        INFO(describe(c, 0) << ": " << o.what);
+        check_container_outcome(o, c, 0, Kind::write, file + ".cairn-tmp");
+        CHECK(no_container_temp(file));
+        CHECK(holds_checkpoint(file, 4711));
+    }
+    // Without a fault, the replacement commits.
+    auto s1 = make_state(true, 1);
+    cairn::save(s1->dict, file, MPI_COMM_WORLD, save_options(true));
+    CHECK(holds_checkpoint(file, 1));
+    CHECK(no_container_temp(file));
+}
+
+TEST_CASE("an HDF5 failure on one rank while loading a container fails every rank the same way",
+          "[.faults][container]")
+{
+    const int w = world_size();
+    const std::string file = fresh_dir("faults_container_load_" + std::to_string(w)) + "/ckpt.h5";
+    {
+        auto s = make_state(true);
+        cairn::save(s->dict, file, MPI_COMM_WORLD, save_options(false));
+    }
+    // Verified reads (independent, whole checksum blocks) and plain ones
+    // (collective transfers where several ranks read a dataset).
+    for (const bool verify : {true, false})
+        for (const int rank : failing_ranks())
+            for (const auto& c : k_container_read_cases) {
+                auto s = make_state(false);
+                cairn::LoadOptions lo;
+                lo.verify_checksums = verify;
+                MPI_Barrier(MPI_COMM_WORLD);
+                Outcome o;
+                {
+                    cairn::testing::ScopedFault fault({c.point, rank, c.after, 1, c.error});
+                    o = attempt([&] { cairn::load(s->dict, file, MPI_COMM_WORLD, lo); });
+                    CHECK(all(cairn::testing::faults_fired() == (world_rank() == rank ? 1u : 0u)));
+                }
+                INFO(describe(c, rank) << (verify ? " (verified)" : "") << ": " << o.what);
+                check_container_outcome(o, c, rank, Kind::read, file);
+            }
+    // The coordinator's serial open, to read the metadata.
+    {
+        const Case c{"h5.open", true, 0, EIO, "read metadata", "opening "};
+        auto s = make_state(false);
+        MPI_Barrier(MPI_COMM_WORLD);
+        Outcome o;
+        {
+            cairn::testing::ScopedFault fault({c.point, 0, c.after, 1, c.error});
+            o = attempt([&] { cairn::load(s->dict, file, MPI_COMM_WORLD); });
+        }
+        INFO(describe(c, 0) << ": " << o.what);
+        check_container_outcome(o, c, 0, Kind::read, file);
+    }
+    // The container itself is fine.
+    CHECK(holds_checkpoint(file, 4711));
 }
 
 // ---- exceptions thrown by planners ------------------------------------------

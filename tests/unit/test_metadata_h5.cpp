@@ -2,6 +2,7 @@
 #include "plan_compare.hpp"
 #include "unit_common.hpp"
 
+#include "core/checksum.hpp"
 #include "storage/hdf5/metadata_h5.hpp"
 
 #include <hdf5.h>
@@ -136,7 +137,8 @@ Metadata sample()
 
 // Overwrites the integer attribute `attr` of the object `obj` (a path in
 // the file) with `value`, with the HDF5 C API.
-void overwrite_i64_attr(const std::string& file, const char* obj, const char* attr, std::int64_t value)
+void overwrite_i64_attr(const std::string& file, const char* obj, const char* attr, std::int64_t value,
+                        bool seal = true)
 {
     const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
     REQUIRE(f >= 0);
@@ -148,6 +150,8 @@ void overwrite_i64_attr(const std::string& file, const char* obj, const char* at
     CHECK(H5Aclose(a) >= 0);
     CHECK(H5Oclose(o) >= 0);
     CHECK(H5Fclose(f) >= 0);
+    if (seal)
+        seal_metadata_file(file); // an edit the reader's own checks must catch, not the checksum
 }
 
 std::string read_error_of(const std::string& path)
@@ -383,6 +387,7 @@ TEST_CASE("metadata file: errors", "[h5meta]")
         REQUIRE(f >= 0);
         CHECK(H5Adelete_by_name(f, "/cairn", "entry_count", H5P_DEFAULT) >= 0);
         REQUIRE(H5Fclose(f) >= 0);
+        seal_metadata_file(path);
         CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("entry_count"));
     }
     SECTION("a truncated metadata file throws a cairn error")
@@ -399,5 +404,114 @@ TEST_CASE("metadata file: errors", "[h5meta]")
         const auto path = tmp.file("no/such/dir/metadata.h5");
         CHECK_THAT(message_of<error::WriteError>([&] { write_metadata_file(path, sample(), false); }),
                    StartsWith("OK:") && Contains(path));
+    }
+}
+
+namespace {
+
+std::vector<char> file_bytes(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void put_bytes(const std::string& path, const std::vector<char>& b)
+{
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(b.data(), static_cast<std::streamsize>(b.size()));
+}
+
+} // namespace
+
+TEST_CASE("metadata file: the integrity header is checked before HDF5 parses anything", "[h5meta]")
+{
+    TempDir tmp;
+    const auto path = tmp.file("metadata.h5");
+    const auto md = sample();
+    write_metadata_file(path, md, false);
+    const auto good = file_bytes(path);
+    REQUIRE(good.size() > metadata_header_bytes + 8);
+    // The header in the user block, the HDF5 superblock right after it.
+    CHECK(std::string(good.data(), 8) == "CAIRN-MD");
+    CHECK(std::string(good.data() + metadata_header_bytes + 1, 3) == "HDF");
+
+    SECTION("every single bit flip is refused as damage")
+    {
+        // Every byte of the header, then bytes all through the HDF5 part.
+        std::vector<std::size_t> at;
+        for (std::size_t i = 0; i < metadata_header_bytes; i += (i < 48 ? 1 : 37))
+            at.push_back(i);
+        for (std::size_t i = metadata_header_bytes; i < good.size(); i += 7)
+            at.push_back(i);
+        at.push_back(good.size() - 1);
+        for (const auto i : at) {
+            auto bad = good;
+            bad[i] = static_cast<char>(bad[i] ^ (1 << (i % 8)));
+            put_bytes(path, bad);
+            const auto msg = read_error_of(path);
+            INFO("byte " << i << ": " << msg);
+            CHECK_THAT(msg, StartsWith("OK:") && Contains(path));
+            CHECK((msg.find("checksum mismatch") != std::string::npos || msg.find("header") != std::string::npos ||
+                   msg.find("not a Cairn metadata file") != std::string::npos));
+        }
+        CHECK_THAT(read_error_of(path), Contains("checksum mismatch (damaged file)"));
+    }
+    SECTION("truncated, extended, or not Cairn's")
+    {
+        for (const std::size_t cut : {std::size_t(3), std::size_t(39), metadata_header_bytes, good.size() / 2,
+                                      good.size() - 1}) {
+            put_bytes(path, std::vector<char>(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(cut)));
+            INFO("cut at " << cut);
+            CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains(path) && Contains("truncated"));
+        }
+        auto longer = good;
+        longer.push_back('x');
+        put_bytes(path, longer);
+        CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("its header records"));
+        auto other = good;
+        other[3] = 'X';
+        put_bytes(path, other);
+        CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("not a Cairn metadata file"));
+    }
+    SECTION("a newer header version is refused as such")
+    {
+        auto newer = good;
+        newer[8] = 2; // version 2, then a valid header checksum
+        put_bytes(path, newer);
+        CHECK_THAT(read_error_of(path), Contains("header checksum mismatch"));
+        put_bytes(path, good);
+        // Sealing writes version 1 again: patch the version after sealing
+        // and recompute the header checksum by hand.
+        auto b = good;
+        b[8] = 2;
+        const auto hsum = checksum(b.data(), 32);
+        for (int k = 0; k < 8; ++k)
+            b[32 + k] = static_cast<char>(hsum >> (8 * k));
+        put_bytes(path, b);
+        CHECK_THAT(read_error_of(path), Contains("header version 2") && Contains("newer"));
+    }
+    SECTION("a file written before the header existed still reads")
+    {
+        const auto legacy = tmp.file("legacy.h5");
+        const hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+        REQUIRE(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST) >= 0);
+        const hid_t f = H5Fcreate(legacy.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+        REQUIRE(f >= 0);
+        write_metadata_group(f, md);
+        REQUIRE(H5Fclose(f) >= 0);
+        H5Pclose(fapl);
+        CHECK(file_bytes(legacy)[1] == 'H');
+        check_same(read_metadata_file(legacy), md);
+        // Sealing needs the user block it lacks.
+        CHECK_THROWS_AS(seal_metadata_file(legacy), error::WriteError);
+    }
+    SECTION("an in-place edit is refused until resealed")
+    {
+        overwrite_i64_attr(path, "/cairn", "world_size", 7); // reseals
+        CHECK(read_metadata_file(path).world_size == 7);
+        overwrite_i64_attr(path, "/cairn", "world_size", 5, false);
+        CHECK_THAT(read_error_of(path), Contains("checksum mismatch"));
+        seal_metadata_file(path);
+        CHECK(read_metadata_file(path).world_size == 5);
     }
 }

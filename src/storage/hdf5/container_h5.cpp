@@ -1,8 +1,10 @@
 #include "storage/hdf5/container_h5.hpp"
 
 #include "cairn/errors.hpp"
+#include "core/fault.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 namespace cairn {
 
@@ -160,6 +162,16 @@ Handle shape_space(const Shape& shape, const std::string& what, bool write)
         return Handle(check(H5Screate(H5S_SCALAR), what + ": dataspace", write));
     std::vector<hsize_t> dims(shape.begin(), shape.end());
     return Handle(check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), what + ": dataspace", write));
+}
+
+void inject(const char* point, const std::string& what, bool write)
+{
+    if (const int err = fault::inject(point, what)) {
+        const auto msg = what + ": " + std::strerror(err);
+        if (write)
+            throw error::WriteError(msg);
+        throw error::ReadError(msg);
+    }
 }
 
 void select_box(hid_t space, const Box& box, const std::string& what, bool write)

@@ -49,6 +49,14 @@ h5::Handle view_space(const StridedView& view, const std::string& what, bool wri
 /// A 1-d dataspace of `n` elements, all selected (n > 0) or none (n = 0).
 h5::Handle dense_space(std::uint64_t n, const std::string& what, bool write);
 
+/// Fault point `point` (src/core/fault.hpp) at an HDF5 call that has just
+/// succeeded: throws error::WriteError (`write`) or error::ReadError
+/// "<what>: <strerror>" when a fault fires there, as check() throws for a
+/// failed call. The call is made first because a collective call skipped on
+/// one rank hangs the others; the caller notes the error and goes on taking
+/// part in the collective calls, as after a real failure.
+void inject(const char* point, const std::string& what, bool write);
+
 /// The pieces of a box that fit a buffer of `capacity` elements, in row-major
 /// order: each piece is both a box and a contiguous range of the box's
 /// row-major element order (so pack_range / unpack_range apply).

@@ -10,6 +10,7 @@
 
 #include "cairn/errors.hpp"
 #include "core/checksum.hpp"
+#include "core/fault.hpp"
 #include "core/strided.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/container_h5.hpp"
@@ -25,6 +26,7 @@ namespace cairn {
 
 namespace fs = detail::fs;
 namespace ct = detail::container;
+namespace fault = detail::fault;
 using detail::h5::check;
 using detail::h5::check_status;
 using detail::h5::Handle;
@@ -172,6 +174,7 @@ std::uint64_t read_verified(hid_t dset, hid_t mtype, hid_t fspace, hid_t xfer, s
         ct::select_box(fspace, P, what, false);
         const Handle mem = ct::dense_space(static_cast<std::uint64_t>(n), what, false);
         check_status(H5Dread(dset, mtype, mem, fspace, xfer, buffer.data()), "reading " + what, false);
+        ct::inject(fault::h5_read, "reading " + what, false);
         const std::uint64_t lo = pos, hi = pos + static_cast<std::uint64_t>(n) * es;
         const std::uint64_t a = std::max(lo, A), b = std::min(hi, B);
         if (b > a)
@@ -261,6 +264,7 @@ Metadata ContainerReader::read_metadata()
         throw error::FormatError(path + ": HDF5 cannot open it (" + (why.empty() ? "unknown error" : why) +
                                  "): a truncated or damaged file?");
     }
+    ct::inject(fault::h5_open, "opening " + path, false);
     Metadata md = detail::read_metadata_group(file, path);
     if (md.layout != "container")
         throw error::FormatError(path + ": layout '" + md.layout + "', expected 'container'");
@@ -436,6 +440,13 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
         detail::h5::ErrorSilencer quiet;
         const Handle fapl = ct::file_access(im.comm, im.tuning, 0, path, false);
         Handle file(check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), "opening " + path, false));
+        // Injected faults (ct::inject) follow the real, collective calls: the
+        // rank notes the error and takes part in the rest with empty selections.
+        try {
+            ct::inject(fault::h5_open, "opening " + path, false);
+        } catch (...) {
+            note();
+        }
         const Handle collective(check(H5Pcreate(H5P_DATASET_XFER), path + ": transfer properties", false));
         check_status(H5Pset_dxpl_mpio(collective, H5FD_MPIO_COLLECTIVE), path + ": collective transfers", false);
         const Handle independent(check(H5Pcreate(H5P_DATASET_XFER), path + ": transfer properties", false));
@@ -526,6 +537,7 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
                             std::int64_t first = 0, n = 0;
                             prepare(tasks[ti], p, mem, buf, owned, packed, first, n);
                             check_status(H5Dread(dset, mtype, mem, fspace, independent, buf), "reading " + what, false);
+                            ct::inject(fault::h5_read, "reading " + what, false);
                             done(packed, first, n);
                         } catch (...) {
                             note();
@@ -561,6 +573,7 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
                             buf = &dummy;
                         }
                         check_status(H5Dread(dset, mtype, mem, fspace, collective, buf), "reading " + what, false);
+                        ct::inject(fault::h5_read, "reading " + what, false);
                         if (mine)
                             done(packed, first, n);
                     } catch (...) {
@@ -574,6 +587,11 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
         }
         if (!file.reset() && !err)
             err = std::make_exception_ptr(error::ReadError("closing " + path + ": " + detail::h5::last_error()));
+        try {
+            ct::inject(fault::h5_close, "closing " + path, false);
+        } catch (...) {
+            note();
+        }
     }
     if (err)
         std::rethrow_exception(err);
@@ -592,6 +610,7 @@ std::uint64_t ContainerReader::verify_chunk(const std::string& fqn, const EntryM
     if (!im.serial.valid()) {
         const Handle fapl = ct::file_access(MPI_COMM_NULL, im.tuning, 0, im.path, false);
         im.serial = Handle(check(H5Fopen(im.path.c_str(), H5F_ACC_RDONLY, fapl), "opening " + im.path, false));
+        ct::inject(fault::h5_open, "opening " + im.path, false);
     }
     const std::string what = im.path + ": dataset '" + chunk.storage.path + "'";
     const Handle dset(check(H5Dopen2(im.serial, chunk.storage.path.c_str(), H5P_DEFAULT), "opening " + what, false));

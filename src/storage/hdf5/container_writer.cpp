@@ -14,6 +14,7 @@
 #include "comm/protocol.hpp"
 #include "core/checksum.hpp"
 #include "core/codec.hpp"
+#include "core/fault.hpp"
 #include "core/strided.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/container_h5.hpp"
@@ -29,6 +30,7 @@ namespace cairn {
 
 namespace fs = detail::fs;
 namespace ct = detail::container;
+namespace fault = detail::fault;
 using detail::Bytes;
 using detail::h5::check;
 using detail::h5::check_status;
@@ -309,6 +311,13 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
     {
         const Handle fapl = ct::file_access(im.comm, im.opt.tuning, im.opt.alignment, tmp, true);
         Handle file(check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "creating " + tmp, true));
+        // Injected faults (ct::inject) follow the real, collective calls: the
+        // rank notes the error and takes part in the rest with empty selections.
+        try {
+            ct::inject(fault::h5_create, "creating " + tmp, true);
+        } catch (...) {
+            note();
+        }
         const Handle dcpl = dataset_creation(tmp);
         const Handle lcpl = ct::link_creation(tmp, true);
         const Handle collective(check(H5Pcreate(H5P_DATASET_XFER), tmp + ": transfer properties", true));
@@ -348,6 +357,11 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             const Handle fspace = ct::shape_space(ds.shape, what, true);
             Handle dset(check(H5Dcreate2(file, ds.path.c_str(), ftype, fspace, lcpl, dcpl, H5P_DEFAULT),
                               "creating " + what, true));
+            try {
+                ct::inject(fault::h5_create, "creating " + what, true);
+            } catch (...) {
+                note();
+            }
             std::size_t end = cursor;
             while (end < tasks.size() && tasks[end].dataset == d)
                 ++end;
@@ -363,6 +377,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                             Handle owned;
                             prepare(tasks[ti], p, fspace, what, mem, buf, owned);
                             check_status(H5Dwrite(dset, mtype, mem, fspace, independent, buf), "writing " + what, true);
+                            ct::inject(fault::h5_write, "writing " + what, true);
                         } catch (...) {
                             note();
                         }
@@ -395,6 +410,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                             buf = &dummy;
                         }
                         check_status(H5Dwrite(dset, mtype, mem, fspace, collective, buf), "writing " + what, true);
+                        ct::inject(fault::h5_write, "writing " + what, true);
                     } catch (...) {
                         note();
                     }
@@ -409,12 +425,18 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             // before the coordinator commits.
             try {
                 check_status(H5Fflush(file, H5F_SCOPE_GLOBAL), "flushing " + tmp, true);
+                ct::inject(fault::h5_flush, "flushing " + tmp, true);
             } catch (...) {
                 note();
             }
         }
         if (!file.reset() && !err)
             err = std::make_exception_ptr(error::WriteError("closing " + tmp + ": " + detail::h5::last_error()));
+        try {
+            ct::inject(fault::h5_close, "closing " + tmp, true);
+        } catch (...) {
+            note();
+        }
     }
     if (err)
         std::rethrow_exception(err);
@@ -434,6 +456,7 @@ void ContainerWriter::finish(const Metadata& metadata, const std::vector<std::ve
         // values every rank agreed on, and the metadata group.
         const Handle fapl = ct::file_access(MPI_COMM_NULL, im.opt.tuning, im.opt.alignment, im.tmp, true);
         Handle file(check(H5Fopen(im.tmp.c_str(), H5F_ACC_RDWR, fapl), "reopening " + im.tmp, true));
+        ct::inject(fault::h5_open, "reopening " + im.tmp, true);
         const Handle lcpl = ct::link_creation(im.tmp, true);
         const Handle dcpl = dataset_creation(im.tmp);
         for (const auto& [fqn, em] : md.entries) {

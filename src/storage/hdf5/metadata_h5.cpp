@@ -1,15 +1,23 @@
 #include "storage/hdf5/metadata_h5.hpp"
 
 #include "cairn/errors.hpp"
+#include "cairn/testing.hpp"
 #include "core/checksum.hpp"
 #include "core/tiling.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/h5.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string_view>
 #include <unordered_map>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace cairn::detail {
 
@@ -308,17 +316,171 @@ Metadata read_metadata_group(hid_t loc, const std::string& where)
     return md;
 }
 
+namespace {
+
+// The integrity header in the HDF5 user block (docs/FORMAT.md, section 2.4).
+constexpr char k_magic[8] = {'C', 'A', 'I', 'R', 'N', '-', 'M', 'D'};
+constexpr unsigned char k_hdf5_signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+constexpr std::uint32_t k_header_version = 1;
+constexpr std::size_t k_header_fields = 32; // bytes [0, 32): covered by the header checksum at [32, 40)
+constexpr std::size_t k_header_used = 40;
+constexpr std::uint64_t k_max_header_bytes = std::uint64_t(1) << 20;
+
+void put_le(unsigned char* p, std::uint64_t v, int n)
+{
+    for (int i = 0; i < n; ++i)
+        p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+
+std::uint64_t get_le(const unsigned char* p, int n)
+{
+    std::uint64_t v = 0;
+    for (int i = 0; i < n; ++i)
+        v |= std::uint64_t(p[i]) << (8 * i);
+    return v;
+}
+
+std::string hex(std::uint64_t v)
+{
+    char text[24];
+    std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
+    return text;
+}
+
+// The whole file, read with POSIX calls (no HDF5).
+std::vector<unsigned char> read_whole(int fd, const std::string& path, bool write)
+{
+    auto fail = [&](const std::string& what, int err) -> void {
+        const auto msg = path + ": " + what + ": " + std::strerror(err);
+        if (write)
+            throw error::WriteError(msg);
+        throw error::ReadError(msg);
+    };
+    struct stat st {};
+    if (::fstat(fd, &st) != 0)
+        fail("cannot stat", errno);
+    if (!S_ISREG(st.st_mode))
+        throw error::FormatError(path + ": not a regular file");
+    std::vector<unsigned char> buf(static_cast<std::size_t>(st.st_size));
+    std::size_t got = 0;
+    for (;;) {
+        if (got == buf.size())
+            buf.resize(buf.size() + 4096); // grown since fstat: read to the end
+        const ssize_t n = ::pread(fd, buf.data() + got, buf.size() - got, static_cast<off_t>(got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            fail("cannot read", errno);
+        if (n == 0)
+            break;
+        got += static_cast<std::size_t>(n);
+    }
+    buf.resize(got);
+    return buf;
+}
+
+// Checks the integrity header of a metadata file's bytes. Returns false for
+// a file without one (written before it existed: an HDF5 signature at byte
+// 0), which is read unchecked; throws error::FormatError naming `path` for a
+// damaged or foreign file.
+bool check_header(const std::vector<unsigned char>& b, const std::string& path)
+{
+    const auto fail = [&](const std::string& why) -> void { throw error::FormatError(path + ": " + why); };
+    const std::size_t size = b.size();
+    if (size >= 8 && std::memcmp(b.data(), k_hdf5_signature, 8) == 0)
+        return false; // no header (an older file of format version 1)
+    if (size < 8 || std::memcmp(b.data(), k_magic, 8) != 0) {
+        if (size == 0)
+            fail("empty file (truncated metadata)");
+        if (size < 8 && std::memcmp(b.data(), k_magic, size) == 0)
+            fail("truncated metadata file (" + std::to_string(size) + " bytes)");
+        fail("not a Cairn metadata file: no Cairn header and no HDF5 signature at its start (a damaged file?)");
+    }
+    if (size < k_header_used)
+        fail("truncated metadata file (" + std::to_string(size) + " bytes, less than its header)");
+    const auto stored_hsum = get_le(b.data() + k_header_fields, 8);
+    if (checksum(b.data(), k_header_fields) != stored_hsum)
+        fail("header checksum mismatch (damaged file)");
+    const auto version = get_le(b.data() + 8, 4);
+    if (version != k_header_version)
+        fail("metadata header version " + std::to_string(version) + ", this Cairn reads version " +
+             std::to_string(k_header_version) + " (written by a newer Cairn)");
+    const auto hbytes = get_le(b.data() + 12, 4);
+    const auto length = get_le(b.data() + 16, 8);
+    if (hbytes < 512 || hbytes > k_max_header_bytes || (hbytes & (hbytes - 1)) != 0 || length < hbytes)
+        fail("invalid metadata header (header bytes " + std::to_string(hbytes) + ", length " + std::to_string(length) + ")");
+    if (size < length)
+        fail("truncated metadata file (" + std::to_string(size) + " of the " + std::to_string(length) +
+             " bytes its header records)");
+    if (size > length)
+        fail("metadata file of " + std::to_string(size) + " bytes, its header records " + std::to_string(length) +
+             " (damaged file)");
+    if (!std::all_of(b.begin() + k_header_used, b.begin() + static_cast<std::ptrdiff_t>(hbytes),
+                     [](unsigned char c) { return c == 0; }))
+        fail("damaged header (its reserved bytes are not zero)");
+    const auto stored = get_le(b.data() + 24, 8);
+    const auto computed = checksum(b.data() + hbytes, static_cast<std::size_t>(length - hbytes));
+    if (stored != computed)
+        fail("checksum mismatch (damaged file): stored " + hex(stored) + ", computed " + hex(computed));
+    return true;
+}
+
+} // namespace
+
+void seal_metadata_file(const std::string& path)
+{
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        throw error::WriteError("cannot open " + path + " to seal it: " + std::strerror(errno));
+    try {
+        auto b = read_whole(fd, path, true);
+        const std::size_t hbytes = metadata_header_bytes;
+        // The user block HDF5 left: zeros, or an earlier header; the
+        // superblock right after it.
+        const bool blank = b.size() >= 8 && (std::memcmp(b.data(), k_magic, 8) == 0 ||
+                                             std::all_of(b.begin(), b.begin() + 8, [](unsigned char c) { return c == 0; }));
+        if (!blank || b.size() < hbytes + 8 || std::memcmp(b.data() + hbytes, k_hdf5_signature, 8) != 0)
+            throw error::WriteError(path + ": no HDF5 user block of " + std::to_string(hbytes) +
+                                    " bytes for the Cairn header");
+        unsigned char h[k_header_used] = {};
+        std::memcpy(h, k_magic, 8);
+        put_le(h + 8, k_header_version, 4);
+        put_le(h + 12, hbytes, 4);
+        put_le(h + 16, b.size(), 8);
+        put_le(h + 24, checksum(b.data() + hbytes, b.size() - hbytes), 8);
+        put_le(h + k_header_fields, checksum(h, k_header_fields), 8);
+        std::size_t done = 0;
+        while (done < sizeof h) {
+            const ssize_t n = ::pwrite(fd, h + done, sizeof h - done, static_cast<off_t>(done));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                throw error::WriteError(path + ": cannot write the metadata header: " +
+                                        std::strerror(n < 0 ? errno : EIO));
+            done += static_cast<std::size_t>(n);
+        }
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    if (::close(fd) != 0)
+        throw error::WriteError("closing " + path + ": " + std::strerror(errno));
+}
+
 void write_metadata_file(const std::string& path, const Metadata& md, bool durable)
 {
-    h5::ErrorSilencer quiet;
-    Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), path, true));
-    check_status(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST), path, true);
     {
-        Handle file(check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "creating " + path, true));
+        h5::ErrorSilencer quiet;
+        Handle fcpl(check(H5Pcreate(H5P_FILE_CREATE), path, true));
+        check_status(H5Pset_userblock(fcpl, metadata_header_bytes), path + ": user block", true);
+        Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), path, true));
+        check_status(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST), path, true);
+        Handle file(check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, fapl), "creating " + path, true));
         write_metadata_group(file, md);
         if (!file.reset())
             throw error::WriteError("closing " + path + ": " + h5::last_error());
     }
+    seal_metadata_file(path);
     if (durable)
         fs::fsync_path(path);
 }
@@ -327,15 +489,35 @@ Metadata read_metadata_file(const std::string& path)
 {
     if (!fs::exists(path))
         throw error::NotFound("no checkpoint metadata at " + path);
+    std::vector<unsigned char> bytes;
+    {
+        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            throw error::ReadError("cannot open " + path + ": " + std::strerror(errno));
+        try {
+            bytes = read_whole(fd, path, false);
+        } catch (...) {
+            ::close(fd);
+            throw;
+        }
+        ::close(fd);
+    }
+    // Everything HDF5 parses below has been checked first (unless the file
+    // predates the header), and is parsed from these very bytes.
+    const bool sealed = check_header(bytes, path);
     h5::ErrorSilencer quiet;
-    if (H5Fis_hdf5(path.c_str()) <= 0)
-        throw error::FormatError(path + ": not an HDF5 file");
-    Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), path, false));
+    check_status(H5Pset_fapl_core(fapl, 1 << 16, 0), path + ": in-memory driver", false);
+    check_status(H5Pset_file_image(fapl, bytes.data(), bytes.size()), path + ": file image", false);
+    // The core driver refuses to open an image under the name of an existing
+    // file: a name below a regular file cannot exist.
+    const std::string image = path + "/cairn-metadata-image";
+    Handle file(H5Fopen(image.c_str(), H5F_ACC_RDONLY, fapl));
     if (!file.valid()) {
-        // The signature was found, so the file is HDF5 but damaged.
         const auto why = h5::last_error();
         H5Eclear2(H5E_DEFAULT);
-        throw error::FormatError(path + ": a damaged HDF5 file (truncated?): " + (why.empty() ? "cannot open" : why));
+        throw error::FormatError(path + (sealed ? ": HDF5 cannot open it: " : ": a damaged HDF5 file (truncated?): ") +
+                                 (why.empty() ? "cannot open" : why));
     }
     return read_metadata_group(file, path);
 }
@@ -350,5 +532,7 @@ void write_metadata_file(const std::string& path, const Metadata& metadata, bool
 }
 
 Metadata read_metadata_file(const std::string& path) { return detail::read_metadata_file(path); }
+
+void testing::reseal_metadata_file(const std::string& path) { detail::seal_metadata_file(path); }
 
 } // namespace cairn

@@ -5,6 +5,7 @@
 
 #include <hdf5.h>
 
+#include <cstddef>
 #include <string>
 
 namespace cairn::detail {
@@ -18,12 +19,27 @@ void write_metadata_group(hid_t loc, const Metadata& md);
 /// of boxes and that every chunk lies inside its array.
 Metadata read_metadata_group(hid_t loc, const std::string& where);
 
+/// Bytes of the HDF5 user block of a metadata file, which holds its
+/// integrity header (docs/FORMAT.md, section 2.4).
+inline constexpr std::size_t metadata_header_bytes = 512;
+
 /// Creates (truncating) the serial HDF5 file `path` holding only the
-/// metadata group; fsyncs it when `durable`.
+/// metadata group, with a user block of metadata_header_bytes, seals it
+/// (seal_metadata_file) and fsyncs it when `durable`.
 void write_metadata_file(const std::string& path, const Metadata& md, bool durable);
 
-/// Reads a metadata file. Throws error::NotFound when it does not exist,
-/// error::FormatError when it is not a Cairn metadata file.
+/// Writes the integrity header into the user block of the metadata file
+/// `path`: magic, version, the file's length and the XXH3-64 of everything
+/// after the user block. Throws error::WriteError (also when the file has
+/// no such user block).
+void seal_metadata_file(const std::string& path);
+
+/// Reads a metadata file: reads its bytes, checks the integrity header
+/// before HDF5 sees anything, then parses those same bytes from memory
+/// (files written before the header existed are parsed unchecked). Throws
+/// error::NotFound when it does not exist, error::FormatError when it is
+/// damaged or not a Cairn metadata file, error::ReadError when it cannot be
+/// read.
 Metadata read_metadata_file(const std::string& path);
 
 /// Escapes an entry name into an HDF5 link name ('%' -> %25, '/' -> %2F, a
