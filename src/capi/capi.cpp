@@ -790,6 +790,8 @@ int cairn_metadata_strings(const cairn_metadata_t* metadata, const char** librar
     });
 }
 
+} // extern "C"
+
 namespace {
 const std::pair<const std::string, cairn::EntryMeta>& entry_at(const cairn_metadata* metadata, size_t index)
 {
@@ -799,6 +801,8 @@ const std::pair<const std::string, cairn::EntryMeta>& entry_at(const cairn_metad
     return *md.entries[index];
 }
 } // namespace
+
+extern "C" {
 
 int cairn_metadata_entry(const cairn_metadata_t* metadata, size_t index, const char** name, int* kind, int* dtype,
                          int* ndim)

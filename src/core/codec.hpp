@@ -60,6 +60,8 @@ private:
     // plain copies).
     void raw(const std::byte* p, std::size_t n)
     {
+        if (n == 0)
+            return; // p may be null (an empty vector's data())
         reserve(n);
         std::memcpy(m_buf.data() + m_n, p, n);
         m_n += n;
