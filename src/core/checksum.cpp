@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <new>
 
 namespace cairn::detail {
@@ -20,6 +21,15 @@ std::uint64_t checksum_span(const Shape& shape, std::size_t es, std::uint64_t bl
 }
 
 std::uint64_t checksum(const void* data, std::size_t size) noexcept { return XXH3_64bits(data, size); }
+
+std::string mismatch_text(const std::vector<std::uint64_t>& stored, std::uint64_t block, std::uint64_t computed)
+{
+    char text[64];
+    std::snprintf(text, sizeof text, "stored %016llx, computed %016llx",
+                  block < stored.size() ? static_cast<unsigned long long>(stored[block]) : 0ull,
+                  static_cast<unsigned long long>(computed));
+    return text;
+}
 
 ChunkHasher::ChunkHasher(std::uint64_t span) : m_state(XXH3_createState()), m_span(span)
 {

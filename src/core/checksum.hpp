@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace cairn::detail {
@@ -24,6 +25,10 @@ inline std::uint64_t checksum_blocks(std::uint64_t length, std::uint64_t span) n
 {
     return span == 0 ? 0 : (length + span - 1) / span;
 }
+
+/// "stored <hex>, computed <hex>" for the error of a mismatch in block `block`
+/// of a chunk whose stored checksums are `stored` (0 when the block has none).
+std::string mismatch_text(const std::vector<std::uint64_t>& stored, std::uint64_t block, std::uint64_t computed);
 
 /// XXH3-64 of a byte range.
 std::uint64_t checksum(const void* data, std::size_t size) noexcept;

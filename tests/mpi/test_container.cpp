@@ -3,6 +3,7 @@
 // decomposition (h5diff), readers without Cairn (h5dump and plain HDF5 calls),
 // names, types, the commit, tuning options and bad input.
 #include "fixtures.hpp"
+#include "outcome.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -23,29 +24,6 @@ using namespace cairn_test;
 namespace stdfs = std::filesystem;
 
 namespace {
-
-// Runs `f` on every rank; the message of the exception of type E it threw,
-// agreed: "" on every rank unless every rank caught an E with the same text.
-template <class E, class F>
-std::string agreed_error(F&& f)
-{
-    std::string msg;
-    try {
-        f();
-    } catch (const E& e) {
-        msg = e.what();
-    } catch (...) {
-        msg.clear();
-    }
-    std::uint64_t h = std::hash<std::string>{}(msg), hmin = 0, hmax = 0;
-    MPI_Allreduce(&h, &hmin, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&h, &hmax, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-    if (!all(!msg.empty()) || hmin != hmax)
-        return "";
-    return msg;
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 std::string slurp(const std::string& path)
 {

@@ -1,41 +1,13 @@
 // Bad input: every rank gets the same exception, names what is wrong, and no
 // rank hangs; nothing is committed by a failed save.
 #include "fixtures.hpp"
+#include "outcome.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <fstream>
 
 using namespace cairn_test;
-
-namespace {
-
-// Runs `f` on every rank and returns the message of the exception of type E
-// it threw (empty when it threw nothing or something else). The result is
-// agreed: "" on every rank unless every rank caught an E with the same text.
-template <class E, class F>
-std::string agreed_error(F&& f)
-{
-    std::string msg;
-    try {
-        f();
-    } catch (const E& e) {
-        msg = e.what();
-    } catch (...) {
-        msg.clear();
-    }
-    // Compare lengths and a hash of the text across ranks.
-    std::uint64_t h = std::hash<std::string>{}(msg), hmin = 0, hmax = 0;
-    MPI_Allreduce(&h, &hmin, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&h, &hmax, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-    if (!all(!msg.empty()) || hmin != hmax)
-        return "";
-    return msg;
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-} // namespace
 
 TEST_CASE("inconsistent shards are refused before anything is written", "[errors]")
 {

@@ -102,14 +102,10 @@ struct DistcpReader::Impl {
                 const auto lo = blk * span, hi = std::min(len, lo + span);
                 const auto got = detail::checksum(buffer.data() + (lo - A), static_cast<std::size_t>(hi - lo));
                 if (blk >= sums.size() || got != sums[blk]) {
-                    char text[64];
-                    std::snprintf(text, sizeof text, "stored %016llx, computed %016llx",
-                                  blk < sums.size() ? static_cast<unsigned long long>(sums[blk]) : 0ull,
-                                  static_cast<unsigned long long>(got));
                     throw error::IntegrityError(
                         "checksum mismatch in '" + fqn + "': file " + fs::join(path, chunk.storage.path) + ", bytes [" +
                         std::to_string(chunk.storage.offset + lo) + ", " + std::to_string(chunk.storage.offset + hi) +
-                        ") (block " + std::to_string(blk) + " of chunk " + chunk.box.str() + "): " + text);
+                        ") (block " + std::to_string(blk) + " of chunk " + chunk.box.str() + "): " + detail::mismatch_text(sums, blk, got));
                 }
             }
         }

@@ -195,14 +195,10 @@ std::uint64_t read_verified(hid_t dset, hid_t mtype, hid_t fspace, hid_t xfer, s
     for (std::uint64_t k = 0; k < sums.size(); ++k) {
         const auto blk = b0 + k;
         if (blk >= stored.size() || stored[blk] != sums[k]) {
-            char text[64];
-            std::snprintf(text, sizeof text, "stored %016llx, computed %016llx",
-                          blk < stored.size() ? static_cast<unsigned long long>(stored[blk]) : 0ull,
-                          static_cast<unsigned long long>(sums[k]));
             throw error::IntegrityError("checksum mismatch in '" + fqn + "': " + what + ", chunk " + C.str() +
                                         ", bytes [" + std::to_string(blk * span) + ", " +
                                         std::to_string(std::min(len, (blk + 1) * span)) + ") of the chunk (block " +
-                                        std::to_string(blk) + "): " + text);
+                                        std::to_string(blk) + "): " + detail::mismatch_text(stored, blk, sums[k]));
         }
     }
     return bytes;
