@@ -99,6 +99,12 @@ function(cairn_install_pkg_config)
     set(CAIRN_PC_LIBS_PRIVATE "")
   endif()
 
+  # A sanitized Cairn (CAIRN_SANITIZE) needs the sanitizer runtime in every
+  # program that links it, first in the library list: the driver flag does that.
+  if(CAIRN_SANITIZE_LINK_FLAG)
+    set(CAIRN_PC_LIBS " ${CAIRN_SANITIZE_LINK_FLAG}${CAIRN_PC_LIBS}")
+  endif()
+
   configure_file("${PROJECT_SOURCE_DIR}/cmake/cairn.pc.in" "${PROJECT_BINARY_DIR}/cairn.pc" @ONLY)
   install(FILES "${PROJECT_BINARY_DIR}/cairn.pc" DESTINATION "${pcdir}")
 endfunction()
