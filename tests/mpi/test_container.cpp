@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #ifndef CAIRN_H5DUMP
@@ -407,9 +408,24 @@ TEST_CASE("container: names map to readable, reversible HDF5 paths", "[container
     CHECK(cairn::container_dataset_path("tab\there") == "/tab%09here");
     CHECK(cairn::container_dataset_path("sp ace, \xce\xb1\xce\xb2") == "/sp ace, \xce\xb1\xce\xb2");
     const std::vector<std::string> names{"fluid.velocity", "a/b", "/lead", "trail/", "100%", "%2F", ".hidden", "..",
-                                         "cairn", "tab\there", "sp ace", "\xce\xb1\xce\xb2\xce\xb3", "x.y.z", "%"};
+                                         "cairn", "tab\there", "sp ace", "\xce\xb1\xce\xb2\xce\xb3", "x.y.z", "%",
+                                         "del\x7f", "not utf-8 \xff\xfe\x80", "!\"#$&'()*+,-:;<=>?@[\\]^_`{|}~",
+                                         "a//b/./c/../d", "\n", "."};
     for (const auto& n : names)
         CHECK(cairn::container_entry_name(cairn::container_dataset_path(n)) == n);
+    {   // Any name (any bytes but NUL) round-trips, and its path is one link name.
+        std::mt19937 rng(4711);
+        int bad = 0;
+        for (int k = 0; k < 20000; ++k) {
+            std::string n(1 + rng() % 12, ' ');
+            for (auto& c : n)
+                c = static_cast<char>(1 + rng() % 255);
+            const auto path = cairn::container_dataset_path(n);
+            bad += path.size() < 2 || path[0] != '/' || path.find('/', 1) != std::string::npos ||
+                   path == "/." || path == "/.." || path == "/cairn" || cairn::container_entry_name(path) != n;
+        }
+        CHECK(bad == 0);
+    }
     for (const char* bad : {"", "x", "/", "/%4", "/%zz", "/%2f", "/%41", "/a/b", "/cairn", "/%00"})
         CHECK_THROWS_AS(cairn::container_entry_name(bad), cairn::error::FormatError);
 
