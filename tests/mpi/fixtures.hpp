@@ -213,8 +213,11 @@ inline std::vector<ArraySpec> standard_arrays()
 /// `save_ghost` ghost layers) as `id`, loads it on the first `m` ranks with
 /// another decomposition; true on every rank when every rank of the load got
 /// every value. `layout` selects the storage of both (automatic: by the id).
+/// `verify`: check checksums on load (the container reads collectively only
+/// without: verified reads are independent, whole checksum blocks).
 inline bool round_trip(const std::vector<ArraySpec>& specs, const std::string& id, int n, Decomp save_d, int m,
-                       Decomp load_d, int save_ghost, int load_ghost, cairn::Layout layout = cairn::Layout::automatic)
+                       Decomp load_d, int save_ghost, int load_ghost, cairn::Layout layout = cairn::Layout::automatic,
+                       bool verify = true)
 {
     const bool saved = run_on(n, [&](SubComm& c) {
         TestState s(specs, save_d, c.size(), c.rank(), save_ghost, true);
@@ -227,6 +230,7 @@ inline bool round_trip(const std::vector<ArraySpec>& specs, const std::string& i
         TestState s(specs, load_d, c.size(), c.rank(), load_ghost, false);
         cairn::LoadOptions o;
         o.layout = layout;
+        o.verify_checksums = verify;
         cairn::load(s.dict, id, c.get(), o);
         return s.errors() == 0;
     });
