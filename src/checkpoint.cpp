@@ -36,31 +36,14 @@ double seconds_since(std::chrono::steady_clock::time_point t0)
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Checkpoint ids of containers end in ".h5" or ".hdf5".
-bool has_container_suffix(const std::string& id)
-{
-    const auto p = detail::fs::strip(id);
-    auto ends = [&](const char* suffix) {
-        const std::size_t n = std::strlen(suffix);
-        return p.size() > n && p.compare(p.size() - n, n, suffix) == 0;
-    };
-    return ends(".h5") || ends(".hdf5");
-}
-
-// Whether load reads `id` as a container: a regular file, or nothing at all
-// with a container's suffix (so that the error names a missing file).
-bool names_container(const std::string& id)
-{
-    std::error_code ec;
-    const auto st = std::filesystem::status(detail::fs::strip(id), ec);
-    if (std::filesystem::is_regular_file(st))
-        return true;
-    return !std::filesystem::exists(st) && has_container_suffix(id);
-}
-
+// The built-in storage of `o.layout`; Layout::automatic: the first of the
+// container and the per-rank writer whose validate_checkpoint_id accepts the
+// id (asked of a default-constructed writer, so that options meant for the
+// other layout are not checked), else the per-rank writer, which reports
+// what is wrong with the id.
 std::shared_ptr<StorageWriter> default_writer(const SaveOptions& o, const std::string& id)
 {
-    if (o.layout == Layout::container || (o.layout == Layout::automatic && has_container_suffix(id))) {
+    if (o.layout == Layout::container || (o.layout == Layout::automatic && ContainerWriter().validate_checkpoint_id(id))) {
         ContainerWriterOptions co;
         co.fsync = o.fsync;
         co.overwrite = o.overwrite;
@@ -74,14 +57,15 @@ std::shared_ptr<StorageWriter> default_writer(const SaveOptions& o, const std::s
                                                               o.staging_bytes, o.checksum_block});
 }
 
-// Collective over `c` for Layout::automatic: the coordinator looks at the
-// file system and every rank follows, so that all ranks pick the same reader
-// (the container's is collective) with one stat.
+// Collective over `c` for Layout::automatic: the coordinator asks the
+// container reader's validate_checkpoint_id (one stat) and every rank
+// follows, so that all ranks pick the same reader (the container's is
+// collective); the per-rank reader otherwise.
 std::shared_ptr<StorageReader> default_reader(const LoadOptions& o, const std::string& id, const Comm& c)
 {
     bool container = o.layout == Layout::container;
     if (o.layout == Layout::automatic) {
-        int flag = c.coordinator() && names_container(id) ? 1 : 0;
+        int flag = c.coordinator() && ContainerReader().validate_checkpoint_id(id) ? 1 : 0;
         MPI_Bcast(&flag, 1, MPI_INT, 0, c.comm);
         container = flag != 0;
     }
@@ -405,10 +389,9 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
 Metadata read_metadata(const std::string& checkpoint_id)
 {
     wait_for_async_saves(); // HDF5 (usually not thread-safe) is never called from two threads at once
-    if (names_container(checkpoint_id)) {
-        ContainerReader reader;
-        reader.reset(checkpoint_id);
-        return reader.read_metadata();
+    if (ContainerReader container; container.validate_checkpoint_id(checkpoint_id)) {
+        container.reset(checkpoint_id);
+        return container.read_metadata();
     }
     DistcpReader reader;
     reader.reset(checkpoint_id);

@@ -44,17 +44,24 @@ rm -rf "$workdir"
 mkdir -p "$workdir"
 ckpt=$workdir/$ckpt_name
 
-# run NAME NP BINARY ARGS...: runs BINARY, shows and keeps its output in WORKDIR/NAME.log
+# run NAME NP BINARY ARGS...: runs BINARY, shows and keeps its standard output
+# in WORKDIR/NAME.log and its standard error in WORKDIR/NAME.err; the last line
+# of the standard output must be the digest (the contract of heat2d).
 run() {
     local name=$1 n=$2 binary=$3
     shift 3
     local log=$workdir/$name.log
     echo "+ $mpiexec $numproc_flag $n ${mpiexec_flags[*]} $binary $*"
     local rc=0
-    "$mpiexec" "$numproc_flag" "$n" "${mpiexec_flags[@]}" "$binary" "$@" >"$log" 2>&1 || rc=$?
+    "$mpiexec" "$numproc_flag" "$n" "${mpiexec_flags[@]}" "$binary" "$@" >"$log" 2>"$log.err" || rc=$?
     sed 's/^/  | /' "$log"
+    sed 's/^/  ! /' "$log.err"
     if [ "$rc" -ne 0 ]; then
         echo "FAIL: $name exited with status $rc"
+        exit 1
+    fi
+    if ! tail -n 1 "$log" | grep -qE '^digest [0-9a-f]{16}$'; then
+        echo "FAIL: the last line of $name's output is not 'digest <16 lowercase hex digits>'"
         exit 1
     fi
 }

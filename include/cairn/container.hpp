@@ -84,6 +84,8 @@ class ContainerWriter : public StorageWriter {
 public:
     explicit ContainerWriter(ContainerWriterOptions options = {});
     ~ContainerWriter() override;
+    /// Accepts ids ending in ".h5" or ".hdf5" (trailing '/' ignored).
+    bool validate_checkpoint_id(const std::string& checkpoint_id) const override;
     void reset(const std::string& checkpoint_id) override;
     void set_up_storage_writer(bool is_coordinator, MPI_Comm comm) override;
     std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override;
@@ -116,6 +118,9 @@ public:
     explicit ContainerReader(std::size_t staging_bytes = std::size_t(64) << 20, ContainerTuning tuning = {},
                              bool verify = true);
     ~ContainerReader() override;
+    /// Accepts an id that names a regular file, or names nothing and ends in
+    /// ".h5" or ".hdf5" (so that load's error names the missing file).
+    bool validate_checkpoint_id(const std::string& checkpoint_id) const override;
     void reset(const std::string& checkpoint_id) override;
     Metadata read_metadata() override;
     void set_up_storage_reader(const Metadata& metadata, bool is_coordinator, MPI_Comm comm) override;

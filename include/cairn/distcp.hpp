@@ -37,6 +37,9 @@ class DistcpWriter : public StorageWriter {
 public:
     explicit DistcpWriter(DistcpWriterOptions options = {});
     ~DistcpWriter() override;
+    /// Accepts every non-empty id that does not name an existing regular
+    /// file (a per-rank checkpoint is a directory).
+    bool validate_checkpoint_id(const std::string& checkpoint_id) const override;
     void reset(const std::string& checkpoint_id) override;
     void set_up_storage_writer(bool is_coordinator, MPI_Comm comm) override;
     std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override;
@@ -58,6 +61,9 @@ public:
     /// error::IntegrityError naming the entry, file, byte range).
     explicit DistcpReader(std::size_t staging_bytes = std::size_t(64) << 20, bool verify = true);
     ~DistcpReader() override;
+    /// Accepts every non-empty id that does not name an existing regular
+    /// file: a directory (committed or not: load reports which) or nothing.
+    bool validate_checkpoint_id(const std::string& checkpoint_id) const override;
     void reset(const std::string& checkpoint_id) override;
     Metadata read_metadata() override;
     void set_up_storage_reader(const Metadata& metadata, bool is_coordinator, MPI_Comm comm) override;

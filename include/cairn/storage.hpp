@@ -24,9 +24,19 @@ namespace cairn {
 ///  6. coordinator: finish(metadata, results): makes the checkpoint durable and
 ///     commits it. Only called when every rank's write_data succeeded.
 ///  abort(): coordinator, after any failure past step 4; best effort, noexcept.
+/// validate_checkpoint_id(id) is asked before any of these, to choose a storage
+/// from a checkpoint id (Layout::automatic asks the built-in storages).
 class StorageWriter {
 public:
     virtual ~StorageWriter() = default;
+    /// Whether `checkpoint_id` is an id this storage writes (the seeds'
+    /// validate_checkpoint_id, which enables choosing a storage from an id):
+    /// Layout::automatic saves with the first built-in storage that accepts
+    /// the id (ContainerWriter, then DistcpWriter); an application can choose
+    /// among its own storages the same way. A storage passed explicitly
+    /// (SaveOptions::storage) is used whatever it answers. Local; it may look
+    /// at the file system. The default accepts every id.
+    virtual bool validate_checkpoint_id(const std::string& checkpoint_id) const;
     virtual void reset(const std::string& checkpoint_id) = 0;
     virtual void set_up_storage_writer(bool is_coordinator, MPI_Comm comm) = 0;
     virtual SavePlan prepare_local_plan(SavePlan plan) { return plan; }
@@ -44,9 +54,19 @@ public:
 ///  5. when needs_global_plan(): coordinator prepare_global_plan(plans)
 ///  6. read_data(plan, planner): collective over `comm`; calls
 ///     planner.resolve_destination / load_bytes per item.
+/// validate_checkpoint_id(id) is asked before any of these, to choose a storage
+/// from a checkpoint id (Layout::automatic asks the built-in storages).
 class StorageReader {
 public:
     virtual ~StorageReader() = default;
+    /// Whether `checkpoint_id` names a checkpoint this storage reads (the
+    /// seeds' validate_checkpoint_id): Layout::automatic loads with the first
+    /// built-in storage that accepts the id (ContainerReader, then
+    /// DistcpReader), asked on the coordinator, whose choice every rank
+    /// follows. A storage passed explicitly (LoadOptions::storage) is used
+    /// whatever it answers. Local; it may look at the file system. The
+    /// default accepts every id.
+    virtual bool validate_checkpoint_id(const std::string& checkpoint_id) const;
     virtual void reset(const std::string& checkpoint_id) = 0;
     virtual Metadata read_metadata() = 0;
     virtual void set_up_storage_reader(const Metadata& metadata, bool is_coordinator, MPI_Comm comm) = 0;

@@ -213,10 +213,12 @@ inline std::vector<ArraySpec> standard_arrays()
 /// `save_ghost` ghost layers) as `id`, loads it on the first `m` ranks with
 /// another decomposition; true on every rank when every rank of the load got
 /// every value. `layout` selects the storage of both (automatic: by the id).
-inline bool round_trip(const std::string& id, int n, Decomp save_d, int m, Decomp load_d, int save_ghost, int load_ghost,
-                       cairn::Layout layout = cairn::Layout::automatic)
+/// `verify`: check checksums on load (the container reads collectively only
+/// without: verified reads are independent, whole checksum blocks).
+inline bool round_trip(const std::vector<ArraySpec>& specs, const std::string& id, int n, Decomp save_d, int m,
+                       Decomp load_d, int save_ghost, int load_ghost, cairn::Layout layout = cairn::Layout::automatic,
+                       bool verify = true)
 {
-    const auto specs = standard_arrays();
     const bool saved = run_on(n, [&](SubComm& c) {
         TestState s(specs, save_d, c.size(), c.rank(), save_ghost, true);
         cairn::SaveOptions o;
@@ -228,9 +230,32 @@ inline bool round_trip(const std::string& id, int n, Decomp save_d, int m, Decom
         TestState s(specs, load_d, c.size(), c.rank(), load_ghost, false);
         cairn::LoadOptions o;
         o.layout = layout;
+        o.verify_checksums = verify;
         cairn::load(s.dict, id, c.get(), o);
         return s.errors() == 0;
     });
+}
+
+/// round_trip of the standard arrays.
+inline bool round_trip(const std::string& id, int n, Decomp save_d, int m, Decomp load_d, int save_ghost, int load_ghost,
+                       cairn::Layout layout = cairn::Layout::automatic)
+{
+    return round_trip(standard_arrays(), id, n, save_d, m, load_d, save_ghost, load_ghost, layout);
+}
+
+/// One array of every dtype, 1-d, 2-d and 3-d in turn, of uneven extents (a
+/// rank of a 4-rank decomposition may get nothing along a dimension).
+inline std::vector<ArraySpec> every_dtype_arrays()
+{
+    std::vector<ArraySpec> specs;
+    const std::vector<cairn::Shape> shapes{{23}, {9, 5}, {3, 5, 7}};
+    for (int t = 0; t < cairn::dtype_count; ++t)
+        specs.push_back({"dt." + std::string(cairn::dtype_name(static_cast<cairn::DType>(t))),
+                         static_cast<cairn::DType>(t), shapes[static_cast<std::size_t>(t) % shapes.size()], 20 + t});
+    // ... and, of the 16-bit floats and bool, a replicated 2-d array each.
+    for (auto t : {cairn::DType::f16, cairn::DType::bf16, cairn::DType::boolean})
+        specs.push_back({"rep." + std::string(cairn::dtype_name(t)), t, {2, 3}, 40 + static_cast<int>(t)});
+    return specs;
 }
 
 // Per-rank storage that fails on one rank after writing its data.

@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #ifndef CAIRN_H5DUMP
@@ -335,6 +336,58 @@ TEST_CASE("container: h5dump -H shows every array with its global dimensions", "
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+namespace {
+
+// "ATTRIBUTE <name>: <first DATATYPE line>" for every attribute h5dump -H
+// prints, in order.
+std::vector<std::string> attribute_types(const std::string& dump)
+{
+    std::vector<std::string> out;
+    std::istringstream in(dump);
+    std::string line, name;
+    while (std::getline(in, line)) {
+        const auto a = line.find("ATTRIBUTE \"");
+        if (a != std::string::npos) {
+            name = line.substr(a + 11, line.find('"', a + 11) - a - 11);
+            continue;
+        }
+        const auto t = line.find("DATATYPE");
+        if (t != std::string::npos && !name.empty()) {
+            out.push_back(name + ": " + line.substr(t));
+            name.clear();
+        }
+    }
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("container: /cairn has the schema of the per-rank layout's metadata.h5 (h5dump)", "[container][hdf5]")
+{
+    const int w = world_size(), r = world_rank();
+    const std::string dir = fresh_dir("c_schema_" + std::to_string(w));
+    {
+        TestState s(standard_arrays(), Decomp::dim0, w, r, 0, true);
+        cairn::save(s.dict, dir + "/ckpt.h5", MPI_COMM_WORLD, container_save());
+        cairn::SaveOptions o = container_save();
+        o.layout = cairn::Layout::per_rank;
+        cairn::save(s.dict, dir + "/ckpt", MPI_COMM_WORLD, o);
+    }
+    if (r == 0) {
+        std::string c, d;
+        REQUIRE(shell(std::string(CAIRN_H5DUMP) + " -H -g /cairn " + quote(dir + "/ckpt.h5"), c, dir + "/c.txt") == 0);
+        REQUIRE(shell(std::string(CAIRN_H5DUMP) + " -H -g /cairn " + quote(dir + "/ckpt/metadata.h5"), d, dir + "/d.txt") == 0);
+        const auto ct = attribute_types(c), dt = attribute_types(d);
+        CHECK(ct.size() > 20); // the table, and the scalars and strings of /cairn/values
+        CHECK(ct == dt);
+        CHECK(contains(c, "GROUP \"values\""));
+        std::string v;
+        REQUIRE(shell(std::string(CAIRN_H5DUMP) + " -a /cairn/layout " + quote(dir + "/ckpt.h5"), v, dir + "/v.txt") == 0);
+        CHECK(contains(v, "\"container\""));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST_CASE("container: a reader without Cairn sees the right values", "[container][hdf5]")
 {
     const int w = world_size(), r = world_rank();
@@ -407,9 +460,24 @@ TEST_CASE("container: names map to readable, reversible HDF5 paths", "[container
     CHECK(cairn::container_dataset_path("tab\there") == "/tab%09here");
     CHECK(cairn::container_dataset_path("sp ace, \xce\xb1\xce\xb2") == "/sp ace, \xce\xb1\xce\xb2");
     const std::vector<std::string> names{"fluid.velocity", "a/b", "/lead", "trail/", "100%", "%2F", ".hidden", "..",
-                                         "cairn", "tab\there", "sp ace", "\xce\xb1\xce\xb2\xce\xb3", "x.y.z", "%"};
+                                         "cairn", "tab\there", "sp ace", "\xce\xb1\xce\xb2\xce\xb3", "x.y.z", "%",
+                                         "del\x7f", "not utf-8 \xff\xfe\x80", "!\"#$&'()*+,-:;<=>?@[\\]^_`{|}~",
+                                         "a//b/./c/../d", "\n", "."};
     for (const auto& n : names)
         CHECK(cairn::container_entry_name(cairn::container_dataset_path(n)) == n);
+    {   // Any name (any bytes but NUL) round-trips, and its path is one link name.
+        std::mt19937 rng(4711);
+        int bad = 0;
+        for (int k = 0; k < 20000; ++k) {
+            std::string n(1 + rng() % 12, ' ');
+            for (auto& c : n)
+                c = static_cast<char>(1 + rng() % 255);
+            const auto path = cairn::container_dataset_path(n);
+            bad += path.size() < 2 || path[0] != '/' || path.find('/', 1) != std::string::npos ||
+                   path == "/." || path == "/.." || path == "/cairn" || cairn::container_entry_name(path) != n;
+        }
+        CHECK(bad == 0);
+    }
     for (const char* bad : {"", "x", "/", "/%4", "/%zz", "/%2f", "/%41", "/a/b", "/cairn", "/%00"})
         CHECK_THROWS_AS(cairn::container_entry_name(bad), cairn::error::FormatError);
 

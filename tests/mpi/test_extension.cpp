@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <fstream>
 
 using namespace cairn_test;
@@ -191,4 +192,112 @@ TEST_CASE("a write failure on one rank reaches every rank and commits nothing", 
     in.add_array<double>("u", got.data(), {w * 8}, cairn::Box{{r * 8}, {8}});
     cairn::load(in, dir, MPI_COMM_WORLD);
     CHECK(all(got == buf));
+}
+
+namespace {
+
+// FilePerChunkWriter / Reader for ids "chunks:<dir>": validate_checkpoint_id
+// says which ids are theirs.
+constexpr const char* chunks_scheme = "chunks:";
+
+bool has_chunks_scheme(const std::string& id) { return id.rfind(chunks_scheme, 0) == 0; }
+
+class SchemeWriter : public FilePerChunkWriter {
+public:
+    bool validate_checkpoint_id(const std::string& id) const override { return has_chunks_scheme(id); }
+    void reset(const std::string& id) override { FilePerChunkWriter::reset(id.substr(std::strlen(chunks_scheme))); }
+};
+
+class SchemeReader : public FilePerChunkReader {
+public:
+    bool validate_checkpoint_id(const std::string& id) const override { return has_chunks_scheme(id); }
+    void reset(const std::string& id) override { FilePerChunkReader::reset(id.substr(std::strlen(chunks_scheme))); }
+};
+
+// An application's own storage selection from an id, as the seeds'
+// automatic selection: the first storage that accepts the id.
+template <class S>
+std::shared_ptr<S> choose(const std::vector<std::shared_ptr<S>>& candidates, const std::string& id)
+{
+    for (const auto& s : candidates)
+        if (s->validate_checkpoint_id(id))
+            return s;
+    return nullptr;
+}
+
+} // namespace
+
+TEST_CASE("validate_checkpoint_id: built-in storages and a custom one chosen from the id", "[extension][storage_id]")
+{
+    const int w = world_size(), r = world_rank();
+    const std::string dir = fresh_dir("storage_id_" + std::to_string(w));
+
+    // The built-in storages, on ids and on what is on disk.
+    std::vector<double> u(4, 1.0);
+    cairn::StateDict sd;
+    sd.add_array<double>("u", u.data(), {w * 4}, cairn::Box{{r * 4}, {4}});
+    cairn::SaveOptions so;
+    so.fsync = false;
+    cairn::save(sd, dir + "/c.h5", MPI_COMM_WORLD, so);
+    cairn::save(sd, dir + "/d", MPI_COMM_WORLD, so);
+    const cairn::ContainerWriter cw;
+    const cairn::DistcpWriter dw;
+    const cairn::ContainerReader cr;
+    const cairn::DistcpReader dr;
+    CHECK(cw.validate_checkpoint_id("run/step_000100.h5"));
+    CHECK(cw.validate_checkpoint_id("run/step_000100.hdf5"));
+    CHECK(cw.validate_checkpoint_id("run/step.h5/"));
+    CHECK_FALSE(cw.validate_checkpoint_id("run/step_000100"));
+    CHECK_FALSE(cw.validate_checkpoint_id(".h5"));
+    CHECK(dw.validate_checkpoint_id("run/step_000100"));
+    CHECK(dw.validate_checkpoint_id(dir + "/d"));
+    CHECK_FALSE(dw.validate_checkpoint_id(dir + "/c.h5")); // a regular file is no directory
+    CHECK_FALSE(dw.validate_checkpoint_id(""));
+    CHECK(cr.validate_checkpoint_id(dir + "/c.h5"));
+    CHECK(cr.validate_checkpoint_id(dir + "/missing.h5")); // so that load names the missing file
+    CHECK_FALSE(cr.validate_checkpoint_id(dir + "/d"));
+    CHECK_FALSE(cr.validate_checkpoint_id(dir + "/missing"));
+    CHECK(dr.validate_checkpoint_id(dir + "/d"));
+    CHECK(dr.validate_checkpoint_id(dir + "/missing"));
+    CHECK_FALSE(dr.validate_checkpoint_id(dir + "/c.h5"));
+    // Layout::automatic chose by them.
+    CHECK(cairn::read_metadata(dir + "/c.h5").layout == "container");
+    CHECK(cairn::read_metadata(dir + "/d").layout == "distcp");
+    // The interfaces' default accepts every id.
+    CHECK(FilePerChunkWriter().validate_checkpoint_id("anything"));
+    CHECK(FilePerChunkReader().validate_checkpoint_id("anything"));
+
+    // An application chooses among its own storage and the built-in ones.
+    auto writers = [] {
+        return std::vector<std::shared_ptr<cairn::StorageWriter>>{
+            std::make_shared<SchemeWriter>(), std::make_shared<cairn::ContainerWriter>(),
+            std::make_shared<cairn::DistcpWriter>()};
+    };
+    auto readers = [] {
+        return std::vector<std::shared_ptr<cairn::StorageReader>>{
+            std::make_shared<SchemeReader>(), std::make_shared<cairn::ContainerReader>(),
+            std::make_shared<cairn::DistcpReader>()};
+    };
+    CHECK(dynamic_cast<cairn::ContainerWriter*>(choose(writers(), dir + "/x.h5").get()));
+    CHECK(dynamic_cast<cairn::DistcpWriter*>(choose(writers(), dir + "/x").get()));
+    for (const std::string id : {"chunks:" + dir + "/fpc", dir + "/c2.h5", dir + "/d2"}) {
+        INFO(id);
+        {
+            TestState s(standard_arrays(), Decomp::grid, w, r, 1, true);
+            cairn::SaveOptions o;
+            o.storage = choose(writers(), id);
+            REQUIRE(o.storage);
+            cairn::save(s.dict, id, MPI_COMM_WORLD, o);
+        }
+        TestState back(standard_arrays(), Decomp::last_dim, w, r, 0, false);
+        cairn::LoadOptions lo;
+        lo.storage = choose(readers(), id);
+        REQUIRE(lo.storage);
+        cairn::load(back.dict, id, MPI_COMM_WORLD, lo);
+        CHECK(all(back.errors() == 0));
+    }
+    CHECK(std::filesystem::is_regular_file(dir + "/c2.h5"));
+    CHECK(cairn::is_distcp_checkpoint(dir + "/d2"));
+    CHECK(std::filesystem::exists(dir + "/fpc/meta.h5"));
+    CHECK(dynamic_cast<SchemeReader*>(choose(readers(), "chunks:" + dir + "/fpc").get()));
 }

@@ -88,6 +88,15 @@ TEST_CASE("the metadata is an HDF5 attribute group h5dump can read", "[storage][
         CHECK(text.find("\"fluid.a2\"") != std::string::npos);
         CHECK(text.find("\"format_version\"") != std::string::npos);
         CHECK(text.find("\"chunk_boxes\"") != std::string::npos);
+        // Everything the metadata records: versions, world size, per array
+        // its dtype, global shape, chunk boxes and where each chunk lives.
+        for (const char* attr : {"library_version", "world_size", "layout", "created", "entry_count", "files", "kinds",
+                                 "dtypes", "ndims", "global_shapes", "chunk_counts", "chunk_files", "chunk_offsets",
+                                 "chunk_lengths", "checksum_algorithm", "checksum_block_bytes", "chunk_checksums"})
+            CHECK(text.find("ATTRIBUTE \"" + std::string(attr) + "\"") != std::string::npos);
+        CHECK(text.find("\"" + std::string(cairn::version()) + "\"") != std::string::npos);
+        CHECK(text.find("\"__0_0.distcp\"") != std::string::npos);
+        CHECK(text.find("\"distcp\"") != std::string::npos);
         CHECK(text.find("GROUP \"values\"") != std::string::npos);
         CHECK(text.find("(0): 4711") != std::string::npos); // the scalar "step"
         CHECK(text.find(" run/1\"") != std::string::npos);  // the string "label"
