@@ -5,8 +5,8 @@
 // results carry a table of the distinct entry names (and, for results, of
 // the file paths) that their items refer to by index, so that a name is
 // decoded (and, by the coordinator, looked up) once per plan, not once per
-// item; identical tables of consecutive ranks are recognised by a byte
-// comparison (src/plan/columnar.cpp).
+// item; the coordinator compares a rank's table name by name with the
+// previous rank's before any hashing (src/plan/columnar.cpp).
 #pragma once
 
 #include "cairn/plan.hpp"

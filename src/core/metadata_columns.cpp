@@ -3,6 +3,8 @@
 #include "cairn/errors.hpp"
 
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <unordered_map>
 
 namespace cairn::detail {
@@ -75,7 +77,10 @@ MetadataColumns to_columns(const Metadata& md)
     return c;
 }
 
-Metadata to_metadata(const MetadataColumns& c)
+namespace {
+
+template <class Columns>
+Metadata metadata_of(Columns& c)
 {
     Metadata md;
     md.format_version = c.format_version;
@@ -84,14 +89,20 @@ Metadata to_metadata(const MetadataColumns& c)
     md.layout = c.layout;
     md.created = c.created;
     md.checksum_block = c.checksum_block;
-    for (const auto& e : c.entries) {
+    constexpr bool move = !std::is_const_v<Columns>;
+    for (auto& e : c.entries) {
         EntryMeta em;
         em.kind = e.kind;
         em.dtype = e.dtype;
-        em.global_shape = e.global_shape;
-        em.value = e.value;
+        if constexpr (move) {
+            em.global_shape = std::move(e.global_shape);
+            em.value = std::move(e.value);
+        } else {
+            em.global_shape = e.global_shape;
+            em.value = e.value;
+        }
         em.chunks.resize(e.chunks);
-        const std::size_t nd = e.ndim();
+        const std::size_t nd = em.global_shape.size();
         for (std::size_t j = 0; j < e.chunks; ++j) {
             auto& ch = em.chunks[j];
             const std::int64_t* b = c.boxes.data() + e.first_coord + 2 * nd * j;
@@ -105,9 +116,18 @@ Metadata to_metadata(const MetadataColumns& c)
             const auto* s = c.sums.data() + c.sum_begin[k];
             ch.storage.checksums.assign(s, s + c.sum_count[k]);
         }
-        md.entries.emplace_hint(md.entries.end(), e.name, std::move(em));
+        if constexpr (move)
+            md.entries.emplace_hint(md.entries.end(), std::move(e.name), std::move(em));
+        else
+            md.entries.emplace_hint(md.entries.end(), e.name, std::move(em));
     }
     return md;
 }
+
+} // namespace
+
+Metadata to_metadata(const MetadataColumns& md) { return metadata_of(md); }
+
+Metadata to_metadata(MetadataColumns&& md) { return metadata_of(md); }
 
 } // namespace cairn::detail

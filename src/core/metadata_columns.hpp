@@ -56,5 +56,7 @@ MetadataColumns to_columns(const Metadata& md);
 
 /// Same content, as the public structs.
 Metadata to_metadata(const MetadataColumns& md);
+/// The same, moving the names, values and shapes out of `md`.
+Metadata to_metadata(MetadataColumns&& md);
 
 } // namespace cairn::detail

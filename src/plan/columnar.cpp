@@ -83,6 +83,7 @@ struct ColumnarSavePlan::Impl {
         std::string_view value;
         std::size_t coords = 0;   // arrays: boxes in `coords`, rank r's at coords + r * 2 * nd
         std::size_t last_rank = SIZE_MAX;
+        const WriteItem* first = nullptr; // from structs: rank 0's item
     };
     struct Replica {
         std::uint32_t entry;
@@ -110,6 +111,8 @@ struct ColumnarSavePlan::Impl {
     MetadataColumns md;
 
     bool ingest_rank(std::size_t r, const Bytes& plan, std::vector<std::int64_t>& first_boxes, NameTable& names);
+    bool ingest_structs(const std::vector<SavePlan>& plans);
+    void take_finals(std::vector<SavePlan>& plans);
 };
 
 ColumnarSavePlan::ColumnarSavePlan() : m(std::make_unique<Impl>()) {}
@@ -270,6 +273,172 @@ bool ColumnarSavePlan::ingest(const std::vector<Bytes>& gathered)
         return false; // the struct-based path reports it
     }
     im.index.clear();
+    return true;
+}
+
+// The struct entry point (DefaultSavePlanner::create_global_plan): the same
+// tables from the plans' items. Only what the reference compares is compared
+// (it copies the rest from rank 0's item, and so does take_finals), so that
+// every plan the reference takes is taken here, but a blob of rank 0 whose
+// box does not have the rank of its shape (the metadata columns cannot hold
+// it).
+bool ColumnarSavePlan::Impl::ingest_structs(const std::vector<SavePlan>& plans)
+{
+    nranks = plans.size();
+    if (nranks == 0 || nranks > static_cast<std::size_t>(INT32_MAX))
+        return false;
+    const auto& items0 = plans[0].items;
+    const std::size_t nentries = items0.size();
+    if (nentries >= UINT32_MAX - 1)
+        return false;
+    entries.resize(nentries);
+    index.reserve(nentries);
+    ids.resize(nranks * nentries);
+    std::size_t ncoords = 0;
+    for (std::size_t i = 0; i < nentries; ++i) {
+        const WriteItem& it = items0[i];
+        if (!index.emplace(it.fqn, static_cast<std::uint32_t>(i)).second)
+            return false; // twice in rank 0's plan
+        if (static_cast<std::uint8_t>(it.kind) > static_cast<std::uint8_t>(ItemKind::string) ||
+            !dtype_valid(static_cast<int>(it.dtype)))
+            return false;
+        Entry& e = entries[i];
+        e.name = it.fqn;
+        e.kind = it.kind;
+        e.dtype = it.dtype;
+        e.first = &it;
+        e.nd = it.global_shape.size();
+        e.shape_at = shapes.size();
+        shapes.insert(shapes.end(), it.global_shape.begin(), it.global_shape.end());
+        e.nbytes = it.nbytes;
+        e.digest = it.digest;
+        e.value = it.value;
+        if (e.kind == ItemKind::bytes) {
+            if (it.box.offsets.size() != e.nd || it.box.shape.size() != e.nd)
+                return false;
+            e.box_at = shapes.size();
+            shapes.insert(shapes.end(), it.box.offsets.begin(), it.box.offsets.end());
+            shapes.insert(shapes.end(), it.box.shape.begin(), it.box.shape.end());
+        } else if (e.kind == ItemKind::array) {
+            e.coords = ncoords;
+            ncoords += nranks * 2 * e.nd;
+        }
+    }
+    coords.assign(ncoords, 0);
+    for (std::size_t r = 0; r < nranks; ++r) {
+        const auto& items = plans[r].items;
+        if (items.size() != nentries)
+            return false;
+        std::uint32_t* mine = ids.data() + r * nentries;
+        const std::uint32_t* prev = r ? mine - nentries : nullptr;
+        for (std::size_t i = 0; i < nentries; ++i) {
+            const WriteItem& it = items[i];
+            std::uint32_t id;
+            if (r == 0) {
+                id = static_cast<std::uint32_t>(i);
+            } else if (entries[prev[i]].name == it.fqn) {
+                id = prev[i]; // the previous rank's name at this position
+            } else {
+                const auto found = index.find(it.fqn);
+                if (found == index.end())
+                    return false; // a name rank 0 lacks
+                id = found->second;
+            }
+            Entry& e = entries[id];
+            if (e.last_rank == r || it.kind != e.kind)
+                return false; // twice in one plan; another kind
+            e.last_rank = r;
+            mine[i] = id;
+            const WriteItem& first = *e.first;
+            switch (e.kind) {
+            case ItemKind::array: {
+                const std::size_t nd = e.nd;
+                if (it.dtype != e.dtype || it.box.offsets.size() != nd || it.box.shape.size() != nd ||
+                    (r != 0 && it.global_shape != first.global_shape))
+                    return false;
+                std::int64_t* c = coords.data() + e.coords + r * 2 * nd;
+                std::copy(it.box.offsets.begin(), it.box.offsets.end(), c);
+                std::copy(it.box.shape.begin(), it.box.shape.end(), c + nd);
+                break;
+            }
+            case ItemKind::scalar:
+                if (it.dtype != e.dtype || it.value != first.value)
+                    return false;
+                break;
+            case ItemKind::string:
+                if (it.value != first.value)
+                    return false;
+                break;
+            case ItemKind::bytes:
+                if (it.nbytes != e.nbytes || it.digest != e.digest)
+                    return false;
+                break;
+            }
+        }
+    }
+    index.clear();
+    return true;
+}
+
+// The final plans of the struct entry point, as the reference builds them:
+// each rank's own chunks in entry name order, then the replicas it writes;
+// an array's item is the rank's own (moved), with rank 0's digest and value,
+// a blob's a copy of rank 0's. Ranks in reverse order, so that rank 0's
+// items (and the entries' views into them) last until the end.
+void ColumnarSavePlan::Impl::take_finals(std::vector<SavePlan>& plans)
+{
+    const std::size_t nentries = entries.size();
+    slot.resize(nentries);
+    pos.resize(nentries);
+    std::vector<WriteItem> out; // the new plan, in the buffer of the previous rank's old plan
+    for (std::size_t r = nranks; r-- > 0;) {
+        auto& items = plans[r].items;
+        const std::uint32_t* mine = ids.data() + r * nentries;
+        std::fill(slot.begin(), slot.end(), not_kept);
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < nentries; ++i) {
+            const std::uint32_t id = mine[i];
+            pos[id] = static_cast<std::uint32_t>(i);
+            if (chunk_of[id * nranks + r] != not_kept) {
+                slot[name_rank[id]] = static_cast<std::uint32_t>(i);
+                ++kept;
+            }
+        }
+        const auto array_item = [&](std::uint32_t id, std::uint32_t chunk) {
+            WriteItem& w = items[pos[id]];
+            const WriteItem& first = *entries[id].first;
+            w.nbytes = static_cast<std::uint64_t>(w.box.volume()) * dtype_size(w.dtype);
+            w.chunk = chunk;
+            w.digest = first.digest;
+            if (w.value != first.value)
+                w.value = first.value;
+            out.push_back(std::move(w));
+        };
+        const auto& reps = replicas_of[r];
+        out.clear();
+        out.reserve(kept + reps.size());
+        for (const auto i : slot)
+            if (i != not_kept)
+                array_item(mine[i], chunk_of[mine[i] * nranks + r]);
+        for (const auto& [id, chunk] : reps) {
+            if (entries[id].kind == ItemKind::array) {
+                array_item(id, chunk);
+            } else {
+                out.push_back(r == 0 ? std::move(items[pos[id]]) : *entries[id].first);
+                out.back().chunk = chunk;
+            }
+        }
+        items.swap(out);
+    }
+}
+
+bool global_plan_columnar(std::vector<SavePlan>& plans, Metadata& md)
+{
+    ColumnarSavePlan cp;
+    if (!cp.m->ingest_structs(plans) || !cp.plan())
+        return false;
+    cp.m->take_finals(plans);
+    md = to_metadata(std::move(cp.m->md));
     return true;
 }
 

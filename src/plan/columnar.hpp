@@ -1,4 +1,10 @@
-// Private: the coordinator's save planning on columns. When the planner is
+// Private: the default global plan on columns, the fast one (the reference,
+// src/plan/global_plan.hpp, reports errors). Two entry points: the
+// coordinator's save planning on encoded plans (below), and
+// global_plan_columnar() for DefaultSavePlanner::create_global_plan on
+// structs.
+//
+// The coordinator's save planning on columns. When the planner is
 // exactly DefaultSavePlanner and the storage one of Cairn's own writers,
 // the coordinator never builds a WriteItem or a ChunkMeta: it reads the
 // gathered encoded plans straight into flat tables (each distinct name
@@ -63,7 +69,17 @@ public:
 private:
     struct Impl;
     std::unique_ptr<Impl> m;
+    friend bool global_plan_columnar(std::vector<SavePlan>& plans, Metadata& md);
 };
+
+/// DefaultSavePlanner::create_global_plan on structs (a custom storage, a
+/// subclass of the default planner, a plan the encoded path declined): the
+/// same tables built from the plans' items, the same computation, then the
+/// final plans (each rank's items moved, in place) and the metadata as the
+/// reference returns them. False, with `plans` untouched, on anything the
+/// reference would refuse (it then runs and reports it), and on a blob of
+/// rank 0 whose box does not have the rank of its shape.
+bool global_plan_columnar(std::vector<SavePlan>& plans, Metadata& md);
 
 /// Whether a final plan scattered by the coordinator is an assignment
 /// (ColumnarSavePlan::encode_final) rather than an encoded SavePlan.
