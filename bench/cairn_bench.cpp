@@ -17,6 +17,7 @@
 // Internal headers: the coordinator's planning and the metadata writer are
 // called directly for synthetic plans of many ranks.
 #include "core/codec.hpp"
+#include "plan/columnar.hpp"
 #include "stage/stage.hpp"
 #include "storage/hdf5/metadata_h5.hpp"
 
@@ -67,6 +68,7 @@ struct Options {
     bool fio = true;
     long plan_ranks = 2048;     // ladder 1024, 2048, 4096, 16384 up to this
     long plan_arrays = 1000;
+    bool plan_generic = false;  // also time the struct-based coordinator path
     std::string python;           // for bench/torch_dcp.py
     std::string torch_script;
     int small_arrays = 10000;     // mixed workload
@@ -78,7 +80,8 @@ bool want(const std::string& part) { return g_opt.only.empty() || g_opt.only.cou
 void usage()
 {
     std::puts("usage: cairn_bench [--size-mib N] [--runs R] [--dir D] [--only a,b] [--no-drop-caches] [--no-fio]\n"
-              "                   [--plan-ranks R] [--plan-arrays A] [--small-arrays K] [--python P --torch-script S]\n"
+              "                   [--plan-ranks R] [--plan-arrays A] [--plan-generic] [--small-arrays K]\n"
+              "                   [--python P --torch-script S]\n"
               "parts: large, mixed, reshard, async, memory, planning, torch, fio, hdf5, mpiio");
 }
 
@@ -115,6 +118,8 @@ void parse(int argc, char** argv)
             g_opt.plan_ranks = std::stol(next());
         else if (a == "--plan-arrays")
             g_opt.plan_arrays = std::stol(next());
+        else if (a == "--plan-generic")
+            g_opt.plan_generic = true;
         else if (a == "--small-arrays")
             g_opt.small_arrays = std::stoi(next());
         else if (a == "--python")
@@ -1083,13 +1088,143 @@ void bench_memory(Workload& w)
 
 // The coordinator's side of a save for synthetic plans of `ranks` ranks
 // with `arrays` 2-D arrays each sharded by rows over all ranks (chunks of
+// 256 KiB, one checksum block each), without running those processes, on
+// the path save() takes for the default planner and Cairn's own storage
+// (src/plan/columnar.hpp): reading the gathered encoded plans into columns
+// ("decode plans"), the global plan (validation, dedup, chunks, who writes
+// what), encoding the final plans (assignments), decoding and attaching the
+// ranks' encoded write results, and writing metadata.h5 (fsync). Building
+// the encoded plans and results is not timed. Rank 0 only.
+void bench_planning(long ranks, long arrays, Results& R)
+{
+    namespace cd = cairn::detail;
+    const std::string label = std::to_string(ranks) + "x" + std::to_string(arrays);
+    const std::int64_t rows = 32, cols = 1024; // 256 KiB chunks of f64
+    double t_build = 0, t_decode = 0, t_global = 0, t_encode = 0, t_attach = 0, t_md = 0, t_bcast_md = 0;
+    u64 md_bytes = 0, chunks = 0, gathered_bytes = 0, results_bytes = 0;
+    const std::string mdpath = g_opt.dir + "/planning/metadata.h5";
+    stdfs::create_directories(g_opt.dir + "/planning");
+    const int runs = ranks * arrays > 1100000 ? 1 : g_opt.runs;
+    std::vector<std::string> names;
+    for (long a = 0; a < arrays; ++a)
+        names.push_back("model.layer" + std::to_string(a / 10) + ".field_" + std::to_string(a % 10));
+    std::vector<std::string> sorted = names;
+    std::sort(sorted.begin(), sorted.end());
+    for (int run = 0; run < runs; ++run) {
+        auto t0 = now();
+        std::vector<cd::Bytes> gathered(static_cast<std::size_t>(ranks));
+        for (long r = 0; r < ranks; ++r) {
+            cairn::SavePlan p;
+            p.items.reserve(static_cast<std::size_t>(arrays));
+            for (long a = 0; a < arrays; ++a) {
+                cairn::WriteItem it;
+                it.fqn = names[static_cast<std::size_t>(a)];
+                it.kind = cairn::ItemKind::array;
+                it.dtype = cairn::DType::f64;
+                it.global_shape = {rows * ranks, cols};
+                it.box = cairn::Box{{rows * r, 0}, {rows, cols}};
+                it.nbytes = static_cast<u64>(rows * cols * 8);
+                p.items.push_back(std::move(it));
+            }
+            gathered[static_cast<std::size_t>(r)] = cd::encode(p);
+            gathered_bytes += run == 0 ? gathered[static_cast<std::size_t>(r)].size() : 0;
+        }
+        t_build += now() - t0;
+        t0 = now();
+        cd::ColumnarSavePlan cp;
+        bool ok = cp.ingest(gathered);
+        t_decode += now() - t0;
+        t0 = now();
+        ok = ok && cp.plan();
+        t_global += now() - t0;
+        if (!ok) {
+            std::printf("figure planning-%s: the columnar path refused the plans\n", label.c_str());
+            return;
+        }
+        t0 = now();
+        {
+            auto shells = cp.storage_shells();
+            cd::Encoder dir; // as DistcpWriter::prepare_global_plan: the directory to write
+            dir.str(g_opt.dir + "/planning");
+            const auto data = dir.take();
+            for (auto& sh : shells)
+                sh.storage_data = data;
+            std::vector<cd::Bytes> out;
+            out.reserve(shells.size());
+            for (std::size_t r = 0; r < shells.size(); ++r)
+                out.push_back(cp.encode_final(r, shells[r]));
+            cp.release_plan_tables();
+        }
+        t_encode += now() - t0;
+        std::vector<cd::Bytes>().swap(gathered);
+        // The write results as the ranks report them: rank r writes chunk r
+        // of every array, in name order (its final plan's order).
+        t0 = now();
+        std::vector<cd::Bytes> results(static_cast<std::size_t>(ranks));
+        for (long r = 0; r < ranks; ++r) {
+            std::vector<cairn::WriteResult> rs(static_cast<std::size_t>(arrays));
+            u64 off = 0;
+            const std::string path = "__" + std::to_string(r) + "_0.distcp";
+            for (long a = 0; a < arrays; ++a) {
+                auto& w = rs[static_cast<std::size_t>(a)];
+                w.fqn = sorted[static_cast<std::size_t>(a)];
+                w.chunk = static_cast<std::uint32_t>(r);
+                w.storage = cairn::StorageInfo{path, off, static_cast<u64>(rows * cols * 8), {0x9e3779b97f4a7c15ull ^ off}};
+                off += static_cast<u64>(rows * cols * 8);
+            }
+            results[static_cast<std::size_t>(r)] = cd::encode(rs);
+            results_bytes += run == 0 ? results[static_cast<std::size_t>(r)].size() : 0;
+        }
+        t_build += now() - t0;
+        t0 = now();
+        cp.attach_results(results);
+        t_attach += now() - t0;
+        std::vector<cd::Bytes>().swap(results);
+        auto& md = cp.metadata();
+        md.layout = "distcp";
+        md.checksum_block = u64(1) << 20;
+        chunks = md.chunk_count();
+        t0 = now();
+        cd::write_metadata_file(mdpath, md, true);
+        t_md += now() - t0;
+        md_bytes = static_cast<u64>(stdfs::file_size(mdpath));
+        if (chunks <= 4200000) { // the load path's structs: about 250 bytes per chunk
+            t0 = now();
+            const auto enc = cd::encode(cd::to_metadata(md)); // what a load broadcasts
+            t_bcast_md += now() - t0;
+            (void)enc;
+        } else {
+            t_bcast_md = -1;
+        }
+        stdfs::remove(mdpath);
+    }
+    const double n = runs;
+    const double total = (t_decode + t_global + t_encode + t_attach + t_md) / n;
+    std::printf("figure planning-%s chunks %llu, plan+metadata %.3f s (decode plans %.3f, global plan %.3f, "
+                "encode plans %.3f, attach results %.3f, write metadata.h5 %.3f; metadata as structs + encode for "
+                "load %.3f); gathered plans %.1f MiB, results %.1f MiB, metadata.h5 %.1f MiB = %.1f B/chunk (mean "
+                "of %d runs)\n",
+                label.c_str(), static_cast<unsigned long long>(chunks), total, t_decode / n, t_global / n,
+                t_encode / n, t_attach / n, t_md / n, t_bcast_md < 0 ? -1.0 : t_bcast_md / n,
+                gathered_bytes / 1048576.0, results_bytes / 1048576.0, md_bytes / 1048576.0,
+                static_cast<double>(md_bytes) / static_cast<double>(chunks), runs);
+    std::printf("ratio planning-%s plan+metadata-seconds/target-2s %.3f\n", label.c_str(), total / 2.0);
+    std::printf("ratio planning-%s metadata-bytes-per-chunk/target-100 %.3f\n", label.c_str(),
+                static_cast<double>(md_bytes) / static_cast<double>(chunks) / 100.0);
+    std::fflush(stdout);
+    R.add("plan+metadata-" + label, 0, total);
+}
+
+// The struct-based coordinator path (a custom planner or storage): the
+// coordinator's side of a save for synthetic plans of `ranks` ranks
+// with `arrays` 2-D arrays each sharded by rows over all ranks (chunks of
 // 256 KiB, one checksum block each), without running those processes:
 // decoding the gathered plans, the global plan (validation, dedup,
 // metadata), encoding the final plans, attaching the write results and
 // writing metadata.h5 (fsync). Rank 0 only.
-void bench_planning(long ranks, long arrays, Results& R)
+void bench_planning_generic(long ranks, long arrays, Results& R)
 {
-    const std::string label = std::to_string(ranks) + "x" + std::to_string(arrays);
+    const std::string label = std::to_string(ranks) + "x" + std::to_string(arrays) + "-generic";
     const std::int64_t rows = 32, cols = 1024; // 256 KiB chunks of f64
     double t_build = 0, t_decode = 0, t_global = 0, t_encode = 0, t_attach = 0, t_md = 0, t_bcast_md = 0;
     u64 md_bytes = 0, chunks = 0, gathered_bytes = 0;
@@ -1256,10 +1391,15 @@ int main(int argc, char** argv)
                 if (r > g_opt.plan_ranks)
                     break;
                 bench_planning(r, g_opt.plan_arrays, pr);
+                if (g_opt.plan_generic)
+                    bench_planning_generic(r, g_opt.plan_arrays, pr);
             }
             if (g_opt.plan_ranks > 0 && g_opt.plan_ranks != 1024 && g_opt.plan_ranks != 2048 &&
-                g_opt.plan_ranks != 4096 && g_opt.plan_ranks != 16384)
+                g_opt.plan_ranks != 4096 && g_opt.plan_ranks != 16384) {
                 bench_planning(g_opt.plan_ranks, g_opt.plan_arrays, pr);
+                if (g_opt.plan_generic)
+                    bench_planning_generic(g_opt.plan_ranks, g_opt.plan_arrays, pr);
+            }
             std::error_code ec;
             stdfs::remove_all(g_opt.dir + "/planning", ec);
         }

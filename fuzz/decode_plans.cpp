@@ -4,15 +4,30 @@
 // report, no allocation beyond what the input can describe. What decodes must
 // re-encode to a fixed point: encode(decode(encode(decode(x)))) == encode(decode(x)).
 //
+// The coordinator's columnar decoders (src/plan/columnar.hpp) on the same
+// bytes: as the gathered plans of one and of two ranks, ColumnarSavePlan
+// must decline (return false, throw nothing) or plan exactly what the
+// reference global plan computes on the decoded plans (final plans through
+// the assignments, metadata), and so must global_plan_columnar on the
+// decoded structs; as the write results of the ranks of a fixed plan,
+// attach_results must attach them or throw error::WriteError or
+// error::FormatError.
+//
 // Built as a libFuzzer target with CAIRN_BUILD_FUZZERS=ON (clang), and always
 // as a replay program (fuzz/replay_main.cpp) run by CTest.
 #include "cairn/errors.hpp"
 #include "core/codec.hpp"
+#include "core/metadata_columns.hpp"
+#include "plan/columnar.hpp"
+#include "plan/global_plan.hpp"
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -40,15 +55,136 @@ void round_trip(const Bytes& in, Decode decode, const char* what)
     }
 }
 
+[[noreturn]] void fail(const char* what)
+{
+    std::fprintf(stderr, "columnar: %s\n", what);
+    std::abort();
+}
+
+// The input as the gathered plans of `nranks` ranks.
+void columnar_plans(const Bytes& in, std::size_t nranks)
+{
+    using namespace cairn;
+    const std::vector<Bytes> gathered(nranks, in);
+    detail::ColumnarSavePlan cp;
+    bool ok = false;
+    try {
+        ok = cp.ingest(gathered) && cp.plan();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "columnar: ingest or plan threw: %s\n", e.what());
+        std::abort();
+    }
+    std::vector<SavePlan> plans;
+    try {
+        plans.assign(nranks, detail::decode_save_plan(in));
+    } catch (const error::FormatError&) {
+        if (ok)
+            fail("planned a save plan that does not decode");
+        return;
+    }
+    std::pair<std::vector<SavePlan>, Metadata> ref;
+    try {
+        ref = detail::global_plan_reference(plans);
+    } catch (const Error&) {
+        if (ok)
+            fail("planned what the reference refuses");
+        auto copy = plans;
+        Metadata md;
+        if (detail::global_plan_columnar(copy, md))
+            fail("global_plan_columnar planned what the reference refuses");
+        return;
+    }
+    const auto same_plans = [&](const std::vector<SavePlan>& got) {
+        for (std::size_t r = 0; r < nranks; ++r)
+            if (detail::encode(got[r]) != detail::encode(ref.first[r]))
+                return false;
+        return true;
+    };
+    {
+        auto copy = plans;
+        Metadata md;
+        if (detail::global_plan_columnar(copy, md) &&
+            (!same_plans(copy) || detail::encode(md) != detail::encode(ref.second)))
+            fail("global_plan_columnar differs from the reference");
+    }
+    if (!ok)
+        return;
+    const auto shells = cp.storage_shells();
+    std::vector<SavePlan> finals;
+    for (std::size_t r = 0; r < nranks; ++r)
+        finals.push_back(detail::apply_assignment(plans[r], cp.encode_final(r, shells[r])));
+    cp.release_plan_tables();
+    if (!same_plans(finals))
+        fail("the assignments differ from the reference's final plans");
+    // The write results of those plans into the columns.
+    std::vector<Bytes> results;
+    for (const auto& f : finals) {
+        std::vector<WriteResult> rs;
+        for (const auto& it : f.items)
+            rs.push_back(WriteResult{it.fqn, it.chunk, StorageInfo{"f", 1, it.nbytes, {2}}});
+        results.push_back(detail::encode(rs));
+    }
+    cp.attach_results(results);
+    auto md = ref.second;
+    for (auto& [fqn, em] : md.entries)
+        for (auto& ch : em.chunks)
+            ch.storage = StorageInfo{"f", 1, 0, {2}};
+    for (const auto& f : finals)
+        for (const auto& it : f.items)
+            md.entries.at(it.fqn).chunks.at(it.chunk).storage.length = it.nbytes;
+    if (detail::encode(detail::to_metadata(cp.metadata())) != detail::encode(md))
+        fail("the metadata with attached results differs from the reference's");
+}
+
+// The input as the write results of both ranks of a fixed plan.
+void columnar_results(const Bytes& in)
+{
+    using namespace cairn;
+    static const std::vector<Bytes> gathered = [] {
+        std::vector<Bytes> g;
+        for (std::int64_t r = 0; r < 2; ++r) {
+            SavePlan p;
+            WriteItem a;
+            a.fqn = "fluid.velocity";
+            a.dtype = DType::f32;
+            a.global_shape = {8, 10, 12};
+            a.box = Box{{4 * r, 0, 0}, {4, 10, 12}};
+            a.nbytes = 4 * 10 * 12 * 4;
+            WriteItem b;
+            b.fqn = "blob";
+            b.kind = ItemKind::bytes;
+            b.global_shape = {100};
+            b.box = Box{{0}, {100}};
+            b.nbytes = 100;
+            p.items = {a, b};
+            g.push_back(detail::encode(p));
+        }
+        return g;
+    }();
+    for (const auto& results : {std::vector<Bytes>{in, in}, std::vector<Bytes>{in, detail::encode(std::vector<WriteResult>{})}}) {
+        detail::ColumnarSavePlan cp;
+        if (!cp.ingest(gathered) || !cp.plan())
+            fail("the fixed plan was declined");
+        try {
+            cp.attach_results(results);
+        } catch (const error::WriteError&) {
+        } catch (const error::FormatError&) {
+        }
+    }
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
 {
     const auto* p = reinterpret_cast<const std::byte*>(data);
     const Bytes in(p, p + size);
-    round_trip(in, cairn::detail::decode_save_plan, "save plan");
+    round_trip(in, [](const Bytes& b) { return cairn::detail::decode_save_plan(b); }, "save plan"); // overloaded
     round_trip(in, cairn::detail::decode_load_plan, "load plan");
     round_trip(in, cairn::detail::decode_write_results, "write results");
     round_trip(in, cairn::detail::decode_metadata, "metadata");
+    columnar_plans(in, 1);
+    columnar_plans(in, 2);
+    columnar_results(in);
     return 0;
 }

@@ -133,6 +133,44 @@ SavePlan save_plan()
     return p;
 }
 
+// A plan every rank may send as is (replicas only): the coordinator plans it.
+SavePlan replicated_plan()
+{
+    SavePlan p;
+    WriteItem a;
+    a.fqn = "grid";
+    a.dtype = DType::f64;
+    a.global_shape = {4, 3};
+    a.box = Box{{0, 0}, {4, 3}};
+    a.nbytes = 4 * 3 * 8;
+    p.items.push_back(a);
+    WriteItem z;
+    z.fqn = "zero_d";
+    z.dtype = DType::i32;
+    z.nbytes = 4;
+    p.items.push_back(z);
+    WriteItem b;
+    b.fqn = "blob";
+    b.kind = ItemKind::bytes;
+    b.global_shape = {5};
+    b.box = Box{{0}, {5}};
+    b.nbytes = 5;
+    b.digest = 77;
+    p.items.push_back(b);
+    WriteItem s;
+    s.fqn = "step";
+    s.kind = ItemKind::scalar;
+    s.dtype = DType::i64;
+    s.value = raw(7);
+    p.items.push_back(s);
+    WriteItem t;
+    t.fqn = "label";
+    t.kind = ItemKind::string;
+    t.value = "run 1";
+    p.items.push_back(t);
+    return p;
+}
+
 LoadPlan load_plan()
 {
     LoadPlan p;
@@ -146,6 +184,13 @@ std::vector<WriteResult> results()
 {
     return {WriteResult{"fluid.velocity", 3, info("__1_0.distcp", 4096, 960)},
             WriteResult{"blob", 0, info("__1_0.distcp", 0, 100)}};
+}
+
+// What rank 0 reports for the fixed plan of fuzz/decode_plans.cpp.
+std::vector<WriteResult> results_rank0()
+{
+    return {WriteResult{"fluid.velocity", 0, info("__0_0.distcp", 0, 1920)},
+            WriteResult{"blob", 0, info("__0_0.distcp", 1920, 100)}};
 }
 
 Bytes file_bytes(const stdfs::path& p)
@@ -173,9 +218,11 @@ int main(int argc, char** argv)
         const auto d = out / "decode_plans";
         put(d / "save_plan", detail::encode(save_plan()));
         put(d / "save_plan_empty", detail::encode(SavePlan{}));
+        put(d / "save_plan_replicated", detail::encode(replicated_plan()));
         put(d / "load_plan", detail::encode(load_plan()));
         put(d / "load_plan_empty", detail::encode(LoadPlan{}));
         put(d / "write_results", detail::encode(results()));
+        put(d / "write_results_rank0", detail::encode(results_rank0()));
         put(d / "metadata", detail::encode(load_plan_metadata()));
         put(d / "metadata_other", detail::encode(other_metadata()));
         put(d / "metadata_empty", detail::encode(Metadata{}));

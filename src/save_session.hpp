@@ -6,6 +6,7 @@
 #include "cairn/checkpoint.hpp"
 #include "comm/protocol.hpp"
 #include "core/phase_log.hpp"
+#include "plan/columnar.hpp"
 
 #include <chrono>
 #include <functional>
@@ -25,7 +26,11 @@ struct SaveSession {
     std::uint64_t all_bytes = 0; ///< data bytes of all ranks (the coordinator's; 0 elsewhere)
     std::shared_ptr<SavePlanner> planner;
     std::shared_ptr<StorageWriter> storage;
-    Metadata metadata; ///< the coordinator's; empty elsewhere
+    Metadata metadata; ///< the coordinator's on the struct-based path; empty elsewhere
+    /// The coordinator's plan and metadata on the columnar path (the default
+    /// planner with Cairn's own storage); null elsewhere.
+    std::unique_ptr<ColumnarSavePlan> columnar;
+    SavePlan local;    ///< this rank's local plan, until its final plan is known
     SavePlan plan;     ///< this rank's final plan
     std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
 };

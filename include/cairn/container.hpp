@@ -80,6 +80,10 @@ inline constexpr const char* container_temp_suffix = ".cairn-tmp";
 /// Commit: the file is written as `<id>.cairn-tmp`, flushed (MPI_File_sync)
 /// and closed; the coordinator then adds scalars, strings and the /cairn
 /// metadata group, syncs it, renames it to `<id>` and syncs the directory.
+namespace detail {
+struct BuiltinWriters; // commits from metadata columns (internal)
+}
+
 class ContainerWriter : public StorageWriter {
 public:
     explicit ContainerWriter(ContainerWriterOptions options = {});
@@ -94,6 +98,7 @@ public:
     void abort() noexcept override;
 
 private:
+    friend struct detail::BuiltinWriters;
     struct Impl;
     std::unique_ptr<Impl> m_impl;
 };

@@ -33,6 +33,10 @@ struct DistcpWriterOptions {
 /// `.metadata.h5.tmp`, synced, renamed to `metadata.h5`, directory synced.
 /// Overwriting a committed checkpoint writes into a sibling staging directory
 /// and swaps it in at commit.
+namespace detail {
+struct BuiltinWriters; // commits from metadata columns (internal)
+}
+
 class DistcpWriter : public StorageWriter {
 public:
     explicit DistcpWriter(DistcpWriterOptions options = {});
@@ -48,6 +52,7 @@ public:
     void abort() noexcept override;
 
 private:
+    friend struct detail::BuiltinWriters;
     struct Impl;
     std::unique_ptr<Impl> m_impl;
 };

@@ -10,12 +10,17 @@ namespace cairn::detail {
 
 std::uint64_t checksum_span(const Shape& shape, std::size_t es, std::uint64_t block_bytes) noexcept
 {
+    return checksum_span(shape.data(), shape.size(), es, block_bytes);
+}
+
+std::uint64_t checksum_span(const std::int64_t* shape, std::size_t nd, std::size_t es, std::uint64_t block_bytes) noexcept
+{
     if (block_bytes == 0)
         return 0;
     std::uint64_t row = es;
-    for (std::size_t d = 1; d < shape.size(); ++d)
+    for (std::size_t d = 1; d < nd; ++d)
         row *= static_cast<std::uint64_t>(shape[d]);
-    if (shape.empty() || row == 0 || row > block_bytes)
+    if (nd == 0 || row == 0 || row > block_bytes)
         return block_bytes;
     return block_bytes / row * row;
 }

@@ -19,6 +19,8 @@ inline constexpr std::uint64_t default_checksum_block = std::uint64_t(1) << 20;
 
 /// Bytes per checksum block of a chunk of `shape` and element size `es`.
 std::uint64_t checksum_span(const Shape& shape, std::size_t es, std::uint64_t block_bytes) noexcept;
+/// The same for the `nd` extents at `shape`.
+std::uint64_t checksum_span(const std::int64_t* shape, std::size_t nd, std::size_t es, std::uint64_t block_bytes) noexcept;
 
 /// Number of blocks of a chunk of `length` bytes with blocks of `span`.
 inline std::uint64_t checksum_blocks(std::uint64_t length, std::uint64_t span) noexcept

@@ -3,15 +3,85 @@
 #include "cairn/errors.hpp"
 
 #include <cstring>
+#include <unordered_map>
 
 namespace cairn::detail {
 
 namespace {
-constexpr std::uint32_t k_magic_save_plan = 0x43535031;   // "CSP1"
+constexpr std::uint32_t k_magic_save_plan = 0x43535032;   // "CSP2": with a name table
 constexpr std::uint32_t k_magic_load_plan = 0x434c5031;   // "CLP1"
-constexpr std::uint32_t k_magic_results = 0x43575231;     // "CWR1"
+constexpr std::uint32_t k_magic_results = 0x43575232;     // "CWR2": with name and path tables
 constexpr std::uint32_t k_magic_metadata = 0x434d4431;    // "CMD1"
-constexpr std::size_t k_max_ndim = 64;
+constexpr std::size_t k_max_ndim = max_encoded_ndim;
+
+// The distinct strings of a sequence, numbered in order of first appearance.
+class Table {
+public:
+    std::uint32_t add(const std::string& s)
+    {
+        auto [it, fresh] = m_index.try_emplace(s, static_cast<std::uint32_t>(m_strings.size()));
+        if (fresh)
+            m_strings.push_back(&s);
+        return it->second;
+    }
+    void put(Encoder& e) const
+    {
+        e.u64(m_strings.size());
+        for (const auto* s : m_strings)
+            e.str(*s);
+    }
+    std::size_t bytes() const
+    {
+        std::size_t n = 8;
+        for (const auto* s : m_strings)
+            n += 8 + s->size();
+        return n;
+    }
+
+private:
+    std::unordered_map<std::string_view, std::uint32_t> m_index;
+    std::vector<const std::string*> m_strings;
+};
+
+// A table as Table::put writes it: distinct strings.
+std::vector<std::string> get_table(Decoder& d, const char* what)
+{
+    std::vector<std::string> t(d.count(8));
+    std::unordered_map<std::string_view, std::size_t> seen;
+    seen.reserve(t.size());
+    for (auto& s : t) {
+        s = d.str();
+        if (!seen.emplace(s, 0).second)
+            d.fail(std::string(what) + " table lists '" + s + "' twice");
+    }
+    return t;
+}
+
+// References into a table, which must come in the order Table::add numbers
+// them (each new string the next index) and use every string: the only
+// encoding of a plan, so that what decodes re-encodes to the same bytes.
+class TableRefs {
+public:
+    TableRefs(const std::vector<std::string>& table, const char* what) : m_table(table), m_what(what) {}
+    const std::string& get(Decoder& d, std::uint32_t i)
+    {
+        if (i >= m_table.size() || i > m_next)
+            d.fail(std::string(m_what) + " index " + std::to_string(i) + (i >= m_table.size() ? " beyond the table of " + std::to_string(m_table.size()) : " out of order"));
+        if (i == m_next)
+            ++m_next;
+        return m_table[i];
+    }
+    void done(Decoder& d) const
+    {
+        if (m_next != m_table.size())
+            d.fail(std::string(m_what) + " table with " + std::to_string(m_table.size() - m_next) + " unused entries");
+    }
+
+private:
+    const std::vector<std::string>& m_table;
+    const char* m_what;
+    std::size_t m_next = 0;
+};
 } // namespace
 
 void Encoder::str(const std::string& s)
@@ -47,6 +117,29 @@ std::string Decoder::str()
     std::string s(reinterpret_cast<const char*>(m_p), static_cast<std::size_t>(n));
     m_p += n;
     return s;
+}
+
+std::string_view Decoder::view_str()
+{
+    const auto n = u64();
+    need(n);
+    std::string_view s(reinterpret_cast<const char*>(m_p), static_cast<std::size_t>(n));
+    m_p += n;
+    return s;
+}
+
+std::size_t Decoder::shape_into(std::int64_t* out)
+{
+    const auto n = u8();
+    if (n > k_max_ndim)
+        fail("rank " + std::to_string(n) + " exceeds the limit of " + std::to_string(k_max_ndim));
+    need(std::size_t(n) * 8);
+    for (std::size_t i = 0; i < n; ++i) {
+        out[i] = i64();
+        if (out[i] < 0)
+            fail("negative extent or offset");
+    }
+    return n;
 }
 
 Bytes Decoder::bytes()
@@ -156,16 +249,21 @@ void check_magic(Decoder& d, std::uint32_t magic)
 
 Bytes encode(const SavePlan& plan)
 {
+    Table names;
+    std::vector<std::uint32_t> index(plan.items.size());
+    for (std::size_t i = 0; i < plan.items.size(); ++i)
+        index[i] = names.add(plan.items[i].fqn);
     Encoder e;
-    std::size_t size = 4 + 8 + 16 + plan.storage_data.size() + plan.planner_data.size();
+    std::size_t size = 4 + names.bytes() + 8 + 16 + plan.storage_data.size() + plan.planner_data.size();
     for (const auto& it : plan.items)
-        size += 55 + it.fqn.size() + it.value.size() + 8 * (it.global_shape.size() + it.box.offsets.size() +
-                                                             it.box.shape.size());
+        size += 38 + it.value.size() + 8 * (it.global_shape.size() + it.box.offsets.size() + it.box.shape.size());
     e.reserve(size);
     e.u32(k_magic_save_plan);
+    names.put(e);
     e.u64(plan.items.size());
-    for (const auto& it : plan.items) {
-        e.str(it.fqn);
+    for (std::size_t i = 0; i < plan.items.size(); ++i) {
+        const auto& it = plan.items[i];
+        e.u32(index[i]);
         e.u8(static_cast<std::uint8_t>(it.kind));
         e.u8(static_cast<std::uint8_t>(it.dtype));
         e.shape(it.global_shape);
@@ -180,14 +278,18 @@ Bytes encode(const SavePlan& plan)
     return e.take();
 }
 
-SavePlan decode_save_plan(const Bytes& b)
+SavePlan decode_save_plan(const Bytes& b) { return decode_save_plan(b.data(), b.size()); }
+
+SavePlan decode_save_plan(const std::byte* data, std::size_t size)
 {
-    Decoder d(b, "save plan");
+    Decoder d(data, size, "save plan");
     check_magic(d, k_magic_save_plan);
+    const auto names = get_table(d, "name");
+    TableRefs name_refs(names, "name");
     SavePlan p;
-    p.items.resize(d.count(40));
+    p.items.resize(d.count(37));
     for (auto& it : p.items) {
-        it.fqn = d.str();
+        it.fqn = name_refs.get(d, d.u32());
         it.kind = get_kind(d);
         it.dtype = get_dtype(d);
         it.global_shape = d.shape();
@@ -197,6 +299,7 @@ SavePlan decode_save_plan(const Bytes& b)
         it.value = d.str();
         it.chunk = d.u32();
     }
+    name_refs.done(d);
     p.storage_data = d.bytes();
     p.planner_data = d.bytes();
     d.expect_done();
@@ -239,13 +342,30 @@ LoadPlan decode_load_plan(const Bytes& b)
 
 Bytes encode(const std::vector<WriteResult>& results)
 {
+    Table names, paths;
+    std::vector<std::uint32_t> index(2 * results.size());
+    std::size_t size = 4 + 8;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        index[2 * i] = names.add(results[i].fqn);
+        index[2 * i + 1] = paths.add(results[i].storage.path);
+        size += 36 + 8 * results[i].storage.checksums.size();
+    }
     Encoder e;
+    e.reserve(size + names.bytes() + paths.bytes());
     e.u32(k_magic_results);
+    names.put(e);
+    paths.put(e);
     e.u64(results.size());
-    for (const auto& r : results) {
-        e.str(r.fqn);
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        const auto& r = results[i];
+        e.u32(index[2 * i]);
         e.u32(r.chunk);
-        put_storage(e, r.storage);
+        e.u32(index[2 * i + 1]);
+        e.u64(r.storage.offset);
+        e.u64(r.storage.length);
+        e.u64(r.storage.checksums.size());
+        for (auto c : r.storage.checksums)
+            e.u64(c);
     }
     return e.take();
 }
@@ -254,12 +374,22 @@ std::vector<WriteResult> decode_write_results(const Bytes& b)
 {
     Decoder d(b, "write results");
     check_magic(d, k_magic_results);
-    std::vector<WriteResult> rs(d.count(44));
+    const auto names = get_table(d, "name");
+    const auto paths = get_table(d, "path");
+    TableRefs name_refs(names, "name"), path_refs(paths, "path");
+    std::vector<WriteResult> rs(d.count(36));
     for (auto& r : rs) {
-        r.fqn = d.str();
+        r.fqn = name_refs.get(d, d.u32());
         r.chunk = d.u32();
-        r.storage = get_storage(d);
+        r.storage.path = path_refs.get(d, d.u32());
+        r.storage.offset = d.u64();
+        r.storage.length = d.u64();
+        r.storage.checksums.resize(d.count(8));
+        for (auto& c : r.storage.checksums)
+            c = d.u64();
     }
+    name_refs.done(d);
+    path_refs.done(d);
     d.expect_done();
     return rs;
 }

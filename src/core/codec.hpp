@@ -1,7 +1,12 @@
 // Private: the compact binary encoding of plans, write results and metadata
 // exchanged between ranks. Little-endian fixed-width integers, length-prefixed
 // strings; every decoder checks bounds and counts before allocating and
-// throws error::FormatError on anything malformed.
+// throws error::FormatError on anything malformed. Save plans and write
+// results carry a table of the distinct entry names (and, for results, of
+// the file paths) that their items refer to by index, so that a name is
+// decoded (and, by the coordinator, looked up) once per plan, not once per
+// item; the coordinator compares a rank's table name by name with the
+// previous rank's before any hashing (src/plan/columnar.cpp).
 #pragma once
 
 #include "cairn/plan.hpp"
@@ -11,11 +16,15 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cairn::detail {
 
 using Bytes = std::vector<std::byte>;
+
+/// Most dimensions an encoded shape may have.
+inline constexpr std::size_t max_encoded_ndim = 64;
 
 class Encoder {
 public:
@@ -100,8 +109,18 @@ public:
     }
     std::int64_t i64() { return static_cast<std::int64_t>(u64()); }
     std::string str();
+    /// A string as a view into the input (valid as long as the input).
+    std::string_view view_str();
     Bytes bytes();
     Shape shape();
+    /// A shape into `out` (room for max_encoded_ndim values); returns its
+    /// number of dimensions. Same checks as shape(), no allocation.
+    std::size_t shape_into(std::int64_t* out);
+    /// The next byte to be read.
+    const std::byte* position() const noexcept { return m_p; }
+    /// Skips to `p`, a position between position() and the end.
+    void skip_to(const std::byte* p) noexcept { m_p = p; }
+    std::size_t left() const noexcept { return static_cast<std::size_t>(m_end - m_p); }
     /// A count of items each at least `min_item_bytes` long; refused when the
     /// remaining input cannot hold that many.
     std::size_t count(std::size_t min_item_bytes);
@@ -123,6 +142,7 @@ private:
 
 Bytes encode(const SavePlan& plan);
 SavePlan decode_save_plan(const Bytes& b);
+SavePlan decode_save_plan(const std::byte* data, std::size_t size);
 Bytes encode(const LoadPlan& plan);
 LoadPlan decode_load_plan(const Bytes& b);
 Bytes encode(const std::vector<WriteResult>& results);

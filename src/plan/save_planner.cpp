@@ -4,14 +4,13 @@
 #include "core/codec.hpp"
 #include "core/strided.hpp"
 #include "core/tiling.hpp"
+#include "plan/columnar.hpp"
 #include "plan/global_plan.hpp"
 #include "stage/stage.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <string_view>
-#include <unordered_map>
 #include <sstream>
 
 namespace cairn {
@@ -154,8 +153,8 @@ namespace {
 
 // The global plan, entry by entry in name order and rank by rank: the
 // reference algorithm, and the one whose first failing check gives the
-// error message. global_plan_fast() computes the same result and falls back
-// here whenever anything is off.
+// error message. The columnar implementation (src/plan/columnar.hpp)
+// computes the same result and falls back here whenever anything is off.
 std::pair<std::vector<SavePlan>, Metadata> global_plan_exact(std::vector<SavePlan> plans)
 {
     const int nranks = static_cast<int>(plans.size());
@@ -299,315 +298,12 @@ std::pair<std::vector<SavePlan>, Metadata> global_plan_exact(std::vector<SavePla
     return {std::move(plans), std::move(md)};
 }
 
-// The same global plan in time linear in the number of items (up to the
-// sort of each array's boxes, skipped when they come sorted), without
-// walking the ranks' items name by name: names are interned once (a rank
-// usually lists them in the previous rank's order, so a comparison with the
-// name at the same position replaces most hash look-ups); every item is
-// checked against the entry's item on rank 0 in rank-major order, and the
-// array boxes are copied into one flat table per entry; the boxes of each
-// array are sorted there (by box, then rank), grouped into chunks and
-// checked for tiling. Only then are the items moved (not copied) into the
-// final plans. Returns false, with `plans` untouched, at the first problem
-// of any kind: the exact path then finds it and reports it.
 } // namespace
-
-bool detail::global_plan_fast(std::vector<SavePlan>& plans, Metadata& md)
-{
-    const std::size_t nranks = plans.size();
-    if (nranks == 0 || nranks > static_cast<std::size_t>(INT32_MAX))
-        return false;
-
-    // 1. Intern the names; ids[base[r] + i] is the entry of item i of rank r.
-    struct Name {
-        std::string_view name;
-        std::size_t count = 0;
-        std::size_t last_rank = SIZE_MAX;
-        const WriteItem* first = nullptr; // rank 0's item
-        std::size_t coords = 0;           // arrays: start of the entry's boxes in `coords`
-        std::size_t nd = 0;
-    };
-    std::vector<Name> entries;
-    std::unordered_map<std::string_view, std::uint32_t> index;
-    std::vector<std::size_t> base(nranks + 1, 0);
-    for (std::size_t r = 0; r < nranks; ++r) {
-        if (plans[r].items.size() > UINT32_MAX)
-            return false;
-        base[r + 1] = base[r] + plans[r].items.size();
-    }
-    std::vector<std::uint32_t> ids(base[nranks]);
-    for (std::size_t r = 0; r < nranks; ++r) {
-        const auto& items = plans[r].items;
-        const std::size_t prev_n = r ? plans[r - 1].items.size() : 0;
-        const std::uint32_t* prev = r ? ids.data() + base[r - 1] : nullptr;
-        std::uint32_t* mine = ids.data() + base[r];
-        for (std::size_t i = 0; i < items.size(); ++i) {
-            const std::string_view name = items[i].fqn;
-            std::uint32_t id;
-            if (i < prev_n && entries[prev[i]].name == name) {
-                id = prev[i];
-            } else {
-                auto [it, fresh] = index.try_emplace(name, static_cast<std::uint32_t>(entries.size()));
-                if (fresh) {
-                    if (entries.size() == UINT32_MAX)
-                        return false;
-                    entries.push_back(Name{name});
-                }
-                id = it->second;
-            }
-            Name& e = entries[id];
-            if (e.last_rank == r)
-                return false; // twice in one plan
-            e.last_rank = r;
-            if (e.count++ == 0) {
-                if (r != 0)
-                    return false; // missing on rank 0
-                e.first = &items[i];
-            }
-            mine[i] = id;
-        }
-    }
-    const std::size_t nentries = entries.size();
-    std::size_t ncoords = 0;
-    for (auto& e : entries) {
-        if (e.count != nranks)
-            return false; // missing somewhere
-        if (e.first->kind == ItemKind::array) {
-            e.nd = e.first->global_shape.size();
-            e.coords = ncoords;
-            ncoords += nranks * 2 * e.nd;
-        }
-    }
-    // Every rank holds every entry once: nentries items each.
-
-    // 2. Check every item against rank 0's, rank by rank; copy the boxes.
-    std::vector<std::int64_t> coords(ncoords);
-    for (std::size_t r = 0; r < nranks; ++r) {
-        const auto& items = plans[r].items;
-        const std::uint32_t* mine = ids.data() + base[r];
-        for (std::size_t i = 0; i < items.size(); ++i) {
-            const WriteItem& it = items[i];
-            const Name& e = entries[mine[i]];
-            const WriteItem& first = *e.first;
-            if (it.kind != first.kind)
-                return false;
-            switch (it.kind) {
-            case ItemKind::array: {
-                if (it.dtype != first.dtype || it.global_shape != first.global_shape ||
-                    it.box.offsets.size() != e.nd || it.box.shape.size() != e.nd)
-                    return false;
-                std::int64_t* c = coords.data() + e.coords + r * 2 * e.nd;
-                std::copy(it.box.offsets.begin(), it.box.offsets.end(), c);
-                std::copy(it.box.shape.begin(), it.box.shape.end(), c + e.nd);
-                break;
-            }
-            case ItemKind::scalar:
-                if (it.dtype != first.dtype || it.value != first.value)
-                    return false;
-                break;
-            case ItemKind::string:
-                if (it.value != first.value)
-                    return false;
-                break;
-            case ItemKind::bytes:
-                if (it.nbytes != first.nbytes || it.digest != first.digest)
-                    return false;
-                break;
-            }
-        }
-    }
-
-    // 3. Entry by entry in name order: chunks, metadata, who writes what.
-    std::vector<std::uint32_t> order(nentries); // entry ids in name order
-    for (std::uint32_t k = 0; k < nentries; ++k)
-        order[k] = k;
-    std::sort(order.begin(), order.end(),
-              [&](std::uint32_t a, std::uint32_t b) { return entries[a].name < entries[b].name; });
-    constexpr std::uint32_t not_kept = UINT32_MAX;
-    // chunk_of[id * nranks + r]: the chunk rank r writes itself for entry id
-    // (entry-major like `where`: written here in order; a rank-major table
-    // would take one page, and a TLB miss, per rank and entry).
-    std::vector<std::uint32_t> chunk_of(nentries * nranks, not_kept);
-    std::vector<std::uint64_t> load(nranks, 0);
-    struct Replica {
-        WriteItem item;
-        std::vector<int> holders;
-    };
-    std::vector<Replica> replicas;
-    struct Fix { // what every array item takes from rank 0's (exact path: a copy of it)
-        std::uint64_t digest = 0;
-        std::string value;
-    };
-    std::vector<Fix> fixes(nentries);
-    std::vector<std::pair<std::string, EntryMeta>> metas;
-    metas.reserve(nentries);
-    std::vector<std::uint32_t> ranks;   // the array's non-empty boxes, sorted
-    std::vector<std::int64_t> distinct; // the distinct boxes, flat
-    std::vector<std::size_t> group;     // start of each distinct box in `ranks`
-    for (const auto id : order) {
-        const Name& e = entries[id];
-        const WriteItem& first = *e.first;
-        EntryMeta em;
-        em.kind = first.kind;
-        em.dtype = first.dtype;
-        switch (first.kind) {
-        case ItemKind::scalar:
-        case ItemKind::string: em.value = first.value; break;
-        case ItemKind::bytes: {
-            em.global_shape = first.global_shape;
-            em.chunks.push_back(ChunkMeta{first.box, {}});
-            std::vector<int> holders(nranks);
-            for (std::size_t r = 0; r < nranks; ++r)
-                holders[r] = static_cast<int>(r);
-            WriteItem w = first;
-            w.chunk = 0;
-            replicas.push_back(Replica{std::move(w), std::move(holders)});
-            break;
-        }
-        case ItemKind::array: {
-            em.global_shape = first.global_shape;
-            const std::size_t nd = e.nd, stride = 2 * nd;
-            const std::uint64_t esize = dtype_size(first.dtype);
-            if (!detail::checked_bytes(em.global_shape, esize))
-                return false;
-            const std::int64_t* c = coords.data() + e.coords;
-            const auto box_volume = [&](std::uint32_t r) { // as Box::volume()
-                const std::int64_t* s = c + r * stride + nd;
-                std::int64_t v = 1;
-                bool saturated = false;
-                for (std::size_t d = 0; d < nd; ++d) {
-                    if (s[d] <= 0)
-                        return s[d] < 0 ? std::int64_t(-1) : std::int64_t(0);
-                    if (!saturated && __builtin_mul_overflow(v, s[d], &v))
-                        saturated = true;
-                }
-                return saturated ? INT64_MAX : v;
-            };
-            ranks.clear();
-            for (std::uint32_t r = 0; r < nranks; ++r)
-                if (box_volume(r) > 0)
-                    ranks.push_back(r);
-            // Box order (offsets, then extents: Box::operator<), then rank.
-            const auto less = [&](std::uint32_t a, std::uint32_t b) {
-                const std::int64_t *x = c + a * stride, *y = c + b * stride;
-                for (std::size_t k = 0; k < stride; ++k)
-                    if (x[k] != y[k])
-                        return x[k] < y[k];
-                return a < b;
-            };
-            if (!std::is_sorted(ranks.begin(), ranks.end(), less))
-                std::sort(ranks.begin(), ranks.end(), less);
-            const auto same = [&](std::uint32_t a, std::uint32_t b) {
-                return std::equal(c + a * stride, c + (a + 1) * stride, c + b * stride);
-            };
-            group.clear();
-            distinct.clear();
-            for (std::size_t k = 0; k < ranks.size(); ++k)
-                if (k == 0 || !same(ranks[k - 1], ranks[k])) {
-                    group.push_back(k);
-                    distinct.insert(distinct.end(), c + ranks[k] * stride, c + (ranks[k] + 1) * stride);
-                }
-            group.push_back(ranks.size());
-            const std::size_t nchunks = group.size() - 1;
-            if (detail::check_tiling(em.global_shape, distinct.data(), nchunks))
-                return false;
-            em.chunks.reserve(nchunks);
-            fixes[id].digest = first.digest;
-            fixes[id].value = first.value;
-            for (std::size_t g = 0; g < nchunks; ++g) {
-                const std::uint32_t r0 = ranks[group[g]];
-                const std::int64_t* b = c + r0 * stride;
-                Box box{Shape(b, b + nd), Shape(b + nd, b + stride)};
-                const std::uint64_t nbytes = static_cast<std::uint64_t>(box.volume()) * esize;
-                const auto chunk = static_cast<std::uint32_t>(em.chunks.size());
-                const std::size_t holders = group[g + 1] - group[g];
-                if (holders == 1) {
-                    chunk_of[id * nranks + r0] = chunk;
-                    load[r0] += nbytes;
-                    em.chunks.push_back(ChunkMeta{std::move(box), {}});
-                } else {
-                    WriteItem w = first;
-                    w.box = box;
-                    w.nbytes = nbytes;
-                    w.chunk = chunk;
-                    std::vector<int> h(holders);
-                    for (std::size_t k = 0; k < holders; ++k)
-                        h[k] = static_cast<int>(ranks[group[g] + k]);
-                    replicas.push_back(Replica{std::move(w), std::move(h)});
-                    em.chunks.push_back(ChunkMeta{std::move(box), {}});
-                }
-            }
-            break;
-        }
-        }
-        metas.emplace_back(std::string(e.name), std::move(em));
-    }
-
-    // 4. Nothing can fail any more. Replicated items to the holder with the
-    // fewest bytes so far, largest first (as the exact path).
-    std::stable_sort(replicas.begin(), replicas.end(),
-                     [](const Replica& a, const Replica& b) { return a.item.nbytes > b.item.nbytes; });
-    std::vector<std::vector<std::size_t>> replicas_of(nranks);
-    for (std::size_t k = 0; k < replicas.size(); ++k) {
-        const auto& rep = replicas[k];
-        int best = rep.holders.front();
-        for (int h : rep.holders)
-            if (load[static_cast<std::size_t>(h)] < load[static_cast<std::size_t>(best)])
-                best = h;
-        load[static_cast<std::size_t>(best)] += rep.item.nbytes;
-        replicas_of[static_cast<std::size_t>(best)].push_back(k);
-    }
-
-    // 5. Each rank's final plan: its own chunks in entry name order (moved
-    // from its plan), then the replicas it writes.
-    std::vector<std::uint32_t> rank_of_name(nentries);
-    for (std::uint32_t k = 0; k < nentries; ++k)
-        rank_of_name[order[k]] = k;
-    std::vector<std::uint32_t> slot(nentries);
-    // The new plan is built in the buffer of the previous rank's old plan
-    // (emptied by the moves), so that no new memory is touched.
-    std::vector<WriteItem> out;
-    for (std::size_t r = 0; r < nranks; ++r) {
-        auto& items = plans[r].items;
-        const std::uint32_t* mine = ids.data() + base[r];
-        std::fill(slot.begin(), slot.end(), not_kept);
-        std::size_t kept = 0;
-        for (std::size_t i = 0; i < items.size(); ++i)
-            if (chunk_of[mine[i] * nranks + r] != not_kept) {
-                slot[rank_of_name[mine[i]]] = static_cast<std::uint32_t>(i);
-                ++kept;
-            }
-        out.clear();
-        out.reserve(kept + replicas_of[r].size());
-        for (const auto i : slot) {
-            if (i == not_kept)
-                continue;
-            WriteItem& w = items[i];
-            const Fix& fix = fixes[mine[i]];
-            w.nbytes = static_cast<std::uint64_t>(w.box.volume()) * dtype_size(w.dtype);
-            w.chunk = chunk_of[mine[i] * nranks + r];
-            w.digest = fix.digest;
-            if (w.value != fix.value)
-                w.value = fix.value;
-            out.push_back(std::move(w));
-        }
-        for (const auto k : replicas_of[r])
-            out.push_back(std::move(replicas[k].item));
-        items.swap(out);
-    }
-
-    md = Metadata{};
-    md.world_size = static_cast<int>(nranks);
-    md.library_version = version();
-    for (auto& [name, em] : metas)
-        md.entries.emplace_hint(md.entries.end(), std::move(name), std::move(em));
-    return true;
-}
 
 std::pair<std::vector<SavePlan>, Metadata> DefaultSavePlanner::create_global_plan(std::vector<SavePlan> plans)
 {
     Metadata md;
-    if (detail::global_plan_fast(plans, md))
+    if (detail::global_plan_columnar(plans, md))
         return {std::move(plans), std::move(md)};
     return global_plan_exact(std::move(plans));
 }

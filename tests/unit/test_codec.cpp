@@ -444,8 +444,14 @@ TEST_CASE("codec: chunk count of a metadata entry patched to 2^60", "[codec]")
 TEST_CASE("codec: invalid kind, dtype, rank and negative extents are refused", "[codec]")
 {
     const auto sp = encode(sample_save_plan());
-    const auto L = sample_save_plan().items[0].fqn.size();
-    const std::size_t kind_off = 4 + 8 + 8 + L, dtype_off = kind_off + 1, rank_off = kind_off + 2;
+    // magic, the name table (count, then each name: length, bytes), the
+    // item count, the first item's name index, then its kind
+    std::size_t table = 8;
+    std::set<std::string> names;
+    for (const auto& it : sample_save_plan().items)
+        if (names.insert(it.fqn).second)
+            table += 8 + it.fqn.size();
+    const std::size_t kind_off = 4 + table + 8 + 4, dtype_off = kind_off + 1, rank_off = kind_off + 2;
     REQUIRE(std::to_integer<int>(sp[kind_off]) == static_cast<int>(ItemKind::array));
     REQUIRE(std::to_integer<int>(sp[dtype_off]) == static_cast<int>(DType::f32));
     REQUIRE(std::to_integer<int>(sp[rank_off]) == 3);

@@ -4,6 +4,7 @@
 #include "core/codec.hpp"
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
+#include "storage/builtin_writers.hpp"
 #include "storage/distcp/mpiio.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/metadata_h5.hpp"
@@ -282,8 +283,13 @@ std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlan
 
 void DistcpWriter::finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>&)
 {
-    auto& im = *m_impl;
-    Metadata md = metadata;
+    auto md = detail::to_columns(metadata);
+    detail::BuiltinWriters::finish(*this, md);
+}
+
+void detail::BuiltinWriters::finish(DistcpWriter& w, MetadataColumns& md)
+{
+    auto& im = *w.m_impl;
     md.layout = "distcp";
     md.checksum_block = im.opt.checksum_block;
     md.created = utc_now();

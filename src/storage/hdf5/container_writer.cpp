@@ -16,6 +16,7 @@
 #include "core/codec.hpp"
 #include "core/fault.hpp"
 #include "core/strided.hpp"
+#include "storage/builtin_writers.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/container_h5.hpp"
 #include "storage/hdf5/h5.hpp"
@@ -445,8 +446,13 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
 
 void ContainerWriter::finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>&)
 {
-    auto& im = *m_impl;
-    Metadata md = metadata;
+    auto md = detail::to_columns(metadata);
+    detail::BuiltinWriters::finish(*this, md);
+}
+
+void detail::BuiltinWriters::finish(ContainerWriter& w, MetadataColumns& md)
+{
+    auto& im = *w.m_impl;
     md.layout = "container";
     md.checksum_block = im.opt.checksum_block;
     md.created = utc_now();
@@ -459,7 +465,8 @@ void ContainerWriter::finish(const Metadata& metadata, const std::vector<std::ve
         ct::inject(fault::h5_open, "reopening " + im.tmp, true);
         const Handle lcpl = ct::link_creation(im.tmp, true);
         const Handle dcpl = dataset_creation(im.tmp);
-        for (const auto& [fqn, em] : md.entries) {
+        for (const auto& em : md.entries) {
+            const std::string& fqn = em.name;
             const std::string path = container_dataset_path(fqn);
             const std::string what = im.tmp + ": dataset '" + path + "'";
             if (em.kind == ItemKind::scalar) {
@@ -483,7 +490,7 @@ void ContainerWriter::finish(const Metadata& metadata, const std::vector<std::ve
                                   "creating " + what, true));
                 const char* p = em.value.c_str();
                 check_status(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "writing " + what, true);
-            } else if (em.chunks.empty() && H5Lexists(file, path.c_str(), H5P_DEFAULT) <= 0) {
+            } else if (em.chunks == 0 && H5Lexists(file, path.c_str(), H5P_DEFAULT) <= 0) {
                 // An array without elements: nobody wrote it.
                 const auto code = static_cast<int>(em.kind == ItemKind::bytes ? DType::u8 : em.dtype);
                 const Handle space = ct::shape_space(em.global_shape, what, true);

@@ -71,10 +71,16 @@ bool has_dims(ItemKind k) { return k == ItemKind::array || k == ItemKind::bytes;
 
 } // namespace
 
-void write_metadata_group(hid_t loc, const Metadata& md)
+void write_metadata_group(hid_t loc, const Metadata& md) { write_metadata_group(loc, to_columns(md)); }
+
+void write_metadata_group(hid_t loc, const MetadataColumns& md)
 {
     if (md.world_size < 1)
         throw error::WrongAPIUsage("metadata: world_size must be at least 1, not " + std::to_string(md.world_size));
+    const std::size_t nchunks = md.chunk_count();
+    if (md.chunk_offset.size() != nchunks || md.chunk_length.size() != nchunks || md.sum_begin.size() != nchunks ||
+        md.sum_count.size() != nchunks)
+        throw error::WriteError("metadata: chunk columns of different lengths");
     Handle root(check(H5Gcreate2(loc, "cairn", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating group /cairn", true));
     h5::write_i64_attr(root, "format_version", {md.format_version}, {});
     h5::write_string_attr(root, "library_version", md.library_version);
@@ -83,74 +89,79 @@ void write_metadata_group(hid_t loc, const Metadata& md)
     h5::write_string_attr(root, "created", md.created);
     h5::write_i64_attr(root, "entry_count", {static_cast<std::int64_t>(md.entries.size())}, {});
 
-    // The entry table: one row per entry, in name order; per-chunk columns
-    // concatenated in entry order.
-    // Files by name (views of the chunks' paths), numbered in order of
-    // first appearance; the columns reserved up front.
-    std::unordered_map<std::string_view, std::int64_t> file_index;
-    std::vector<std::string> files, names;
+    // The entry table: one row per entry, in name order; the chunk columns
+    // are the columns of `md` (checked here: every chunk written, with the
+    // checksums its length needs; gathered in chunk order when the pool is not).
+    const std::size_t n = md.entries.size();
+    std::vector<std::string> names;
     std::vector<std::uint8_t> kinds, dtypes, ndims;
-    std::vector<std::int64_t> shapes, counts, boxes, chunk_file;
-    std::vector<std::uint64_t> chunk_offset, chunk_length, sums;
-    {
-        std::size_t nchunks = 0, ncoords = 0, nsums = 0;
-        for (const auto& [fqn, em] : md.entries) {
-            nchunks += em.chunks.size();
-            ncoords += 2 * em.global_shape.size() * em.chunks.size();
-            for (const auto& c : em.chunks)
-                nsums += c.storage.checksums.size();
-        }
-        names.reserve(md.entries.size());
-        kinds.reserve(md.entries.size());
-        dtypes.reserve(md.entries.size());
-        ndims.reserve(md.entries.size());
-        counts.reserve(md.entries.size());
-        boxes.reserve(ncoords);
-        chunk_file.reserve(nchunks);
-        chunk_offset.reserve(nchunks);
-        chunk_length.reserve(nchunks);
-        sums.reserve(nsums);
-    }
-    for (const auto& [fqn, em] : md.entries) {
-        names.push_back(fqn);
+    std::vector<std::int64_t> shapes, counts;
+    names.reserve(n);
+    kinds.reserve(n);
+    dtypes.reserve(n);
+    ndims.reserve(n);
+    counts.reserve(n);
+    std::size_t nsums = 0, ncoords = 0;
+    bool pooled_in_order = true;
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto& em = md.entries[i];
+        if (i > 0 && !(md.entries[i - 1].name < em.name))
+            throw error::WriteError("metadata: entries not in strict name order at '" + em.name + "'");
+        names.push_back(em.name);
         kinds.push_back(static_cast<std::uint8_t>(em.kind));
         dtypes.push_back(static_cast<std::uint8_t>(em.kind == ItemKind::string ? DType::u8 : em.dtype));
         const auto nd = has_dims(em.kind) ? em.global_shape.size() : 0;
         ndims.push_back(static_cast<std::uint8_t>(nd));
         if (nd)
             shapes.insert(shapes.end(), em.global_shape.begin(), em.global_shape.end());
-        counts.push_back(static_cast<std::int64_t>(em.chunks.size()));
-        for (const auto& c : em.chunks) {
-            boxes.insert(boxes.end(), c.box.offsets.begin(), c.box.offsets.end());
-            boxes.insert(boxes.end(), c.box.shape.begin(), c.box.shape.end());
-            auto [it, fresh] = file_index.try_emplace(c.storage.path, static_cast<std::int64_t>(files.size()));
-            if (fresh)
-                files.push_back(c.storage.path);
-            chunk_file.push_back(it->second);
-            chunk_offset.push_back(c.storage.offset);
-            chunk_length.push_back(c.storage.length);
-            const auto es = em.kind == ItemKind::bytes ? 1 : dtype_size(em.dtype);
-            const auto expect =
-                checksum_blocks(c.storage.length, checksum_span(c.box.shape, es, md.checksum_block));
-            if (c.storage.checksums.size() != expect)
-                throw error::WriteError("metadata: chunk " + c.box.str() + " of '" + fqn + "' has " +
-                                        std::to_string(c.storage.checksums.size()) + " checksums, expected " +
+        counts.push_back(static_cast<std::int64_t>(em.chunks));
+        const std::size_t cnd = em.global_shape.size(), stride = 2 * cnd;
+        if (em.first_chunk != (i ? md.entries[i - 1].first_chunk + md.entries[i - 1].chunks : 0) ||
+            em.first_coord != ncoords || em.first_chunk + em.chunks > nchunks ||
+            md.boxes.size() < ncoords + stride * em.chunks)
+            throw error::WriteError("metadata: the chunk rows of '" + em.name + "' are not where its entry says");
+        ncoords += stride * em.chunks;
+        const auto es = em.kind == ItemKind::bytes ? 1 : dtype_size(em.dtype);
+        for (std::size_t j = 0; j < em.chunks; ++j) {
+            const std::size_t k = em.first_chunk + j;
+            const std::int64_t* b = md.boxes.data() + em.first_coord + stride * j;
+            const auto box_str = [&] { return Box{Shape(b, b + cnd), Shape(b + cnd, b + stride)}.str(); };
+            if (md.chunk_file[k] < 0 || static_cast<std::size_t>(md.chunk_file[k]) >= md.files.size())
+                throw error::WriteError("metadata: chunk " + box_str() + " of '" + em.name + "' has no file");
+            const auto expect = checksum_blocks(md.chunk_length[k],
+                                                checksum_span(b + cnd, cnd, es, md.checksum_block));
+            if (md.sum_count[k] != expect)
+                throw error::WriteError("metadata: chunk " + box_str() + " of '" + em.name + "' has " +
+                                        std::to_string(md.sum_count[k]) + " checksums, expected " +
                                         std::to_string(expect));
-            sums.insert(sums.end(), c.storage.checksums.begin(), c.storage.checksums.end());
+            if (md.sum_begin[k] > md.sums.size() || md.sums.size() - md.sum_begin[k] < md.sum_count[k])
+                throw error::WriteError("metadata: the checksums of chunk " + box_str() + " of '" + em.name +
+                                        "' lie outside the pool");
+            pooled_in_order = pooled_in_order && md.sum_begin[k] == nsums;
+            nsums += md.sum_count[k];
         }
     }
-    const hsize_t n = names.size();
-    h5::write_string_array_attr(root, "files", files);
+    if (ncoords != md.boxes.size() || (n ? md.entries.back().first_chunk + md.entries.back().chunks : 0) != nchunks)
+        throw error::WriteError("metadata: chunk rows that no entry claims");
+    std::vector<std::uint64_t> gathered;
+    if (!pooled_in_order || nsums != md.sums.size()) {
+        gathered.reserve(nsums);
+        for (std::size_t k = 0; k < nchunks; ++k)
+            gathered.insert(gathered.end(), md.sums.begin() + static_cast<std::ptrdiff_t>(md.sum_begin[k]),
+                            md.sums.begin() + static_cast<std::ptrdiff_t>(md.sum_begin[k] + md.sum_count[k]));
+    }
+    const std::vector<std::uint64_t>& sums = pooled_in_order && nsums == md.sums.size() ? md.sums : gathered;
+    h5::write_string_array_attr(root, "files", md.files);
     h5::write_string_array_attr(root, "names", names);
     h5::write_raw_array_attr(root, "kinds", kind_enum(), kinds.data(), n);
     h5::write_raw_array_attr(root, "dtypes", dtype_enum(), dtypes.data(), n);
     h5::write_raw_array_attr(root, "ndims", H5T_NATIVE_UINT8, ndims.data(), n);
     h5::write_i64_attr(root, "global_shapes", shapes, {shapes.size()});
     h5::write_i64_attr(root, "chunk_counts", counts, {counts.size()});
-    h5::write_i64_attr(root, "chunk_boxes", boxes, {boxes.size()});
-    h5::write_i64_attr(root, "chunk_files", chunk_file, {chunk_file.size()});
-    h5::write_u64_attr(root, "chunk_offsets", chunk_offset);
-    h5::write_u64_attr(root, "chunk_lengths", chunk_length);
+    h5::write_i64_attr(root, "chunk_boxes", md.boxes, {md.boxes.size()});
+    h5::write_i64_attr(root, "chunk_files", md.chunk_file, {md.chunk_file.size()});
+    h5::write_u64_attr(root, "chunk_offsets", md.chunk_offset);
+    h5::write_u64_attr(root, "chunk_lengths", md.chunk_length);
     h5::write_string_attr(root, "checksum_algorithm", md.checksum_block ? checksum_algorithm : "none");
     h5::write_i64_attr(root, "checksum_block_bytes", {static_cast<std::int64_t>(md.checksum_block)}, {});
     h5::write_u64_attr(root, "chunk_checksums", sums);
@@ -158,11 +169,11 @@ void write_metadata_group(hid_t loc, const Metadata& md)
     // Scalars and strings: one attribute each, named by the entry, of its
     // natural type, so h5dump shows `"step" ... (0): 100`.
     Handle values(check(H5Gcreate2(root, "values", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating /cairn/values", true));
-    for (const auto& [fqn, em] : md.entries) {
+    for (const auto& em : md.entries) {
         if (em.kind == ItemKind::string)
-            h5::write_string_attr(values, fqn.c_str(), em.value);
+            h5::write_string_attr(values, em.name.c_str(), em.value);
         else if (em.kind == ItemKind::scalar)
-            h5::write_raw_attr(values, fqn.c_str(), h5::native_type(static_cast<int>(em.dtype)), em.value.data());
+            h5::write_raw_attr(values, em.name.c_str(), h5::native_type(static_cast<int>(em.dtype)), em.value.data());
     }
 }
 
@@ -468,6 +479,11 @@ void seal_metadata_file(const std::string& path)
 }
 
 void write_metadata_file(const std::string& path, const Metadata& md, bool durable)
+{
+    write_metadata_file(path, to_columns(md), durable);
+}
+
+void write_metadata_file(const std::string& path, const MetadataColumns& md, bool durable)
 {
     {
         h5::ErrorSilencer quiet;

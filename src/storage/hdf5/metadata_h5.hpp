@@ -2,6 +2,7 @@
 #pragma once
 
 #include "cairn/plan.hpp"
+#include "core/metadata_columns.hpp"
 
 #include <hdf5.h>
 
@@ -13,6 +14,10 @@ namespace cairn::detail {
 /// Writes `md` as the group "/cairn" (attributes) with one sub-group per
 /// entry under "/cairn/entries" into the open file or group `loc`.
 void write_metadata_group(hid_t loc, const Metadata& md);
+/// The same from columns (what the coordinator's columnar path builds).
+/// Throws error::WriteError when a chunk has no file or the wrong number of
+/// checksums, or the columns do not line up.
+void write_metadata_group(hid_t loc, const MetadataColumns& md);
 
 /// Reads the group written by write_metadata_group; `where` (the file name)
 /// prefixes every error. Validates the format version, kinds, dtypes, ranks
@@ -27,6 +32,7 @@ inline constexpr std::size_t metadata_header_bytes = 512;
 /// metadata group, with a user block of metadata_header_bytes, seals it
 /// (seal_metadata_file) and fsyncs it when `durable`.
 void write_metadata_file(const std::string& path, const Metadata& md, bool durable);
+void write_metadata_file(const std::string& path, const MetadataColumns& md, bool durable);
 
 /// Writes the integrity header into the user block of the metadata file
 /// `path`: magic, version, the file's length and the XXH3-64 of everything

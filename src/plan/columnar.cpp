@@ -1,0 +1,777 @@
+#include "plan/columnar.hpp"
+
+#include "cairn/checkpoint.hpp"
+#include "cairn/errors.hpp"
+#include "core/tiling.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+#include <unordered_map>
+
+namespace cairn::detail {
+
+namespace {
+
+constexpr std::uint32_t k_magic_save_plan = 0x43535032;  // "CSP2" (codec.cpp)
+constexpr std::uint32_t k_magic_results = 0x43575232;    // "CWR2" (codec.cpp)
+constexpr std::uint32_t k_magic_assignment = 0x43534131; // "CSA1"
+constexpr std::uint32_t not_kept = UINT32_MAX;
+
+// Volume of `nd` extents as Box::volume(): -1 when one is negative, 0 when
+// one is zero, saturated at INT64_MAX.
+std::int64_t volume_of(const std::int64_t* s, std::size_t nd) noexcept
+{
+    std::int64_t v = 1;
+    bool saturated = false;
+    for (std::size_t d = 0; d < nd; ++d) {
+        if (s[d] <= 0)
+            return s[d] < 0 ? -1 : 0;
+        if (!saturated && __builtin_mul_overflow(v, s[d], &v))
+            saturated = true;
+    }
+    return saturated ? INT64_MAX : v;
+}
+
+// Interns the names of each plan's or result's name table: a name equal to
+// the previous table's name at the same position takes its id without
+// hashing (ranks list their names in the same order).
+class NameTable {
+public:
+    // Reads a table; ids[k] is the id of name k (`lookup(view)` for a name
+    // not matched by position). Returns false when lookup does.
+    template <class Lookup>
+    bool read(Decoder& d, Lookup&& lookup)
+    {
+        const std::size_t n = d.count(8);
+        m_views.resize(n);
+        m_ids.resize(n);
+        for (std::size_t k = 0; k < n; ++k) {
+            const std::string_view name = d.view_str();
+            if (k < m_prev_n && m_views[k] == name)
+                continue; // same name, same id
+            m_views[k] = name;
+            m_ids[k] = lookup(name);
+            if (m_ids[k] == not_kept)
+                return false;
+        }
+        m_prev_n = n;
+        return true;
+    }
+    std::size_t size() const noexcept { return m_prev_n; }
+    std::string_view name(std::size_t k) const noexcept { return m_views[k]; }
+    std::uint32_t id(std::size_t k) const noexcept { return m_ids[k]; }
+
+private:
+    std::vector<std::string_view> m_views; // into the previous inputs, which stay alive
+    std::vector<std::uint32_t> m_ids;
+    std::size_t m_prev_n = 0;
+};
+
+} // namespace
+
+struct ColumnarSavePlan::Impl {
+    struct Entry {
+        std::string_view name;
+        ItemKind kind = ItemKind::array;
+        DType dtype = DType::u8;
+        std::size_t nd = 0;
+        std::size_t shape_at = 0; // global shape in `shapes`
+        std::size_t box_at = 0;   // bytes: rank 0's box in `shapes` (offsets, extents)
+        std::uint64_t nbytes = 0;
+        std::uint64_t digest = 0;
+        std::string_view value;
+        std::size_t coords = 0;   // arrays: boxes in `coords`, rank r's at coords + r * 2 * nd
+        std::size_t last_rank = SIZE_MAX;
+        const WriteItem* first = nullptr; // from structs: rank 0's item
+    };
+    struct Replica {
+        std::uint32_t entry;
+        std::uint32_t chunk;
+        std::uint64_t nbytes;
+        std::size_t holders_at; // in `holders`
+        std::size_t holders_n;
+    };
+
+    std::size_t nranks = 0;
+    std::vector<Entry> entries;
+    std::unordered_map<std::string_view, std::uint32_t> index;
+    std::vector<std::int64_t> shapes;
+    std::vector<std::uint32_t> ids;    // ids[r * nentries + i]: entry of item i of rank r
+    std::vector<std::int64_t> coords;  // entry-major array boxes
+    std::vector<std::pair<std::string_view, std::string_view>> extra; // storage, planner data per rank
+
+    // plan()
+    std::vector<std::uint32_t> name_rank;  // entry id -> position in name order
+    std::vector<std::uint32_t> chunk_of;   // [id * nranks + r]: the chunk rank r writes itself, or not_kept
+    std::vector<std::uint32_t> holders;
+    std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> replicas_of; // per rank: (entry, chunk)
+    std::vector<std::uint32_t> slot, pos;  // encode_final scratch
+    std::uint64_t total = 0;
+    MetadataColumns md;
+
+    bool ingest_rank(std::size_t r, const Bytes& plan, std::vector<std::int64_t>& first_boxes, NameTable& names);
+    bool ingest_structs(const std::vector<SavePlan>& plans);
+    void take_finals(std::vector<SavePlan>& plans);
+};
+
+ColumnarSavePlan::ColumnarSavePlan() : m(std::make_unique<Impl>()) {}
+ColumnarSavePlan::~ColumnarSavePlan() = default;
+
+bool ColumnarSavePlan::Impl::ingest_rank(std::size_t r, const Bytes& plan, std::vector<std::int64_t>& first_boxes,
+                                         NameTable& names)
+{
+    Decoder d(plan, "save plan");
+    if (d.u32() != k_magic_save_plan)
+        return false;
+    const bool first = r == 0;
+    const bool known = names.read(d, [&](std::string_view name) -> std::uint32_t {
+        if (first) {
+            auto [it, fresh] = index.try_emplace(name, static_cast<std::uint32_t>(entries.size()));
+            if (fresh) {
+                if (entries.size() >= UINT32_MAX - 1)
+                    return not_kept;
+                entries.emplace_back();
+                entries.back().name = name;
+            }
+            return it->second;
+        }
+        const auto it = index.find(name);
+        return it == index.end() ? not_kept : it->second; // a name rank 0 lacks
+    });
+    if (!known)
+        return false;
+    const std::size_t nitems = d.count(37);
+    if (first) {
+        if (nitems != entries.size())
+            return false; // unused or repeated names
+        ids.resize(nranks * nitems);
+    } else if (nitems != entries.size()) {
+        return false;
+    }
+    const std::size_t nentries = entries.size();
+    std::uint32_t* mine = ids.data() + r * nentries;
+    std::int64_t g[max_encoded_ndim], o[max_encoded_ndim], s[max_encoded_ndim];
+    std::size_t next = 0; // names are referenced in table order (codec.cpp's canonical form)
+    for (std::size_t i = 0; i < nitems; ++i) {
+        const std::uint32_t k = d.u32();
+        if (k >= names.size() || k > next)
+            return false;
+        next += k == next;
+        const std::uint32_t id = names.id(k);
+        Entry& e = entries[id];
+        const auto kind = d.u8();
+        const auto dtype = d.u8();
+        if (kind > static_cast<std::uint8_t>(ItemKind::string) || !dtype_valid(dtype))
+            return false;
+        const std::size_t gnd = d.shape_into(g);
+        const std::size_t ond = d.shape_into(o);
+        const std::size_t snd = d.shape_into(s);
+        const std::uint64_t nbytes = d.u64();
+        const std::uint64_t digest = d.u64();
+        const std::string_view value = d.view_str();
+        (void)d.u32(); // chunk: set by the global plan
+        if (ond != snd || e.last_rank == r)
+            return false; // malformed box; twice in one plan
+        e.last_rank = r;
+        mine[i] = id;
+        if (first) {
+            e.kind = static_cast<ItemKind>(kind);
+            e.dtype = static_cast<DType>(dtype);
+            e.nd = gnd;
+            e.shape_at = shapes.size();
+            shapes.insert(shapes.end(), g, g + gnd);
+            e.nbytes = nbytes;
+            e.digest = digest;
+            e.value = value;
+            if (e.kind == ItemKind::array || e.kind == ItemKind::bytes) {
+                if (ond != gnd)
+                    return false;
+                e.box_at = shapes.size();
+                shapes.insert(shapes.end(), o, o + ond);
+                shapes.insert(shapes.end(), s, s + snd);
+                if (e.kind == ItemKind::array) {
+                    e.coords = first_boxes.size();
+                    first_boxes.insert(first_boxes.end(), o, o + ond);
+                    first_boxes.insert(first_boxes.end(), s, s + snd);
+                }
+            }
+            continue;
+        }
+        if (static_cast<ItemKind>(kind) != e.kind)
+            return false;
+        switch (e.kind) {
+        case ItemKind::array: {
+            // As rank 0's item: the final item copies everything but the box.
+            if (static_cast<DType>(dtype) != e.dtype || gnd != e.nd || ond != e.nd ||
+                !std::equal(g, g + gnd, shapes.data() + e.shape_at) || digest != e.digest || value != e.value)
+                return false;
+            std::int64_t* c = coords.data() + e.coords + r * 2 * e.nd;
+            std::copy(o, o + ond, c);
+            std::copy(s, s + snd, c + e.nd);
+            break;
+        }
+        case ItemKind::scalar:
+            if (static_cast<DType>(dtype) != e.dtype || value != e.value)
+                return false;
+            break;
+        case ItemKind::string:
+            if (value != e.value)
+                return false;
+            break;
+        case ItemKind::bytes:
+            // Every holder's item is rank 0's (the final item is a copy of it).
+            if (nbytes != e.nbytes || digest != e.digest || value != e.value || static_cast<DType>(dtype) != e.dtype ||
+                gnd != e.nd || ond != e.nd || !std::equal(g, g + gnd, shapes.data() + e.shape_at) ||
+                !std::equal(o, o + ond, shapes.data() + e.box_at) || !std::equal(s, s + snd, shapes.data() + e.box_at + ond))
+                return false;
+            break;
+        }
+    }
+    const std::string_view storage_data = d.view_str();
+    const std::string_view planner_data = d.view_str();
+    if (!d.done() || next != names.size())
+        return false;
+    extra[r] = {storage_data, planner_data};
+    if (first) {
+        // Now the entries are known: the entry-major box table.
+        std::vector<std::size_t> from(entries.size());
+        std::size_t n = 0;
+        for (std::size_t k = 0; k < entries.size(); ++k) {
+            auto& e = entries[k];
+            if (e.kind != ItemKind::array)
+                continue;
+            from[k] = e.coords;
+            e.coords = n;
+            n += nranks * 2 * e.nd;
+        }
+        coords.assign(n, 0);
+        for (std::size_t k = 0; k < entries.size(); ++k) {
+            const auto& e = entries[k];
+            if (e.kind == ItemKind::array)
+                std::copy(first_boxes.data() + from[k], first_boxes.data() + from[k] + 2 * e.nd,
+                          coords.data() + e.coords);
+        }
+    }
+    return true;
+}
+
+bool ColumnarSavePlan::ingest(const std::vector<Bytes>& gathered)
+{
+    auto& im = *m;
+    im.nranks = gathered.size();
+    if (im.nranks == 0 || im.nranks > static_cast<std::size_t>(INT32_MAX))
+        return false;
+    im.extra.resize(im.nranks);
+    std::vector<std::int64_t> first_boxes;
+    NameTable names;
+    try {
+        for (std::size_t r = 0; r < im.nranks; ++r)
+            if (!im.ingest_rank(r, gathered[r], first_boxes, names))
+                return false;
+    } catch (const error::FormatError&) {
+        return false; // the struct-based path reports it
+    }
+    im.index.clear();
+    return true;
+}
+
+// The struct entry point (DefaultSavePlanner::create_global_plan): the same
+// tables from the plans' items. Only what the reference compares is compared
+// (it copies the rest from rank 0's item, and so does take_finals), so that
+// every plan the reference takes is taken here, but a blob of rank 0 whose
+// box does not have the rank of its shape (the metadata columns cannot hold
+// it).
+bool ColumnarSavePlan::Impl::ingest_structs(const std::vector<SavePlan>& plans)
+{
+    nranks = plans.size();
+    if (nranks == 0 || nranks > static_cast<std::size_t>(INT32_MAX))
+        return false;
+    const auto& items0 = plans[0].items;
+    const std::size_t nentries = items0.size();
+    if (nentries >= UINT32_MAX - 1)
+        return false;
+    entries.resize(nentries);
+    index.reserve(nentries);
+    ids.resize(nranks * nentries);
+    std::size_t ncoords = 0;
+    for (std::size_t i = 0; i < nentries; ++i) {
+        const WriteItem& it = items0[i];
+        if (!index.emplace(it.fqn, static_cast<std::uint32_t>(i)).second)
+            return false; // twice in rank 0's plan
+        if (static_cast<std::uint8_t>(it.kind) > static_cast<std::uint8_t>(ItemKind::string) ||
+            !dtype_valid(static_cast<int>(it.dtype)))
+            return false;
+        Entry& e = entries[i];
+        e.name = it.fqn;
+        e.kind = it.kind;
+        e.dtype = it.dtype;
+        e.first = &it;
+        e.nd = it.global_shape.size();
+        e.shape_at = shapes.size();
+        shapes.insert(shapes.end(), it.global_shape.begin(), it.global_shape.end());
+        e.nbytes = it.nbytes;
+        e.digest = it.digest;
+        e.value = it.value;
+        if (e.kind == ItemKind::bytes) {
+            if (it.box.offsets.size() != e.nd || it.box.shape.size() != e.nd)
+                return false;
+            e.box_at = shapes.size();
+            shapes.insert(shapes.end(), it.box.offsets.begin(), it.box.offsets.end());
+            shapes.insert(shapes.end(), it.box.shape.begin(), it.box.shape.end());
+        } else if (e.kind == ItemKind::array) {
+            e.coords = ncoords;
+            ncoords += nranks * 2 * e.nd;
+        }
+    }
+    coords.assign(ncoords, 0);
+    for (std::size_t r = 0; r < nranks; ++r) {
+        const auto& items = plans[r].items;
+        if (items.size() != nentries)
+            return false;
+        std::uint32_t* mine = ids.data() + r * nentries;
+        const std::uint32_t* prev = r ? mine - nentries : nullptr;
+        for (std::size_t i = 0; i < nentries; ++i) {
+            const WriteItem& it = items[i];
+            std::uint32_t id;
+            if (r == 0) {
+                id = static_cast<std::uint32_t>(i);
+            } else if (entries[prev[i]].name == it.fqn) {
+                id = prev[i]; // the previous rank's name at this position
+            } else {
+                const auto found = index.find(it.fqn);
+                if (found == index.end())
+                    return false; // a name rank 0 lacks
+                id = found->second;
+            }
+            Entry& e = entries[id];
+            if (e.last_rank == r || it.kind != e.kind)
+                return false; // twice in one plan; another kind
+            e.last_rank = r;
+            mine[i] = id;
+            const WriteItem& first = *e.first;
+            switch (e.kind) {
+            case ItemKind::array: {
+                const std::size_t nd = e.nd;
+                if (it.dtype != e.dtype || it.box.offsets.size() != nd || it.box.shape.size() != nd ||
+                    (r != 0 && it.global_shape != first.global_shape))
+                    return false;
+                std::int64_t* c = coords.data() + e.coords + r * 2 * nd;
+                std::copy(it.box.offsets.begin(), it.box.offsets.end(), c);
+                std::copy(it.box.shape.begin(), it.box.shape.end(), c + nd);
+                break;
+            }
+            case ItemKind::scalar:
+                if (it.dtype != e.dtype || it.value != first.value)
+                    return false;
+                break;
+            case ItemKind::string:
+                if (it.value != first.value)
+                    return false;
+                break;
+            case ItemKind::bytes:
+                if (it.nbytes != e.nbytes || it.digest != e.digest)
+                    return false;
+                break;
+            }
+        }
+    }
+    index.clear();
+    return true;
+}
+
+// The final plans of the struct entry point, as the reference builds them:
+// each rank's own chunks in entry name order, then the replicas it writes;
+// an array's item is the rank's own (moved), with rank 0's digest and value,
+// a blob's a copy of rank 0's. Ranks in reverse order, so that rank 0's
+// items (and the entries' views into them) last until the end.
+void ColumnarSavePlan::Impl::take_finals(std::vector<SavePlan>& plans)
+{
+    const std::size_t nentries = entries.size();
+    slot.resize(nentries);
+    pos.resize(nentries);
+    std::vector<WriteItem> out; // the new plan, in the buffer of the previous rank's old plan
+    for (std::size_t r = nranks; r-- > 0;) {
+        auto& items = plans[r].items;
+        const std::uint32_t* mine = ids.data() + r * nentries;
+        std::fill(slot.begin(), slot.end(), not_kept);
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < nentries; ++i) {
+            const std::uint32_t id = mine[i];
+            pos[id] = static_cast<std::uint32_t>(i);
+            if (chunk_of[id * nranks + r] != not_kept) {
+                slot[name_rank[id]] = static_cast<std::uint32_t>(i);
+                ++kept;
+            }
+        }
+        const auto array_item = [&](std::uint32_t id, std::uint32_t chunk) {
+            WriteItem& w = items[pos[id]];
+            const WriteItem& first = *entries[id].first;
+            w.nbytes = static_cast<std::uint64_t>(w.box.volume()) * dtype_size(w.dtype);
+            w.chunk = chunk;
+            w.digest = first.digest;
+            if (w.value != first.value)
+                w.value = first.value;
+            out.push_back(std::move(w));
+        };
+        const auto& reps = replicas_of[r];
+        out.clear();
+        out.reserve(kept + reps.size());
+        for (const auto i : slot)
+            if (i != not_kept)
+                array_item(mine[i], chunk_of[mine[i] * nranks + r]);
+        for (const auto& [id, chunk] : reps) {
+            if (entries[id].kind == ItemKind::array) {
+                array_item(id, chunk);
+            } else {
+                out.push_back(r == 0 ? std::move(items[pos[id]]) : *entries[id].first);
+                out.back().chunk = chunk;
+            }
+        }
+        items.swap(out);
+    }
+}
+
+bool global_plan_columnar(std::vector<SavePlan>& plans, Metadata& md)
+{
+    ColumnarSavePlan cp;
+    if (!cp.m->ingest_structs(plans) || !cp.plan())
+        return false;
+    cp.m->take_finals(plans);
+    md = to_metadata(std::move(cp.m->md));
+    return true;
+}
+
+bool ColumnarSavePlan::plan()
+{
+    auto& im = *m;
+    const std::size_t nranks = im.nranks, nentries = im.entries.size();
+    std::vector<std::uint32_t> order(nentries);
+    for (std::uint32_t k = 0; k < nentries; ++k)
+        order[k] = k;
+    std::sort(order.begin(), order.end(),
+              [&](std::uint32_t a, std::uint32_t b) { return im.entries[a].name < im.entries[b].name; });
+    im.name_rank.assign(nentries, 0);
+    for (std::uint32_t k = 0; k < nentries; ++k)
+        im.name_rank[order[k]] = k;
+    im.chunk_of.assign(nentries * nranks, not_kept);
+    std::vector<std::uint64_t> load(nranks, 0);
+    std::vector<Impl::Replica> replicas;
+    auto& md = im.md;
+    md = MetadataColumns{};
+    md.world_size = static_cast<int>(nranks);
+    md.library_version = version();
+    md.entries.reserve(nentries);
+    {
+        std::size_t nchunks = 0, ncoords = 0; // at most: one chunk per rank and array
+        for (const auto& e : im.entries)
+            if (e.kind == ItemKind::array) {
+                nchunks += nranks;
+                ncoords += nranks * 2 * e.nd;
+            } else if (e.kind == ItemKind::bytes) {
+                nchunks += 1;
+                ncoords += 2 * e.nd;
+            }
+        md.boxes.reserve(ncoords);
+        md.chunk_file.reserve(nchunks);
+        md.chunk_offset.reserve(nchunks);
+        md.chunk_length.reserve(nchunks);
+        md.sum_begin.reserve(nchunks);
+        md.sum_count.reserve(nchunks);
+    }
+    std::vector<std::uint32_t> ranks;   // an array's non-empty boxes, sorted
+    std::vector<std::int64_t> distinct; // its distinct boxes, flat
+    std::vector<std::size_t> group;     // start of each distinct box in `ranks`
+    im.total = 0;
+    for (const auto id : order) {
+        const Impl::Entry& e = im.entries[id];
+        MetadataColumns::Entry me;
+        me.name = std::string(e.name);
+        me.kind = e.kind;
+        me.dtype = e.dtype;
+        me.first_chunk = md.chunk_count();
+        me.first_coord = md.boxes.size();
+        const std::int64_t* shape = im.shapes.data() + e.shape_at;
+        switch (e.kind) {
+        case ItemKind::scalar:
+        case ItemKind::string: me.value = std::string(e.value); break;
+        case ItemKind::bytes: {
+            me.global_shape.assign(shape, shape + e.nd);
+            const std::int64_t* b = im.shapes.data() + e.box_at;
+            md.boxes.insert(md.boxes.end(), b, b + 2 * e.nd);
+            md.add_chunks(1);
+            me.chunks = 1;
+            const std::size_t at = im.holders.size();
+            for (std::size_t r = 0; r < nranks; ++r)
+                im.holders.push_back(static_cast<std::uint32_t>(r));
+            replicas.push_back(Impl::Replica{id, 0, e.nbytes, at, nranks});
+            im.total += e.nbytes;
+            break;
+        }
+        case ItemKind::array: {
+            me.global_shape.assign(shape, shape + e.nd);
+            const std::size_t nd = e.nd, stride = 2 * nd;
+            const std::uint64_t esize = dtype_size(e.dtype);
+            if (!checked_bytes(me.global_shape, esize))
+                return false;
+            const std::int64_t* c = im.coords.data() + e.coords;
+            ranks.clear();
+            for (std::uint32_t r = 0; r < nranks; ++r)
+                if (volume_of(c + r * stride + nd, nd) > 0)
+                    ranks.push_back(r);
+            // Box order (offsets, then extents: Box::operator<), then rank.
+            const auto less = [&](std::uint32_t a, std::uint32_t b) {
+                const std::int64_t *x = c + a * stride, *y = c + b * stride;
+                for (std::size_t k = 0; k < stride; ++k)
+                    if (x[k] != y[k])
+                        return x[k] < y[k];
+                return a < b;
+            };
+            if (!std::is_sorted(ranks.begin(), ranks.end(), less))
+                std::sort(ranks.begin(), ranks.end(), less);
+            const auto same = [&](std::uint32_t a, std::uint32_t b) {
+                return std::equal(c + a * stride, c + (a + 1) * stride, c + b * stride);
+            };
+            group.clear();
+            distinct.clear();
+            for (std::size_t k = 0; k < ranks.size(); ++k)
+                if (k == 0 || !same(ranks[k - 1], ranks[k])) {
+                    group.push_back(k);
+                    distinct.insert(distinct.end(), c + ranks[k] * stride, c + (ranks[k] + 1) * stride);
+                }
+            group.push_back(ranks.size());
+            const std::size_t nchunks = group.size() - 1;
+            if (check_tiling(me.global_shape, distinct.data(), nchunks))
+                return false;
+            md.boxes.insert(md.boxes.end(), distinct.begin(), distinct.end());
+            md.add_chunks(nchunks);
+            me.chunks = nchunks;
+            for (std::size_t gi = 0; gi < nchunks; ++gi) {
+                const std::uint32_t r0 = ranks[group[gi]];
+                const std::uint64_t nbytes =
+                    static_cast<std::uint64_t>(volume_of(c + r0 * stride + nd, nd)) * esize;
+                const auto chunk = static_cast<std::uint32_t>(gi);
+                const std::size_t nholders = group[gi + 1] - group[gi];
+                im.total += nbytes;
+                if (nholders == 1) {
+                    im.chunk_of[id * nranks + r0] = chunk;
+                    load[r0] += nbytes;
+                } else {
+                    const std::size_t at = im.holders.size();
+                    im.holders.insert(im.holders.end(), ranks.begin() + static_cast<std::ptrdiff_t>(group[gi]),
+                                      ranks.begin() + static_cast<std::ptrdiff_t>(group[gi + 1]));
+                    replicas.push_back(Impl::Replica{id, chunk, nbytes, at, nholders});
+                }
+            }
+            break;
+        }
+        }
+        md.entries.push_back(std::move(me));
+    }
+    // Replicated chunks to the holder with the fewest bytes so far, largest
+    // first (as DefaultSavePlanner).
+    std::stable_sort(replicas.begin(), replicas.end(),
+                     [](const Impl::Replica& a, const Impl::Replica& b) { return a.nbytes > b.nbytes; });
+    im.replicas_of.assign(nranks, {});
+    for (const auto& rep : replicas) {
+        const std::uint32_t* h = im.holders.data() + rep.holders_at;
+        std::uint32_t best = h[0];
+        for (std::size_t k = 0; k < rep.holders_n; ++k)
+            if (load[h[k]] < load[best])
+                best = h[k];
+        load[best] += rep.nbytes;
+        im.replicas_of[best].emplace_back(rep.entry, rep.chunk);
+    }
+    std::vector<std::int64_t>().swap(im.coords);
+    std::vector<std::uint32_t>().swap(im.holders);
+    return true;
+}
+
+std::vector<SavePlan> ColumnarSavePlan::storage_shells() const
+{
+    const auto& im = *m;
+    std::vector<SavePlan> shells(im.nranks);
+    const auto to_bytes = [](std::string_view v) {
+        const auto* p = reinterpret_cast<const std::byte*>(v.data());
+        return std::vector<std::byte>(p, p + v.size());
+    };
+    for (std::size_t r = 0; r < im.nranks; ++r) {
+        shells[r].storage_data = to_bytes(im.extra[r].first);
+        shells[r].planner_data = to_bytes(im.extra[r].second);
+    }
+    for (const auto& e : im.md.entries)
+        if ((e.kind == ItemKind::array && e.chunks > 0) || e.kind == ItemKind::bytes) {
+            WriteItem it;
+            it.fqn = e.name;
+            it.kind = e.kind;
+            it.dtype = e.dtype;
+            it.global_shape = e.global_shape;
+            shells[0].items.push_back(std::move(it));
+        }
+    return shells;
+}
+
+Bytes ColumnarSavePlan::encode_final(std::size_t r, const SavePlan& shell)
+{
+    auto& im = *m;
+    const std::size_t nentries = im.entries.size(), nranks = im.nranks;
+    const std::uint32_t* mine = im.ids.data() + r * nentries;
+    im.slot.assign(nentries, not_kept);
+    im.pos.resize(nentries);
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < nentries; ++i) {
+        const std::uint32_t id = mine[i];
+        im.pos[id] = static_cast<std::uint32_t>(i);
+        if (im.chunk_of[id * nranks + r] != not_kept) {
+            im.slot[im.name_rank[id]] = static_cast<std::uint32_t>(i);
+            ++kept;
+        }
+    }
+    const auto& reps = im.replicas_of[r];
+    Encoder e;
+    e.reserve(4 + 24 + shell.storage_data.size() + shell.planner_data.size() + 8 * (kept + reps.size()));
+    e.u32(k_magic_assignment);
+    e.bytes(shell.storage_data);
+    e.bytes(shell.planner_data);
+    e.u64(kept + reps.size());
+    for (const auto i : im.slot) {
+        if (i == not_kept)
+            continue;
+        e.u32(i);
+        e.u32(im.chunk_of[mine[i] * nranks + r]);
+    }
+    for (const auto& [id, chunk] : reps) {
+        e.u32(im.pos[id]);
+        e.u32(chunk);
+    }
+    return e.take();
+}
+
+void ColumnarSavePlan::release_plan_tables()
+{
+    auto& im = *m;
+    std::vector<std::uint32_t>().swap(im.ids);
+    std::vector<std::uint32_t>().swap(im.chunk_of);
+    std::vector<std::uint32_t>().swap(im.slot);
+    std::vector<std::uint32_t>().swap(im.pos);
+    im.replicas_of.clear();
+    im.replicas_of.shrink_to_fit();
+    im.extra.clear();
+    im.extra.shrink_to_fit();
+    for (auto& e : im.entries) // their views point into the gathered plans
+        e = Impl::Entry{};
+}
+
+std::uint64_t ColumnarSavePlan::total_bytes() const noexcept { return m->total; }
+
+MetadataColumns& ColumnarSavePlan::metadata() noexcept { return m->md; }
+
+void ColumnarSavePlan::attach_results(const std::vector<Bytes>& results)
+{
+    auto& md = m->md;
+    std::unordered_map<std::string_view, std::uint32_t> by_name; // views of md's names
+    by_name.reserve(md.entries.size());
+    for (std::uint32_t k = 0; k < md.entries.size(); ++k)
+        by_name.emplace(md.entries[k].name, k);
+    std::unordered_map<std::string_view, std::int64_t> file_index; // views into `results`
+    NameTable names;
+    std::vector<std::int64_t> file_of; // this rank's path table -> file
+    std::size_t got = 0;
+    constexpr std::uint32_t unknown = not_kept - 1;
+    for (std::size_t r = 0; r < results.size(); ++r) {
+        Decoder d(results[r], "write results");
+        if (d.u32() != k_magic_results)
+            d.fail("bad magic number (not a Cairn encoding, or another version)");
+        names.read(d, [&](std::string_view name) -> std::uint32_t {
+            const auto it = by_name.find(name);
+            return it == by_name.end() ? unknown : it->second;
+        });
+        const std::size_t npaths = d.count(8);
+        file_of.resize(npaths);
+        for (std::size_t k = 0; k < npaths; ++k) {
+            const std::string_view path = d.view_str();
+            auto [it, fresh] = file_index.try_emplace(path, static_cast<std::int64_t>(md.files.size()));
+            if (fresh)
+                md.files.emplace_back(path);
+            file_of[k] = it->second;
+        }
+        const std::size_t n = d.count(36);
+        std::size_t next_name = 0, next_path = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            const std::uint32_t ni = d.u32();
+            const std::uint32_t chunk = d.u32();
+            const std::uint32_t pi = d.u32();
+            if (ni >= names.size() || ni > next_name)
+                d.fail("name index " + std::to_string(ni) + " beyond the table of " + std::to_string(names.size()) +
+                       " or out of order");
+            if (pi >= npaths || pi > next_path)
+                d.fail("path index " + std::to_string(pi) + " beyond the table of " + std::to_string(npaths) +
+                       " or out of order");
+            next_name += ni == next_name;
+            next_path += pi == next_path;
+            const std::uint64_t offset = d.u64();
+            const std::uint64_t length = d.u64();
+            const std::size_t nsums = d.count(8);
+            const std::uint32_t e = names.id(ni);
+            if (e == unknown || chunk >= md.entries[e].chunks)
+                throw error::WriteError("rank " + std::to_string(r) + " reported a write of '" +
+                                        std::string(names.name(ni)) + "' chunk " + std::to_string(chunk) +
+                                        ", which the global plan does not have");
+            const std::size_t k = md.entries[e].first_chunk + chunk;
+            if (md.chunk_file[k] >= 0)
+                throw error::WriteError("rank " + std::to_string(r) + " reported a write of '" + md.entries[e].name +
+                                        "' chunk " + std::to_string(chunk) + ", which was reported before");
+            md.chunk_file[k] = file_of[pi];
+            md.chunk_offset[k] = offset;
+            md.chunk_length[k] = length;
+            md.sum_begin[k] = md.sums.size();
+            md.sum_count[k] = static_cast<std::uint32_t>(nsums);
+            for (std::size_t j = 0; j < nsums; ++j)
+                md.sums.push_back(d.u64());
+            ++got;
+        }
+        if (next_name != names.size() || next_path != npaths)
+            d.fail("name or path table with unused entries");
+        d.expect_done();
+    }
+    if (got != md.chunk_count())
+        throw error::WriteError("the ranks wrote " + std::to_string(got) + " chunks, the global plan has " +
+                                std::to_string(md.chunk_count()));
+}
+
+bool is_assignment(const Bytes& final_plan) noexcept
+{
+    if (final_plan.size() < 4)
+        return false;
+    std::uint32_t v = 0;
+    for (int i = 0; i < 4; ++i)
+        v |= std::uint32_t(std::to_integer<std::uint8_t>(final_plan[static_cast<std::size_t>(i)])) << (8 * i);
+    return v == k_magic_assignment;
+}
+
+SavePlan apply_assignment(const SavePlan& local, const Bytes& assignment)
+{
+    Decoder d(assignment, "final save plan");
+    if (d.u32() != k_magic_assignment)
+        d.fail("bad magic number (not a Cairn encoding, or another version)");
+    SavePlan p;
+    p.storage_data = d.bytes();
+    p.planner_data = d.bytes();
+    const std::size_t n = d.count(8);
+    p.items.reserve(n);
+    for (std::size_t k = 0; k < n; ++k) {
+        const std::uint32_t i = d.u32();
+        const std::uint32_t chunk = d.u32();
+        if (i >= local.items.size())
+            d.fail("item " + std::to_string(i) + " of a local plan of " + std::to_string(local.items.size()));
+        WriteItem w = local.items[i];
+        w.chunk = chunk;
+        if (w.kind == ItemKind::array)
+            w.nbytes = static_cast<std::uint64_t>(w.box.volume()) * dtype_size(w.dtype);
+        p.items.push_back(std::move(w));
+    }
+    d.expect_done();
+    return p;
+}
+
+} // namespace cairn::detail
