@@ -48,12 +48,14 @@ struct ContainerTuning {
     /// rank with a part writes or reads it, the others skip the dataset)
     /// rather than collectively. A dataset that a single rank writes (or
     /// reads) is always transferred independently: a collective transfer
-    /// gains nothing there. With the default 0 every dataset that several
-    /// ranks write (read) is transferred collectively: small pieces are
-    /// aggregated into few large file accesses, at the price of a few
-    /// collectives per dataset; raise it for checkpoints of thousands of small
-    /// distributed arrays.
-    std::size_t independent_below = 0;
+    /// gains nothing there. Larger datasets that several ranks write (read)
+    /// are transferred collectively: their pieces are aggregated into few
+    /// large file accesses, at the price of a few collectives per dataset,
+    /// which dominates for small datasets (1 MiB by default; 0: every
+    /// dataset with several writers collectively). Independent datasets of
+    /// at most 1 MiB go straight to their address through MPI-IO
+    /// (docs/FORMAT.md 7.4).
+    std::size_t independent_below = std::size_t(1) << 20;
 };
 
 /// Options of the container writer (see SaveOptions for their meaning).
