@@ -100,11 +100,14 @@ void check_datasets(hid_t file, const Metadata& md, const std::string& path,
             continue;
         const std::string& ds = dataset_of(path, fqn, em);
         const std::string what = path + ": dataset '" + ds + "' of " + item_kind_name(em.kind) + " '" + fqn + "'";
-        if (H5Lexists(file, ds.c_str(), H5P_DEFAULT) <= 0)
-            throw error::FormatError(what + " is missing");
+        // One name lookup for the usual case; why it failed only on failure.
         const Handle dset(H5Dopen2(file, ds.c_str(), H5P_DEFAULT));
         if (!dset.valid()) {
             H5Eclear2(H5E_DEFAULT);
+            if (H5Lexists(file, ds.c_str(), H5P_DEFAULT) <= 0) {
+                H5Eclear2(H5E_DEFAULT);
+                throw error::FormatError(what + " is missing");
+            }
             throw error::FormatError(what + " is not a dataset");
         }
         const Handle space(check(H5Dget_space(dset), what, false));
