@@ -78,8 +78,10 @@ inline constexpr const char* container_temp_suffix = ".cairn-tmp";
 /// Writes the container layout. Every rank creates every dataset (collective
 /// HDF5 calls with the same arguments; the coordinator broadcasts the list in
 /// write_data) and writes its chunks as hyperslabs with collective transfers,
-/// taking part with an empty selection in the transfers it has nothing for.
-/// Commit: the file is written as `<id>.cairn-tmp`, flushed (MPI_File_sync)
+/// taking part with an empty selection in the transfers it has nothing for
+/// (independent transfers: datasets with one writer or below
+/// `independent_below`; those of at most 1 MiB straight at their address
+/// through MPI-IO, docs/FORMAT.md 7.4). Commit: the file is written as `<id>.cairn-tmp`, flushed (MPI_File_sync)
 /// and closed; the coordinator then adds scalars, strings and the /cairn
 /// metadata group, syncs it, renames it to `<id>` and syncs the directory.
 class ContainerWriter : public StorageWriter {
@@ -104,7 +106,9 @@ private:
 /// items when they tile it) with collective transfers, dataset by dataset in
 /// metadata order; ranks with nothing to read from a dataset take part with
 /// an empty selection. Strided destinations that are windows of row-major
-/// arrays are read into directly; others through a bounded buffer.
+/// arrays are read into directly; others through a bounded buffer. Small
+/// datasets (at most 1 MiB, addresses found by read_metadata) are read
+/// straight through MPI-IO and not opened (docs/FORMAT.md 7.5).
 ///
 /// Verification (`verify`, on by default, and checkpoints with checksums):
 /// each rank then reads, independently, the whole checksum blocks of every
