@@ -48,12 +48,14 @@ struct ContainerTuning {
     /// rank with a part writes or reads it, the others skip the dataset)
     /// rather than collectively. A dataset that a single rank writes (or
     /// reads) is always transferred independently: a collective transfer
-    /// gains nothing there. With the default 0 every dataset that several
-    /// ranks write (read) is transferred collectively: small pieces are
-    /// aggregated into few large file accesses, at the price of a few
-    /// collectives per dataset; raise it for checkpoints of thousands of small
-    /// distributed arrays.
-    std::size_t independent_below = 0;
+    /// gains nothing there. Larger datasets that several ranks write (read)
+    /// are transferred collectively: their pieces are aggregated into few
+    /// large file accesses, at the price of a few collectives per dataset,
+    /// which dominates for small datasets (1 MiB by default; 0: every
+    /// dataset with several writers collectively). Independent datasets of
+    /// at most 1 MiB go straight to their address through MPI-IO
+    /// (docs/FORMAT.md 7.4).
+    std::size_t independent_below = std::size_t(1) << 20;
 };
 
 /// Options of the container writer (see SaveOptions for their meaning).
@@ -76,8 +78,10 @@ inline constexpr const char* container_temp_suffix = ".cairn-tmp";
 /// Writes the container layout. Every rank creates every dataset (collective
 /// HDF5 calls with the same arguments; the coordinator broadcasts the list in
 /// write_data) and writes its chunks as hyperslabs with collective transfers,
-/// taking part with an empty selection in the transfers it has nothing for.
-/// Commit: the file is written as `<id>.cairn-tmp`, flushed (MPI_File_sync)
+/// taking part with an empty selection in the transfers it has nothing for
+/// (independent transfers: datasets with one writer or below
+/// `independent_below`; those of at most 1 MiB straight at their address
+/// through MPI-IO, docs/FORMAT.md 7.4). Commit: the file is written as `<id>.cairn-tmp`, flushed (MPI_File_sync)
 /// and closed; the coordinator then adds scalars, strings and the /cairn
 /// metadata group, syncs it, renames it to `<id>` and syncs the directory.
 namespace detail {
@@ -109,7 +113,9 @@ private:
 /// items when they tile it) with collective transfers, dataset by dataset in
 /// metadata order; ranks with nothing to read from a dataset take part with
 /// an empty selection. Strided destinations that are windows of row-major
-/// arrays are read into directly; others through a bounded buffer.
+/// arrays are read into directly; others through a bounded buffer. Small
+/// datasets (at most 1 MiB, addresses found by read_metadata) are read
+/// straight through MPI-IO and not opened (docs/FORMAT.md 7.5).
 ///
 /// Verification (`verify`, on by default, and checkpoints with checksums):
 /// each rank then reads, independently, the whole checksum blocks of every

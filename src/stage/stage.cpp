@@ -169,7 +169,13 @@ void HostBuffer::release() noexcept
     try {
         auto& p = pool();
         std::lock_guard<std::mutex> lock(p.mutex);
-        // Keep at most a few buffers; free the rest.
+        // Keep at most a few buffers, the largest: a large buffer (the full
+        // copy of async_save) is the most expensive to fault in again, and
+        // its first touch would fall in the caller's blocking time.
+        if (p.free.size() >= 4 && p.free.begin()->first < m_capacity) {
+            free_memory(p.free.begin()->second.first, p.free.begin()->second.second);
+            p.free.erase(p.free.begin());
+        }
         if (p.free.size() < 4) {
             p.free.emplace(m_capacity, std::make_pair(m_data, m_pinned));
             m_data = nullptr;

@@ -2,6 +2,7 @@
 #include "unit_common.hpp"
 
 #include "core/strided.hpp"
+#include "storage/hdf5/container_h5.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -257,4 +258,50 @@ TEST_CASE("is_dense", "[strided]")
     CHECK_FALSE(is_dense(v({5}, {4})));        // a column
     CHECK_FALSE(is_dense(v({3, 2}, {1, 3})));  // transposed
     CHECK_FALSE(is_dense(v({4}, {2})));
+}
+
+TEST_CASE("container for_each_run: the runs of a box are its row-major elements in the array", "[strided]")
+{
+    std::mt19937 rng(7);
+    for (int trial = 0; trial < 300; ++trial) {
+        const std::size_t nd = 1 + static_cast<std::size_t>(rng() % 4);
+        Shape shape(nd), off(nd), ext(nd);
+        for (std::size_t d = 0; d < nd; ++d) {
+            shape[d] = 1 + static_cast<std::int64_t>(rng() % 5);
+            off[d] = static_cast<std::int64_t>(rng() % static_cast<std::uint32_t>(shape[d]));
+            ext[d] = 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint32_t>(shape[d] - off[d]));
+            if (rng() % 3 == 0) { // whole dimensions make longer runs
+                off[d] = 0;
+                ext[d] = shape[d];
+            }
+        }
+        const Box box{off, ext};
+        std::vector<std::uint64_t> want; // linear indices in the array, box row-major
+        const auto strides = row_major_strides(shape);
+        for (std::int64_t i = 0; i < box.volume(); ++i) {
+            const Shape idx = unravel(i, ext);
+            std::int64_t lin = 0;
+            for (std::size_t d = 0; d < nd; ++d)
+                lin += (off[d] + idx[d]) * strides[d];
+            want.push_back(static_cast<std::uint64_t>(lin));
+        }
+        std::vector<std::uint64_t> got;
+        std::size_t runs = 0;
+        cairn::detail::container::for_each_run(shape, box, [&](std::uint64_t first, std::uint64_t n) {
+            ++runs;
+            for (std::uint64_t k = 0; k < n; ++k)
+                got.push_back(first + k);
+        });
+        INFO("shape " << shape_str(shape) << " box " << box.str());
+        CHECK(got == want);
+        if (box == whole(shape))
+            CHECK(runs == 1);
+    }
+    std::size_t calls = 0;
+    cairn::detail::container::for_each_run(Shape{}, Box{}, [&](std::uint64_t first, std::uint64_t n) {
+        ++calls;
+        CHECK(first == 0);
+        CHECK(n == 1);
+    });
+    CHECK(calls == 1);
 }

@@ -12,6 +12,7 @@
 #include "core/checksum.hpp"
 #include "core/fault.hpp"
 #include "core/strided.hpp"
+#include "storage/distcp/mpiio.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/container_h5.hpp"
 #include "storage/hdf5/h5.hpp"
@@ -19,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 
@@ -87,18 +89,25 @@ Handle memory_type(hid_t file_type, DType dtype)
 
 // Checks, with the file open serially, that every dataset the metadata names
 // exists with the entry's global shape and a type that holds its dtype.
-void check_datasets(hid_t file, const Metadata& md, const std::string& path)
+// Records in `direct` the file address of those that can be read straight
+// through MPI-IO: contiguous, at most ct::direct_max_bytes, stored as they
+// are in memory.
+void check_datasets(hid_t file, const Metadata& md, const std::string& path,
+                    std::map<std::string, std::uint64_t>& direct)
 {
     for (const auto& [fqn, em] : md.entries) {
         if ((em.kind != ItemKind::array && em.kind != ItemKind::bytes) || em.chunks.empty())
             continue;
         const std::string& ds = dataset_of(path, fqn, em);
         const std::string what = path + ": dataset '" + ds + "' of " + item_kind_name(em.kind) + " '" + fqn + "'";
-        if (H5Lexists(file, ds.c_str(), H5P_DEFAULT) <= 0)
-            throw error::FormatError(what + " is missing");
+        // One name lookup for the usual case; why it failed only on failure.
         const Handle dset(H5Dopen2(file, ds.c_str(), H5P_DEFAULT));
         if (!dset.valid()) {
             H5Eclear2(H5E_DEFAULT);
+            if (H5Lexists(file, ds.c_str(), H5P_DEFAULT) <= 0) {
+                H5Eclear2(H5E_DEFAULT);
+                throw error::FormatError(what + " is missing");
+            }
             throw error::FormatError(what + " is not a dataset");
         }
         const Handle space(check(H5Dget_space(dset), what, false));
@@ -118,6 +127,12 @@ void check_datasets(hid_t file, const Metadata& md, const std::string& path)
         if (stored < need)
             throw error::FormatError(what + " stores " + std::to_string(stored) + " bytes, its shape needs " +
                                      std::to_string(need));
+        if (need > 0 && need <= ct::direct_max_bytes) {
+            const Handle mtype = memory_type(type, dt);
+            const haddr_t at = H5Tequal(type, mtype) > 0 ? H5Dget_offset(dset) : HADDR_UNDEF;
+            if (at != HADDR_UNDEF)
+                direct[fqn] = static_cast<std::uint64_t>(at);
+        }
     }
 }
 
@@ -139,9 +154,12 @@ struct Task {
 // row fits in one, else pieces of rows: then the rows holding the first and
 // last block are read whole. Independent transfers through `buffer`, in
 // pieces of at most `staging` bytes. Returns the bytes read.
-std::uint64_t read_verified(hid_t dset, hid_t mtype, hid_t fspace, hid_t xfer, std::uint64_t block, const ChunkMeta& ch,
-                            std::size_t es, const Box* O, const Box* I, const StridedView* dst, std::size_t staging,
-                            std::vector<char>& buffer, const std::string& what, const std::string& fqn)
+// `fetch(P, n, buf)` reads the n elements of box P (row-major) into buf.
+using Fetch = std::function<void(const Box&, std::int64_t, char*)>;
+
+std::uint64_t read_verified(const Fetch& fetch, std::uint64_t block, const ChunkMeta& ch, std::size_t es, const Box* O,
+                            const Box* I, const StridedView* dst, std::size_t staging, std::vector<char>& buffer,
+                            const std::string& what, const std::string& fqn)
 {
     const Box& C = ch.box;
     const std::size_t nd = C.ndim();
@@ -171,10 +189,7 @@ std::uint64_t read_verified(hid_t dset, hid_t mtype, hid_t fspace, hid_t xfer, s
     for (std::int64_t p = 0; p < split.count(); ++p) {
         std::int64_t first = 0, n = 0;
         const Box P = split.piece(p, first, n);
-        ct::select_box(fspace, P, what, false);
-        const Handle mem = ct::dense_space(static_cast<std::uint64_t>(n), what, false);
-        check_status(H5Dread(dset, mtype, mem, fspace, xfer, buffer.data()), "reading " + what, false);
-        ct::inject(fault::h5_read, "reading " + what, false);
+        fetch(P, n, buffer.data());
         const std::uint64_t lo = pos, hi = pos + static_cast<std::uint64_t>(n) * es;
         const std::uint64_t a = std::max(lo, A), b = std::min(hi, B);
         if (b > a)
@@ -204,6 +219,29 @@ std::uint64_t read_verified(hid_t dset, hid_t mtype, hid_t fspace, hid_t xfer, s
     return bytes;
 }
 
+// Reads box P of a dataset through HDF5 (read_verified's fetch).
+Fetch hdf5_fetch(hid_t dset, hid_t mtype, hid_t fspace, hid_t xfer, const std::string& what)
+{
+    return [=](const Box& P, std::int64_t n, char* buf) {
+        ct::select_box(fspace, P, what, false);
+        const Handle mem = ct::dense_space(static_cast<std::uint64_t>(n), what, false);
+        check_status(H5Dread(dset, mtype, mem, fspace, xfer, buf), "reading " + what, false);
+        ct::inject(fault::h5_read, "reading " + what, false);
+    };
+}
+
+// Reads box P of a dataset of `shape` stored contiguously at `at` with
+// elements of `es` bytes straight from `file`, run by run.
+void read_box_direct(detail::MpiFile& file, std::uint64_t at, const Shape& shape, std::size_t es, const Box& P,
+                     char* buf, const std::string& what)
+{
+    ct::for_each_run(shape, P, [&](std::uint64_t first, std::uint64_t count) {
+        file.read_at(at + first * es, buf, count * es);
+        buf += count * es;
+    });
+    ct::inject(fault::h5_read, "reading " + what, false);
+}
+
 } // namespace
 
 struct ContainerReader::Impl {
@@ -216,6 +254,9 @@ struct ContainerReader::Impl {
     std::uint64_t bytes_read = 0;
     Handle serial; // verify_chunk's file, opened with the serial driver
     std::vector<char> buffer;
+    // Coordinator (read_metadata): the addresses of the datasets read
+    // straight through MPI-IO, by entry; read_data shares them.
+    std::map<std::string, std::uint64_t> direct;
 };
 
 ContainerReader::ContainerReader(std::size_t staging_bytes, ContainerTuning tuning, bool verify)
@@ -238,6 +279,7 @@ void ContainerReader::reset(const std::string& checkpoint_id)
     m_impl->path = fs::strip(checkpoint_id);
     m_impl->md = nullptr;
     m_impl->bytes_read = 0;
+    m_impl->direct.clear();
     detail::h5::ErrorSilencer quiet;
     m_impl->serial = Handle();
 }
@@ -264,7 +306,8 @@ Metadata ContainerReader::read_metadata()
     Metadata md = detail::read_metadata_group(file, path);
     if (md.layout != "container")
         throw error::FormatError(path + ": layout '" + md.layout + "', expected 'container'");
-    check_datasets(file, md, path);
+    m_impl->direct.clear();
+    check_datasets(file, md, path, m_impl->direct);
     return md;
 }
 
@@ -345,9 +388,16 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
     std::vector<Task> tasks;
     std::vector<std::vector<std::byte>> blobs;
     std::vector<const ReadItem*> blob_items;
-    // [failed, rounds[D], highest reader[D], -lowest reader[D]], agreed with MAX.
+    // [failed, rounds[D], highest reader[D], -lowest reader[D], 1 + address[D]
+    // of the datasets read straight (0: through HDF5; the coordinator knows
+    // them from read_metadata)], agreed with MAX.
     const std::size_t D = datasets.size();
-    std::vector<std::int64_t> rounds(1 + 3 * D, 0);
+    std::vector<std::int64_t> rounds(1 + 4 * D, 0);
+    for (std::size_t d = 0; d < D; ++d) {
+        const auto a = im.direct.find(datasets[d]->first);
+        if (a != im.direct.end())
+            rounds[1 + 3 * D + d] = static_cast<std::int64_t>(a->second) + 1;
+    }
     std::int64_t max_piece_bytes = 0;
     std::exception_ptr failed;
     try {
@@ -450,6 +500,11 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
         const Handle none = ct::dense_space(0, path, false);
         std::vector<char> buffer;
         static char dummy = 0;
+        // Small datasets stored as in memory are read straight from their
+        // address through this rank's own MPI-IO handle (opened on first use);
+        // every rank skips them in HDF5 (no open, no transfer).
+        std::optional<detail::MpiFile> direct;
+        const std::uint64_t direct_max = std::min<std::uint64_t>(ct::direct_max_bytes, im.staging);
 
         std::size_t cursor = 0;
         for (std::size_t d = 0; d < datasets.size(); ++d) {
@@ -458,6 +513,52 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
             const EntryMeta& em = datasets[d]->second;
             const std::string& ds = em.chunks.front().storage.path;
             const std::string what = path + ": dataset '" + ds + "'";
+            {
+                const auto es = dtype_size(stored_dtype(em));
+                const auto bytes = static_cast<std::uint64_t>(volume(em.global_shape)) * es;
+                const bool single = rounds[1 + D + d] == -rounds[1 + 2 * D + d];
+                const std::int64_t at1 = rounds[1 + 3 * D + d];
+                if (at1 > 0 && bytes <= direct_max && (verifying || single || bytes < im.tuning.independent_below)) {
+                    const auto at = static_cast<std::uint64_t>(at1 - 1);
+                    std::size_t end = cursor;
+                    while (end < tasks.size() && tasks[end].dataset == d)
+                        ++end;
+                    const Fetch fetch = [&](const Box& P, std::int64_t, char* buf) {
+                        read_box_direct(*direct, at, em.global_shape, es, P, buf, what);
+                    };
+                    for (std::size_t ti = cursor; ti < end && !err; ++ti) {
+                        try {
+                            if (!direct)
+                                direct.emplace(path, detail::MpiFile::Mode::read);
+                            const Task& t = tasks[ti];
+                            const Box I = t.item->kind == ItemKind::bytes ? whole(em.global_shape) : t.item->box;
+                            if (verifying) {
+                                for (const auto& ch : em.chunks) {
+                                    const auto O = I.ndim() ? intersect(ch.box, I) : std::optional<Box>(I);
+                                    if (O)
+                                        im.bytes_read += read_verified(fetch, md.checksum_block, ch, es, &*O, &I,
+                                                                       &t.view, im.staging, buffer, what, t.item->fqn);
+                                }
+                            } else {
+                                const auto n = static_cast<std::size_t>(I.volume());
+                                if (detail::is_dense(t.view)) {
+                                    read_box_direct(*direct, at, em.global_shape, es, I, static_cast<char*>(t.view.data),
+                                                    what);
+                                } else {
+                                    buffer.resize(n * es);
+                                    read_box_direct(*direct, at, em.global_shape, es, I, buffer.data(), what);
+                                    detail::unpack_range(t.view, 0, static_cast<std::int64_t>(n), buffer.data());
+                                }
+                                im.bytes_read += n * es;
+                            }
+                        } catch (...) {
+                            note();
+                        }
+                    }
+                    cursor = end;
+                    continue;
+                }
+            }
             Handle dset(check(H5Dopen2(file, ds.c_str(), H5P_DEFAULT), "opening " + what, false));
             const Handle fspace(check(H5Dget_space(dset), what, false));
             const Handle ftype(check(H5Dget_type(dset), what, false));
@@ -513,9 +614,9 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
                         for (const auto& ch : em.chunks) {
                             const auto O = I.ndim() ? intersect(ch.box, I) : std::optional<Box>(I);
                             if (O)
-                                im.bytes_read += read_verified(dset, mtype, fspace, independent, md.checksum_block, ch,
-                                                               es, &*O, &I, &t.view, im.staging, buffer, what,
-                                                               t.item->fqn);
+                                im.bytes_read += read_verified(hdf5_fetch(dset, mtype, fspace, independent, what),
+                                                               md.checksum_block, ch, es, &*O, &I, &t.view,
+                                                               im.staging, buffer, what, t.item->fqn);
                         }
                     } catch (...) {
                         note();
@@ -581,6 +682,14 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
             if (!dset.reset() && !err)
                 err = std::make_exception_ptr(error::ReadError("closing " + what + ": " + detail::h5::last_error()));
         }
+        if (direct) {
+            try {
+                direct->close();
+            } catch (...) {
+                note();
+            }
+            direct.reset();
+        }
         if (!file.reset() && !err)
             err = std::make_exception_ptr(error::ReadError("closing " + path + ": " + detail::h5::last_error()));
         try {
@@ -617,7 +726,8 @@ std::uint64_t ContainerReader::verify_chunk(const std::string& fqn, const EntryM
     const Handle ftype(check(H5Dget_type(dset), what, false));
     const Handle mtype = memory_type(ftype, stored_dtype(entry));
     const auto es = dtype_size(stored_dtype(entry));
-    return read_verified(dset, mtype, fspace, H5P_DEFAULT, im.md->checksum_block, chunk, es, nullptr, nullptr, nullptr,
+    return read_verified(hdf5_fetch(dset, mtype, fspace, H5P_DEFAULT, what), im.md->checksum_block, chunk, es, nullptr,
+                         nullptr, nullptr,
                          im.staging, im.buffer, what, fqn);
 }
 

@@ -17,6 +17,7 @@
 #include "core/fault.hpp"
 #include "core/strided.hpp"
 #include "storage/builtin_writers.hpp"
+#include "storage/distcp/mpiio.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/container_h5.hpp"
 #include "storage/hdf5/h5.hpp"
@@ -26,6 +27,7 @@
 #include <chrono>
 #include <ctime>
 #include <map>
+#include <optional>
 
 namespace cairn {
 
@@ -328,6 +330,28 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
         const Handle none = ct::dense_space(0, tmp, true);
         std::vector<char> buffer;
         static const char dummy = 0; // H5Dwrite wants a buffer even for an empty selection
+        // Small datasets written independently go straight to their address
+        // through this rank's own MPI-IO handle on the file (opened on first
+        // use, closed before the flush, whose MPI_File_sync makes them durable).
+        std::optional<detail::MpiFile> direct;
+        std::vector<char> packed; // strided small chunks, packed
+        const std::uint64_t direct_max = std::min<std::uint64_t>(ct::direct_max_bytes, im.opt.staging_bytes);
+        // Writes task `t` of a dataset of `shape` stored contiguously at `at`.
+        auto write_direct = [&](const Task& t, const Shape& shape, std::uint64_t at, std::size_t es) {
+            const auto n = static_cast<std::size_t>(t.item->box.volume());
+            const char* src = static_cast<const char*>(t.view.data);
+            if (!detail::is_dense(t.view)) {
+                packed.resize(n * es);
+                detail::pack_range(t.view, 0, static_cast<std::int64_t>(n), packed.data());
+                src = packed.data();
+            }
+            if (!direct)
+                direct.emplace(tmp, detail::MpiFile::Mode::write);
+            ct::for_each_run(shape, t.item->box, [&](std::uint64_t first, std::uint64_t count) {
+                direct->write_at(at + first * es, src, count * es);
+                src += count * es;
+            });
+        };
 
         // Selects piece `p` of task `t` in `fspace`; the memory side in `mem` / `buf`.
         auto prepare = [&](Task& t, std::int64_t p, hid_t fspace, const std::string& what, hid_t& mem, const void*& buf,
@@ -370,7 +394,23 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             const auto bytes = static_cast<std::uint64_t>(volume(ds.shape)) * dtype_size(stored_dtype(ds));
             const bool single = sched[1 + D + d] == -sched[1 + 2 * D + d];
             if (rounds > 0 && (single || bytes < im.opt.tuning.independent_below)) {
-                for (std::size_t ti = cursor; ti < end && !err; ++ti)
+                // Small, stored as in memory: straight to its address.
+                haddr_t at = HADDR_UNDEF;
+                if (bytes <= direct_max && H5Tequal(ftype, mtype) > 0)
+                    at = H5Dget_offset(dset);
+                if (at != HADDR_UNDEF) {
+                    const auto es = dtype_size(stored_dtype(ds));
+                    for (std::size_t ti = cursor; ti < end && !err; ++ti) {
+                        try {
+                            if (tasks[ti].rounds > 0)
+                                write_direct(tasks[ti], ds.shape, static_cast<std::uint64_t>(at), es);
+                            ct::inject(fault::h5_write, "writing " + what, true);
+                        } catch (...) {
+                            note();
+                        }
+                    }
+                }
+                for (std::size_t ti = cursor; ti < end && !err && at == HADDR_UNDEF; ++ti)
                     for (std::int64_t p = 0; p < tasks[ti].rounds && !err; ++p) {
                         try {
                             hid_t mem = none;
@@ -420,6 +460,14 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             cursor = end;
             if (!dset.reset() && !err)
                 err = std::make_exception_ptr(error::WriteError("closing " + what + ": " + detail::h5::last_error()));
+        }
+        if (direct) {
+            try {
+                direct->close();
+            } catch (...) {
+                note();
+            }
+            direct.reset();
         }
         if (im.opt.fsync) {
             // Collective; MPI_File_sync on every rank: the data is durable
