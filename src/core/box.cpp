@@ -1,6 +1,7 @@
 #include "cairn/box.hpp"
 
 #include "core/strided.hpp"
+#include "core/tiling.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -8,18 +9,7 @@
 
 namespace cairn {
 
-std::int64_t volume(const Shape& shape) noexcept
-{
-    std::int64_t v = 1;
-    bool saturated = false;
-    for (auto s : shape) {
-        if (s <= 0)
-            return s < 0 ? -1 : 0;
-        if (!saturated && __builtin_mul_overflow(v, s, &v))
-            saturated = true;
-    }
-    return saturated ? INT64_MAX : v;
-}
+std::int64_t volume(const Shape& shape) noexcept { return detail::volume_of(shape.data(), shape.size()); }
 
 std::int64_t Box::volume() const noexcept { return cairn::volume(shape); }
 

@@ -20,15 +20,26 @@ std::size_t MetadataColumns::add_chunks(std::size_t n)
     return first;
 }
 
+namespace {
+
+// The checkpoint-wide fields, from Metadata to MetadataColumns or back.
+template <class To, class From>
+void copy_header(To& to, const From& from)
+{
+    to.format_version = from.format_version;
+    to.library_version = from.library_version;
+    to.world_size = from.world_size;
+    to.layout = from.layout;
+    to.created = from.created;
+    to.checksum_block = from.checksum_block;
+}
+
+} // namespace
+
 MetadataColumns to_columns(const Metadata& md)
 {
     MetadataColumns c;
-    c.format_version = md.format_version;
-    c.library_version = md.library_version;
-    c.world_size = md.world_size;
-    c.layout = md.layout;
-    c.created = md.created;
-    c.checksum_block = md.checksum_block;
+    copy_header(c, md);
     std::size_t nchunks = 0, ncoords = 0, nsums = 0;
     for (const auto& [fqn, em] : md.entries) {
         nchunks += em.chunks.size();
@@ -83,12 +94,7 @@ template <class Columns>
 Metadata metadata_of(Columns& c)
 {
     Metadata md;
-    md.format_version = c.format_version;
-    md.library_version = c.library_version;
-    md.world_size = c.world_size;
-    md.layout = c.layout;
-    md.created = c.created;
-    md.checksum_block = c.checksum_block;
+    copy_header(md, c);
     constexpr bool move = !std::is_const_v<Columns>;
     for (auto& e : c.entries) {
         EntryMeta em;

@@ -13,6 +13,10 @@
 
 namespace cairn::detail {
 
+/// Volume of the `nd` extents at `extents`, as cairn::volume(): -1 when one
+/// is negative, 0 when one is zero, saturated at INT64_MAX.
+std::int64_t volume_of(const std::int64_t* extents, std::size_t nd) noexcept;
+
 /// volume(shape) * elem_size, or nothing when an extent is negative or the
 /// product does not fit in an int64_t.
 std::optional<std::int64_t> checked_bytes(const Shape& shape, std::uint64_t elem_size) noexcept;

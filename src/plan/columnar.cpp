@@ -18,21 +18,6 @@ constexpr std::uint32_t k_magic_results = 0x43575232;    // "CWR2" (codec.cpp)
 constexpr std::uint32_t k_magic_assignment = 0x43534131; // "CSA1"
 constexpr std::uint32_t not_kept = UINT32_MAX;
 
-// Volume of `nd` extents as Box::volume(): -1 when one is negative, 0 when
-// one is zero, saturated at INT64_MAX.
-std::int64_t volume_of(const std::int64_t* s, std::size_t nd) noexcept
-{
-    std::int64_t v = 1;
-    bool saturated = false;
-    for (std::size_t d = 0; d < nd; ++d) {
-        if (s[d] <= 0)
-            return s[d] < 0 ? -1 : 0;
-        if (!saturated && __builtin_mul_overflow(v, s[d], &v))
-            saturated = true;
-    }
-    return saturated ? INT64_MAX : v;
-}
-
 // Interns the names of each plan's or result's name table: a name equal to
 // the previous table's name at the same position takes its id without
 // hashing (ranks list their names in the same order).

@@ -33,6 +33,13 @@ std::filesystem::file_status status_of(const std::string& id)
     return std::filesystem::status(detail::fs::strip(id), ec);
 }
 
+// A per-rank checkpoint is a directory: any non-empty id that does not name
+// a regular file (a directory, committed or not, or nothing yet).
+bool names_no_file(const std::string& id)
+{
+    return !id.empty() && !std::filesystem::is_regular_file(status_of(id));
+}
+
 } // namespace
 
 bool StorageWriter::validate_checkpoint_id(const std::string&) const { return true; }
@@ -52,14 +59,8 @@ bool ContainerReader::validate_checkpoint_id(const std::string& checkpoint_id) c
     return !std::filesystem::exists(st) && has_container_suffix(checkpoint_id);
 }
 
-bool DistcpWriter::validate_checkpoint_id(const std::string& checkpoint_id) const
-{
-    return !checkpoint_id.empty() && !std::filesystem::is_regular_file(status_of(checkpoint_id));
-}
+bool DistcpWriter::validate_checkpoint_id(const std::string& checkpoint_id) const { return names_no_file(checkpoint_id); }
 
-bool DistcpReader::validate_checkpoint_id(const std::string& checkpoint_id) const
-{
-    return !checkpoint_id.empty() && !std::filesystem::is_regular_file(status_of(checkpoint_id));
-}
+bool DistcpReader::validate_checkpoint_id(const std::string& checkpoint_id) const { return names_no_file(checkpoint_id); }
 
 } // namespace cairn

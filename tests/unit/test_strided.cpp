@@ -2,7 +2,6 @@
 #include "unit_common.hpp"
 
 #include "core/strided.hpp"
-#include "storage/hdf5/container_h5.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -260,7 +259,7 @@ TEST_CASE("is_dense", "[strided]")
     CHECK_FALSE(is_dense(v({4}, {2})));
 }
 
-TEST_CASE("container for_each_run: the runs of a box are its row-major elements in the array", "[strided]")
+TEST_CASE("for_each_run: the runs of a box are its row-major elements in the array", "[strided]")
 {
     std::mt19937 rng(7);
     for (int trial = 0; trial < 300; ++trial) {
@@ -287,7 +286,7 @@ TEST_CASE("container for_each_run: the runs of a box are its row-major elements 
         }
         std::vector<std::uint64_t> got;
         std::size_t runs = 0;
-        cairn::detail::container::for_each_run(shape, box, [&](std::uint64_t first, std::uint64_t n) {
+        cairn::detail::for_each_run(shape, box, [&](std::uint64_t first, std::uint64_t n) {
             ++runs;
             for (std::uint64_t k = 0; k < n; ++k)
                 got.push_back(first + k);
@@ -298,7 +297,7 @@ TEST_CASE("container for_each_run: the runs of a box are its row-major elements 
             CHECK(runs == 1);
     }
     std::size_t calls = 0;
-    cairn::detail::container::for_each_run(Shape{}, Box{}, [&](std::uint64_t first, std::uint64_t n) {
+    cairn::detail::for_each_run(Shape{}, Box{}, [&](std::uint64_t first, std::uint64_t n) {
         ++calls;
         CHECK(first == 0);
         CHECK(n == 1);

@@ -11,7 +11,6 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 namespace cairn::detail::container {
 
@@ -64,44 +63,6 @@ void inject(const char* point, const std::string& what, bool write);
 /// one H5Dwrite (H5Dread) per piece: the per-call cost of HDF5's transfer
 /// path dominates for small datasets (docs/FORMAT.md 7.4).
 inline constexpr std::uint64_t direct_max_bytes = std::uint64_t(1) << 20;
-
-/// The contiguous runs of `box` in a row-major array of `shape`, in the
-/// box's row-major order: f(first element of the run in the array, its
-/// elements). A 0-d box is one run of one element.
-template <class F>
-void for_each_run(const Shape& shape, const Box& box, F&& f)
-{
-    const std::size_t nd = shape.size();
-    if (nd == 0) {
-        f(std::uint64_t(0), std::uint64_t(1));
-        return;
-    }
-    if (box.volume() == 0)
-        return;
-    // Dimensions after k are whole: a run is box.shape[k] of them.
-    std::size_t k = nd - 1;
-    std::uint64_t inner = 1; // elements of one index of dimension k
-    while (k > 0 && box.shape[k] == shape[k]) {
-        inner *= static_cast<std::uint64_t>(shape[k]);
-        --k;
-    }
-    const std::uint64_t run = static_cast<std::uint64_t>(box.shape[k]) * inner;
-    std::vector<std::uint64_t> stride(nd, 1);
-    for (std::size_t d = nd - 1; d-- > 0;)
-        stride[d] = stride[d + 1] * static_cast<std::uint64_t>(shape[d + 1]);
-    std::vector<std::int64_t> idx(k, 0); // over the dimensions before k
-    while (true) {
-        std::uint64_t first = static_cast<std::uint64_t>(box.offsets[k]) * stride[k];
-        for (std::size_t d = 0; d < k; ++d)
-            first += static_cast<std::uint64_t>(box.offsets[d] + idx[d]) * stride[d];
-        f(first, run);
-        std::size_t d = k;
-        while (d > 0 && ++idx[d - 1] == box.shape[d - 1])
-            idx[--d] = 0;
-        if (d == 0)
-            return;
-    }
-}
 
 /// The pieces of a box that fit a buffer of `capacity` elements, in row-major
 /// order: each piece is both a box and a contiguous range of the box's

@@ -235,7 +235,7 @@ Fetch hdf5_fetch(hid_t dset, hid_t mtype, hid_t fspace, hid_t xfer, const std::s
 void read_box_direct(detail::MpiFile& file, std::uint64_t at, const Shape& shape, std::size_t es, const Box& P,
                      char* buf, const std::string& what)
 {
-    ct::for_each_run(shape, P, [&](std::uint64_t first, std::uint64_t count) {
+    detail::for_each_run(shape, P, [&](std::uint64_t first, std::uint64_t count) {
         file.read_at(at + first * es, buf, count * es);
         buf += count * es;
     });

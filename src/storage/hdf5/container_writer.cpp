@@ -347,7 +347,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             }
             if (!direct)
                 direct.emplace(tmp, detail::MpiFile::Mode::write);
-            ct::for_each_run(shape, t.item->box, [&](std::uint64_t first, std::uint64_t count) {
+            detail::for_each_run(shape, t.item->box, [&](std::uint64_t first, std::uint64_t count) {
                 direct->write_at(at + first * es, src, count * es);
                 src += count * es;
             });
