@@ -280,6 +280,11 @@ void print_figures(const Results& r)
         else
             std::printf("figure %s %s %.4f s (min %.4f, max %.4f) n=%zu\n", r.workload.c_str(), c.c_str(), s.median(),
                         s.min(), s.max(), s.v.size());
+        // Every run, in order: shows whether a slow run is the first one.
+        std::printf("runs %s %s", r.workload.c_str(), c.c_str());
+        for (const double v : s.v)
+            std::printf(" %.3f", v);
+        std::printf(" s\n");
     }
     std::fflush(stdout);
 }
