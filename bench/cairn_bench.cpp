@@ -61,6 +61,7 @@ MPI_Comm g_comm = MPI_COMM_WORLD;
 struct Options {
     double size_mib = 1024;       // total state size (all ranks)
     int runs = 3;
+    int warmup = 1; // untimed-for-the-figures rounds of every case before the runs
     std::string dir = "/work/bench-scratch";
     std::string io = "ompio";     // the OpenMPI io component in use (label)
     std::set<std::string> only;   // workloads/parts to run; empty: all
@@ -79,7 +80,7 @@ bool want(const std::string& part) { return g_opt.only.empty() || g_opt.only.cou
 
 void usage()
 {
-    std::puts("usage: cairn_bench [--size-mib N] [--runs R] [--dir D] [--only a,b] [--no-drop-caches] [--no-fio]\n"
+    std::puts("usage: cairn_bench [--size-mib N] [--runs R] [--warmup W] [--dir D] [--only a,b] [--no-drop-caches] [--no-fio]\n"
               "                   [--plan-ranks R] [--plan-arrays A] [--plan-generic] [--small-arrays K]\n"
               "                   [--python P --torch-script S]\n"
               "parts: large, mixed, reshard, async, memory, planning, torch, fio, hdf5, mpiio");
@@ -103,6 +104,8 @@ void parse(int argc, char** argv)
             g_opt.size_mib = std::stod(next());
         else if (a == "--runs")
             g_opt.runs = std::max(1, std::stoi(next()));
+        else if (a == "--warmup")
+            g_opt.warmup = std::max(0, std::stoi(next()));
         else if (a == "--dir")
             g_opt.dir = next();
         else if (a == "--only") {
@@ -988,10 +991,26 @@ Results bench_workload(Workload& w)
                          }});
     }
 
-    for (int run = 0; run < g_opt.runs; ++run)
+    // Warm-up rounds first (run 0 also checks the data read back): on this
+    // kind of VM the first use of memory and page cache after a while is slow
+    // at random, and the first save of a process allocates its buffers. Their
+    // figures are printed ("warmup" lines: what a first checkpoint costs) but
+    // not counted in the medians.
+    Results W;
+    W.workload = R.workload;
+    for (int run = 0; run < g_opt.warmup + g_opt.runs; ++run)
         for (auto& c : cases) {
-            c.run(R, run);
-            say("  run %d/%d %s %s done\n", run + 1, g_opt.runs, w.name.c_str(), c.name.c_str());
+            c.run(run < g_opt.warmup ? W : R, run);
+            say("  %s %d/%d %s %s done\n", run < g_opt.warmup ? "warm-up" : "run",
+                run < g_opt.warmup ? run + 1 : run - g_opt.warmup + 1, run < g_opt.warmup ? g_opt.warmup : g_opt.runs,
+                w.name.c_str(), c.name.c_str());
+        }
+    if (g_rank == 0)
+        for (const auto& [c, st] : W.secs) {
+            std::printf("warmup %s %s", W.workload.c_str(), c.c_str());
+            for (const double v : st.v)
+                std::printf(" %.3f", v);
+            std::printf(" s\n");
         }
     return R;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the benchmark suite (docs/BENCHMARKS.md) and prints its `ratio` lines.
 #
-#   scripts/bench.sh                 1 GiB state on 2 ranks, 3 runs (about 5-8 minutes here)
+#   scripts/bench.sh                 1 GiB state on 2 ranks, 1 warm-up + 3 runs (about 8-9 minutes here)
 #   scripts/bench.sh --large         4 GiB state
 #   scripts/bench.sh --size-mib N --runs R --np P [-- extra cairn_bench arguments]
 #
@@ -70,5 +70,5 @@ echo "bench.sh: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, load av
 {
     mpiexec "${flags[@]}" "${bench[@]}" --python "$python" --torch-script bench/torch_dcp.py "${extra_large[@]}" "${extra[@]}"
     OMPI_MCA_io=romio321 mpiexec "${flags[@]}" "${bench[@]}" --only large,mpiio,hdf5,fio "${extra[@]}"
-} 2>&1 | tee "$log" | grep -E --line-buffered '^(ratio|figure|note|ERROR|workload|cairn_bench)'
+} 2>&1 | tee "$log" | grep -E --line-buffered '^(ratio|figure|warmup|note|ERROR|workload|cairn_bench)'
 echo "bench.sh: load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
