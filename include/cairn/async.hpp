@@ -38,7 +38,7 @@ private:
 
 /// Saves `state` like save(), returning as soon as the data is staged (with
 /// SaveOptions::async_staging == full_copy) or once planning is done (with
-/// `bounded`: the background thread copies through the bounded staging ring
+/// `bounded`: the background thread copies through the bounded staging buffer
 /// and staged() becomes ready when it has copied the last byte).
 ///
 /// **Collective over `comm`.** Planning (local plans, global plan) runs on the

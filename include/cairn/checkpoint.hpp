@@ -22,7 +22,7 @@ enum class AsyncStaging {
     /// Copy everything into host memory before returning: the caller is
     /// unblocked earliest, at the cost of a host copy of this rank's data.
     full_copy,
-    /// Copy through the bounded staging ring while writing in the background:
+    /// Copy through the bounded staging buffer while writing in the background:
     /// host memory stays within staging_bytes; the caller must wait for
     /// AsyncSave::staged() before modifying its data.
     bounded,

@@ -16,7 +16,7 @@
 //     CAIRN_FAULT="rank=1,point=mpiio.write,after=0,times=1,errno=ENOSPC"
 //
 // Points (see fault_points()): per-rank layout and file system
-//   mpiio.open mpiio.write mpiio.wait mpiio.read mpiio.set_size mpiio.sync
+//   mpiio.open mpiio.write mpiio.read mpiio.set_size mpiio.sync
 //   mpiio.close fs.mkdir fs.fsync fs.rename fs.remove
 // and the container layout's HDF5 calls, which are still made (collective
 // calls must be entered by every rank) and then report the failure:

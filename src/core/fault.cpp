@@ -21,9 +21,9 @@ std::atomic<bool> g_armed{false};
 
 namespace {
 
-const char* const k_points[] = {mpiio_open, mpiio_write, mpiio_wait, mpiio_read, mpiio_set_size, mpiio_sync,
-                                mpiio_close, fs_mkdir,    fs_fsync,   fs_rename,  fs_remove,      h5_create,
-                                h5_open,     h5_write,    h5_read,    h5_flush,   h5_close};
+const char* const k_points[] = {mpiio_open, mpiio_write, mpiio_read, mpiio_set_size, mpiio_sync, mpiio_close,
+                                fs_mkdir,   fs_fsync,    fs_rename,  fs_remove,      h5_create,  h5_open,
+                                h5_write,   h5_read,     h5_flush,   h5_close};
 
 struct ErrnoName {
     const char* name;

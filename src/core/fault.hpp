@@ -22,8 +22,7 @@ namespace cairn::detail::fault {
 
 // MPI-IO calls of the per-rank layout (src/storage/distcp/mpiio.cpp).
 inline constexpr const char* mpiio_open = "mpiio.open";         ///< MPI_File_open (read or write)
-inline constexpr const char* mpiio_write = "mpiio.write";       ///< MPI_File_write_at / MPI_File_iwrite_at
-inline constexpr const char* mpiio_wait = "mpiio.wait";         ///< completion of an MPI_File_iwrite_at
+inline constexpr const char* mpiio_write = "mpiio.write";       ///< MPI_File_write_at
 inline constexpr const char* mpiio_read = "mpiio.read";         ///< MPI_File_read_at
 inline constexpr const char* mpiio_set_size = "mpiio.set_size"; ///< MPI_File_set_size
 inline constexpr const char* mpiio_sync = "mpiio.sync";         ///< MPI_File_sync

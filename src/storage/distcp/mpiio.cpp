@@ -84,44 +84,6 @@ void MpiFile::write_at(std::uint64_t offset, const void* data, std::uint64_t siz
     }
 }
 
-std::vector<MPI_Request> MpiFile::iwrite_at(std::uint64_t offset, const void* data, std::uint64_t size)
-{
-    std::vector<MPI_Request> reqs;
-    const auto* p = static_cast<const char*>(data);
-    while (size > 0) {
-        const int n = static_cast<int>(std::min(size, k_max_transfer));
-        MPI_Request r;
-        const int injected = fault::inject(fault::mpiio_write, m_path);
-        const int rc = injected ? mpi_error_of(injected)
-                                : MPI_File_iwrite_at(m_fh, static_cast<MPI_Offset>(offset), p, n, MPI_BYTE, &r);
-        if (rc != MPI_SUCCESS) {
-            wait(reqs);
-            fail(rc, "write of " + std::to_string(n) + " bytes at offset " + std::to_string(offset));
-        }
-        reqs.push_back(r);
-        p += n;
-        offset += static_cast<std::uint64_t>(n);
-        size -= static_cast<std::uint64_t>(n);
-    }
-    return reqs;
-}
-
-void MpiFile::wait(std::vector<MPI_Request>& requests)
-{
-    int first_error = MPI_SUCCESS;
-    for (auto& r : requests) {
-        MPI_Status st;
-        int rc = MPI_Wait(&r, &st);
-        if (const int injected = rc == MPI_SUCCESS ? fault::inject(fault::mpiio_wait, m_path) : 0)
-            rc = mpi_error_of(injected);
-        if (rc != MPI_SUCCESS && first_error == MPI_SUCCESS)
-            first_error = rc;
-    }
-    requests.clear();
-    if (first_error != MPI_SUCCESS)
-        fail(first_error, "asynchronous write failed");
-}
-
 void MpiFile::read_at(std::uint64_t offset, void* data, std::uint64_t size)
 {
     auto* p = static_cast<char*>(data);

@@ -22,11 +22,6 @@ public:
 
     /// Writes all `size` bytes at `offset`; throws error::WriteError.
     void write_at(std::uint64_t offset, const void* data, std::uint64_t size);
-    /// Starts writing `size` bytes at `offset` (MPI_File_iwrite_at); `data`
-    /// must stay valid until wait() on the returned requests.
-    std::vector<MPI_Request> iwrite_at(std::uint64_t offset, const void* data, std::uint64_t size);
-    /// Completes requests of iwrite_at; throws error::WriteError on failure.
-    void wait(std::vector<MPI_Request>& requests);
     /// Reads exactly `size` bytes at `offset`; throws error::ReadError (also on a short read).
     void read_at(std::uint64_t offset, void* data, std::uint64_t size);
     void set_size(std::uint64_t size);
