@@ -420,7 +420,9 @@ Metadata read_metadata(const std::string& checkpoint_id)
     wait_for_async_saves(); // HDF5 (usually not thread-safe) is never called from two threads at once
     if (ContainerReader container; container.validate_checkpoint_id(checkpoint_id)) {
         container.reset(checkpoint_id);
-        return container.read_metadata();
+        auto md = container.read_metadata();
+        container.check_datasets(md);
+        return md;
     }
     DistcpReader reader;
     reader.reset(checkpoint_id);

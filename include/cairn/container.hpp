@@ -107,14 +107,15 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-/// Reads the container layout. read_metadata (coordinator) also checks that
-/// every dataset the metadata names exists with the right shape and type.
-/// Each rank reads, per array, one hyperslab (the bounding box of its read
+/// Reads the container layout. set_up_storage_reader checks that every
+/// dataset the metadata names exists with the right shape and type, the
+/// datasets shared out over the ranks (each opens the file serially and
+/// checks every size-th one). Each rank reads, per array, one hyperslab (the bounding box of its read
 /// items when they tile it) with collective transfers, dataset by dataset in
 /// metadata order; ranks with nothing to read from a dataset take part with
 /// an empty selection. Strided destinations that are windows of row-major
 /// arrays are read into directly; others through a bounded buffer. Small
-/// datasets (at most 1 MiB, addresses found by read_metadata) are read
+/// datasets (at most 1 MiB, addresses found by that check) are read
 /// straight through MPI-IO and not opened (docs/FORMAT.md 7.5).
 ///
 /// Verification (`verify`, on by default, and checkpoints with checksums):
@@ -133,8 +134,17 @@ public:
     /// ".h5" or ".hdf5" (so that load's error names the missing file).
     bool validate_checkpoint_id(const std::string& checkpoint_id) const override;
     void reset(const std::string& checkpoint_id) override;
+    /// Reads the metadata group (coordinator); checks no dataset.
     Metadata read_metadata() override;
+    /// Collective over `comm`: check_datasets(metadata, rank, size).
     void set_up_storage_reader(const Metadata& metadata, bool is_coordinator, MPI_Comm comm) override;
+    /// Checks that the datasets of `metadata`'s arrays and byte blobs (every
+    /// `parts`-th one from the `part`-th, in metadata order) exist with the
+    /// entry's global shape, a type that holds its dtype and all their bytes
+    /// stored; throws error::FormatError naming the file, the dataset and
+    /// the entry. Local (opens the file with HDF5's serial driver). Call
+    /// after reset().
+    void check_datasets(const Metadata& metadata, int part = 0, int parts = 1);
     LoadPlan prepare_local_plan(LoadPlan plan) override;
     void read_data(const LoadPlan& plan, LoadPlanner& planner) override;
     std::uint64_t verify_chunk(const std::string& fqn, const EntryMeta& entry, const ChunkMeta& chunk) override;

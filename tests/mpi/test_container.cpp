@@ -852,6 +852,29 @@ TEST_CASE("container: bad input gets a clear error naming the file and the datas
         const auto msg = load_error(id);
         CHECK(contains(msg, id + ": dataset '/u' of array 'u' is missing"));
     }
+    SECTION("a damaged dataset in the last rank's share of the check")
+    {
+        // The datasets are checked shared out over the ranks (every w-th from
+        // the rank's own, in metadata order): damage in the last one's share
+        // fails the load on every rank, and read_metadata (local) checks all.
+        std::vector<std::vector<double>> more(static_cast<std::size_t>(w), std::vector<double>(4, 1.0));
+        cairn::StateDict sd2;
+        sd2.add_array<double>("u", buf.data(), {w * 4}, cairn::Box{{r * 4}, {4}});
+        for (int k = 0; k < w; ++k)
+            sd2.add_array<double>("v" + std::to_string(k), more[static_cast<std::size_t>(k)].data(), {w * 4},
+                                  cairn::Box{{r * 4}, {4}});
+        const std::string id = dir + "/share.h5";
+        cairn::save(sd2, id, MPI_COMM_WORLD, container_save());
+        // Metadata order: u, v0, v1, ...: index w - 1 is v<w-2> (u when w == 1).
+        const std::string victim = w == 1 ? "u" : "v" + std::to_string(w - 2);
+        if (r == 0)
+            replace_dataset(id, "/" + victim, H5T_IEEE_F64LE, {static_cast<hsize_t>(w * 4 + 2)});
+        MPI_Barrier(MPI_COMM_WORLD);
+        const auto msg = agreed_error<cairn::error::FormatError>([&] { cairn::load(sd2, id, MPI_COMM_WORLD); });
+        CHECK(contains(msg, id + ": dataset '/" + victim + "' of array '" + victim + "' has shape"));
+        CHECK(contains(msg, "rank " + std::to_string(w - 1) + " (local plan)"));
+        CHECK(contains(local_error(id), "dataset '/" + victim + "'"));
+    }
     SECTION("a truncated container")
     {
         const std::string id = fresh_container(dir + "/truncated.h5");

@@ -399,10 +399,13 @@ const Case k_container_write_cases[] = {
     {"h5.close", false, 0, EIO, "write", "closing "},
 };
 
-// Failures of a container load, on any rank (rank 0, the coordinator, opens
-// the file once more before them, to read the metadata).
+// Failures of a container load, on a rank other than the coordinator (which
+// opens the file once more before them, to read the metadata). Every rank
+// opens the file serially to check its share of the datasets (local plan),
+// then in parallel to read (read).
 const Case k_container_read_cases[] = {
-    {"h5.open", false, 0, EACCES, "read", "opening "},
+    {"h5.open", false, 0, EACCES, "local plan", "opening "},
+    {"h5.open", false, 1, EACCES, "read", "opening "},
     {"h5.read", false, 0, EIO, "read", "reading "},
     {"h5.read", false, 1, EIO, "read", "reading "},
     {"h5.close", false, 0, EIO, "read", "closing "},

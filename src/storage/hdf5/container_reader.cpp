@@ -87,16 +87,19 @@ Handle memory_type(hid_t file_type, DType dtype)
     return detail::h5::dataset_type(static_cast<int>(dtype), true);
 }
 
-// Checks, with the file open serially, that every dataset the metadata names
-// exists with the entry's global shape and a type that holds its dtype.
-// Records in `direct` the file address of those that can be read straight
-// through MPI-IO: contiguous, at most ct::direct_max_bytes, stored as they
-// are in memory.
-void check_datasets(hid_t file, const Metadata& md, const std::string& path,
+// Checks, with the file open serially, that the datasets the metadata names
+// (every `parts`-th one from the `part`-th, in metadata order) exist with the
+// entry's global shape and a type that holds its dtype. Records in `direct`
+// the file address of those that can be read straight through MPI-IO:
+// contiguous, at most ct::direct_max_bytes, stored as they are in memory.
+void check_dataset_part(hid_t file, const Metadata& md, const std::string& path, int part, int parts,
                     std::map<std::string, std::uint64_t>& direct)
 {
+    std::size_t n = 0;
     for (const auto& [fqn, em] : md.entries) {
         if ((em.kind != ItemKind::array && em.kind != ItemKind::bytes) || em.chunks.empty())
+            continue;
+        if (static_cast<int>(n++ % static_cast<std::size_t>(parts)) != part)
             continue;
         const std::string& ds = dataset_of(path, fqn, em);
         const std::string what = path + ": dataset '" + ds + "' of " + item_kind_name(em.kind) + " '" + fqn + "'";
@@ -254,10 +257,28 @@ struct ContainerReader::Impl {
     std::uint64_t bytes_read = 0;
     Handle serial; // verify_chunk's file, opened with the serial driver
     std::vector<char> buffer;
-    // Coordinator (read_metadata): the addresses of the datasets read
-    // straight through MPI-IO, by entry; read_data shares them.
+    // The addresses of the datasets read straight through MPI-IO that this
+    // rank's part of check_datasets found, by entry; read_data shares them.
     std::map<std::string, std::uint64_t> direct;
 };
+
+namespace {
+// Opens `path` read-only with HDF5's serial driver; FormatError when HDF5
+// cannot (a truncated or damaged file).
+Handle open_serial(const std::string& path, const ContainerTuning& tuning)
+{
+    const Handle fapl = ct::file_access(MPI_COMM_NULL, tuning, 0, path, false);
+    Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl));
+    if (!file.valid()) {
+        const auto why = detail::h5::last_error();
+        H5Eclear2(H5E_DEFAULT);
+        throw error::FormatError(path + ": HDF5 cannot open it (" + (why.empty() ? "unknown error" : why) +
+                                 "): a truncated or damaged file?");
+    }
+    ct::inject(fault::h5_open, "opening " + path, false);
+    return file;
+}
+} // namespace
 
 ContainerReader::ContainerReader(std::size_t staging_bytes, ContainerTuning tuning, bool verify)
     : m_impl(std::make_unique<Impl>())
@@ -294,27 +315,35 @@ Metadata ContainerReader::read_metadata()
     detail::h5::ErrorSilencer quiet;
     if (H5Fis_hdf5(path.c_str()) <= 0)
         throw error::FormatError(path + ": not an HDF5 file");
-    const Handle fapl = ct::file_access(MPI_COMM_NULL, m_impl->tuning, 0, path, false);
-    const Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl));
-    if (!file.valid()) {
-        const auto why = detail::h5::last_error();
-        H5Eclear2(H5E_DEFAULT);
-        throw error::FormatError(path + ": HDF5 cannot open it (" + (why.empty() ? "unknown error" : why) +
-                                 "): a truncated or damaged file?");
-    }
-    ct::inject(fault::h5_open, "opening " + path, false);
+    const Handle file = open_serial(path, m_impl->tuning);
     Metadata md = detail::read_metadata_group(file, path);
     if (md.layout != "container")
         throw error::FormatError(path + ": layout '" + md.layout + "', expected 'container'");
-    m_impl->direct.clear();
-    check_datasets(file, md, path, m_impl->direct);
     return md;
+}
+
+void ContainerReader::check_datasets(const Metadata& metadata, int part, int parts)
+{
+    auto& im = *m_impl;
+    if (im.path.empty())
+        throw error::WrongAPIUsage("ContainerReader::check_datasets before reset");
+    if (parts < 1 || part < 0 || part >= parts)
+        throw error::WrongAPIUsage("ContainerReader::check_datasets: part " + std::to_string(part) + " of " +
+                                   std::to_string(parts));
+    detail::h5::ErrorSilencer quiet;
+    im.direct.clear();
+    const Handle file = open_serial(im.path, im.tuning);
+    check_dataset_part(file, metadata, im.path, part, parts, im.direct);
 }
 
 void ContainerReader::set_up_storage_reader(const Metadata& metadata, bool, MPI_Comm comm)
 {
     m_impl->md = &metadata;
     m_impl->comm = comm;
+    int rank = 0, size = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    check_datasets(metadata, rank, size);
 }
 
 LoadPlan ContainerReader::prepare_local_plan(LoadPlan plan)
@@ -389,8 +418,8 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
     std::vector<std::vector<std::byte>> blobs;
     std::vector<const ReadItem*> blob_items;
     // [failed, rounds[D], highest reader[D], -lowest reader[D], 1 + address[D]
-    // of the datasets read straight (0: through HDF5; the coordinator knows
-    // them from read_metadata)], agreed with MAX.
+    // of the datasets read straight (0: through HDF5; each rank knows those of
+    // its part of check_datasets)], agreed with MAX.
     const std::size_t D = datasets.size();
     std::vector<std::int64_t> rounds(1 + 4 * D, 0);
     for (std::size_t d = 0; d < D; ++d) {
@@ -712,11 +741,8 @@ std::uint64_t ContainerReader::verify_chunk(const std::string& fqn, const EntryM
     if (!im.md || !im.md->checksum_block)
         return 0; // nothing to check: a checkpoint without checksums
     detail::h5::ErrorSilencer quiet;
-    if (!im.serial.valid()) {
-        const Handle fapl = ct::file_access(MPI_COMM_NULL, im.tuning, 0, im.path, false);
-        im.serial = Handle(check(H5Fopen(im.path.c_str(), H5F_ACC_RDONLY, fapl), "opening " + im.path, false));
-        ct::inject(fault::h5_open, "opening " + im.path, false);
-    }
+    if (!im.serial.valid())
+        im.serial = open_serial(im.path, im.tuning);
     const std::string what = im.path + ": dataset '" + chunk.storage.path + "'";
     const Handle dset(check(H5Dopen2(im.serial, chunk.storage.path.c_str(), H5P_DEFAULT), "opening " + what, false));
     const Handle fspace(check(H5Dget_space(dset), what, false));
