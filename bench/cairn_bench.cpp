@@ -998,8 +998,12 @@ Results bench_workload(Workload& w)
     // not counted in the medians.
     Results W;
     W.workload = R.workload;
+    // Each run starts one case later than the one before (the order
+    // rotates): no case always follows the same one, whose cold read or
+    // removed files leave the page cache and free memory in a given state.
     for (int run = 0; run < g_opt.warmup + g_opt.runs; ++run)
-        for (auto& c : cases) {
+        for (std::size_t i = 0; i < cases.size(); ++i) {
+            auto& c = cases[(i + static_cast<std::size_t>(run)) % cases.size()];
             c.run(run < g_opt.warmup ? W : R, run);
             say("  %s %d/%d %s %s done\n", run < g_opt.warmup ? "warm-up" : "run",
                 run < g_opt.warmup ? run + 1 : run - g_opt.warmup + 1, run < g_opt.warmup ? g_opt.warmup : g_opt.runs,
