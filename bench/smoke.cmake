@@ -1,9 +1,11 @@
 # Runs cairn_bench at a tiny size and checks that its output is well formed:
 # it ends with "cairn_bench: done", prints ratio lines of the form
-# `ratio <workload> <case>/<baseline> <number>` and no ERROR line.
+# `ratio <workload> <case>/<baseline> <number>`, a `runs` line per case with
+# one figure per timed run, `warmup` lines for the untimed first round, and
+# no ERROR line.
 file(REMOVE_RECURSE ${DIR})
 execute_process(
-  COMMAND ${MPIEXEC} ${NPFLAG} 2 ${MPIFLAGS} ${EXE} --size-mib 8 --runs 1 --small-arrays 200
+  COMMAND ${MPIEXEC} ${NPFLAG} 2 ${MPIFLAGS} ${EXE} --size-mib 8 --runs 2 --warmup 1 --small-arrays 200
           --plan-ranks 64 --plan-arrays 20 --no-fio --no-drop-caches --dir ${DIR}
   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
 file(REMOVE_RECURSE ${DIR})
@@ -27,6 +29,24 @@ foreach(line IN LISTS lines)
     math(EXPR good "${good} + 1")
   endif()
 endforeach()
+set(runs_lines 0)
+set(warmup_lines 0)
+foreach(line IN LISTS lines)
+  if(line MATCHES "^runs ")
+    if(NOT line MATCHES "^runs [A-Za-z0-9_.+-]+ [A-Za-z0-9_.+-]+ [0-9.]+ [0-9.]+ s$")
+      message(FATAL_ERROR "malformed runs line (2 runs expected): '${line}'")
+    endif()
+    math(EXPR runs_lines "${runs_lines} + 1")
+  elseif(line MATCHES "^warmup ")
+    if(NOT line MATCHES "^warmup [A-Za-z0-9_.+-]+ [A-Za-z0-9_.+-]+ [0-9.]+ s$")
+      message(FATAL_ERROR "malformed warmup line (1 warm-up run expected): '${line}'")
+    endif()
+    math(EXPR warmup_lines "${warmup_lines} + 1")
+  endif()
+endforeach()
+if(runs_lines LESS 10 OR warmup_lines LESS 10)
+  message(FATAL_ERROR "${runs_lines} runs lines and ${warmup_lines} warmup lines, 10 or more of each expected")
+endif()
 if(good LESS 10)
   message(FATAL_ERROR "only ${good} ratio lines")
 endif()
