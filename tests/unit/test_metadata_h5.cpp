@@ -217,6 +217,68 @@ TEST_CASE("metadata file: many chunks (attributes larger than 64 KiB)", "[h5meta
     check_same(read_metadata_file(path), md);
 }
 
+namespace {
+// The stored integer type of /cairn/<attr>: its size in bytes, negative when signed.
+int stored_int_type(const std::string& file, const char* attr)
+{
+    const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    REQUIRE(f >= 0);
+    const hid_t a = H5Aopen_by_name(f, "/cairn", attr, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(a >= 0);
+    const hid_t t = H5Aget_type(a);
+    CHECK(H5Tget_class(t) == H5T_INTEGER);
+    const int size = static_cast<int>(H5Tget_size(t));
+    const bool sign = H5Tget_sign(t) == H5T_SGN_2;
+    H5Tclose(t);
+    H5Aclose(a);
+    H5Fclose(f);
+    return sign ? -size : size;
+}
+} // namespace
+
+TEST_CASE("metadata file: per-chunk columns are stored in 32 bits where every value fits", "[h5meta]")
+{
+    TempDir tmp;
+    const auto path = tmp.file("metadata.h5");
+    SECTION("small values: 32-bit boxes, file indices, offsets and lengths; the rest 64-bit")
+    {
+        const auto md = sample();
+        write_metadata_file(path, md, false);
+        check_same(read_metadata_file(path), md);
+        CHECK(stored_int_type(path, "chunk_boxes") == -4);
+        CHECK(stored_int_type(path, "chunk_files") == -4);
+        CHECK(stored_int_type(path, "chunk_offsets") == 4);
+        CHECK(stored_int_type(path, "chunk_lengths") == 4);
+        CHECK(stored_int_type(path, "chunk_checksums") == 8);
+        CHECK(stored_int_type(path, "chunk_counts") == -8);
+        CHECK(stored_int_type(path, "global_shapes") == -8);
+    }
+    SECTION("an extent beyond 2^31 keeps the boxes in 64 bits, even when each box value fits")
+    {
+        // 2^31 + 10 doubles in two chunks: every box value fits in int32,
+        // offset + extent of the second does not; its offset and both
+        // lengths are beyond 4 GiB.
+        Metadata md;
+        md.world_size = 2;
+        md.layout = "distcp";
+        EntryMeta e;
+        e.kind = ItemKind::array;
+        e.dtype = DType::f64;
+        const std::int64_t first = 2147483647, total = first + 11;
+        e.global_shape = {total};
+        const auto len0 = static_cast<std::uint64_t>(first) * 8, len1 = std::uint64_t{11} * 8;
+        e.chunks.push_back(ChunkMeta{Box{{0}, {first}}, StorageInfo{"__0_0.distcp", 0, len0, {}}});
+        e.chunks.push_back(ChunkMeta{Box{{first}, {11}}, StorageInfo{"__0_0.distcp", len0 + 8, len1, {}}});
+        md.entries["huge"] = e;
+        write_metadata_file(path, md, false);
+        check_same(read_metadata_file(path), md);
+        CHECK(stored_int_type(path, "chunk_boxes") == -8);
+        CHECK(stored_int_type(path, "chunk_files") == -4);
+        CHECK(stored_int_type(path, "chunk_offsets") == 8);
+        CHECK(stored_int_type(path, "chunk_lengths") == 8);
+    }
+}
+
 TEST_CASE("metadata file: many entries", "[h5meta]")
 {
     TempDir tmp;

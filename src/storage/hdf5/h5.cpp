@@ -3,6 +3,8 @@
 #include "cairn/dtype.hpp"
 #include "cairn/errors.hpp"
 
+#include <limits>
+
 namespace cairn::detail::h5 {
 
 bool Handle::reset() noexcept
@@ -103,6 +105,38 @@ void write_i64_attr(hid_t obj, const char* name, const std::vector<std::int64_t>
 void write_u64_attr(hid_t obj, const char* name, const std::vector<std::uint64_t>& values)
 {
     write_array_attr(obj, name, H5T_NATIVE_UINT64, values.data(), {values.size()});
+}
+
+namespace {
+// Writes `values` as `narrow` (32-bit) integers when they all lie in
+// [lo, hi], else as `wide` (64-bit) ones.
+template <class Narrow, class Wide>
+void write_column(hid_t obj, const char* name, const std::vector<Wide>& values, hid_t narrow, hid_t wide,
+                  bool may_narrow)
+{
+    const Wide lo = std::numeric_limits<Narrow>::min(), hi = std::numeric_limits<Narrow>::max();
+    bool fits = may_narrow;
+    for (const Wide v : values)
+        fits = fits && v >= lo && v <= hi; // no early exit: vectorizes
+    if (!fits) {
+        write_array_attr(obj, name, wide, values.data(), {values.size()});
+        return;
+    }
+    std::vector<Narrow> out(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i)
+        out[i] = static_cast<Narrow>(values[i]);
+    write_array_attr(obj, name, narrow, out.data(), {out.size()});
+}
+} // namespace
+
+void write_i64_column(hid_t obj, const char* name, const std::vector<std::int64_t>& values, bool may_narrow)
+{
+    write_column<std::int32_t>(obj, name, values, H5T_NATIVE_INT32, H5T_NATIVE_INT64, may_narrow);
+}
+
+void write_u64_column(hid_t obj, const char* name, const std::vector<std::uint64_t>& values)
+{
+    write_column<std::uint32_t>(obj, name, values, H5T_NATIVE_UINT32, H5T_NATIVE_UINT64, true);
 }
 
 void write_raw_attr(hid_t obj, const char* name, hid_t type, const void* data)

@@ -64,6 +64,12 @@ herr_t check_status(herr_t rc, const std::string& what, bool write);
 void write_string_attr(hid_t obj, const char* name, const std::string& value);
 void write_i64_attr(hid_t obj, const char* name, const std::vector<std::int64_t>& values, const std::vector<hsize_t>& dims);
 void write_u64_attr(hid_t obj, const char* name, const std::vector<std::uint64_t>& values);
+/// A 1-d integer column (docs/FORMAT.md, section 2): stored as 32-bit
+/// integers of the same signedness when every value fits, else as 64-bit
+/// ones; read_i64_attr / read_u64_attr (and h5py) read either.
+/// `may_narrow` = false keeps 64 bits whatever the values.
+void write_i64_column(hid_t obj, const char* name, const std::vector<std::int64_t>& values, bool may_narrow = true);
+void write_u64_column(hid_t obj, const char* name, const std::vector<std::uint64_t>& values);
 void write_raw_attr(hid_t obj, const char* name, hid_t type, const void* data);
 
 /// A 1-d array attribute of `n` elements of `type` (null dataspace when n = 0).

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <string_view>
 #include <unordered_map>
@@ -158,10 +159,16 @@ void write_metadata_group(hid_t loc, const MetadataColumns& md)
     h5::write_raw_array_attr(root, "ndims", H5T_NATIVE_UINT8, ndims.data(), n);
     h5::write_i64_attr(root, "global_shapes", shapes, {shapes.size()});
     h5::write_i64_attr(root, "chunk_counts", counts, {counts.size()});
-    h5::write_i64_attr(root, "chunk_boxes", md.boxes, {md.boxes.size()});
-    h5::write_i64_attr(root, "chunk_files", md.chunk_file, {md.chunk_file.size()});
-    h5::write_u64_attr(root, "chunk_offsets", md.chunk_offset);
-    h5::write_u64_attr(root, "chunk_lengths", md.chunk_length);
+    // The per-chunk columns in 32 bits where their values fit (FORMAT.md 2);
+    // boxes only when every global extent does, so that a reader's
+    // offset + extent cannot overflow either.
+    const bool extents_fit = std::all_of(shapes.begin(), shapes.end(), [](std::int64_t e) {
+        return e <= std::numeric_limits<std::int32_t>::max();
+    });
+    h5::write_i64_column(root, "chunk_boxes", md.boxes, extents_fit);
+    h5::write_i64_column(root, "chunk_files", md.chunk_file);
+    h5::write_u64_column(root, "chunk_offsets", md.chunk_offset);
+    h5::write_u64_column(root, "chunk_lengths", md.chunk_length);
     h5::write_string_attr(root, "checksum_algorithm", md.checksum_block ? checksum_algorithm : "none");
     h5::write_i64_attr(root, "checksum_block_bytes", {static_cast<std::int64_t>(md.checksum_block)}, {});
     h5::write_u64_attr(root, "chunk_checksums", sums);
@@ -438,6 +445,46 @@ bool check_header(const std::vector<unsigned char>& b, const std::string& path)
 
 } // namespace
 
+namespace {
+
+// Fills the integrity header (FORMAT.md 2.4) into the first bytes of a
+// file image whose HDF5 user block of metadata_header_bytes is blank (zeros
+// or an earlier header) and whose superblock follows it; throws
+// error::WriteError naming `path` otherwise.
+void put_header(unsigned char* b, std::size_t size, const std::string& path)
+{
+    const std::size_t hbytes = metadata_header_bytes;
+    const bool blank = size >= 8 && (std::memcmp(b, k_magic, 8) == 0 ||
+                                     std::all_of(b, b + 8, [](unsigned char c) { return c == 0; }));
+    if (!blank || size < hbytes + 8 || std::memcmp(b + hbytes, k_hdf5_signature, 8) != 0)
+        throw error::WriteError(path + ": no HDF5 user block of " + std::to_string(hbytes) +
+                                " bytes for the Cairn header");
+    unsigned char h[k_header_used] = {};
+    std::memcpy(h, k_magic, 8);
+    put_le(h + 8, k_header_version, 4);
+    put_le(h + 12, hbytes, 4);
+    put_le(h + 16, size, 8);
+    put_le(h + 24, checksum(b + hbytes, size - hbytes), 8);
+    put_le(h + k_header_fields, checksum(h, k_header_fields), 8);
+    std::memcpy(b, h, sizeof h);
+}
+
+// Writes bytes [0, n) of `b` at offset 0 of `fd`.
+void write_fully(int fd, const unsigned char* b, std::size_t n, const std::string& path)
+{
+    std::size_t done = 0;
+    while (done < n) {
+        const ssize_t w = ::pwrite(fd, b + done, n - done, static_cast<off_t>(done));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            throw error::WriteError(path + ": cannot write the metadata: " + std::strerror(w < 0 ? errno : EIO));
+        done += static_cast<std::size_t>(w);
+    }
+}
+
+} // namespace
+
 void seal_metadata_file(const std::string& path)
 {
     const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
@@ -445,31 +492,8 @@ void seal_metadata_file(const std::string& path)
         throw error::WriteError("cannot open " + path + " to seal it: " + std::strerror(errno));
     try {
         auto b = read_whole(fd, path, true);
-        const std::size_t hbytes = metadata_header_bytes;
-        // The user block HDF5 left: zeros, or an earlier header; the
-        // superblock right after it.
-        const bool blank = b.size() >= 8 && (std::memcmp(b.data(), k_magic, 8) == 0 ||
-                                             std::all_of(b.begin(), b.begin() + 8, [](unsigned char c) { return c == 0; }));
-        if (!blank || b.size() < hbytes + 8 || std::memcmp(b.data() + hbytes, k_hdf5_signature, 8) != 0)
-            throw error::WriteError(path + ": no HDF5 user block of " + std::to_string(hbytes) +
-                                    " bytes for the Cairn header");
-        unsigned char h[k_header_used] = {};
-        std::memcpy(h, k_magic, 8);
-        put_le(h + 8, k_header_version, 4);
-        put_le(h + 12, hbytes, 4);
-        put_le(h + 16, b.size(), 8);
-        put_le(h + 24, checksum(b.data() + hbytes, b.size() - hbytes), 8);
-        put_le(h + k_header_fields, checksum(h, k_header_fields), 8);
-        std::size_t done = 0;
-        while (done < sizeof h) {
-            const ssize_t n = ::pwrite(fd, h + done, sizeof h - done, static_cast<off_t>(done));
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0)
-                throw error::WriteError(path + ": cannot write the metadata header: " +
-                                        std::strerror(n < 0 ? errno : EIO));
-            done += static_cast<std::size_t>(n);
-        }
+        put_header(b.data(), b.size(), path);
+        write_fully(fd, b.data(), k_header_used, path);
     } catch (...) {
         ::close(fd);
         throw;
