@@ -15,6 +15,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <future>
 #include <memory>
 
 namespace cairn {
@@ -70,9 +71,9 @@ public:
             return;
         if (ref.space == MemorySpace::host && detail::is_dense(v) && nbytes >= direct_min) {
             flush();
-            if (hasher)
-                hasher->update(v.data, static_cast<std::size_t>(nbytes));
             m_file.write_at(offset, v.data, nbytes);
+            if (hasher) // hashed later (hash_deferred), from the same memory
+                m_deferred.push_back(Deferred{hasher, v.data, static_cast<std::size_t>(nbytes)});
             return;
         }
         const auto cap = m_buf.size();
@@ -115,9 +116,26 @@ public:
         m_len = 0;
     }
 
+    /// Feeds the items written straight from the caller's memory to their
+    /// hashers (which put() left for later, so that hashing can overlap the
+    /// file's sync). The memory must be as it was when written: it is the
+    /// caller's state, unchanged during a save.
+    void hash_deferred()
+    {
+        for (const auto& d : m_deferred)
+            d.hasher->update(d.data, d.size);
+        m_deferred.clear();
+    }
+
 private:
+    struct Deferred {
+        detail::ChunkHasher* hasher;
+        const void* data;
+        std::size_t size;
+    };
     MpiFile& m_file;
     detail::HostBuffer& m_buf;
+    std::vector<Deferred> m_deferred;
     std::uint64_t m_start = 0;
     std::uint64_t m_len = 0;
 };
@@ -240,23 +258,34 @@ std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlan
         MpiFile file(fs::join(im.write_dir, name), MpiFile::Mode::write);
         file.set_size(end);
         FileStream stream(file, staging);
+        // One hasher per item; those of items written straight from the
+        // caller's memory are fed after the writes.
+        std::vector<std::unique_ptr<detail::ChunkHasher>> hashers(bucket.size());
         for (std::size_t j = 0; j < bucket.size(); ++j) {
             const auto& it = plan.items[bucket[j]];
             const DataRef ref = planner.resolve_data(it);
-            StorageInfo where{name, offsets[j], it.nbytes, {}};
-            if (im.opt.checksum_block) {
-                detail::ChunkHasher hasher(detail::checksum_span(ref.view.shape, ref.view.elem_size, im.opt.checksum_block));
-                stream.put(ref, offsets[j], it.nbytes, direct_min, &hasher);
-                where.checksums = hasher.finish();
-            } else {
-                stream.put(ref, offsets[j], it.nbytes, direct_min, nullptr);
-            }
-            results[bucket[j]] = WriteResult{it.fqn, it.chunk, std::move(where)};
+            if (im.opt.checksum_block)
+                hashers[j] = std::make_unique<detail::ChunkHasher>(
+                    detail::checksum_span(ref.view.shape, ref.view.elem_size, im.opt.checksum_block));
+            stream.put(ref, offsets[j], it.nbytes, direct_min, hashers[j].get());
+            results[bucket[j]] = WriteResult{it.fqn, it.chunk, StorageInfo{name, offsets[j], it.nbytes, {}}};
         }
         stream.flush();
-        if (im.opt.fsync)
+        if (im.opt.fsync) {
+            // The sync mostly waits for the device: hash meanwhile, on a
+            // helper thread (no MPI there). On an exception the future's
+            // destructor waits for the hashing, so nothing outlives the
+            // memory it reads.
+            auto hashing = std::async(std::launch::async, [&stream] { stream.hash_deferred(); });
             file.sync();
+            hashing.get();
+        } else {
+            stream.hash_deferred();
+        }
         file.close();
+        for (std::size_t j = 0; j < bucket.size(); ++j)
+            if (hashers[j])
+                results[bucket[j]].storage.checksums = hashers[j]->finish();
     }
     return results;
 }
