@@ -399,6 +399,27 @@ int cairn_manager_latest(cairn_manager_t* manager, int64_t* step, int* found);
 int cairn_manager_restore_latest(cairn_manager_t* manager, cairn_state_t* state, const cairn_load_options_t* options,
                                  int64_t* step, int* found);
 
+/** The steps of all committed, complete checkpoints in the root, ascending
+ *  (the ones cairn_manager_latest chooses from). `*count` = how many there
+ *  are; the first min(count, capacity) go to `steps`, which may be NULL when
+ *  `capacity` is 0 (ask for the count first). Settles a save in flight
+ *  first. */
+int cairn_manager_steps(cairn_manager_t* manager, int64_t* steps, size_t capacity, size_t* count);
+
+/** What interrupted saves left in the root: the new or old directory of an
+ *  interrupted replacement, a container file never committed, a LATEST being
+ *  replaced, a step directory without metadata. `*count` = how many; with
+ *  `remove` nonzero, rank 0 removes them (committed checkpoints are never
+ *  touched) and `*count` says how many it removed. Settles a save in flight
+ *  first. Their paths and reasons: cairn_manager_leftover. */
+int cairn_manager_leftovers(cairn_manager_t* manager, int remove, size_t* count);
+
+/** Leftover `index` (0 <= index < count) of the last cairn_manager_leftovers
+ *  call on this manager: its path (root/name) and why it is a leftover, in
+ *  words. The strings belong to the manager and stay valid until its next
+ *  cairn_manager_leftovers or cairn_manager_free. Local. */
+int cairn_manager_leftover(const cairn_manager_t* manager, size_t index, const char** path, const char** reason);
+
 /** Frees `*manager` (NULL is fine) and sets it to NULL. A save in flight is
  *  settled first (its commit waited for, then LATEST and retention by rank
  *  0) without any MPI call; an error of it is written to stderr by rank 0,

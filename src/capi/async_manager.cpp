@@ -38,6 +38,7 @@ struct cairn_async {
 struct cairn_manager {
     std::unique_ptr<cairn::CheckpointManager> manager;
     MPI_Comm comm = MPI_COMM_NULL;
+    std::vector<cairn::Leftover> leftovers; // of the last cairn_manager_leftovers
 };
 
 namespace {
@@ -381,6 +382,57 @@ int cairn_manager_restore_latest(cairn_manager_t* manager, cairn_state_t* state,
             if (found)
                 *found = 1;
         }
+    });
+}
+
+int cairn_manager_steps(cairn_manager_t* manager, int64_t* steps, size_t capacity, size_t* count)
+{
+    const char* fn = "cairn_manager_steps";
+    if (count)
+        *count = 0;
+    if (int rc = guarded(fn, [&] { manager_arg(manager); }))
+        return rc;
+    if (int rc = cairn::capi::agree(fn, manager->comm,
+                                    steps == nullptr && capacity > 0 ? CAIRN_ERR_USAGE : CAIRN_SUCCESS,
+                                    "steps is NULL with a capacity of " + std::to_string(capacity)))
+        return rc;
+    return guarded(fn, [&] {
+        const auto all = manager->manager->steps();
+        for (std::size_t i = 0; i < all.size() && i < capacity; ++i)
+            steps[i] = all[i];
+        if (count)
+            *count = all.size();
+    });
+}
+
+int cairn_manager_leftovers(cairn_manager_t* manager, int remove, size_t* count)
+{
+    if (count)
+        *count = 0;
+    return guarded("cairn_manager_leftovers", [&] {
+        auto& m = manager_arg(manager);
+        m.leftovers.clear();
+        m.leftovers = remove ? m.manager->remove_leftovers() : m.manager->find_leftovers();
+        if (count)
+            *count = m.leftovers.size();
+    });
+}
+
+int cairn_manager_leftover(const cairn_manager_t* manager, size_t index, const char** path, const char** reason)
+{
+    if (path)
+        *path = nullptr;
+    if (reason)
+        *reason = nullptr;
+    return guarded("cairn_manager_leftover", [&] {
+        require(manager != nullptr, "the manager handle is NULL");
+        require(index < manager->leftovers.size(), "leftover " + std::to_string(index) + " of " +
+                                                       std::to_string(manager->leftovers.size()) +
+                                                       " (from the last cairn_manager_leftovers)");
+        if (path)
+            *path = manager->leftovers[index].path.c_str();
+        if (reason)
+            *reason = manager->leftovers[index].reason.c_str();
     });
 }
 

@@ -222,6 +222,70 @@ int main(int argc, char** argv)
     MPI_Barrier(MPI_COMM_WORLD);
     CHECK(!step_exists(root_every, 10, 0) && step_exists(root_every, 20, 0) && !step_exists(root_every, 30, 0) &&
           step_exists(root_every, 40, 0) && step_exists(root_every, 50, 0));
+    /* steps: the count first, then the values; a short buffer gets the first. */
+    {
+        int64_t got[4] = {-1, -1, -1, -1};
+        size_t n = 99;
+        CHECK_OK(cairn_manager_steps(m, NULL, 0, &n));
+        CHECK(n == 3);
+        CHECK_OK(cairn_manager_steps(m, got, 4, &n));
+        CHECK(n == 3 && got[0] == 20 && got[1] == 40 && got[2] == 50 && got[3] == -1);
+        got[0] = got[1] = -1;
+        CHECK_OK(cairn_manager_steps(m, got, 1, &n));
+        CHECK(n == 3 && got[0] == 20 && got[1] == -1);
+        CHECK_ERR(cairn_manager_steps(m, test_rank == 0 ? NULL : got, 2, &n), CAIRN_ERR_USAGE,
+                  "cairn_manager_steps: rank 0 (arguments): steps is NULL with a capacity of 2");
+        check_same_message(MPI_COMM_WORLD, cairn_last_error());
+        CHECK(n == 0);
+    }
+    /* leftovers: an interrupted replacement's staging directory and a half
+     * written LATEST are found (path and reason), then removed; committed
+     * checkpoints stay. */
+    {
+        char p1[4300], p2[4300];
+        const char *path = NULL, *reason = NULL;
+        size_t n = 99, i;
+        int seen1 = 0, seen2 = 0;
+        snprintf(p1, sizeof p1, "%s/step_00000040.cairn-staging", root_every);
+        snprintf(p2, sizeof p2, "%s/LATEST.cairn-tmp", root_every);
+        CHECK_OK(cairn_manager_leftovers(m, 0, &n));
+        CHECK(n == 0);
+        if (test_rank == 0) {
+            FILE* fp;
+            CHECK(mkdir(p1, 0755) == 0);
+            fp = fopen(p2, "w");
+            CHECK(fp != NULL);
+            if (fp) {
+                fputs("step_0000", fp);
+                fclose(fp);
+            }
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        CHECK_OK(cairn_manager_leftovers(m, 0, &n));
+        CHECK(n == 2);
+        for (i = 0; i < n; ++i) {
+            CHECK_OK(cairn_manager_leftover(m, i, &path, &reason));
+            CHECK(path != NULL && reason != NULL);
+            if (path && reason && strcmp(path, p1) == 0 && strstr(reason, "interrupted replacement of step_00000040"))
+                seen1 = 1;
+            if (path && reason && strcmp(path, p2) == 0 && strstr(reason, "LATEST"))
+                seen2 = 1;
+        }
+        CHECK(seen1 && seen2);
+        CHECK_ERR(cairn_manager_leftover(m, 2, &path, &reason), CAIRN_ERR_USAGE,
+                  "cairn_manager_leftover: leftover 2 of 2");
+        CHECK(path == NULL && reason == NULL);
+        CHECK(path_is(p1, 1)); /* finding removes nothing */
+        MPI_Barrier(MPI_COMM_WORLD); /* rank 0 removes as soon as it enters the call */
+        CHECK_OK(cairn_manager_leftovers(m, 1, &n));
+        CHECK(n == 2);
+        MPI_Barrier(MPI_COMM_WORLD);
+        CHECK(!path_is(p1, 1) && !path_is(p2, 0));
+        CHECK_OK(cairn_manager_leftovers(m, 0, &n));
+        CHECK(n == 0);
+        CHECK_OK(cairn_manager_steps(m, NULL, 0, &n));
+        CHECK(n == 3);
+    }
     CHECK_OK(cairn_manager_free(&m));
 
     /* 5. The container layout. */

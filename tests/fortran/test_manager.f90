@@ -18,6 +18,9 @@ program test_manager
   integer(c_int64_t) :: i0, ni, got
   integer :: ierr, s, sub, color
   logical :: found, committed, saved
+  integer(c_int64_t), allocatable :: steps(:)
+  integer :: nleft
+  character(len=:), allocatable :: lpath, lwhy
   character(len=:), allocatable :: root, every, h5, async_root
 
   call test_init(thread_multiple=.true.)
@@ -92,6 +95,26 @@ program test_manager
     call set_field(int(s, c_int64_t))
     call cairn_manager_save(m, int(s, c_int64_t), st)
   end do
+  ! steps, and leftovers found (path, reason) then removed.
+  call cairn_manager_steps(m, steps, ierr)
+  call check_ok(ierr, 'cairn_manager_steps')
+  call check(size(steps) == 3, 'three steps kept')
+  if (size(steps) == 3) call check(all(steps == [20_c_int64_t, 40_c_int64_t, 50_c_int64_t]), 'steps 20, 40, 50')
+  call cairn_manager_leftovers(m, nleft, ierr=ierr)
+  call check_ok(ierr, 'cairn_manager_leftovers')
+  call check(nleft == 0, 'no leftovers yet')
+  call write_text_file(every // '/LATEST.cairn-tmp') ! rank 0 writes it; every rank returns after
+  call cairn_manager_leftovers(m, nleft)
+  call check(nleft == 1, 'one leftover found')
+  call cairn_manager_leftover(m, 1, lpath, lwhy, ierr)
+  call check_ok(ierr, 'cairn_manager_leftover')
+  call check(lpath == every // '/LATEST.cairn-tmp' .and. index(lwhy, 'LATEST') > 0, 'its path and reason')
+  call cairn_manager_leftover(m, 2, lpath, ierr=ierr)
+  call check_err(ierr, CAIRN_ERR_USAGE, 'leftover 1 of 1', 'leftover out of range')
+  call cairn_manager_leftovers(m, nleft, remove=.true.)
+  call check(nleft == 1, 'one leftover removed')
+  call MPI_Barrier(MPI_COMM_WORLD, ierr)
+  call check(.not. exists(every // '/LATEST.cairn-tmp'), 'the leftover is gone')
   call cairn_manager_free(m)
   call check(.not. exists(every // '/step_00000010/metadata.h5') .and. exists(every // '/step_00000020/metadata.h5') &
              .and. .not. exists(every // '/step_00000030/metadata.h5') .and. &
