@@ -443,10 +443,6 @@ bool check_header(const std::vector<unsigned char>& b, const std::string& path)
     return true;
 }
 
-} // namespace
-
-namespace {
-
 // Fills the integrity header (FORMAT.md 2.4) into the first bytes of a
 // file image whose HDF5 user block of metadata_header_bytes is blank (zeros
 // or an earlier header) and whose superblock follows it; throws
