@@ -553,6 +553,32 @@ std::vector<Leftover> CheckpointManager::remove_leftovers()
 
 // ---- leftovers -------------------------------------------------------------
 
+namespace {
+
+// "<base>.locktest.<rank>" next to a container file of this root (committed
+// or not) that MPI-IO opened: Open MPI's OMPIO (its sharedfp/lockedfile
+// component) creates such a file to test file locking when it opens a file
+// and removes it right after, so a process killed in between leaves it.
+bool lock_test_of_ours(const std::string& name, std::string& base)
+{
+    static constexpr const char* infix = ".locktest.";
+    const auto at = name.rfind(infix);
+    if (at == std::string::npos || at == 0)
+        return false;
+    const std::string digits = name.substr(at + std::strlen(infix));
+    if (digits.empty() || digits.size() > 9 ||
+        !std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+        return false;
+    base = name.substr(0, at);
+    std::int64_t step = 0;
+    bool container = false;
+    if (ends_with(base, temp_suffix))
+        return parse_step_name(base.substr(0, base.size() - std::strlen(temp_suffix)), step, container) && container;
+    return parse_step_name(base, step, container) && container;
+}
+
+} // namespace
+
 std::vector<Leftover> find_leftovers(const std::string& root_in)
 {
     const std::string root = fs::strip(root_in);
@@ -565,6 +591,12 @@ std::vector<Leftover> find_leftovers(const std::string& root_in)
     for (const auto& e : stdfs::directory_iterator(root, ec)) {
         const std::string name = e.path().filename().string();
         const std::string path = e.path().string();
+        std::string base;
+        if (lock_test_of_ours(name, base)) {
+            out.push_back({path, "a lock-test file of the MPI-IO library, left by a process killed while it opened " +
+                                     base});
+            continue;
+        }
         if (ends_with(name, staging_suffix)) {
             out.push_back({path, "the new checkpoint of an interrupted replacement of " +
                                      name.substr(0, name.size() - std::strlen(staging_suffix))});

@@ -166,7 +166,7 @@ program test_manager
   deallocate (t)
   ! Main-program allocatables live until the end of the program; freed
   ! here so that LeakSanitizer (sanitized builds) sees nothing left.
-  deallocate (root, every, h5, async_root)
+  deallocate (root, every, h5, async_root, steps, lpath, lwhy)
   call test_finish('fortran_manager')
 
 contains

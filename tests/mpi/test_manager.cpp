@@ -378,12 +378,19 @@ TEST_CASE("manager: leftovers are found and removed; committed checkpoints stay"
         stdfs::copy(root + "/step_00000010", root + "/step_00000015.cairn-old", stdfs::copy_options::recursive);
         write_text(root + "/step_00000050.h5.cairn-tmp", "x");
         write_text(root + "/LATEST.cairn-tmp", "step_0000");
+        // Open MPI's lock-test files of a container being opened when the
+        // job was killed (seen in the kill test); the user's look-alikes stay.
+        write_text(root + "/step_00000050.h5.cairn-tmp.locktest.1", "");
+        write_text(root + "/step_00000060.h5.locktest.0", "");
+        write_text(root + "/notes.txt.locktest.0", "mine");
+        write_text(root + "/step_00000070.h5.locktest.x", "mine");
     });
     const std::set<std::string> want = {"LATEST.cairn-tmp",          "elsewhere",
                                         "step_00000010.cairn-staging", "step_00000015.cairn-old",
                                         "step_00000015.cairn-staging", "step_00000020.cairn-old",
                                         "step_00000030",             "step_00000040",
-                                        "step_00000050.h5.cairn-tmp"};
+                                        "step_00000050.h5.cairn-tmp", "step_00000050.h5.cairn-tmp.locktest.1",
+                                        "step_00000060.h5.locktest.0"};
     auto names = [](const std::vector<cairn::Leftover>& v) {
         std::set<std::string> s;
         for (const auto& l : v)
@@ -399,7 +406,8 @@ TEST_CASE("manager: leftovers are found and removed; committed checkpoints stay"
     const auto removed = m.remove_leftovers();
     CHECK(all(names(removed) == want));
     CHECK(all(m.find_leftovers().empty()));
-    CHECK(names_are(root, {"LATEST", "step_00000010", "step_00000015", "step_00000020", "notes", "notes.txt"}));
+    CHECK(names_are(root, {"LATEST", "step_00000010", "step_00000015", "step_00000020", "notes", "notes.txt",
+                           "notes.txt.locktest.0", "step_00000070.h5.locktest.x"}));
     CHECK(all(m.steps() == steps_of({10, 15, 20})));
     Field back(MPI_COMM_WORLD, false);
     CHECK(all(m.restore_latest(back.dict) == 20));
