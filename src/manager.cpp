@@ -559,7 +559,8 @@ namespace {
 // or not) that MPI-IO opened: Open MPI's OMPIO (its sharedfp/lockedfile
 // component) creates such a file to test file locking when it opens a file
 // and removes it right after, so a process killed in between leaves it.
-bool lock_test_of_ours(const std::string& name, std::string& base)
+// `base` = the name a lock-test file "<base>.locktest.<digits>" was made for.
+bool lock_test_base(const std::string& name, std::string& base)
 {
     static constexpr const char* infix = ".locktest.";
     const auto at = name.rfind(infix);
@@ -570,6 +571,13 @@ bool lock_test_of_ours(const std::string& name, std::string& base)
         !std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
         return false;
     base = name.substr(0, at);
+    return true;
+}
+
+bool lock_test_of_ours(const std::string& name, std::string& base)
+{
+    if (!lock_test_base(name, base))
+        return false;
     std::int64_t step = 0;
     bool container = false;
     if (ends_with(base, temp_suffix))
@@ -613,8 +621,20 @@ std::vector<Leftover> find_leftovers(const std::string& root_in)
             continue;
         }
         std::error_code ec2;
-        if (!stdfs::is_directory(e.path(), ec2) || stdfs::exists(e.path() / metadata_file_name, ec2))
+        if (!stdfs::is_directory(e.path(), ec2))
             continue;
+        if (stdfs::exists(e.path() / metadata_file_name, ec2)) {
+            // A committed per-rank checkpoint: reading a data file through
+            // OMPIO also makes "<file>.locktest.<rank>" in it for a moment.
+            for (const auto& f : stdfs::directory_iterator(e.path(), ec2)) {
+                const std::string fn = f.path().filename().string();
+                if (lock_test_base(fn, base) && base.rfind("__", 0) == 0 && ends_with(base, ".distcp"))
+                    out.push_back({f.path().string(), "a lock-test file of the MPI-IO library inside the "
+                                                      "committed checkpoint " + name + ", left by a process killed "
+                                                      "while it opened " + base});
+            }
+            continue;
+        }
         std::int64_t step = 0;
         bool container = false;
         bool ours = parse_step_name(name, step, container) && !container;

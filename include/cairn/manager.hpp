@@ -156,9 +156,10 @@ private:
 /// `.metadata.h5.tmp` files; the siblings `<ckpt>.cairn-staging` and
 /// `<ckpt>.cairn-old` of an interrupted replacement; `*.cairn-tmp` files
 /// (unfinished containers, LATEST being written); `<container>.locktest.<n>`
-/// files next to a container file of the root (committed or not), which
-/// Open MPI's MPI-IO creates and removes while opening a file and a killed
-/// process leaves behind. Never lists a committed
+/// files next to a container file of the root (committed or not) and
+/// `__*.distcp.locktest.<n>` files inside a committed per-rank checkpoint,
+/// which Open MPI's MPI-IO creates and removes while opening a file (also
+/// for reading) and a killed process leaves behind. Never lists a committed
 /// checkpoint. **Local**; must not run while a save into `root` is in flight
 /// (that save's files would be listed). Sorted by path; empty when `root`
 /// does not exist. Throws error::ReadError when `root` cannot be listed.

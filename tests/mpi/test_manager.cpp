@@ -384,13 +384,16 @@ TEST_CASE("manager: leftovers are found and removed; committed checkpoints stay"
         write_text(root + "/step_00000060.h5.locktest.0", "");
         write_text(root + "/notes.txt.locktest.0", "mine");
         write_text(root + "/step_00000070.h5.locktest.x", "mine");
+        // ... and one a load killed while opening a data file leaves inside
+        // a committed checkpoint.
+        write_text(root + "/step_00000020/__0_0.distcp.locktest.1", "");
     });
     const std::set<std::string> want = {"LATEST.cairn-tmp",          "elsewhere",
                                         "step_00000010.cairn-staging", "step_00000015.cairn-old",
                                         "step_00000015.cairn-staging", "step_00000020.cairn-old",
                                         "step_00000030",             "step_00000040",
                                         "step_00000050.h5.cairn-tmp", "step_00000050.h5.cairn-tmp.locktest.1",
-                                        "step_00000060.h5.locktest.0"};
+                                        "step_00000060.h5.locktest.0", "__0_0.distcp.locktest.1"};
     auto names = [](const std::vector<cairn::Leftover>& v) {
         std::set<std::string> s;
         for (const auto& l : v)
@@ -408,6 +411,8 @@ TEST_CASE("manager: leftovers are found and removed; committed checkpoints stay"
     CHECK(all(m.find_leftovers().empty()));
     CHECK(names_are(root, {"LATEST", "step_00000010", "step_00000015", "step_00000020", "notes", "notes.txt",
                            "notes.txt.locktest.0", "step_00000070.h5.locktest.x"}));
+    CHECK(!stdfs::exists(root + "/step_00000020/__0_0.distcp.locktest.1"));
+    CHECK(stdfs::exists(root + "/step_00000020/metadata.h5"));
     CHECK(all(m.steps() == steps_of({10, 15, 20})));
     Field back(MPI_COMM_WORLD, false);
     CHECK(all(m.restore_latest(back.dict) == 20));
