@@ -56,6 +56,13 @@ std::string step_name(std::int64_t step, bool container)
     return std::string(buf) + (container ? container_suffix : "");
 }
 
+// 1 to `max` decimal digits and nothing else.
+bool all_digits(const std::string& s, std::size_t max)
+{
+    return !s.empty() && s.size() <= max &&
+           std::all_of(s.begin(), s.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+}
+
 // Parses the name of a managed checkpoint: "step_<N>" or "step_<N>.h5" with
 // N written as step_name writes it (at least 8 digits, no extra zeros).
 bool parse_step_name(const std::string& name, std::int64_t& step, bool& container)
@@ -66,8 +73,7 @@ bool parse_step_name(const std::string& name, std::int64_t& step, bool& containe
     container = ends_with(digits, container_suffix);
     if (container)
         digits.resize(digits.size() - std::strlen(container_suffix));
-    if (digits.empty() || digits.size() > 18 ||
-        !std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+    if (!all_digits(digits, 18))
         return false;
     step = std::stoll(digits);
     return step_name(step, container) == name;
@@ -555,34 +561,30 @@ std::vector<Leftover> CheckpointManager::remove_leftovers()
 
 namespace {
 
-// "<base>.locktest.<rank>" next to a container file of this root (committed
-// or not) that MPI-IO opened: Open MPI's OMPIO (its sharedfp/lockedfile
-// component) creates such a file to test file locking when it opens a file
-// and removes it right after, so a process killed in between leaves it.
-// `base` = the name a lock-test file "<base>.locktest.<digits>" was made for.
+// Open MPI's OMPIO (its sharedfp/lockedfile component) creates
+// "<base>.locktest.<rank>" beside every file it opens, also for reading, to
+// test file locking, and removes it right after: a process killed in
+// between leaves it. True for such a name, with `base` the file it was for.
 bool lock_test_base(const std::string& name, std::string& base)
 {
     static constexpr const char* infix = ".locktest.";
     const auto at = name.rfind(infix);
-    if (at == std::string::npos || at == 0)
-        return false;
-    const std::string digits = name.substr(at + std::strlen(infix));
-    if (digits.empty() || digits.size() > 9 ||
-        !std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+    if (at == std::string::npos || at == 0 || !all_digits(name.substr(at + std::strlen(infix)), 9))
         return false;
     base = name.substr(0, at);
     return true;
 }
 
+// A lock-test file in the root: one of a container file of the root,
+// committed ("step_<N>.h5") or not ("step_<N>.h5.cairn-tmp").
 bool lock_test_of_ours(const std::string& name, std::string& base)
 {
     if (!lock_test_base(name, base))
         return false;
+    const std::string file = ends_with(base, temp_suffix) ? base.substr(0, base.size() - std::strlen(temp_suffix)) : base;
     std::int64_t step = 0;
     bool container = false;
-    if (ends_with(base, temp_suffix))
-        return parse_step_name(base.substr(0, base.size() - std::strlen(temp_suffix)), step, container) && container;
-    return parse_step_name(base, step, container) && container;
+    return parse_step_name(file, step, container) && container;
 }
 
 } // namespace

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
+#include <future>
 #include <new>
 
 namespace cairn::detail {
@@ -80,6 +82,39 @@ std::vector<std::uint64_t> ChunkHasher::finish()
         m_in_block = 0;
     }
     return std::move(m_sums);
+}
+
+void DeferredHashes::add(ChunkHasher* hasher, const void* data, std::size_t size)
+{
+    m_ranges.push_back(Range{hasher, data, size});
+}
+
+void DeferredHashes::run()
+{
+    for (const auto& r : m_ranges)
+        r.hasher->update(r.data, r.size);
+    m_ranges.clear();
+}
+
+void DeferredHashes::run_during(const std::function<void()>& sync)
+{
+    if (m_ranges.empty()) {
+        sync();
+        return;
+    }
+    // The future's destructor waits for the hashing on every path, so
+    // nothing outlives the memory it reads.
+    auto hashing = std::async(std::launch::async, [this] { run(); });
+    std::exception_ptr failed;
+    try {
+        sync();
+    } catch (...) {
+        failed = std::current_exception();
+    }
+    hashing.wait();
+    if (failed)
+        std::rethrow_exception(failed);
+    hashing.get();
 }
 
 } // namespace cairn::detail

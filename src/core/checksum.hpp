@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,30 @@ private:
     std::uint64_t m_span;
     std::uint64_t m_in_block = 0;
     std::vector<std::uint64_t> m_sums;
+};
+
+/// Byte ranges a writer wrote straight from the caller's memory, each to be
+/// fed to its own ChunkHasher later, so that the hashing can run while the
+/// file's sync waits for the device. The hashers and the memory must stay
+/// alive and unchanged until run() or run_during() returns (the caller's
+/// state is, during a save). Not thread-safe itself.
+class DeferredHashes {
+public:
+    void add(ChunkHasher* hasher, const void* data, std::size_t size);
+    /// Feeds every range to its hasher, in order, then forgets them.
+    void run();
+    /// Calls `sync` on this thread while run() goes on on a helper thread
+    /// (which must not call MPI or HDF5: it only hashes); returns when both
+    /// are done. Rethrows what `sync` threw, else what the hashing threw.
+    void run_during(const std::function<void()>& sync);
+
+private:
+    struct Range {
+        ChunkHasher* hasher;
+        const void* data;
+        std::size_t size;
+    };
+    std::vector<Range> m_ranges;
 };
 
 } // namespace cairn::detail

@@ -15,7 +15,6 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <future>
 #include <memory>
 
 namespace cairn {
@@ -54,7 +53,10 @@ std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return a <= 1 ? v : (
 // non-blocking call anyway, so a second buffer bought no overlap.
 class FileStream {
 public:
-    FileStream(MpiFile& file, detail::HostBuffer& buffer) : m_file(file), m_buf(buffer) {}
+    FileStream(MpiFile& file, detail::HostBuffer& buffer, detail::DeferredHashes& deferred)
+        : m_file(file), m_buf(buffer), m_deferred(deferred)
+    {
+    }
 
     /// Writes one item at `offset`, feeding its bytes to `hasher` (if any)
     /// as they stream out.
@@ -72,8 +74,8 @@ public:
         if (ref.space == MemorySpace::host && detail::is_dense(v) && nbytes >= direct_min) {
             flush();
             m_file.write_at(offset, v.data, nbytes);
-            if (hasher) // hashed later (hash_deferred), from the same memory
-                m_deferred.push_back(Deferred{hasher, v.data, static_cast<std::size_t>(nbytes)});
+            if (hasher) // hashed later, from the same memory (during the sync)
+                m_deferred.add(hasher, v.data, static_cast<std::size_t>(nbytes));
             return;
         }
         const auto cap = m_buf.size();
@@ -116,26 +118,10 @@ public:
         m_len = 0;
     }
 
-    /// Feeds the items written straight from the caller's memory to their
-    /// hashers (which put() left for later, so that hashing can overlap the
-    /// file's sync). The memory must be as it was when written: it is the
-    /// caller's state, unchanged during a save.
-    void hash_deferred()
-    {
-        for (const auto& d : m_deferred)
-            d.hasher->update(d.data, d.size);
-        m_deferred.clear();
-    }
-
 private:
-    struct Deferred {
-        detail::ChunkHasher* hasher;
-        const void* data;
-        std::size_t size;
-    };
     MpiFile& m_file;
     detail::HostBuffer& m_buf;
-    std::vector<Deferred> m_deferred;
+    detail::DeferredHashes& m_deferred; // direct items, hashed by the caller later
     std::uint64_t m_start = 0;
     std::uint64_t m_len = 0;
 };
@@ -257,7 +243,8 @@ std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlan
         }
         MpiFile file(fs::join(im.write_dir, name), MpiFile::Mode::write);
         file.set_size(end);
-        FileStream stream(file, staging);
+        detail::DeferredHashes deferred;
+        FileStream stream(file, staging, deferred);
         // One hasher per item; those of items written straight from the
         // caller's memory are fed after the writes.
         std::vector<std::unique_ptr<detail::ChunkHasher>> hashers(bucket.size());
@@ -271,17 +258,10 @@ std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlan
             results[bucket[j]] = WriteResult{it.fqn, it.chunk, StorageInfo{name, offsets[j], it.nbytes, {}}};
         }
         stream.flush();
-        if (im.opt.fsync) {
-            // The sync mostly waits for the device: hash meanwhile, on a
-            // helper thread (no MPI there). On an exception the future's
-            // destructor waits for the hashing, so nothing outlives the
-            // memory it reads.
-            auto hashing = std::async(std::launch::async, [&stream] { stream.hash_deferred(); });
-            file.sync();
-            hashing.get();
-        } else {
-            stream.hash_deferred();
-        }
+        if (im.opt.fsync)
+            deferred.run_during([&] { file.sync(); }); // the sync mostly waits for the device
+        else
+            deferred.run();
         file.close();
         for (std::size_t j = 0; j < bucket.size(); ++j)
             if (hashers[j])

@@ -26,8 +26,8 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
-#include <future>
 #include <map>
+#include <memory>
 #include <optional>
 
 namespace cairn {
@@ -235,22 +235,10 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
     std::exception_ptr failed;
     std::vector<char> scratch; // packing strided data for checksums
     // Dense chunks are hashed after the writes, overlapping the flush's
-    // MPI_File_sync, which mostly waits for the device; the caller's memory
-    // is unchanged during a save.
-    struct Deferred {
-        std::size_t result;
-        const void* data;
-        std::size_t size;
-        std::uint64_t span;
-    };
-    std::vector<Deferred> deferred;
-    auto hash_deferred = [&] {
-        for (const auto& d : deferred) {
-            detail::ChunkHasher hasher(d.span);
-            hasher.update(d.data, d.size);
-            results[d.result].storage.checksums = hasher.finish();
-        }
-    };
+    // MPI_File_sync, which mostly waits for the device: their hashers (by
+    // result) and byte ranges.
+    std::vector<std::unique_ptr<detail::ChunkHasher>> hashers;
+    detail::DeferredHashes deferred;
     try {
         std::map<std::string, std::size_t> index;
         for (std::size_t d = 0; d < D; ++d)
@@ -295,14 +283,16 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             res.chunk = it.chunk;
             res.storage.path = ds.path;
             res.storage.length = it.nbytes;
+            hashers.emplace_back();
             if (im.opt.checksum_block && it.box.volume() > 0) {
-                if (detail::is_dense(ref.view)) // hashed later, from the same memory (hash_deferred)
-                    deferred.push_back(Deferred{results.size(), ref.view.data, static_cast<std::size_t>(it.nbytes),
-                                                detail::checksum_span(it.box.shape, static_cast<std::size_t>(es),
-                                                                      im.opt.checksum_block)});
-                else
+                if (detail::is_dense(ref.view)) { // hashed later, from the same memory
+                    hashers.back() = std::make_unique<detail::ChunkHasher>(
+                        detail::checksum_span(it.box.shape, static_cast<std::size_t>(es), im.opt.checksum_block));
+                    deferred.add(hashers.back().get(), ref.view.data, static_cast<std::size_t>(it.nbytes));
+                } else {
                     res.storage.checksums = chunk_checksums(ref.view, it.box, static_cast<std::size_t>(es),
                                                             im.opt.checksum_block, im.opt.staging_bytes, scratch);
+                }
             }
             results.push_back(std::move(res));
             tasks.push_back(std::move(t));
@@ -493,29 +483,20 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             }
             direct.reset();
         }
-        if (im.opt.fsync) {
-            // Collective; MPI_File_sync on every rank: the data is durable
-            // before the coordinator commits. The hashing runs meanwhile on
-            // a helper thread (no HDF5 or MPI there); on an exception the
-            // future's destructor waits for it.
-            auto hashing = std::async(std::launch::async, hash_deferred);
-            try {
-                check_status(H5Fflush(file, H5F_SCOPE_GLOBAL), "flushing " + tmp, true);
-                ct::inject(fault::h5_flush, "flushing " + tmp, true);
-            } catch (...) {
-                note();
-            }
-            try {
-                hashing.get();
-            } catch (...) {
-                note();
-            }
-        } else {
-            try {
-                hash_deferred();
-            } catch (...) {
-                note();
-            }
+        try {
+            if (im.opt.fsync) // collective; MPI_File_sync on every rank: durable before the commit
+                deferred.run_during([&] {
+                    try {
+                        check_status(H5Fflush(file, H5F_SCOPE_GLOBAL), "flushing " + tmp, true);
+                        ct::inject(fault::h5_flush, "flushing " + tmp, true);
+                    } catch (...) {
+                        note();
+                    }
+                });
+            else
+                deferred.run();
+        } catch (...) {
+            note(); // the hashing's error
         }
         if (!file.reset() && !err)
             err = std::make_exception_ptr(error::WriteError("closing " + tmp + ": " + detail::h5::last_error()));
@@ -527,6 +508,9 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
     }
     if (err)
         std::rethrow_exception(err);
+    for (std::size_t k = 0; k < results.size(); ++k)
+        if (hashers[k])
+            results[k].storage.checksums = hashers[k]->finish();
     return results;
 }
 
