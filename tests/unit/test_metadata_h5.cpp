@@ -567,6 +567,33 @@ TEST_CASE("metadata file: the integrity header is checked before HDF5 parses any
         // Sealing needs the user block it lacks.
         CHECK_THROWS_AS(seal_metadata_file(legacy), error::WriteError);
     }
+    SECTION("a file larger than the sealing buffer: every byte is covered by the checksum")
+    {
+        // About 10 MiB of metadata: sealing hashes the file in 4 MiB reads.
+        Metadata big;
+        big.world_size = 4;
+        big.layout = "distcp";
+        big.entries["many"] = grid_array(DType::f64, {500000}, {1}, 4);
+        const auto large = tmp.file("large.h5");
+        write_metadata_file(large, big, false);
+        const auto bytes = file_bytes(large);
+        REQUIRE(bytes.size() > 2 * (std::size_t(4) << 20) + metadata_header_bytes);
+        std::uint64_t length = 0, sum = 0;
+        for (int k = 0; k < 8; ++k) {
+            length |= std::uint64_t(static_cast<unsigned char>(bytes[16 + k])) << (8 * k);
+            sum |= std::uint64_t(static_cast<unsigned char>(bytes[24 + k])) << (8 * k);
+        }
+        CHECK(length == bytes.size());
+        CHECK(sum == checksum(bytes.data() + metadata_header_bytes, bytes.size() - metadata_header_bytes));
+        check_same(read_metadata_file(large), big);
+        for (const std::size_t i : {(std::size_t(4) << 20) + metadata_header_bytes + 3, bytes.size() - 9}) {
+            auto bad = bytes;
+            bad[i] = static_cast<char>(bad[i] ^ 0x10);
+            put_bytes(large, bad);
+            INFO("byte " << i);
+            CHECK_THAT(read_error_of(large), StartsWith("OK:") && Contains("checksum mismatch (damaged file)"));
+        }
+    }
     SECTION("an in-place edit is refused until resealed")
     {
         overwrite_i64_attr(path, "/cairn", "world_size", 7); // reseals

@@ -365,35 +365,51 @@ std::string hex(std::uint64_t v)
     return text;
 }
 
-// The whole file, read with POSIX calls (no HDF5).
+[[noreturn]] void io_fail(const std::string& path, const std::string& what, int err, bool write)
+{
+    const auto msg = path + ": " + what + ": " + std::strerror(err);
+    if (write)
+        throw error::WriteError(msg);
+    throw error::ReadError(msg);
+}
+
+// Up to `n` bytes at `offset` of `fd` (fewer at the end of the file).
+std::size_t read_at(int fd, unsigned char* b, std::size_t n, std::uint64_t offset, const std::string& path, bool write)
+{
+    std::size_t got = 0;
+    while (got < n) {
+        const ssize_t r = ::pread(fd, b + got, n - got, static_cast<off_t>(offset + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            io_fail(path, "cannot read", errno, write);
+        if (r == 0)
+            break;
+        got += static_cast<std::size_t>(r);
+    }
+    return got;
+}
+
+// The whole file, read with POSIX calls (no HDF5) into one buffer of the
+// size fstat reports (the buffer is never reallocated: a file that grew
+// since has its tail appended).
 std::vector<unsigned char> read_whole(int fd, const std::string& path, bool write)
 {
-    auto fail = [&](const std::string& what, int err) -> void {
-        const auto msg = path + ": " + what + ": " + std::strerror(err);
-        if (write)
-            throw error::WriteError(msg);
-        throw error::ReadError(msg);
-    };
     struct stat st {};
     if (::fstat(fd, &st) != 0)
-        fail("cannot stat", errno);
+        io_fail(path, "cannot stat", errno, write);
     if (!S_ISREG(st.st_mode))
         throw error::FormatError(path + ": not a regular file");
     std::vector<unsigned char> buf(static_cast<std::size_t>(st.st_size));
-    std::size_t got = 0;
-    for (;;) {
-        if (got == buf.size())
-            buf.resize(buf.size() + 4096); // grown since fstat: read to the end
-        const ssize_t n = ::pread(fd, buf.data() + got, buf.size() - got, static_cast<off_t>(got));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            fail("cannot read", errno);
+    buf.resize(read_at(fd, buf.data(), buf.size(), 0, path, write));
+    unsigned char more[4096];
+    while (buf.size() == static_cast<std::size_t>(st.st_size)) { // grown since fstat: read to the end
+        const std::size_t n = read_at(fd, more, sizeof more, buf.size(), path, write);
         if (n == 0)
             break;
-        got += static_cast<std::size_t>(n);
+        buf.insert(buf.end(), more, more + n);
+        st.st_size += static_cast<off_t>(n);
     }
-    buf.resize(got);
     return buf;
 }
 
@@ -443,26 +459,17 @@ bool check_header(const std::vector<unsigned char>& b, const std::string& path)
     return true;
 }
 
-// Fills the integrity header (FORMAT.md 2.4) into the first bytes of a
-// file image whose HDF5 user block of metadata_header_bytes is blank (zeros
-// or an earlier header) and whose superblock follows it; throws
-// error::WriteError naming `path` otherwise.
-void put_header(unsigned char* b, std::size_t size, const std::string& path)
+// The integrity header (FORMAT.md 2.4) of a file of `size` bytes whose
+// bytes after the user block hash to `sum`.
+void make_header(unsigned char (&h)[k_header_used], std::uint64_t size, std::uint64_t sum)
 {
-    const std::size_t hbytes = metadata_header_bytes;
-    const bool blank = size >= 8 && (std::memcmp(b, k_magic, 8) == 0 ||
-                                     std::all_of(b, b + 8, [](unsigned char c) { return c == 0; }));
-    if (!blank || size < hbytes + 8 || std::memcmp(b + hbytes, k_hdf5_signature, 8) != 0)
-        throw error::WriteError(path + ": no HDF5 user block of " + std::to_string(hbytes) +
-                                " bytes for the Cairn header");
-    unsigned char h[k_header_used] = {};
+    std::memset(h, 0, sizeof h);
     std::memcpy(h, k_magic, 8);
     put_le(h + 8, k_header_version, 4);
-    put_le(h + 12, hbytes, 4);
+    put_le(h + 12, metadata_header_bytes, 4);
     put_le(h + 16, size, 8);
-    put_le(h + 24, checksum(b + hbytes, size - hbytes), 8);
+    put_le(h + 24, sum, 8);
     put_le(h + k_header_fields, checksum(h, k_header_fields), 8);
-    std::memcpy(b, h, sizeof h);
 }
 
 // Writes bytes [0, n) of `b` at offset 0 of `fd`.
@@ -487,9 +494,28 @@ void seal_metadata_file(const std::string& path)
     if (fd < 0)
         throw error::WriteError("cannot open " + path + " to seal it: " + std::strerror(errno));
     try {
-        auto b = read_whole(fd, path, true);
-        put_header(b.data(), b.size(), path);
-        write_fully(fd, b.data(), k_header_used, path);
+        // The file must have a blank user block of metadata_header_bytes
+        // (zeros or an earlier header) with the superblock right after it;
+        // what follows is hashed as it is read, block by block, so that
+        // sealing never holds the whole file in memory.
+        const std::size_t hbytes = metadata_header_bytes;
+        std::vector<unsigned char> buf(std::size_t(4) << 20);
+        std::size_t got = read_at(fd, buf.data(), hbytes + 8, 0, path, true);
+        const bool blank = got >= 8 && (std::memcmp(buf.data(), k_magic, 8) == 0 ||
+                                        std::all_of(buf.data(), buf.data() + 8, [](unsigned char c) { return c == 0; }));
+        if (!blank || got < hbytes + 8 || std::memcmp(buf.data() + hbytes, k_hdf5_signature, 8) != 0)
+            throw error::WriteError(path + ": no HDF5 user block of " + std::to_string(hbytes) +
+                                    " bytes for the Cairn header");
+        ChunkHasher hash(UINT64_MAX); // one block: the checksum of all the bytes fed
+        std::uint64_t size = hbytes;
+        while ((got = read_at(fd, buf.data(), buf.size(), size, path, true)) > 0) {
+            hash.update(buf.data(), got);
+            size += got;
+        }
+        unsigned char h[k_header_used];
+        const auto sums = hash.finish();
+        make_header(h, size, sums.empty() ? checksum(nullptr, 0) : sums.front());
+        write_fully(fd, h, sizeof h, path);
     } catch (...) {
         ::close(fd);
         throw;
