@@ -18,9 +18,10 @@ constexpr std::uint32_t k_magic_results = 0x43575232;    // "CWR2" (codec.cpp)
 constexpr std::uint32_t k_magic_assignment = 0x43534131; // "CSA1"
 constexpr std::uint32_t not_kept = UINT32_MAX;
 
-// Interns the names of each plan's or result's name table: a name equal to
-// the previous table's name at the same position takes its id without
-// hashing (ranks list their names in the same order).
+// Interns the names of each plan's or result's name table: a table of the
+// same bytes as the previous one takes its ids as a whole (one memcmp), and
+// otherwise a name equal to the previous table's name at the same position
+// takes its id without hashing (ranks list their names in the same order).
 class NameTable {
 public:
     // Reads a table; ids[k] is the id of name k (`lookup(view)` for a name
@@ -28,6 +29,13 @@ public:
     template <class Lookup>
     bool read(Decoder& d, Lookup&& lookup)
     {
+        // The same bytes as the previous table: the same names, the same ids.
+        const std::byte* start = d.position();
+        if (m_prev_bytes > 0 && d.left() >= m_prev_bytes && std::memcmp(start, m_prev_start, m_prev_bytes) == 0) {
+            d.skip_to(start + m_prev_bytes);
+            return true;
+        }
+        m_prev_bytes = 0;
         const std::size_t n = d.count(8);
         m_views.resize(n);
         m_ids.resize(n);
@@ -41,6 +49,8 @@ public:
                 return false;
         }
         m_prev_n = n;
+        m_prev_start = start;
+        m_prev_bytes = static_cast<std::size_t>(d.position() - start);
         return true;
     }
     std::size_t size() const noexcept { return m_prev_n; }
@@ -51,6 +61,8 @@ private:
     std::vector<std::string_view> m_views; // into the previous inputs, which stay alive
     std::vector<std::uint32_t> m_ids;
     std::size_t m_prev_n = 0;
+    const std::byte* m_prev_start = nullptr; // the previous table's bytes (its input stays alive)
+    std::size_t m_prev_bytes = 0;
 };
 
 } // namespace
@@ -66,7 +78,7 @@ struct ColumnarSavePlan::Impl {
         std::uint64_t nbytes = 0;
         std::uint64_t digest = 0;
         std::string_view value;
-        std::size_t coords = 0;   // arrays: boxes in `coords`, rank r's at coords + r * 2 * nd
+        std::size_t coords = 0;   // arrays: boxes in `coords`, rank r's at coords + r * 2 * nd; blobs: rank 0's box
         std::size_t last_rank = SIZE_MAX;
         const WriteItem* first = nullptr; // from structs: rank 0's item
     };
@@ -83,7 +95,8 @@ struct ColumnarSavePlan::Impl {
     std::unordered_map<std::string_view, std::uint32_t> index;
     std::vector<std::int64_t> shapes;
     std::vector<std::uint32_t> ids;    // ids[r * nentries + i]: entry of item i of rank r
-    std::vector<std::int64_t> coords;  // entry-major array boxes
+    std::vector<std::uint32_t> order;  // entry ids in name order
+    std::vector<std::int64_t> coords;  // the box table (lay_out_boxes)
     std::vector<std::pair<std::string_view, std::string_view>> extra; // storage, planner data per rank
 
     // plan()
@@ -96,6 +109,7 @@ struct ColumnarSavePlan::Impl {
     MetadataColumns md;
 
     bool ingest_rank(std::size_t r, const Bytes& plan, std::vector<std::int64_t>& first_boxes, NameTable& names);
+    std::size_t lay_out_boxes();
     bool ingest_structs(const std::vector<SavePlan>& plans);
     void take_finals(std::vector<SavePlan>& plans);
 };
@@ -219,26 +233,46 @@ bool ColumnarSavePlan::Impl::ingest_rank(std::size_t r, const Bytes& plan, std::
         return false;
     extra[r] = {storage_data, planner_data};
     if (first) {
-        // Now the entries are known: the entry-major box table.
+        // Now the entries are known: the box table, rank 0's boxes in it.
         std::vector<std::size_t> from(entries.size());
-        std::size_t n = 0;
-        for (std::size_t k = 0; k < entries.size(); ++k) {
-            auto& e = entries[k];
-            if (e.kind != ItemKind::array)
-                continue;
-            from[k] = e.coords;
-            e.coords = n;
-            n += nranks * 2 * e.nd;
-        }
-        coords.assign(n, 0);
+        for (std::size_t k = 0; k < entries.size(); ++k)
+            from[k] = entries[k].coords;
+        coords.assign(lay_out_boxes(), 0);
         for (std::size_t k = 0; k < entries.size(); ++k) {
             const auto& e = entries[k];
             if (e.kind == ItemKind::array)
                 std::copy(first_boxes.data() + from[k], first_boxes.data() + from[k] + 2 * e.nd,
                           coords.data() + e.coords);
+            else if (e.kind == ItemKind::bytes)
+                std::copy(shapes.data() + e.box_at, shapes.data() + e.box_at + 2 * e.nd, coords.data() + e.coords);
         }
     }
     return true;
+}
+
+// The box table: entries in name order, an array's boxes (one per rank, in
+// rank order), a blob's one box. For the usual plans (every rank one box of
+// its own per array, the boxes in rank order) that is the metadata's chunk
+// box column as it is, and plan() takes it over instead of copying it.
+// Sets `order` and each entry's place in the table; returns its size.
+std::size_t ColumnarSavePlan::Impl::lay_out_boxes()
+{
+    order.resize(entries.size());
+    for (std::uint32_t k = 0; k < order.size(); ++k)
+        order[k] = k;
+    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return entries[a].name < entries[b].name; });
+    std::size_t n = 0;
+    for (const auto id : order) {
+        auto& e = entries[id];
+        if (e.kind == ItemKind::array) {
+            e.coords = n;
+            n += nranks * 2 * e.nd;
+        } else if (e.kind == ItemKind::bytes) {
+            e.coords = n;
+            n += 2 * e.nd;
+        }
+    }
+    return n;
 }
 
 bool ColumnarSavePlan::ingest(const std::vector<Bytes>& gathered)
@@ -279,7 +313,6 @@ bool ColumnarSavePlan::Impl::ingest_structs(const std::vector<SavePlan>& plans)
     entries.resize(nentries);
     index.reserve(nentries);
     ids.resize(nranks * nentries);
-    std::size_t ncoords = 0;
     for (std::size_t i = 0; i < nentries; ++i) {
         const WriteItem& it = items0[i];
         if (!index.emplace(it.fqn, static_cast<std::uint32_t>(i)).second)
@@ -304,12 +337,12 @@ bool ColumnarSavePlan::Impl::ingest_structs(const std::vector<SavePlan>& plans)
             e.box_at = shapes.size();
             shapes.insert(shapes.end(), it.box.offsets.begin(), it.box.offsets.end());
             shapes.insert(shapes.end(), it.box.shape.begin(), it.box.shape.end());
-        } else if (e.kind == ItemKind::array) {
-            e.coords = ncoords;
-            ncoords += nranks * 2 * e.nd;
         }
     }
-    coords.assign(ncoords, 0);
+    coords.assign(lay_out_boxes(), 0);
+    for (const auto& e : entries)
+        if (e.kind == ItemKind::bytes)
+            std::copy(shapes.data() + e.box_at, shapes.data() + e.box_at + 2 * e.nd, coords.data() + e.coords);
     for (std::size_t r = 0; r < nranks; ++r) {
         const auto& items = plans[r].items;
         if (items.size() != nentries)
@@ -431,11 +464,7 @@ bool ColumnarSavePlan::plan()
 {
     auto& im = *m;
     const std::size_t nranks = im.nranks, nentries = im.entries.size();
-    std::vector<std::uint32_t> order(nentries);
-    for (std::uint32_t k = 0; k < nentries; ++k)
-        order[k] = k;
-    std::sort(order.begin(), order.end(),
-              [&](std::uint32_t a, std::uint32_t b) { return im.entries[a].name < im.entries[b].name; });
+    const auto& order = im.order;
     im.name_rank.assign(nentries, 0);
     for (std::uint32_t k = 0; k < nentries; ++k)
         im.name_rank[order[k]] = k;
@@ -448,16 +477,9 @@ bool ColumnarSavePlan::plan()
     md.library_version = version();
     md.entries.reserve(nentries);
     {
-        std::size_t nchunks = 0, ncoords = 0; // at most: one chunk per rank and array
+        std::size_t nchunks = 0; // at most: one chunk per rank and array
         for (const auto& e : im.entries)
-            if (e.kind == ItemKind::array) {
-                nchunks += nranks;
-                ncoords += nranks * 2 * e.nd;
-            } else if (e.kind == ItemKind::bytes) {
-                nchunks += 1;
-                ncoords += 2 * e.nd;
-            }
-        md.boxes.reserve(ncoords);
+            nchunks += e.kind == ItemKind::array ? nranks : e.kind == ItemKind::bytes ? 1 : 0;
         md.chunk_file.reserve(nchunks);
         md.chunk_offset.reserve(nchunks);
         md.chunk_length.reserve(nchunks);
@@ -467,6 +489,24 @@ bool ColumnarSavePlan::plan()
     std::vector<std::uint32_t> ranks;   // an array's non-empty boxes, sorted
     std::vector<std::int64_t> distinct; // its distinct boxes, flat
     std::vector<std::size_t> group;     // start of each distinct box in `ranks`
+    // The chunk boxes: the box table itself while every entry's boxes are
+    // where the table has them (md.boxes is then coords[0, aliased)), else
+    // copied into md.boxes from the first entry on whose are not.
+    bool alias = true;
+    std::size_t aliased = 0;
+    const auto boxes_size = [&] { return alias ? aliased : md.boxes.size(); };
+    const auto put_boxes = [&](const std::int64_t* b, std::size_t n) {
+        if (alias && b == im.coords.data() + aliased) {
+            aliased += n;
+            return;
+        }
+        if (alias) {
+            md.boxes.reserve(im.coords.size());
+            md.boxes.assign(im.coords.begin(), im.coords.begin() + static_cast<std::ptrdiff_t>(aliased));
+            alias = false;
+        }
+        md.boxes.insert(md.boxes.end(), b, b + n);
+    };
     im.total = 0;
     for (const auto id : order) {
         const Impl::Entry& e = im.entries[id];
@@ -475,15 +515,14 @@ bool ColumnarSavePlan::plan()
         me.kind = e.kind;
         me.dtype = e.dtype;
         me.first_chunk = md.chunk_count();
-        me.first_coord = md.boxes.size();
+        me.first_coord = boxes_size();
         const std::int64_t* shape = im.shapes.data() + e.shape_at;
         switch (e.kind) {
         case ItemKind::scalar:
         case ItemKind::string: me.value = std::string(e.value); break;
         case ItemKind::bytes: {
             me.global_shape.assign(shape, shape + e.nd);
-            const std::int64_t* b = im.shapes.data() + e.box_at;
-            md.boxes.insert(md.boxes.end(), b, b + 2 * e.nd);
+            put_boxes(im.coords.data() + e.coords, 2 * e.nd);
             md.add_chunks(1);
             me.chunks = 1;
             const std::size_t at = im.holders.size();
@@ -512,23 +551,30 @@ bool ColumnarSavePlan::plan()
                         return x[k] < y[k];
                 return a < b;
             };
-            if (!std::is_sorted(ranks.begin(), ranks.end(), less))
+            const bool in_rank_order = std::is_sorted(ranks.begin(), ranks.end(), less);
+            if (!in_rank_order)
                 std::sort(ranks.begin(), ranks.end(), less);
             const auto same = [&](std::uint32_t a, std::uint32_t b) {
                 return std::equal(c + a * stride, c + (a + 1) * stride, c + b * stride);
             };
             group.clear();
-            distinct.clear();
             for (std::size_t k = 0; k < ranks.size(); ++k)
-                if (k == 0 || !same(ranks[k - 1], ranks[k])) {
+                if (k == 0 || !same(ranks[k - 1], ranks[k]))
                     group.push_back(k);
-                    distinct.insert(distinct.end(), c + ranks[k] * stride, c + (ranks[k] + 1) * stride);
-                }
             group.push_back(ranks.size());
             const std::size_t nchunks = group.size() - 1;
-            if (check_tiling(me.global_shape, distinct.data(), nchunks))
+            // Every rank a box of its own, in rank order (ranks is then 0,
+            // 1, ...): the chunks' boxes are the table's as they are.
+            const bool as_is = in_rank_order && nchunks == nranks;
+            if (!as_is) {
+                distinct.clear();
+                for (std::size_t gi = 0; gi < nchunks; ++gi)
+                    distinct.insert(distinct.end(), c + ranks[group[gi]] * stride, c + (ranks[group[gi]] + 1) * stride);
+            }
+            const std::int64_t* boxes = as_is ? c : distinct.data();
+            if (check_tiling(me.global_shape, boxes, nchunks))
                 return false;
-            md.boxes.insert(md.boxes.end(), distinct.begin(), distinct.end());
+            put_boxes(boxes, nchunks * stride);
             md.add_chunks(nchunks);
             me.chunks = nchunks;
             for (std::size_t gi = 0; gi < nchunks; ++gi) {
@@ -566,6 +612,10 @@ bool ColumnarSavePlan::plan()
                 best = h[k];
         load[best] += rep.nbytes;
         im.replicas_of[best].emplace_back(rep.entry, rep.chunk);
+    }
+    if (alias) {
+        im.coords.resize(aliased);
+        md.boxes = std::move(im.coords);
     }
     std::vector<std::int64_t>().swap(im.coords);
     std::vector<std::uint32_t>().swap(im.holders);
