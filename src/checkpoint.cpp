@@ -11,6 +11,7 @@
 #include "comm/protocol.hpp"
 #include "core/codec.hpp"
 #include "core/phase_log.hpp"
+#include "plan/plan_cache.hpp"
 #include "save_session.hpp"
 #include "storage/builtin_writers.hpp"
 #include "storage/fs.hpp"
@@ -198,9 +199,16 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
     s.log.end();
 
     // 2. Plans to the coordinator, which validates, dedups, builds the
-    //    metadata and lets the storage assign places.
+    //    metadata and lets the storage assign places; or, when every rank
+    //    asked for it and the plans are those of the save that kept it, the
+    //    kept plan (plan/plan_cache.hpp) without gathering the plans.
     s.log.begin(Phase::exchange);
-    const std::vector<Bytes> gathered = gather_bytes(c, local);
+    const SavePlanner& planner = *s.planner;
+    const bool columnar =
+        typeid(planner) == typeid(DefaultSavePlanner) && detail::BuiltinWriters::is_builtin(*s.storage);
+    auto reuse = negotiate_plan_reuse(c, options.reuse_plan && columnar, s.local);
+    s.plan_reused = reuse.reuse;
+    const std::vector<Bytes> gathered = reuse.reuse ? std::vector<Bytes>{} : gather_bytes(c, local);
     std::vector<Bytes> finals;
     try {
         run_phase(c, "global plan", [&] {
@@ -210,22 +218,29 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
             // The default planner with Cairn's own storage: on columns, when
             // the plans are what that path takes (else the general path
             // below runs and reports any problem).
-            const SavePlanner& planner = *s.planner;
-            if (typeid(planner) == typeid(DefaultSavePlanner) && detail::BuiltinWriters::is_builtin(*s.storage)) {
-                auto cp = std::make_unique<detail::ColumnarSavePlan>();
-                if (cp->ingest(gathered) && cp->plan()) {
-                    auto shells = s.storage->prepare_global_plan(cp->storage_shells());
-                    if (shells.size() != static_cast<std::size_t>(c.size))
-                        throw Error(Error::Kind::generic, "the global plan has " + std::to_string(shells.size()) +
-                                                              " plans for " + std::to_string(c.size) + " ranks");
-                    s.all_bytes = cp->total_bytes();
-                    finals.reserve(shells.size());
-                    for (std::size_t r = 0; r < shells.size(); ++r)
-                        finals.push_back(cp->encode_final(r, shells[r]));
+            std::shared_ptr<detail::ColumnarSavePlan> cp = reuse.plan;
+            if (cp)
+                cp->reuse(s.local);
+            else if (columnar) {
+                cp = std::make_shared<detail::ColumnarSavePlan>();
+                if (!cp->ingest(gathered) || !cp->plan())
+                    cp.reset();
+            }
+            if (cp) {
+                auto shells = s.storage->prepare_global_plan(cp->storage_shells());
+                if (shells.size() != static_cast<std::size_t>(c.size))
+                    throw Error(Error::Kind::generic, "the global plan has " + std::to_string(shells.size()) +
+                                                          " plans for " + std::to_string(c.size) + " ranks");
+                s.all_bytes = cp->total_bytes();
+                finals.reserve(shells.size());
+                for (std::size_t r = 0; r < shells.size(); ++r)
+                    finals.push_back(cp->encode_final(r, shells[r]));
+                if (reuse.all_want)
+                    cp->keep();
+                else
                     cp->release_plan_tables();
-                    s.columnar = std::move(cp);
-                    return;
-                }
+                s.columnar = std::move(cp);
+                return;
             }
             std::vector<SavePlan> plans;
             plans.reserve(gathered.size());
@@ -243,6 +258,8 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
                 finals.push_back(encode(p));
             }
         });
+
+        remember_plan(c, reuse, s.columnar);
 
         // 3. The final plans back to the ranks.
         const Bytes mine = scatter_bytes(c, finals);
@@ -309,6 +326,7 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
         result.entries = static_cast<std::size_t>(allreduce_sum(
             c, !coord ? 0 : s.columnar ? s.columnar->metadata().entries.size() : s.metadata.entries.size()));
         result.seconds = seconds_since(s.t0);
+        result.plan_reused = s.plan_reused;
         s.log.finish(result.bytes_written);
         return result;
     } catch (...) {

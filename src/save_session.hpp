@@ -29,7 +29,8 @@ struct SaveSession {
     Metadata metadata; ///< the coordinator's on the struct-based path; empty elsewhere
     /// The coordinator's plan and metadata on the columnar path (the default
     /// planner with Cairn's own storage); null elsewhere.
-    std::unique_ptr<ColumnarSavePlan> columnar;
+    std::shared_ptr<ColumnarSavePlan> columnar;
+    bool plan_reused = false; ///< the kept global plan was reused (plan/plan_cache.hpp)
     SavePlan local;    ///< this rank's local plan, until its final plan is known
     SavePlan plan;     ///< this rank's final plan
     std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();

@@ -70,6 +70,16 @@ struct SaveOptions {
     /// Called on every rank with its own progress through each phase
     /// (cairn/log.hpp: when, on which thread, what it may do). Empty: none.
     ProgressCallback progress;
+    /// Keep the coordinator's global plan for the next save, and reuse the
+    /// one kept by the previous save when every rank's local plan is the same
+    /// but for the values of scalars and strings and the contents of blobs
+    /// (the same arrays, dtypes, global shapes, shards and blob sizes): the
+    /// local plans are then not gathered and no global plan is built. Every
+    /// rank must pass the same value. The coordinator keeps its plan and
+    /// metadata tables between saves (about 100 bytes per chunk); a save
+    /// without this option frees them. Default planner and Cairn's own
+    /// storage only (the option is ignored otherwise).
+    bool reuse_plan = false;
     /// Custom planner; default: DefaultSavePlanner.
     std::shared_ptr<SavePlanner> planner;
     /// Custom storage; default: chosen by `layout`.
@@ -103,6 +113,7 @@ struct SaveResult {
     std::uint64_t bytes_written = 0; ///< all ranks, data only
     std::size_t entries = 0;
     double seconds = 0.0;
+    bool plan_reused = false;        ///< the previous save's global plan was reused (SaveOptions::reuse_plan)
 };
 
 /// What load() reports on this rank.

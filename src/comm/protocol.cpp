@@ -158,4 +158,15 @@ std::uint64_t allreduce_sum(const Comm& c, std::uint64_t v)
     return r;
 }
 
+void allreduce_min(const Comm& c, std::uint64_t* v, int n)
+{
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_UINT64_T, MPI_MIN, c.comm), "MPI_Allreduce");
+}
+
+std::uint64_t bcast_u64(const Comm& c, std::uint64_t v)
+{
+    check_mpi(MPI_Bcast(&v, 1, MPI_UINT64_T, 0, c.comm), "MPI_Bcast");
+    return v;
+}
+
 } // namespace cairn::detail

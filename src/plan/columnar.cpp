@@ -97,7 +97,7 @@ struct ColumnarSavePlan::Impl {
     std::vector<std::uint32_t> ids;    // ids[r * nentries + i]: entry of item i of rank r
     std::vector<std::uint32_t> order;  // entry ids in name order
     std::vector<std::int64_t> coords;  // the box table (lay_out_boxes)
-    std::vector<std::pair<std::string_view, std::string_view>> extra; // storage, planner data per rank
+    std::vector<std::pair<std::string, std::string>> extra; // storage, planner data per rank
 
     // plan()
     std::vector<std::uint32_t> name_rank;  // entry id -> position in name order
@@ -231,7 +231,7 @@ bool ColumnarSavePlan::Impl::ingest_rank(std::size_t r, const Bytes& plan, std::
     const std::string_view planner_data = d.view_str();
     if (!d.done() || next != names.size())
         return false;
-    extra[r] = {storage_data, planner_data};
+    extra[r] = {std::string(storage_data), std::string(planner_data)};
     if (first) {
         // Now the entries are known: the box table, rank 0's boxes in it.
         std::vector<std::size_t> from(entries.size());
@@ -695,6 +695,33 @@ void ColumnarSavePlan::release_plan_tables()
     im.extra.shrink_to_fit();
     for (auto& e : im.entries) // their views point into the gathered plans
         e = Impl::Entry{};
+}
+
+void ColumnarSavePlan::keep()
+{
+    for (auto& e : m->entries) { // their views point into the gathered plans
+        e.name = {};
+        e.value = {};
+        e.first = nullptr;
+    }
+}
+
+void ColumnarSavePlan::reuse(const SavePlan& rank0)
+{
+    auto& im = *m;
+    auto& md = im.md;
+    const std::size_t nentries = im.entries.size();
+    if (rank0.items.size() != nentries || im.ids.size() != im.nranks * nentries)
+        throw Error(Error::Kind::generic, "internal: a kept plan of " + std::to_string(nentries) +
+                                              " entries reused for a plan of " + std::to_string(rank0.items.size()));
+    for (std::size_t i = 0; i < nentries; ++i) {
+        const auto& it = rank0.items[i];
+        if (it.kind == ItemKind::scalar || it.kind == ItemKind::string)
+            md.entries[im.name_rank[im.ids[i]]].value = it.value;
+    }
+    md.files.clear();
+    std::fill(md.chunk_file.begin(), md.chunk_file.end(), -1);
+    md.sums.clear();
 }
 
 std::uint64_t ColumnarSavePlan::total_bytes() const noexcept { return m->total; }

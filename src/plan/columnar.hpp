@@ -56,6 +56,15 @@ public:
     Bytes encode_final(std::size_t rank, const SavePlan& shell);
     /// Frees the planning tables (after the last encode_final).
     void release_plan_tables();
+    /// Keeps the plan for later saves (plan/plan_cache.hpp): drops what
+    /// points into the gathered plans; the planning tables stay, so that
+    /// storage_shells() and encode_final() can run again.
+    void keep();
+    /// Readies a kept plan for a save whose ranks' plans equal the kept ones
+    /// but for the values of scalars and strings and the digests of blobs:
+    /// the values are `rank0`'s (rank 0's local plan of this save), the
+    /// write results are cleared.
+    void reuse(const SavePlan& rank0);
     /// Bytes all ranks write.
     std::uint64_t total_bytes() const noexcept;
     /// Attaches the ranks' encoded write results (index = rank) to the chunk

@@ -1,0 +1,62 @@
+// Private: reusing the coordinator's global plan from one save to the next
+// (SaveOptions::reuse_plan), as PyTorch DCP's plan caching does.
+//
+// A simulation saves the same arrays, split the same way, again and again;
+// only the data and a few values (a step counter, a time) change. When every
+// rank's local plan equals the one of the save that built the kept plan, but
+// for the values of scalars and strings and the digests of blobs (its "plan
+// key" is equal), the coordinator skips the gather of the local plans and the
+// global plan, and reuses the kept columnar plan: its final plans are
+// encoded again for this save's storage and scattered, the write results
+// attached and the metadata written as usual. What the key leaves out is
+// checked across ranks by one hash (equal on every rank: reuse), and the
+// coordinator takes rank 0's values. Anything else (a rank without a kept
+// plan, a key that differs, plans kept from different saves, the values
+// differing between ranks) and the save plans from scratch, which also
+// reports any problem exactly as before.
+//
+// Only the default planner with Cairn's own storage keeps plans (the
+// columnar path); the kept plan is the coordinator's, the key every rank's.
+// Saves never run concurrently (save and async_save wait for the previous
+// one), so one kept plan per process suffices; a save on another
+// communicator replaces it.
+#pragma once
+
+#include "cairn/plan.hpp"
+#include "comm/protocol.hpp"
+#include "plan/columnar.hpp"
+
+#include <cstdint>
+#include <memory>
+
+namespace cairn::detail {
+
+/// The outcome of negotiate_plan_reuse().
+struct PlanReuse {
+    bool all_want = false; ///< every rank asked for reuse (remember_plan then runs)
+    bool reuse = false;    ///< the kept plan is reused (the same on every rank)
+    std::shared_ptr<ColumnarSavePlan> plan; ///< the coordinator's kept plan when reused
+    Bytes key;             ///< this rank's plan key (for remember_plan)
+};
+
+/// Collective over `c` (one MPI_Allreduce): whether every rank wants reuse
+/// and the kept plan fits this save. `local` is this rank's local plan. When
+/// not every rank wants reuse, what this process kept is forgotten (a save
+/// without SaveOptions::reuse_plan frees the kept plan's memory).
+PlanReuse negotiate_plan_reuse(const Comm& c, bool want, const SavePlan& local);
+
+/// After a save planned from scratch: collective over `c` when every rank
+/// wanted reuse (one MPI_Bcast), nothing otherwise (nor after a reuse).
+/// Keeps `plan` (the coordinator's plan of this save; null when it is not a
+/// columnar plan, and elsewhere) and every rank's key for the next save, or
+/// forgets what was kept when the coordinator has no plan to keep.
+void remember_plan(const Comm& c, PlanReuse& reuse, std::shared_ptr<ColumnarSavePlan> plan);
+
+/// The key of a local plan: its encoding with the values of scalars and
+/// strings and the digests of blobs blanked.
+Bytes plan_key(const SavePlan& local);
+
+/// XXH3 of what plan_key leaves out, in item order.
+std::uint64_t plan_values_hash(const SavePlan& local);
+
+} // namespace cairn::detail
