@@ -173,6 +173,10 @@ int cairn_save_options_set_files_per_rank(cairn_save_options_t* options, int fil
 int cairn_save_options_set_alignment(cairn_save_options_t* options, size_t alignment);
 /** Bytes of host staging memory per rank (default 64 MiB). */
 int cairn_save_options_set_staging_bytes(cairn_save_options_t* options, size_t staging_bytes);
+/** Keep the global plan for the next save and reuse the kept one when only
+ *  data, scalar and string values and blob contents changed (default 0; see
+ *  SaveOptions::reuse_plan). Every rank must pass the same value. */
+int cairn_save_options_set_reuse_plan(cairn_save_options_t* options, int reuse_plan);
 
 /** Options of cairn_load (cairn::LoadOptions); defaults as in C++. */
 typedef struct cairn_load_options cairn_load_options_t;
@@ -190,6 +194,7 @@ typedef struct cairn_save_result {
     uint64_t bytes_written; /**< all ranks, data only */
     uint64_t entries;
     double seconds;
+    int plan_reused; /**< 1: the previous save's global plan was reused (cairn_save_options_set_reuse_plan) */
 } cairn_save_result_t;
 
 /** What cairn_load reports on this rank. */

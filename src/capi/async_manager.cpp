@@ -72,13 +72,13 @@ bool ready(const std::shared_future<T>& f)
 void put_result(cairn_save_result_t* out, const cairn::SaveResult& r)
 {
     if (out)
-        *out = cairn_save_result_t{r.bytes_written, r.entries, r.seconds};
+        *out = cairn_save_result_t{r.bytes_written, r.entries, r.seconds, r.plan_reused ? 1 : 0};
 }
 
 void zero_result(cairn_save_result_t* out)
 {
     if (out)
-        *out = cairn_save_result_t{0, 0, 0.0};
+        *out = cairn_save_result_t{0, 0, 0.0, 0};
 }
 
 cairn_manager& manager_arg(cairn_manager_t* m)

@@ -512,7 +512,7 @@ int save(const char* function, cairn_state* state, const std::string* checkpoint
     return guarded(function, [&] {
         const SaveResult r = cairn::save(state->dict, *checkpoint_id, comm, options ? options->options : SaveOptions{});
         if (result)
-            *result = cairn_save_result_t{r.bytes_written, r.entries, r.seconds};
+            *result = cairn_save_result_t{r.bytes_written, r.entries, r.seconds, r.plan_reused ? 1 : 0};
     });
 }
 
@@ -670,6 +670,12 @@ int cairn_save_options_set_staging_bytes(cairn_save_options_t* options, size_t s
 {
     return guarded("cairn_save_options_set_staging_bytes",
                    [&] { handle(options, "the options handle").options.staging_bytes = staging_bytes; });
+}
+
+int cairn_save_options_set_reuse_plan(cairn_save_options_t* options, int reuse_plan)
+{
+    return guarded("cairn_save_options_set_reuse_plan",
+                   [&] { handle(options, "the options handle").options.reuse_plan = reuse_plan != 0; });
 }
 
 int cairn_load_options_create(cairn_load_options_t** options) { return create("cairn_load_options_create", options); }

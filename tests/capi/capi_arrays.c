@@ -257,10 +257,54 @@ static void test_rank_counts(void)
     }
 }
 
+/* cairn_save_options_set_reuse_plan: the second of two saves of the same
+ * shards reuses the first one's global plan (the result says so on every
+ * rank) and loads back. A save without the option first, so that nothing
+ * kept by an earlier test counts. */
+static void test_reuse_plan(void)
+{
+    int k;
+    for (k = 0; k < 3; ++k) {
+        char name[64], path[4200];
+        Shard s;
+        cairn_state_t* st = NULL;
+        cairn_save_options_t* so = NULL;
+        cairn_save_result_t res;
+        snprintf(name, sizeof name, "reuse%d", k);
+        test_path(path, sizeof path, name);
+        s.j0 = 0;
+        s.lny = NY;
+        s.g = 0;
+        s.col_major = 0;
+        block(NX, test_size, test_rank, &s.i0, &s.lnx);
+        sh_alloc(&s, -1.0);
+        sh_fill(&s);
+        CHECK_OK(cairn_state_create(&st));
+        sh_add(st, "field", &s);
+        CHECK_OK(cairn_save_options_create(&so));
+        CHECK_OK(cairn_save_options_set_fsync(so, 0));
+        CHECK_OK(cairn_save_options_set_reuse_plan(so, k > 0));
+        memset(&res, 0xff, sizeof res);
+        CHECK_OK(cairn_save(st, path, MPI_COMM_WORLD, so, &res));
+        CHECK(res.plan_reused == (k == 2));
+        CHECK_OK(cairn_save_options_free(&so));
+        CHECK_OK(cairn_state_free(&st));
+        free(s.buf);
+        sh_alloc(&s, 5.0);
+        CHECK_OK(cairn_state_create(&st));
+        sh_add(st, "field", &s);
+        CHECK_OK(cairn_load(st, path, MPI_COMM_WORLD, NULL, NULL));
+        CHECK_OK(cairn_state_free(&st));
+        sh_verify(&s, 5.0);
+        free(s.buf);
+    }
+}
+
 int main(int argc, char** argv)
 {
     test_init(&argc, &argv);
     test_round_trip_and_reshard();
     test_rank_counts();
+    test_reuse_plan();
     return test_finish("capi_arrays");
 }
