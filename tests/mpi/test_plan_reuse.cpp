@@ -86,6 +86,22 @@ bool loads_as(const Sim& sim, const std::string& id)
     return all(same) && all(cairn::verify(id, MPI_COMM_WORLD).ok());
 }
 
+// The message of the error::Mismatch that saving `sim` at `id` with
+// reuse_plan throws; empty when it throws none.
+std::string mismatch_of(Sim& sim, const std::string& id)
+{
+    try {
+        auto sd = sim.dict();
+        cairn::SaveOptions o;
+        o.reuse_plan = true;
+        o.fsync = false;
+        cairn::save(sd, id, MPI_COMM_WORLD, o);
+    } catch (const cairn::error::Mismatch& e) {
+        return e.what();
+    }
+    return {};
+}
+
 } // namespace
 
 TEST_CASE("reuse_plan: repeated saves of the same layout reuse the global plan", "[reuse]")
@@ -151,16 +167,7 @@ TEST_CASE("reuse_plan: values that differ between ranks are refused as without r
     Sim b(w, r, 2);
     if (r == w - 1)
         b.step = 12345;
-    std::string msg;
-    try {
-        auto sd = b.dict();
-        cairn::SaveOptions o;
-        o.reuse_plan = true;
-        o.fsync = false;
-        cairn::save(sd, dir + "/b", MPI_COMM_WORLD, o);
-    } catch (const cairn::error::Mismatch& e) {
-        msg = e.what();
-    }
+    std::string msg = mismatch_of(b, dir + "/b");
     INFO(msg);
     CHECK(all(msg.find("scalar 'step'") != std::string::npos && msg.find("scalars must agree") != std::string::npos));
     CHECK(all(!std::filesystem::exists(dir + "/b/metadata.h5")));
@@ -168,16 +175,7 @@ TEST_CASE("reuse_plan: values that differ between ranks are refused as without r
     Sim c(w, r, 3);
     if (r == w - 1)
         c.rng[0] = std::byte{0x7f};
-    msg.clear();
-    try {
-        auto sd = c.dict();
-        cairn::SaveOptions o;
-        o.reuse_plan = true;
-        o.fsync = false;
-        cairn::save(sd, dir + "/c", MPI_COMM_WORLD, o);
-    } catch (const cairn::error::Mismatch& e) {
-        msg = e.what();
-    }
+    msg = mismatch_of(c, dir + "/c");
     INFO(msg);
     CHECK(all(msg.find("bytes 'rng'") != std::string::npos && msg.find("byte blobs must agree") != std::string::npos));
     Sim d(w, r, 4);
