@@ -150,6 +150,15 @@ TEST_CASE("reuse_plan: repeated saves of the same layout reuse the global plan",
         s9.rng.resize(20);
         CHECK(save_reports(s9, id(9), layout, true, false));
         CHECK(loads_as(s9, id(9)));
+
+        // The kept plan does not depend on the storage: a save of the same
+        // plans in the other layout reuses it and loads back.
+        Sim s10(w, r, 10, true, w > 1 ? 1000 : 999);
+        s10.rng.resize(20);
+        const auto other = per_rank ? cairn::Layout::container : cairn::Layout::per_rank;
+        const std::string other_id = dir + "/other" + (per_rank ? ".h5" : "");
+        CHECK(save_reports(s10, other_id, other, true, true));
+        CHECK(loads_as(s10, other_id));
     }
 }
 
