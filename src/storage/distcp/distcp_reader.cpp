@@ -139,9 +139,11 @@ void DistcpReader::Impl::read_direct(const std::string& fqn, const ChunkMeta& ch
     if (A > a)
         std::memcpy(dst, read_range(fqn, chunk, span, a, A), static_cast<std::size_t>(A - a));
     MpiFile& f = open(chunk.storage.path);
-    // Pieces of whole blocks, verified right after their read (still in cache).
-    const std::uint64_t piece = span ? std::max<std::uint64_t>(span, (std::uint64_t(8) << 20) / span * span)
-                                     : std::uint64_t(1) << 30;
+    // Pieces of whole blocks, each verified right after its read: the
+    // staging bound per read call (LoadOptions::staging_bytes, 64 MiB by
+    // default; cold reads in 8 MiB calls were 10-15 % slower here).
+    const std::uint64_t bound = std::min<std::uint64_t>(staging, std::uint64_t(1) << 30);
+    const std::uint64_t piece = span ? std::max<std::uint64_t>(span, bound / span * span) : bound;
     for (std::uint64_t lo = A; lo < B; lo += piece) {
         const auto hi = std::min(B, lo + piece);
         char* p = dst + (lo - a);
