@@ -96,7 +96,9 @@ struct LoadOptions {
     /// Verify the checksums of every block read (a mismatch throws
     /// error::IntegrityError on every rank).
     bool verify_checksums = true;
-    /// Bytes of host memory per rank for read buffers.
+    /// Bytes of host memory per rank for read buffers; also the most bytes
+    /// one read call moves (dense destinations are read into in place, in
+    /// pieces of this size, each verified after its read).
     std::size_t staging_bytes = std::size_t(64) << 20;
     /// Container layout: MPI-IO hints, file locking, metadata cache.
     ContainerTuning container;
