@@ -186,23 +186,33 @@ std::uint64_t read_verified(const Fetch& fetch, std::uint64_t block, const Chunk
         R.shape[0] = static_cast<std::int64_t>(R1 - R0);
     }
     const ct::Split split(R, std::max<std::int64_t>(static_cast<std::int64_t>(staging / es), 1));
-    buffer.resize(static_cast<std::size_t>(split.max_elements()) * es);
     detail::ChunkHasher hasher(span);
     std::uint64_t pos = R0 * plane, bytes = 0;
     for (std::int64_t p = 0; p < split.count(); ++p) {
         std::int64_t first = 0, n = 0;
         const Box P = split.piece(p, first, n);
-        fetch(P, n, buffer.data());
+        const auto X = !dst ? std::nullopt : nd ? intersect(*O, P) : std::optional<Box>(*O);
+        // A piece wholly inside the region whose destination is dense is
+        // read in place (and hashed there); others go through the buffer
+        // (sized on first use).
+        char* at = nullptr;
+        if (X && X->volume() == P.volume()) {
+            const StridedView d = detail::subview(*dst, *I, P);
+            if (detail::is_dense(d))
+                at = static_cast<char*>(d.data);
+        }
+        if (!at) {
+            buffer.resize(static_cast<std::size_t>(split.max_elements()) * es);
+            at = buffer.data();
+        }
+        fetch(P, n, at);
         const std::uint64_t lo = pos, hi = pos + static_cast<std::uint64_t>(n) * es;
         const std::uint64_t a = std::max(lo, A), b = std::min(hi, B);
         if (b > a)
-            hasher.update(buffer.data() + (a - lo), static_cast<std::size_t>(b - a));
+            hasher.update(at + (a - lo), static_cast<std::size_t>(b - a));
         pos = hi;
         bytes += hi - lo;
-        if (!dst)
-            continue;
-        const auto X = nd ? intersect(*O, P) : std::optional<Box>(*O);
-        if (X) {
+        if (X && at == buffer.data() && !buffer.empty()) {
             const StridedView src{buffer.data(), es, P.shape, row_major_strides(P.shape)};
             copy_strided(detail::subview(*dst, *I, *X), detail::subview(src, P, *X));
         }
