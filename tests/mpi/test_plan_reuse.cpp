@@ -137,24 +137,25 @@ TEST_CASE("reuse_plan: repeated saves of the same layout reuse the global plan",
         CHECK(loads_as(s6, id(6)));
 
         // A blob of another size: planned anew.
-        Sim s7(w, r, 7, true, w > 1 ? 1000 : 999);
-        s7.rng.resize(20);
+        const auto longer_blob = [&](int salt) {
+            Sim s(w, r, salt, true, w > 1 ? 1000 : 999);
+            s.rng.resize(20);
+            return s;
+        };
+        Sim s7 = longer_blob(7);
         CHECK(save_reports(s7, id(7), layout, true, false));
         CHECK(loads_as(s7, id(7)));
 
         // A save without the option forgets the kept plan.
-        Sim s8(w, r, 8, true, w > 1 ? 1000 : 999);
-        s8.rng.resize(20);
+        Sim s8 = longer_blob(8);
         CHECK(save_reports(s8, id(8), layout, false, false));
-        Sim s9(w, r, 9, true, w > 1 ? 1000 : 999);
-        s9.rng.resize(20);
+        Sim s9 = longer_blob(9);
         CHECK(save_reports(s9, id(9), layout, true, false));
         CHECK(loads_as(s9, id(9)));
 
         // The kept plan does not depend on the storage: a save of the same
         // plans in the other layout reuses it and loads back.
-        Sim s10(w, r, 10, true, w > 1 ? 1000 : 999);
-        s10.rng.resize(20);
+        Sim s10 = longer_blob(10);
         const auto other = per_rank ? cairn::Layout::container : cairn::Layout::per_rank;
         const std::string other_id = dir + "/other" + (per_rank ? ".h5" : "");
         CHECK(save_reports(s10, other_id, other, true, true));

@@ -104,6 +104,23 @@ TEST_CASE("the metadata is an HDF5 attribute group h5dump can read", "[storage][
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+namespace {
+// XORs the byte at `pos` of `file` with `mask`.
+void flip_bits(const std::string& file, std::streamoff pos, char mask)
+{
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    CHECK(f.is_open()); // no REQUIRE: called on one rank, the others would wait
+    if (!f)
+        return;
+    f.seekg(pos);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ mask);
+    f.seekp(pos);
+    f.write(&c, 1);
+}
+} // namespace
+
 TEST_CASE("checksums catch a flipped bit on load and in verify", "[storage][checksum]")
 {
     const int w = world_size(), r = world_rank();
@@ -124,13 +141,7 @@ TEST_CASE("checksums catch a flipped bit on load and in verify", "[storage][chec
     const std::string file = dir + "/" + chunk.storage.path;
     const auto pos = static_cast<std::streamoff>(chunk.storage.offset + chunk.storage.length / 2);
     if (r == 0) {
-        std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-        f.seekg(pos);
-        char c = 0;
-        f.read(&c, 1);
-        c = static_cast<char>(c ^ 0x10);
-        f.seekp(pos);
-        f.write(&c, 1);
+        flip_bits(file, pos, 0x10);
     }
     MPI_Barrier(MPI_COMM_WORLD);
 
@@ -184,13 +195,7 @@ TEST_CASE("direct reads of a large chunk in pieces of the staging bound verify e
     REQUIRE(chunk.storage.length >= std::uint64_t(2) << 20);
     if (r == 0) {
         const auto pos = static_cast<std::streamoff>(chunk.storage.offset + chunk.storage.length * 7 / 8);
-        std::fstream f(dir + "/" + chunk.storage.path, std::ios::in | std::ios::out | std::ios::binary);
-        f.seekg(pos);
-        char c = 0;
-        f.read(&c, 1);
-        c = static_cast<char>(c ^ 0x08);
-        f.seekp(pos);
-        f.write(&c, 1);
+        flip_bits(dir + "/" + chunk.storage.path, pos, 0x08);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     for (const std::size_t bound : {std::size_t(4096), std::size_t(64) << 20}) {
@@ -295,13 +300,7 @@ TEST_CASE("container checksums catch a flipped bit on load and in verify", "[sto
         for (std::size_t d = 0; d < entry.global_shape.size(); ++d)
             lin = lin * entry.global_shape[d] + chunk.box.offsets[d];
         const auto pos = static_cast<std::streamoff>(base + static_cast<haddr_t>(lin) * es);
-        std::fstream f(id, std::ios::in | std::ios::out | std::ios::binary);
-        f.seekg(pos);
-        char c = 0;
-        f.read(&c, 1);
-        c = static_cast<char>(c ^ 0x10);
-        f.seekp(pos);
-        f.write(&c, 1);
+        flip_bits(id, pos, 0x10);
     }
     MPI_Barrier(MPI_COMM_WORLD);
 
