@@ -175,7 +175,7 @@ int cairn_save_options_set_alignment(cairn_save_options_t* options, size_t align
 int cairn_save_options_set_staging_bytes(cairn_save_options_t* options, size_t staging_bytes);
 /** Keep the global plan for the next save and reuse the kept one when only
  *  data, scalar and string values and blob contents changed (default 0; see
- *  SaveOptions::reuse_plan). Every rank must pass the same value. */
+ *  SaveOptions::reuse_plan). It takes effect only when every rank sets it. */
 int cairn_save_options_set_reuse_plan(cairn_save_options_t* options, int reuse_plan);
 
 /** Options of cairn_load (cairn::LoadOptions); defaults as in C++. */

@@ -74,8 +74,9 @@ struct SaveOptions {
     /// one kept by the previous save when every rank's local plan is the same
     /// but for the values of scalars and strings and the contents of blobs
     /// (the same arrays, dtypes, global shapes, shards and blob sizes): the
-    /// local plans are then not gathered and no global plan is built. Every
-    /// rank must pass the same value. The coordinator keeps its plan and
+    /// local plans are then not gathered and no global plan is built. It
+    /// takes effect only when every rank passes it (otherwise the save plans
+    /// from scratch, and what was kept is freed). The coordinator keeps its plan and
     /// metadata tables between saves (about 100 bytes per chunk); a save
     /// without this option frees them. Default planner and Cairn's own
     /// storage only (the option is ignored otherwise).
