@@ -220,3 +220,27 @@ TEST_CASE("reuse_plan: async saves reuse the plan too", "[reuse][async]")
     for (int k = 0; k < 3; ++k)
         CHECK(loads_as(sims[static_cast<std::size_t>(k)], dir + "/a" + std::to_string(k)));
 }
+
+TEST_CASE("reuse_plan: set on some ranks only, the save plans from scratch and forgets", "[reuse]")
+{
+    const int w = world_size(), r = world_rank();
+    if (w < 2)
+        return; // needs a rank without the option
+    const std::string dir = fresh_dir("plan_reuse_some" + std::to_string(w));
+    Sim a(w, r, 1);
+    {
+        auto sd = a.dict();
+        cairn::SaveOptions o;
+        o.reuse_plan = true;
+        o.fsync = false;
+        cairn::save(sd, dir + "/a", MPI_COMM_WORLD, o); // keeps the plan (or reuses one an earlier test kept)
+    }
+    Sim b(w, r, 2);
+    CHECK(save_reports(b, dir + "/b", cairn::Layout::per_rank, r != w - 1, false));
+    CHECK(loads_as(b, dir + "/b"));
+    Sim c(w, r, 3);
+    CHECK(save_reports(c, dir + "/c", cairn::Layout::per_rank, true, false)); // b forgot the kept plan
+    Sim d(w, r, 4);
+    CHECK(save_reports(d, dir + "/d", cairn::Layout::per_rank, true, true));
+    CHECK(loads_as(d, dir + "/d"));
+}
