@@ -182,8 +182,11 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
     const Comm& c = s.comm;
     const bool coord = c.coordinator();
 
-    // 1. Every rank: its local plan.
+    // 1. Every rank: its local plan (and, for SaveOptions::reuse_plan, its
+    //    key: plan/plan_cache.hpp).
     s.log.begin(Phase::plan);
+    bool columnar = false; // the default planner with Cairn's own storage
+    PlanKey key;
     const Bytes local = run_phase(c, "local plan", [&] {
         s.planner = options.planner ? options.planner : std::make_shared<DefaultSavePlanner>();
         s.storage = options.storage ? options.storage : default_writer(options, checkpoint_id);
@@ -193,6 +196,10 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
         s.planner->set_up_planner(state, coord);
         s.local = s.storage->prepare_local_plan(s.planner->create_local_plan());
         auto plan = encode(s.local);
+        const SavePlanner& planner = *s.planner;
+        columnar = typeid(planner) == typeid(DefaultSavePlanner) && detail::BuiltinWriters::is_builtin(*s.storage);
+        if (options.reuse_plan && columnar)
+            key = plan_key(s.local);
         s.log.finished();
         return plan;
     });
@@ -203,10 +210,7 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
     //    asked for it and the plans are those of the save that kept it, the
     //    kept plan (plan/plan_cache.hpp) without gathering the plans.
     s.log.begin(Phase::exchange);
-    const SavePlanner& planner = *s.planner;
-    const bool columnar =
-        typeid(planner) == typeid(DefaultSavePlanner) && detail::BuiltinWriters::is_builtin(*s.storage);
-    auto reuse = negotiate_plan_reuse(c, options.reuse_plan && columnar, s.local);
+    auto reuse = negotiate_plan_reuse(c, std::move(key));
     s.plan_reused = reuse.reuse;
     const std::vector<Bytes> gathered = reuse.reuse ? std::vector<Bytes>{} : gather_bytes(c, local);
     std::vector<Bytes> finals;
@@ -235,10 +239,10 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
                 finals.reserve(shells.size());
                 for (std::size_t r = 0; r < shells.size(); ++r)
                     finals.push_back(cp->encode_final(r, shells[r]));
-                if (reuse.all_want)
-                    cp->keep();
-                else
+                if (!reuse.all_want)
                     cp->release_plan_tables();
+                else if (!reuse.reuse)
+                    cp->keep(); // a reused plan is kept already
                 s.columnar = std::move(cp);
                 return;
             }

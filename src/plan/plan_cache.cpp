@@ -58,40 +58,36 @@ bool is_value(ItemKind k) noexcept { return k == ItemKind::scalar || k == ItemKi
 
 } // namespace
 
-Bytes plan_key(const SavePlan& local)
+PlanKey plan_key(const SavePlan& local)
 {
-    SavePlan k = local;
-    for (auto& it : k.items) {
-        if (is_value(it.kind))
-            it.value.clear();
-        else if (it.kind == ItemKind::bytes)
-            it.digest = 0;
-    }
-    return encode(k);
-}
-
-std::uint64_t plan_values_hash(const SavePlan& local)
-{
-    Encoder e;
-    for (std::size_t i = 0; i < local.items.size(); ++i) {
-        const auto& it = local.items[i];
+    SavePlan blanked = local;
+    Encoder left_out; // what the key leaves out, with the item it belongs to
+    for (std::size_t i = 0; i < blanked.items.size(); ++i) {
+        auto& it = blanked.items[i];
         if (is_value(it.kind)) {
-            e.u64(i);
-            e.str(it.value);
+            left_out.u64(i);
+            left_out.str(it.value);
+            it.value.clear();
         } else if (it.kind == ItemKind::bytes) {
-            e.u64(i);
-            e.u64(it.digest);
+            left_out.u64(i);
+            left_out.u64(it.digest);
+            it.digest = 0;
         }
     }
-    const Bytes b = e.take();
-    return checksum(b.data(), b.size());
+    PlanKey k;
+    k.want = true;
+    k.key = encode(blanked);
+    const Bytes b = left_out.take();
+    k.values = checksum(b.data(), b.size());
+    return k;
 }
 
-PlanReuse negotiate_plan_reuse(const Comm& c, bool want, const SavePlan& local)
+PlanReuse negotiate_plan_reuse(const Comm& c, PlanKey mine)
 {
     PlanReuse out;
-    Bytes key = want ? plan_key(local) : Bytes{};
-    const std::uint64_t values = want ? plan_values_hash(local) : 0;
+    const bool want = mine.want;
+    Bytes& key = mine.key;
+    const std::uint64_t values = mine.values;
     std::uint64_t gen = 0;
     bool hit = false;
     {

@@ -31,6 +31,17 @@
 
 namespace cairn::detail {
 
+/// What a rank's local plan must match for a kept plan to be reused.
+struct PlanKey {
+    bool want = false;        ///< this rank asks for reuse
+    Bytes key;                ///< its local plan encoded with scalar and string values and blob digests blanked
+    std::uint64_t values = 0; ///< XXH3 of what `key` leaves out, in item order
+};
+
+/// The key of `local` (want = true). Local; may throw what encoding the
+/// plan throws, so it runs inside the local plan's agreed phase.
+PlanKey plan_key(const SavePlan& local);
+
 /// The outcome of negotiate_plan_reuse().
 struct PlanReuse {
     bool all_want = false; ///< every rank asked for reuse (remember_plan then runs)
@@ -39,11 +50,12 @@ struct PlanReuse {
     Bytes key;             ///< this rank's plan key (for remember_plan)
 };
 
-/// Collective over `c` (one MPI_Allreduce): whether every rank wants reuse
-/// and the kept plan fits this save. `local` is this rank's local plan. When
-/// not every rank wants reuse, what this process kept is forgotten (a save
+/// Collective over `c` (one MPI_Allreduce, nothing else that can fail):
+/// whether every rank wants reuse and the kept plan fits this save; `key` is
+/// this rank's (default-constructed when it does not want reuse). When not
+/// every rank wants reuse, what this process kept is forgotten (a save
 /// without SaveOptions::reuse_plan frees the kept plan's memory).
-PlanReuse negotiate_plan_reuse(const Comm& c, bool want, const SavePlan& local);
+PlanReuse negotiate_plan_reuse(const Comm& c, PlanKey key);
 
 /// After a save planned from scratch: collective over `c` when every rank
 /// wanted reuse (one MPI_Bcast), nothing otherwise (nor after a reuse).
@@ -51,12 +63,5 @@ PlanReuse negotiate_plan_reuse(const Comm& c, bool want, const SavePlan& local);
 /// columnar plan, and elsewhere) and every rank's key for the next save, or
 /// forgets what was kept when the coordinator has no plan to keep.
 void remember_plan(const Comm& c, PlanReuse& reuse, std::shared_ptr<ColumnarSavePlan> plan);
-
-/// The key of a local plan: its encoding with the values of scalars and
-/// strings and the digests of blobs blanked.
-Bytes plan_key(const SavePlan& local);
-
-/// XXH3 of what plan_key leaves out, in item order.
-std::uint64_t plan_values_hash(const SavePlan& local);
 
 } // namespace cairn::detail

@@ -201,7 +201,8 @@ std::uint64_t read_verified(const Fetch& fetch, std::uint64_t block, const Chunk
             if (detail::is_dense(d))
                 at = static_cast<char*>(d.data);
         }
-        if (!at) {
+        const bool in_place = at != nullptr;
+        if (!in_place) {
             buffer.resize(static_cast<std::size_t>(split.max_elements()) * es);
             at = buffer.data();
         }
@@ -212,7 +213,7 @@ std::uint64_t read_verified(const Fetch& fetch, std::uint64_t block, const Chunk
             hasher.update(at + (a - lo), static_cast<std::size_t>(b - a));
         pos = hi;
         bytes += hi - lo;
-        if (X && at == buffer.data() && !buffer.empty()) {
+        if (X && !in_place) {
             const StridedView src{buffer.data(), es, P.shape, row_major_strides(P.shape)};
             copy_strided(detail::subview(*dst, *I, *X), detail::subview(src, P, *X));
         }
