@@ -74,9 +74,13 @@ struct EntryMeta {
 
 /// The metadata of a checkpoint, written by the coordinator at commit.
 struct Metadata {
-    static constexpr int current_format_version = 1;
+    /// The newest metadata format this Cairn reads (docs/FORMAT.md, section 5).
+    static constexpr int current_format_version = 2;
 
-    int format_version = current_format_version;
+    /// The version of the file it was read from. The writer does not take
+    /// it from here: it writes 2 where it stores a column in its run form
+    /// (FORMAT.md 2.5), 1 otherwise.
+    int format_version = 1;
     std::string library_version;
     int world_size = 0;
     std::string layout;  ///< "distcp" (per-rank files) or "container"

@@ -28,7 +28,7 @@ struct MetadataColumns {
         std::size_t ndim() const noexcept { return global_shape.size(); }
     };
 
-    int format_version = Metadata::current_format_version;
+    int format_version = 1; ///< as Metadata::format_version
     std::string library_version;
     int world_size = 0;
     std::string layout;

@@ -214,7 +214,10 @@ TEST_CASE("metadata file: many chunks (attributes larger than 64 KiB)", "[h5meta
     md.entries["big"] = grid_array(DType::f64, {16, 16, 16}, {1, 1, 1}, 4096);
     const auto path = tmp.file("metadata.h5");
     write_metadata_file(path, md, false);
-    check_same(read_metadata_file(path), md);
+    const auto back = read_metadata_file(path);
+    CHECK(back.format_version == 2); // boxes, offsets and lengths in runs (FORMAT.md 2.5)
+    md.format_version = 2;
+    check_same(back, md);
 }
 
 namespace {
@@ -276,6 +279,138 @@ TEST_CASE("metadata file: per-chunk columns are stored in 32 bits where every va
         CHECK(stored_int_type(path, "chunk_files") == -4);
         CHECK(stored_int_type(path, "chunk_offsets") == 8);
         CHECK(stored_int_type(path, "chunk_lengths") == 8);
+    }
+}
+
+namespace {
+hsize_t attr_bytes(const std::string& file, const char* attr)
+{
+    const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    REQUIRE(f >= 0);
+    const hid_t a = H5Aopen_by_name(f, "/cairn", attr, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(a >= 0);
+    const hsize_t n = H5Aget_storage_size(a);
+    H5Aclose(a);
+    H5Fclose(f);
+    return n;
+}
+
+bool has_cairn_attr(const std::string& file, const char* attr)
+{
+    const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    REQUIRE(f >= 0);
+    const bool yes = H5Aexists_by_name(f, "/cairn", attr, H5P_DEFAULT) > 0;
+    H5Fclose(f);
+    return yes;
+}
+
+// `ranks` chunks of a rows x 64 f64 array split by rows, chunk r in file r;
+// `scatter`: offsets in the files that follow no pattern.
+EntryMeta row_split(std::int64_t ranks, std::int64_t rows, bool scatter)
+{
+    EntryMeta e;
+    e.kind = ItemKind::array;
+    e.dtype = DType::f64;
+    e.global_shape = {ranks * rows, 64};
+    const auto len = static_cast<std::uint64_t>(rows * 64 * 8);
+    std::uint64_t x = 88172645463325252ull;
+    for (std::int64_t r = 0; r < ranks; ++r) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const std::uint64_t off = scatter ? (x % 1000000) * 8 : 4096;
+        e.chunks.push_back(ChunkMeta{Box{{r * rows, 0}, {rows, 64}},
+                                     StorageInfo{"__" + std::to_string(r) + "_0.distcp", off, len, {x}}});
+    }
+    return e;
+}
+} // namespace
+
+TEST_CASE("metadata file: the chunk columns of many regular chunks are stored as runs", "[h5meta]")
+{
+    TempDir tmp;
+    const auto path = tmp.file("metadata.h5");
+    Metadata md;
+    md.world_size = 20000;
+    md.layout = "distcp";
+    md.checksum_block = 1 << 20;
+    SECTION("a row split over 20,000 ranks: every column in runs, format version 2, a fraction of the size")
+    {
+        md.entries["u"] = row_split(20000, 4, false);
+        md.entries["v"] = row_split(20000, 2, false);
+        md.entries["step"] = scalar(DType::i64, raw(std::int64_t{5}));
+        write_metadata_file(path, md, false);
+        for (const char* c : {"chunk_boxes", "chunk_files", "chunk_offsets", "chunk_lengths"}) {
+            INFO(c);
+            CHECK_FALSE(has_cairn_attr(path, c));
+            CHECK(has_cairn_attr(path, (std::string(c) + "_runs").c_str()));
+        }
+        // A handful of runs per entry instead of 20 bytes a chunk.
+        for (const char* c : {"chunk_boxes_runs", "chunk_files_runs", "chunk_offsets_runs", "chunk_lengths_runs"})
+            CHECK(attr_bytes(path, c) <= 2 * 4 * 24);
+        const auto back = read_metadata_file(path);
+        CHECK(back.format_version == 2);
+        md.format_version = 2;
+        check_same(back, md);
+    }
+    SECTION("offsets that follow no pattern stay plain, next to the other columns in runs")
+    {
+        md.entries["u"] = row_split(20000, 4, true);
+        write_metadata_file(path, md, false);
+        CHECK(has_cairn_attr(path, "chunk_offsets"));
+        CHECK_FALSE(has_cairn_attr(path, "chunk_offsets_runs"));
+        CHECK(has_cairn_attr(path, "chunk_boxes_runs"));
+        CHECK(has_cairn_attr(path, "chunk_lengths_runs"));
+        const auto back = read_metadata_file(path);
+        md.format_version = 2;
+        check_same(back, md);
+    }
+    SECTION("a few chunks stay plain, format version 1")
+    {
+        md.entries["u"] = row_split(100, 4, false);
+        write_metadata_file(path, md, false);
+        CHECK(has_cairn_attr(path, "chunk_boxes"));
+        CHECK_FALSE(has_cairn_attr(path, "chunk_boxes_runs"));
+        CHECK(read_metadata_file(path).format_version == 1);
+    }
+    SECTION("runs that do not fill the lanes are a FormatError naming the attribute")
+    {
+        md.entries["u"] = row_split(20000, 4, false);
+        write_metadata_file(path, md, false);
+        // The first run of chunk_lengths_runs is (len, 0, 20000): claim one value fewer.
+        const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+        REQUIRE(f >= 0);
+        const hid_t o = H5Oopen(f, "/cairn", H5P_DEFAULT);
+        REQUIRE(o >= 0);
+        const hid_t a = H5Aopen(o, "chunk_lengths_runs", H5P_DEFAULT);
+        REQUIRE(a >= 0);
+        std::vector<std::int64_t> runs(3);
+        REQUIRE(H5Aread(a, H5T_NATIVE_INT64, runs.data()) >= 0);
+        CHECK(runs == std::vector<std::int64_t>{4 * 64 * 8, 0, 20000});
+        runs[2] = 19999;
+        CHECK(H5Awrite(a, H5T_NATIVE_INT64, runs.data()) >= 0);
+        H5Aclose(a);
+        H5Oclose(o);
+        REQUIRE(H5Fclose(f) >= 0);
+        seal_metadata_file(path);
+        CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains(path) && Contains("chunk_lengths_runs") &&
+                                            Contains("end inside entry 0"));
+    }
+    SECTION("a column both plain and in runs is a FormatError")
+    {
+        md.entries["u"] = row_split(20000, 4, false);
+        write_metadata_file(path, md, false);
+        const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+        REQUIRE(f >= 0);
+        const hid_t g = H5Gopen2(f, "/cairn", H5P_DEFAULT);
+        const hsize_t one = 1;
+        const hid_t sp = H5Screate_simple(1, &one, nullptr);
+        const hid_t a = H5Acreate2(g, "chunk_files", H5T_NATIVE_INT64, sp, H5P_DEFAULT, H5P_DEFAULT);
+        REQUIRE(a >= 0);
+        H5Aclose(a);
+        H5Sclose(sp);
+        H5Gclose(g);
+        REQUIRE(H5Fclose(f) >= 0);
+        seal_metadata_file(path);
+        CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("both 'chunk_files' and 'chunk_files_runs'"));
     }
 }
 
@@ -569,11 +704,15 @@ TEST_CASE("metadata file: the integrity header is checked before HDF5 parses any
     }
     SECTION("a file larger than the sealing buffer: every byte is covered by the checksum")
     {
-        // About 10 MiB of metadata: sealing hashes the file in 4 MiB reads.
+        // About 13 MiB of metadata (a checksum and a plain file index per
+        // chunk; the other columns take runs): sealing hashes the file in 4 MiB reads.
         Metadata big;
         big.world_size = 4;
         big.layout = "distcp";
-        big.entries["many"] = grid_array(DType::f64, {500000}, {1}, 4);
+        big.checksum_block = 1 << 20;
+        big.entries["many"] = grid_array(DType::f64, {1100000}, {1}, 4);
+        for (auto& ch : big.entries["many"].chunks)
+            ch.storage.checksums = {ch.storage.offset * 0x9e3779b97f4a7c15ull};
         const auto large = tmp.file("large.h5");
         write_metadata_file(large, big, false);
         const auto bytes = file_bytes(large);
@@ -585,6 +724,7 @@ TEST_CASE("metadata file: the integrity header is checked before HDF5 parses any
         }
         CHECK(length == bytes.size());
         CHECK(sum == checksum(bytes.data() + metadata_header_bytes, bytes.size() - metadata_header_bytes));
+        big.format_version = 2;
         check_same(read_metadata_file(large), big);
         for (const std::size_t i : {(std::size_t(4) << 20) + metadata_header_bytes + 3, bytes.size() - 9}) {
             auto bad = bytes;

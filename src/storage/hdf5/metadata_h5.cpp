@@ -5,6 +5,7 @@
 #include "core/checksum.hpp"
 #include "core/tiling.hpp"
 #include "storage/fs.hpp"
+#include "storage/hdf5/column_runs.hpp"
 #include "storage/hdf5/h5.hpp"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 
 #include <fcntl.h>
@@ -70,6 +72,49 @@ Handle dtype_enum()
 
 bool has_dims(ItemKind k) { return k == ItemKind::array || k == ItemKind::bytes; }
 
+// A per-chunk column goes in its run form (FORMAT.md 2.5) when its plain
+// form would take 64 KiB or more even in 32 bits, and the runs (24 bytes
+// each) at most a quarter of that: checkpoints of few chunks, or of
+// irregular ones, keep the plain columns that any reader of version 1 reads.
+template <class T>
+bool as_runs(const std::vector<T>& values, const std::vector<RowBlock>& blocks, std::vector<std::int64_t>& runs)
+{
+    constexpr std::size_t min_values = 64 * 1024 / 4;
+    if (values.size() < min_values)
+        return false;
+    return encode_runs(values, blocks, values.size() / 24, runs); // 24 bytes a run, a quarter of 4 bytes a value
+}
+
+template <class Plain>
+void write_runs_or(hid_t root, const char* name, bool as_runs, const std::vector<std::int64_t>& runs, Plain&& plain)
+{
+    if (as_runs)
+        h5::write_i64_attr(root, (std::string(name) + "_runs").c_str(), runs, {runs.size() / 3, 3});
+    else
+        plain();
+}
+
+// A per-chunk column as stored: plain or in its run form, never both.
+template <class T>
+std::vector<T> read_chunk_column(hid_t root, const char* name, const std::vector<RowBlock>& blocks, const std::string& rw)
+{
+    const std::string runs_name = std::string(name) + "_runs";
+    const bool plain = h5::has_attr(root, name), runs = h5::has_attr(root, runs_name.c_str());
+    if (plain && runs)
+        throw error::FormatError(rw + ": both '" + name + "' and '" + runs_name + "'");
+    if (!runs) {
+        if constexpr (std::is_signed_v<T>)
+            return h5::read_i64_attr(root, name, rw);
+        else
+            return h5::read_u64_attr(root, name, rw);
+    }
+    std::vector<hsize_t> dims;
+    const auto triples = h5::read_i64_attr(root, runs_name.c_str(), rw, &dims);
+    if (!triples.empty() && (dims.size() != 2 || dims[1] != 3))
+        throw error::FormatError(rw + ": attribute '" + runs_name + "' is not an array of (first, step, count) rows");
+    return decode_runs<T>(triples, blocks, rw + ": attribute '" + runs_name + "'");
+}
+
 } // namespace
 
 void write_metadata_group(hid_t loc, const Metadata& md) { write_metadata_group(loc, to_columns(md)); }
@@ -82,14 +127,6 @@ void write_metadata_group(hid_t loc, const MetadataColumns& md)
     if (md.chunk_offset.size() != nchunks || md.chunk_length.size() != nchunks || md.sum_begin.size() != nchunks ||
         md.sum_count.size() != nchunks)
         throw error::WriteError("metadata: chunk columns of different lengths");
-    Handle root(check(H5Gcreate2(loc, "cairn", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating group /cairn", true));
-    h5::write_i64_attr(root, "format_version", {md.format_version}, {});
-    h5::write_string_attr(root, "library_version", md.library_version);
-    h5::write_i64_attr(root, "world_size", {md.world_size}, {});
-    h5::write_string_attr(root, "layout", md.layout);
-    h5::write_string_attr(root, "created", md.created);
-    h5::write_i64_attr(root, "entry_count", {static_cast<std::int64_t>(md.entries.size())}, {});
-
     // The entry table: one row per entry, in name order; the chunk columns
     // are the columns of `md` (checked here: every chunk written, with the
     // checksums its length needs; gathered in chunk order when the pool is not).
@@ -152,6 +189,29 @@ void write_metadata_group(hid_t loc, const MetadataColumns& md)
                             md.sums.begin() + static_cast<std::ptrdiff_t>(md.sum_begin[k] + md.sum_count[k]));
     }
     const std::vector<std::uint64_t>& sums = pooled_in_order && nsums == md.sums.size() ? md.sums : gathered;
+
+    // The per-chunk integer columns, each plain or in its run form (FORMAT.md 2.5).
+    std::vector<RowBlock> box_blocks(n), chunk_blocks(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        box_blocks[i] = {md.entries[i].chunks, static_cast<std::uint32_t>(2 * md.entries[i].ndim())};
+        chunk_blocks[i] = {md.entries[i].chunks, 1};
+    }
+    std::vector<std::int64_t> box_runs, file_runs, offset_runs, length_runs;
+    const bool boxes_as_runs = as_runs(md.boxes, box_blocks, box_runs);
+    const bool files_as_runs = as_runs(md.chunk_file, chunk_blocks, file_runs);
+    const bool offsets_as_runs = as_runs(md.chunk_offset, chunk_blocks, offset_runs);
+    const bool lengths_as_runs = as_runs(md.chunk_length, chunk_blocks, length_runs);
+    const bool any_runs = boxes_as_runs || files_as_runs || offsets_as_runs || lengths_as_runs;
+
+    Handle root(check(H5Gcreate2(loc, "cairn", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating group /cairn", true));
+    // Version 2 only where a run form is used: other files stay readable by
+    // readers of version 1.
+    h5::write_i64_attr(root, "format_version", {any_runs ? 2 : 1}, {});
+    h5::write_string_attr(root, "library_version", md.library_version);
+    h5::write_i64_attr(root, "world_size", {md.world_size}, {});
+    h5::write_string_attr(root, "layout", md.layout);
+    h5::write_string_attr(root, "created", md.created);
+    h5::write_i64_attr(root, "entry_count", {static_cast<std::int64_t>(md.entries.size())}, {});
     h5::write_string_array_attr(root, "files", md.files);
     h5::write_string_array_attr(root, "names", names);
     h5::write_raw_array_attr(root, "kinds", kind_enum(), kinds.data(), n);
@@ -165,10 +225,12 @@ void write_metadata_group(hid_t loc, const MetadataColumns& md)
     const bool extents_fit = std::all_of(shapes.begin(), shapes.end(), [](std::int64_t e) {
         return e <= std::numeric_limits<std::int32_t>::max();
     });
-    h5::write_i64_column(root, "chunk_boxes", md.boxes, extents_fit);
-    h5::write_i64_column(root, "chunk_files", md.chunk_file);
-    h5::write_u64_column(root, "chunk_offsets", md.chunk_offset);
-    h5::write_u64_column(root, "chunk_lengths", md.chunk_length);
+    write_runs_or(root, "chunk_boxes", boxes_as_runs, box_runs, [&] { h5::write_i64_column(root, "chunk_boxes", md.boxes, extents_fit); });
+    write_runs_or(root, "chunk_files", files_as_runs, file_runs, [&] { h5::write_i64_column(root, "chunk_files", md.chunk_file); });
+    write_runs_or(root, "chunk_offsets", offsets_as_runs, offset_runs,
+                  [&] { h5::write_u64_column(root, "chunk_offsets", md.chunk_offset); });
+    write_runs_or(root, "chunk_lengths", lengths_as_runs, length_runs,
+                  [&] { h5::write_u64_column(root, "chunk_lengths", md.chunk_length); });
     h5::write_string_attr(root, "checksum_algorithm", md.checksum_block ? checksum_algorithm : "none");
     h5::write_i64_attr(root, "checksum_block_bytes", {static_cast<std::int64_t>(md.checksum_block)}, {});
     h5::write_u64_attr(root, "chunk_checksums", sums);
@@ -220,10 +282,19 @@ Metadata read_metadata_group(hid_t loc, const std::string& where)
     h5::read_raw_array_attr(root, "ndims", H5T_NATIVE_UINT8, ndims.data(), n, rw);
     const auto shapes = h5::read_i64_attr(root, "global_shapes", rw);
     const auto counts = h5::read_i64_attr(root, "chunk_counts", rw);
-    const auto boxes = h5::read_i64_attr(root, "chunk_boxes", rw);
-    const auto chunk_file = h5::read_i64_attr(root, "chunk_files", rw);
-    const auto chunk_offset = h5::read_u64_attr(root, "chunk_offsets", rw);
-    const auto chunk_length = h5::read_u64_attr(root, "chunk_lengths", rw);
+    if (counts.size() != n)
+        fail("chunk_counts has " + std::to_string(counts.size()) + " rows for " + std::to_string(n) + " entries");
+    std::vector<RowBlock> box_blocks(n), chunk_blocks(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        if (counts[i] < 0)
+            fail("entry '" + names[i] + "': invalid chunk count " + std::to_string(counts[i]));
+        box_blocks[i] = {static_cast<std::uint64_t>(counts[i]), 2u * ndims[i]};
+        chunk_blocks[i] = {static_cast<std::uint64_t>(counts[i]), 1};
+    }
+    const auto boxes = read_chunk_column<std::int64_t>(root, "chunk_boxes", box_blocks, rw);
+    const auto chunk_file = read_chunk_column<std::int64_t>(root, "chunk_files", chunk_blocks, rw);
+    const auto chunk_offset = read_chunk_column<std::uint64_t>(root, "chunk_offsets", chunk_blocks, rw);
+    const auto chunk_length = read_chunk_column<std::uint64_t>(root, "chunk_lengths", chunk_blocks, rw);
     const auto algorithm = h5::read_string_attr(root, "checksum_algorithm", rw);
     const auto block = h5::read_i64_attr(root, "checksum_block_bytes", rw);
     const auto sums = h5::read_u64_attr(root, "chunk_checksums", rw);
@@ -233,8 +304,6 @@ Metadata read_metadata_group(hid_t loc, const std::string& where)
     if (md.checksum_block && algorithm != checksum_algorithm)
         fail("checksum algorithm '" + algorithm + "', this Cairn knows '" + checksum_algorithm + "'");
     std::size_t ki = 0; // cursor into sums
-    if (counts.size() != n)
-        fail("chunk_counts has " + std::to_string(counts.size()) + " rows for " + std::to_string(n) + " entries");
     const std::size_t nc = chunk_file.size();
     if (chunk_offset.size() != nc || chunk_length.size() != nc)
         fail("the chunk columns differ in length");
