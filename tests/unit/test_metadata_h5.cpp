@@ -283,6 +283,21 @@ TEST_CASE("metadata file: per-chunk columns are stored in 32 bits where every va
 }
 
 namespace {
+// Opens /cairn of `file` for `edit`, then seals the file again: an edit the
+// reader's own checks must catch, not the checksum.
+template <class F>
+void edit_cairn_group(const std::string& file, F&& edit)
+{
+    const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    REQUIRE(f >= 0);
+    const hid_t g = H5Oopen(f, "/cairn", H5P_DEFAULT);
+    REQUIRE(g >= 0);
+    edit(g);
+    H5Oclose(g);
+    REQUIRE(H5Fclose(f) >= 0);
+    seal_metadata_file(file);
+}
+
 hsize_t attr_bytes(const std::string& file, const char* attr)
 {
     const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -376,21 +391,16 @@ TEST_CASE("metadata file: the chunk columns of many regular chunks are stored as
         md.entries["u"] = row_split(20000, 4, false);
         write_metadata_file(path, md, false);
         // The first run of chunk_lengths_runs is (len, 0, 20000): claim one value fewer.
-        const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-        REQUIRE(f >= 0);
-        const hid_t o = H5Oopen(f, "/cairn", H5P_DEFAULT);
-        REQUIRE(o >= 0);
-        const hid_t a = H5Aopen(o, "chunk_lengths_runs", H5P_DEFAULT);
-        REQUIRE(a >= 0);
-        std::vector<std::int64_t> runs(3);
-        REQUIRE(H5Aread(a, H5T_NATIVE_INT64, runs.data()) >= 0);
-        CHECK(runs == std::vector<std::int64_t>{4 * 64 * 8, 0, 20000});
-        runs[2] = 19999;
-        CHECK(H5Awrite(a, H5T_NATIVE_INT64, runs.data()) >= 0);
-        H5Aclose(a);
-        H5Oclose(o);
-        REQUIRE(H5Fclose(f) >= 0);
-        seal_metadata_file(path);
+        edit_cairn_group(path, [](hid_t g) {
+            const hid_t a = H5Aopen(g, "chunk_lengths_runs", H5P_DEFAULT);
+            REQUIRE(a >= 0);
+            std::vector<std::int64_t> runs(3);
+            REQUIRE(H5Aread(a, H5T_NATIVE_INT64, runs.data()) >= 0);
+            CHECK(runs == std::vector<std::int64_t>{4 * 64 * 8, 0, 20000});
+            runs[2] = 19999;
+            CHECK(H5Awrite(a, H5T_NATIVE_INT64, runs.data()) >= 0);
+            H5Aclose(a);
+        });
         CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains(path) && Contains("chunk_lengths_runs") &&
                                             Contains("end inside entry 0"));
     }
@@ -398,18 +408,14 @@ TEST_CASE("metadata file: the chunk columns of many regular chunks are stored as
     {
         md.entries["u"] = row_split(20000, 4, false);
         write_metadata_file(path, md, false);
-        const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-        REQUIRE(f >= 0);
-        const hid_t g = H5Gopen2(f, "/cairn", H5P_DEFAULT);
-        const hsize_t one = 1;
-        const hid_t sp = H5Screate_simple(1, &one, nullptr);
-        const hid_t a = H5Acreate2(g, "chunk_files", H5T_NATIVE_INT64, sp, H5P_DEFAULT, H5P_DEFAULT);
-        REQUIRE(a >= 0);
-        H5Aclose(a);
-        H5Sclose(sp);
-        H5Gclose(g);
-        REQUIRE(H5Fclose(f) >= 0);
-        seal_metadata_file(path);
+        edit_cairn_group(path, [](hid_t g) {
+            const hsize_t one = 1;
+            const hid_t sp = H5Screate_simple(1, &one, nullptr);
+            const hid_t a = H5Acreate2(g, "chunk_files", H5T_NATIVE_INT64, sp, H5P_DEFAULT, H5P_DEFAULT);
+            REQUIRE(a >= 0);
+            H5Aclose(a);
+            H5Sclose(sp);
+        });
         CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("both 'chunk_files' and 'chunk_files_runs'"));
     }
 }
