@@ -70,6 +70,7 @@ struct Options {
     long plan_ranks = 2048;     // ladder 1024, 2048, 4096, 16384 up to this
     long plan_arrays = 1000;
     bool plan_generic = false;  // also time the struct-based coordinator path
+    long plan_prewarm = 100;    // bytes per chunk touched and freed before the coordinator's steps (its peak: 84 at 16,384 x 1,000)
     std::string python;           // for bench/torch_dcp.py
     std::string torch_script;
     int small_arrays = 10000;     // mixed workload
@@ -81,7 +82,7 @@ bool want(const std::string& part) { return g_opt.only.empty() || g_opt.only.cou
 void usage()
 {
     std::puts("usage: cairn_bench [--size-mib N] [--runs R] [--warmup W] [--dir D] [--only a,b] [--no-drop-caches] [--no-fio]\n"
-              "                   [--plan-ranks R] [--plan-arrays A] [--plan-generic] [--small-arrays K]\n"
+              "                   [--plan-ranks R] [--plan-arrays A] [--plan-generic] [--plan-prewarm B] [--small-arrays K]\n"
               "                   [--python P --torch-script S]\n"
               "parts: large, mixed, reshard, async, memory, planning, torch, fio, hdf5, mpiio");
 }
@@ -121,6 +122,8 @@ void parse(int argc, char** argv)
             g_opt.plan_ranks = std::stol(next());
         else if (a == "--plan-arrays")
             g_opt.plan_arrays = std::stol(next());
+        else if (a == "--plan-prewarm")
+            g_opt.plan_prewarm = std::stol(next());
         else if (a == "--plan-generic")
             g_opt.plan_generic = true;
         else if (a == "--small-arrays")
@@ -1131,6 +1134,7 @@ void bench_planning(long ranks, long arrays, Results& R)
     double t_build = 0, t_decode = 0, t_global = 0, t_encode = 0, t_attach = 0, t_md = 0, t_bcast_md = 0;
     double r_encode = 0, r_attach = 0, r_md = 0; // the next save with the kept plan (SaveOptions::reuse_plan)
     u64 md_bytes = 0, chunks = 0, gathered_bytes = 0, results_bytes = 0;
+    double peak_extra = 0; // bytes: VmHWM growth over the timed steps, gathered plans and results not counted
     const std::string mdpath = g_opt.dir + "/planning/metadata.h5";
     stdfs::create_directories(g_opt.dir + "/planning");
     const int runs = ranks * arrays > 1100000 ? 1 : g_opt.runs;
@@ -1196,6 +1200,19 @@ void bench_planning(long ranks, long arrays, Results& R)
                 plan0 = std::move(p);
         }
         t_build += now() - t0;
+        // The memory the coordinator's steps are about to take, touched and
+        // freed just before (the method of "Fresh memory" in BENCHMARKS.md:
+        // on this VM the first use of memory the host has taken back costs
+        // more than the work; a coordinator on a dedicated node reuses its own).
+        if (g_opt.plan_prewarm > 0) {
+            std::vector<char> warm(static_cast<std::size_t>(g_opt.plan_prewarm) * static_cast<std::size_t>(ranks * arrays));
+            touch_write(warm.data(), warm.size());
+        }
+        {
+            std::ofstream f("/proc/self/clear_refs"); // VmHWM from here: the coordinator's peak
+            f << "5";
+        }
+        const long rss_before = status_kib("VmRSS");
         t0 = now();
         cd::ColumnarSavePlan cp;
         bool ok = cp.ingest(gathered);
@@ -1227,6 +1244,7 @@ void bench_planning(long ranks, long arrays, Results& R)
         cd::write_metadata_file(mdpath, md, true);
         t_md += now() - t0;
         md_bytes = static_cast<u64>(stdfs::file_size(mdpath));
+        peak_extra = std::max(peak_extra, static_cast<double>(status_kib("VmHWM") - rss_before) * 1024.0);
         if (chunks <= 4200000) { // the load path's structs: about 250 bytes per chunk
             t0 = now();
             const auto enc = cd::encode(cd::to_metadata(md)); // what a load broadcasts
@@ -1264,6 +1282,9 @@ void bench_planning(long ranks, long arrays, Results& R)
                 t_encode / n, t_attach / n, t_md / n, t_bcast_md < 0 ? -1.0 : t_bcast_md / n,
                 gathered_bytes / 1048576.0, results_bytes / 1048576.0, md_bytes / 1048576.0,
                 static_cast<double>(md_bytes) / static_cast<double>(chunks), runs);
+    std::printf("figure planning-%s coordinator peak memory %.1f MiB (%.0f B/chunk) beyond the gathered plans; "
+                "pre-warmed %ld B/chunk\n",
+                label.c_str(), peak_extra / 1048576.0, peak_extra / static_cast<double>(chunks), g_opt.plan_prewarm);
     std::printf("figure planning-%s next save with the kept plan (reuse_plan): %.3f s (encode plans %.3f, attach "
                 "results %.3f, write metadata.h5 %.3f)\n",
                 label.c_str(), again, r_encode / n, r_attach / n, r_md / n);

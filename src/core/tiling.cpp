@@ -91,6 +91,10 @@ bool grid_tiling(const Shape& global, const B& boxes)
     if (nd == 0 || n == 0)
         return false;
     std::vector<std::vector<std::int64_t>> cuts(nd);
+    // Dimensions along which the boxes come in non-decreasing offset order
+    // (the usual rank order of a split): a box's cut is then found by a
+    // cursor that only moves forward, instead of a binary search.
+    std::vector<char> in_order(nd, 1);
     std::uint64_t cells = 1;
     for (std::size_t d = 0; d < nd; ++d) {
         auto& c = cuts[d];
@@ -105,6 +109,7 @@ bool grid_tiling(const Shape& global, const B& boxes)
                 prev = o;
             }
         }
+        in_order[d] = sorted;
         if (!sorted) {
             std::sort(c.begin(), c.end());
             c.erase(std::unique(c.begin(), c.end()), c.end());
@@ -118,12 +123,21 @@ bool grid_tiling(const Shape& global, const B& boxes)
     if (cells != n)
         return false;
     std::vector<bool> seen(n, false);
+    std::vector<std::size_t> cursor(nd, 0);
     for (std::size_t i = 0; i < n; ++i) {
         std::uint64_t cell = 0;
         for (std::size_t d = 0; d < nd; ++d) {
             const auto& c = cuts[d];
             const auto o = boxes.off(i)[d];
-            const auto k = static_cast<std::size_t>(std::lower_bound(c.begin(), c.end(), o) - c.begin());
+            std::size_t k;
+            if (in_order[d]) { // o is a cut at or after the previous box's
+                k = cursor[d];
+                while (c[k] < o)
+                    ++k;
+                cursor[d] = k;
+            } else {
+                k = static_cast<std::size_t>(std::lower_bound(c.begin(), c.end(), o) - c.begin());
+            }
             const std::int64_t end = k + 1 < c.size() ? c[k + 1] : global[d];
             if (boxes.ext(i)[d] != end - o)
                 return false;
