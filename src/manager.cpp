@@ -236,7 +236,7 @@ void remove_checkpoint(const Candidate& c)
 Bytes encode_strings(const std::vector<std::string>& v)
 {
     detail::Encoder enc;
-    enc.u64(v.size());
+    enc.count(v.size());
     for (const auto& s : v)
         enc.str(s);
     return enc.take();
@@ -245,7 +245,7 @@ Bytes encode_strings(const std::vector<std::string>& v)
 std::vector<std::string> decode_strings(const Bytes& b)
 {
     detail::Decoder dec(b, "manager broadcast");
-    std::vector<std::string> v(dec.count(8));
+    std::vector<std::string> v(dec.count(1));
     for (auto& s : v)
         s = dec.str();
     dec.expect_done();

@@ -8,10 +8,12 @@
 namespace cairn::detail {
 
 namespace {
-constexpr std::uint32_t k_magic_save_plan = 0x43535032;   // "CSP2": with a name table
-constexpr std::uint32_t k_magic_load_plan = 0x434c5031;   // "CLP1"
-constexpr std::uint32_t k_magic_results = 0x43575232;     // "CWR2": with name and path tables
-constexpr std::uint32_t k_magic_metadata = 0x434d4431;    // "CMD1"
+// Integers that are mostly small (indices, extents, lengths, counts) are
+// varints (Encoder::uv); magic numbers, checksums and digests are fixed.
+constexpr std::uint32_t k_magic_save_plan = 0x43535033;   // "CSP3": with a name table, varints
+constexpr std::uint32_t k_magic_load_plan = 0x434c5032;   // "CLP2": varints
+constexpr std::uint32_t k_magic_results = 0x43575233;     // "CWR3": with name and path tables, varints
+constexpr std::uint32_t k_magic_metadata = 0x434d4432;    // "CMD2": varints
 constexpr std::size_t k_max_ndim = max_encoded_ndim;
 
 // The distinct strings of a sequence, numbered in order of first appearance.
@@ -26,7 +28,7 @@ public:
     }
     void put(Encoder& e) const
     {
-        e.u64(m_strings.size());
+        e.count(m_strings.size());
         for (const auto* s : m_strings)
             e.str(*s);
     }
@@ -46,7 +48,7 @@ private:
 // A table as Table::put writes it: distinct strings.
 std::vector<std::string> get_table(Decoder& d, const char* what)
 {
-    std::vector<std::string> t(d.count(8));
+    std::vector<std::string> t(d.count(1));
     std::unordered_map<std::string_view, std::size_t> seen;
     seen.reserve(t.size());
     for (auto& s : t) {
@@ -86,13 +88,13 @@ private:
 
 void Encoder::str(const std::string& s)
 {
-    u64(s.size());
+    uv(s.size());
     raw(reinterpret_cast<const std::byte*>(s.data()), s.size());
 }
 
 void Encoder::bytes(const Bytes& b)
 {
-    u64(b.size());
+    uv(b.size());
     raw(b.data(), b.size());
 }
 
@@ -100,7 +102,7 @@ void Encoder::shape(const Shape& s)
 {
     u8(static_cast<std::uint8_t>(s.size()));
     for (auto v : s)
-        i64(v);
+        uv(static_cast<std::uint64_t>(v)); // negative: 10 bytes, refused on decoding
 }
 
 void Decoder::fail(const std::string& why) const { throw error::FormatError(std::string(m_what) + ": " + why); }
@@ -110,9 +112,27 @@ void Decoder::truncated(std::size_t n) const
     fail("truncated (needs " + std::to_string(n) + " more bytes, " + std::to_string(m_end - m_p) + " left)");
 }
 
+std::uint64_t Decoder::uv_long()
+{
+    std::uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        need(1);
+        const auto b = std::to_integer<std::uint8_t>(*m_p++);
+        if (shift == 63 && b > 1)
+            fail("varint beyond 64 bits");
+        v |= std::uint64_t(b & 0x7f) << shift;
+        if (b < 0x80) {
+            if (b == 0 && shift > 0) // 0x80 0x00 for 0: one value, one encoding (equal plans are equal bytes)
+                fail("varint with a trailing zero byte");
+            return v;
+        }
+    }
+    fail("varint longer than 10 bytes");
+}
+
 std::string Decoder::str()
 {
-    const auto n = u64();
+    const auto n = uv();
     need(n);
     std::string s(reinterpret_cast<const char*>(m_p), static_cast<std::size_t>(n));
     m_p += n;
@@ -121,7 +141,7 @@ std::string Decoder::str()
 
 std::string_view Decoder::view_str()
 {
-    const auto n = u64();
+    const auto n = uv();
     need(n);
     std::string_view s(reinterpret_cast<const char*>(m_p), static_cast<std::size_t>(n));
     m_p += n;
@@ -133,9 +153,9 @@ std::size_t Decoder::shape_into(std::int64_t* out)
     const auto n = u8();
     if (n > k_max_ndim)
         fail("rank " + std::to_string(n) + " exceeds the limit of " + std::to_string(k_max_ndim));
-    need(std::size_t(n) * 8);
+    need(n);
     for (std::size_t i = 0; i < n; ++i) {
-        out[i] = i64();
+        out[i] = static_cast<std::int64_t>(uv());
         if (out[i] < 0)
             fail("negative extent or offset");
     }
@@ -144,7 +164,7 @@ std::size_t Decoder::shape_into(std::int64_t* out)
 
 Bytes Decoder::bytes()
 {
-    const auto n = u64();
+    const auto n = uv();
     need(n);
     Bytes b(m_p, m_p + n);
     m_p += n;
@@ -156,10 +176,10 @@ Shape Decoder::shape()
     const auto n = u8();
     if (n > k_max_ndim)
         fail("rank " + std::to_string(n) + " exceeds the limit of " + std::to_string(k_max_ndim));
-    need(std::size_t(n) * 8);
+    need(n);
     Shape s(n);
     for (auto& v : s) {
-        v = i64();
+        v = static_cast<std::int64_t>(uv());
         if (v < 0)
             fail("negative extent or offset");
     }
@@ -168,7 +188,7 @@ Shape Decoder::shape()
 
 std::size_t Decoder::count(std::size_t min_item_bytes)
 {
-    const auto n = u64();
+    const auto n = uv();
     if (min_item_bytes == 0)
         min_item_bytes = 1;
     if (n > static_cast<std::uint64_t>(m_end - m_p) / min_item_bytes)
@@ -220,9 +240,9 @@ Box get_box(Decoder& d)
 void put_storage(Encoder& e, const StorageInfo& s)
 {
     e.str(s.path);
-    e.u64(s.offset);
-    e.u64(s.length);
-    e.u64(s.checksums.size());
+    e.uv(s.offset);
+    e.uv(s.length);
+    e.count(s.checksums.size());
     for (auto c : s.checksums)
         e.u64(c);
 }
@@ -231,8 +251,8 @@ StorageInfo get_storage(Decoder& d)
 {
     StorageInfo s;
     s.path = d.str();
-    s.offset = d.u64();
-    s.length = d.u64();
+    s.offset = d.uv();
+    s.length = d.uv();
     s.checksums.resize(d.count(8));
     for (auto& c : s.checksums)
         c = d.u64();
@@ -260,18 +280,18 @@ Bytes encode(const SavePlan& plan)
     e.reserve(size);
     e.u32(k_magic_save_plan);
     names.put(e);
-    e.u64(plan.items.size());
+    e.count(plan.items.size());
     for (std::size_t i = 0; i < plan.items.size(); ++i) {
         const auto& it = plan.items[i];
-        e.u32(index[i]);
+        e.uv(index[i]);
         e.u8(static_cast<std::uint8_t>(it.kind));
         e.u8(static_cast<std::uint8_t>(it.dtype));
         e.shape(it.global_shape);
         put_box(e, it.box);
-        e.u64(it.nbytes);
-        e.u64(it.digest);
+        e.uv(it.nbytes);
+        e.uv(it.digest);
         e.str(it.value);
-        e.u32(it.chunk);
+        e.uv(it.chunk);
     }
     e.bytes(plan.storage_data);
     e.bytes(plan.planner_data);
@@ -287,17 +307,17 @@ SavePlan decode_save_plan(const std::byte* data, std::size_t size)
     const auto names = get_table(d, "name");
     TableRefs name_refs(names, "name");
     SavePlan p;
-    p.items.resize(d.count(37));
+    p.items.resize(d.count(save_item_min_bytes));
     for (auto& it : p.items) {
-        it.fqn = name_refs.get(d, d.u32());
+        it.fqn = name_refs.get(d, d.uv32());
         it.kind = get_kind(d);
         it.dtype = get_dtype(d);
         it.global_shape = d.shape();
         it.box = get_box(d);
-        it.nbytes = d.u64();
-        it.digest = d.u64();
+        it.nbytes = d.uv();
+        it.digest = d.uv();
         it.value = d.str();
-        it.chunk = d.u32();
+        it.chunk = d.uv32();
     }
     name_refs.done(d);
     p.storage_data = d.bytes();
@@ -310,11 +330,11 @@ Bytes encode(const LoadPlan& plan)
 {
     Encoder e;
     e.u32(k_magic_load_plan);
-    e.u64(plan.items.size());
+    e.count(plan.items.size());
     for (const auto& it : plan.items) {
         e.str(it.fqn);
         e.u8(static_cast<std::uint8_t>(it.kind));
-        e.u32(it.chunk);
+        e.uv(it.chunk);
         put_box(e, it.box);
     }
     e.bytes(plan.storage_data);
@@ -327,11 +347,11 @@ LoadPlan decode_load_plan(const Bytes& b)
     Decoder d(b, "load plan");
     check_magic(d, k_magic_load_plan);
     LoadPlan p;
-    p.items.resize(d.count(15));
+    p.items.resize(d.count(5)); // name, kind, chunk, two shapes: a byte each at least
     for (auto& it : p.items) {
         it.fqn = d.str();
         it.kind = get_kind(d);
-        it.chunk = d.u32();
+        it.chunk = d.uv32();
         it.box = get_box(d);
     }
     p.storage_data = d.bytes();
@@ -355,15 +375,15 @@ Bytes encode(const std::vector<WriteResult>& results)
     e.u32(k_magic_results);
     names.put(e);
     paths.put(e);
-    e.u64(results.size());
+    e.count(results.size());
     for (std::size_t i = 0; i < results.size(); ++i) {
         const auto& r = results[i];
-        e.u32(index[2 * i]);
-        e.u32(r.chunk);
-        e.u32(index[2 * i + 1]);
-        e.u64(r.storage.offset);
-        e.u64(r.storage.length);
-        e.u64(r.storage.checksums.size());
+        e.uv(index[2 * i]);
+        e.uv(r.chunk);
+        e.uv(index[2 * i + 1]);
+        e.uv(r.storage.offset);
+        e.uv(r.storage.length);
+        e.count(r.storage.checksums.size());
         for (auto c : r.storage.checksums)
             e.u64(c);
     }
@@ -377,13 +397,13 @@ std::vector<WriteResult> decode_write_results(const Bytes& b)
     const auto names = get_table(d, "name");
     const auto paths = get_table(d, "path");
     TableRefs name_refs(names, "name"), path_refs(paths, "path");
-    std::vector<WriteResult> rs(d.count(36));
+    std::vector<WriteResult> rs(d.count(result_min_bytes));
     for (auto& r : rs) {
-        r.fqn = name_refs.get(d, d.u32());
-        r.chunk = d.u32();
-        r.storage.path = path_refs.get(d, d.u32());
-        r.storage.offset = d.u64();
-        r.storage.length = d.u64();
+        r.fqn = name_refs.get(d, d.uv32());
+        r.chunk = d.uv32();
+        r.storage.path = path_refs.get(d, d.uv32());
+        r.storage.offset = d.uv();
+        r.storage.length = d.uv();
         r.storage.checksums.resize(d.count(8));
         for (auto& c : r.storage.checksums)
             c = d.u64();
@@ -404,14 +424,14 @@ Bytes encode(const Metadata& md)
     e.str(md.layout);
     e.str(md.created);
     e.u64(md.checksum_block);
-    e.u64(md.entries.size());
+    e.count(md.entries.size());
     for (const auto& [fqn, m] : md.entries) {
         e.str(fqn);
         e.u8(static_cast<std::uint8_t>(m.kind));
         e.u8(static_cast<std::uint8_t>(m.dtype));
         e.shape(m.global_shape);
         e.str(m.value);
-        e.u64(m.chunks.size());
+        e.count(m.chunks.size());
         for (const auto& c : m.chunks) {
             put_box(e, c.box);
             put_storage(e, c.storage);
@@ -431,7 +451,7 @@ Metadata decode_metadata(const Bytes& b)
     md.layout = d.str();
     md.created = d.str();
     md.checksum_block = d.u64();
-    const auto n = d.count(27);
+    const auto n = d.count(6); // name, kind, dtype, shape, value, chunk count: a byte each at least
     for (std::size_t i = 0; i < n; ++i) {
         auto fqn = d.str();
         EntryMeta m;
@@ -439,7 +459,7 @@ Metadata decode_metadata(const Bytes& b)
         m.dtype = get_dtype(d);
         m.global_shape = d.shape();
         m.value = d.str();
-        m.chunks.resize(d.count(34));
+        m.chunks.resize(d.count(6)); // two shapes, path, offset, length, checksum count
         for (auto& c : m.chunks) {
             c.box = get_box(d);
             c.storage = get_storage(d);

@@ -25,6 +25,11 @@ using Bytes = std::vector<std::byte>;
 
 /// Most dimensions an encoded shape may have.
 inline constexpr std::size_t max_encoded_ndim = 64;
+/// The fewest bytes an encoded save plan item takes (name, kind, dtype,
+/// three shapes, nbytes, digest, value, chunk), and a write result (name,
+/// chunk, path, offset, length, checksum count): Decoder::count's guard.
+inline constexpr std::size_t save_item_min_bytes = 10;
+inline constexpr std::size_t result_min_bytes = 6;
 
 class Encoder {
 public:
@@ -54,6 +59,19 @@ public:
         raw(b, 8);
     }
     void i64(std::int64_t v) { u64(static_cast<std::uint64_t>(v)); }
+    /// An unsigned integer in 1 to 10 bytes (LEB128: 7 bits a byte, low
+    /// first, the high bit set on every byte but the last).
+    void uv(std::uint64_t v)
+    {
+        reserve(10);
+        while (v >= 0x80) {
+            m_buf[m_n++] = std::byte(static_cast<std::uint8_t>(v | 0x80));
+            v >>= 7;
+        }
+        m_buf[m_n++] = std::byte(static_cast<std::uint8_t>(v));
+    }
+    /// A count of what follows (Decoder::count).
+    void count(std::size_t n) { uv(n); }
     void str(const std::string& s);
     void bytes(const Bytes& b);
     void shape(const Shape& s);
@@ -108,6 +126,38 @@ public:
         return v;
     }
     std::int64_t i64() { return static_cast<std::int64_t>(u64()); }
+    /// Encoder::uv; fails on a truncated or over-long encoding.
+    std::uint64_t uv()
+    {
+        if (m_end - m_p < 10)
+            return uv_long(); // near the end: every byte checked
+        const auto* p = reinterpret_cast<const std::uint8_t*>(m_p);
+        std::uint64_t v = p[0];
+        if (v < 0x80) {
+            m_p += 1;
+            return v;
+        }
+        v &= 0x7f;
+        for (int i = 1; i < 10; ++i) {
+            const std::uint64_t b = p[i];
+            v |= (b & 0x7f) << (7 * i);
+            if (b < 0x80) {
+                if (b == 0 || (i == 9 && b > 1))
+                    return uv_long(); // refused there, with the reason
+                m_p += i + 1;
+                return v;
+            }
+        }
+        return uv_long();
+    }
+    /// uv() that must fit in 32 bits.
+    std::uint32_t uv32()
+    {
+        const auto v = uv();
+        if (v > UINT32_MAX)
+            fail("value " + std::to_string(v) + " exceeds 32 bits");
+        return static_cast<std::uint32_t>(v);
+    }
     std::string str();
     /// A string as a view into the input (valid as long as the input).
     std::string_view view_str();
@@ -135,6 +185,7 @@ private:
             truncated(n);
     }
     [[noreturn]] void truncated(std::size_t n) const;
+    std::uint64_t uv_long();
     const std::byte* m_p;
     const std::byte* m_end;
     const char* m_what;

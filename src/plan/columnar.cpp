@@ -13,9 +13,9 @@ namespace cairn::detail {
 
 namespace {
 
-constexpr std::uint32_t k_magic_save_plan = 0x43535032;  // "CSP2" (codec.cpp)
-constexpr std::uint32_t k_magic_results = 0x43575232;    // "CWR2" (codec.cpp)
-constexpr std::uint32_t k_magic_assignment = 0x43534131; // "CSA1"
+constexpr std::uint32_t k_magic_save_plan = 0x43535033;  // "CSP3" (codec.cpp)
+constexpr std::uint32_t k_magic_results = 0x43575233;    // "CWR3" (codec.cpp)
+constexpr std::uint32_t k_magic_assignment = 0x43534132; // "CSA2": varints
 constexpr std::uint32_t not_kept = UINT32_MAX;
 
 // Interns the names of each plan's or result's name table: a table of the
@@ -36,7 +36,7 @@ public:
             return true;
         }
         m_prev_bytes = 0;
-        const std::size_t n = d.count(8);
+        const std::size_t n = d.count(1);
         m_views.resize(n);
         m_ids.resize(n);
         for (std::size_t k = 0; k < n; ++k) {
@@ -140,7 +140,7 @@ bool ColumnarSavePlan::Impl::ingest_rank(std::size_t r, const Bytes& plan, std::
     });
     if (!known)
         return false;
-    const std::size_t nitems = d.count(37);
+    const std::size_t nitems = d.count(save_item_min_bytes);
     if (first) {
         if (nitems != entries.size())
             return false; // unused or repeated names
@@ -153,7 +153,7 @@ bool ColumnarSavePlan::Impl::ingest_rank(std::size_t r, const Bytes& plan, std::
     std::int64_t g[max_encoded_ndim], o[max_encoded_ndim], s[max_encoded_ndim];
     std::size_t next = 0; // names are referenced in table order (codec.cpp's canonical form)
     for (std::size_t i = 0; i < nitems; ++i) {
-        const std::uint32_t k = d.u32();
+        const std::uint32_t k = d.uv32();
         if (k >= names.size() || k > next)
             return false;
         next += k == next;
@@ -166,10 +166,10 @@ bool ColumnarSavePlan::Impl::ingest_rank(std::size_t r, const Bytes& plan, std::
         const std::size_t gnd = d.shape_into(g);
         const std::size_t ond = d.shape_into(o);
         const std::size_t snd = d.shape_into(s);
-        const std::uint64_t nbytes = d.u64();
-        const std::uint64_t digest = d.u64();
+        const std::uint64_t nbytes = d.uv();
+        const std::uint64_t digest = d.uv();
         const std::string_view value = d.view_str();
-        (void)d.u32(); // chunk: set by the global plan
+        (void)d.uv32(); // chunk: set by the global plan
         if (ond != snd || e.last_rank == r)
             return false; // malformed box; twice in one plan
         e.last_rank = r;
@@ -664,20 +664,20 @@ Bytes ColumnarSavePlan::encode_final(std::size_t r, const SavePlan& shell)
     }
     const auto& reps = im.replicas_of[r];
     Encoder e;
-    e.reserve(4 + 24 + shell.storage_data.size() + shell.planner_data.size() + 8 * (kept + reps.size()));
+    e.reserve(4 + 30 + shell.storage_data.size() + shell.planner_data.size() + 10 * (kept + reps.size()));
     e.u32(k_magic_assignment);
     e.bytes(shell.storage_data);
     e.bytes(shell.planner_data);
-    e.u64(kept + reps.size());
+    e.count(kept + reps.size());
     for (const auto i : im.slot) {
         if (i == not_kept)
             continue;
-        e.u32(i);
-        e.u32(im.chunk_of[mine[i] * nranks + r]);
+        e.uv(i);
+        e.uv(im.chunk_of[mine[i] * nranks + r]);
     }
     for (const auto& [id, chunk] : reps) {
-        e.u32(im.pos[id]);
-        e.u32(chunk);
+        e.uv(im.pos[id]);
+        e.uv(chunk);
     }
     return e.take();
 }
@@ -738,6 +738,7 @@ void ColumnarSavePlan::attach_results(const std::vector<Bytes>& results)
     std::unordered_map<std::string_view, std::int64_t> file_index; // views into `results`
     NameTable names;
     std::vector<std::int64_t> file_of; // this rank's path table -> file
+    md.sums.reserve(md.chunk_count()); // a checksum per chunk at least, usually: no regrowth copies
     std::size_t got = 0;
     constexpr std::uint32_t unknown = not_kept - 1;
     for (std::size_t r = 0; r < results.size(); ++r) {
@@ -748,7 +749,7 @@ void ColumnarSavePlan::attach_results(const std::vector<Bytes>& results)
             const auto it = by_name.find(name);
             return it == by_name.end() ? unknown : it->second;
         });
-        const std::size_t npaths = d.count(8);
+        const std::size_t npaths = d.count(1);
         file_of.resize(npaths);
         for (std::size_t k = 0; k < npaths; ++k) {
             const std::string_view path = d.view_str();
@@ -757,12 +758,12 @@ void ColumnarSavePlan::attach_results(const std::vector<Bytes>& results)
                 md.files.emplace_back(path);
             file_of[k] = it->second;
         }
-        const std::size_t n = d.count(36);
+        const std::size_t n = d.count(result_min_bytes);
         std::size_t next_name = 0, next_path = 0;
         for (std::size_t i = 0; i < n; ++i) {
-            const std::uint32_t ni = d.u32();
-            const std::uint32_t chunk = d.u32();
-            const std::uint32_t pi = d.u32();
+            const std::uint32_t ni = d.uv32();
+            const std::uint32_t chunk = d.uv32();
+            const std::uint32_t pi = d.uv32();
             if (ni >= names.size() || ni > next_name)
                 d.fail("name index " + std::to_string(ni) + " beyond the table of " + std::to_string(names.size()) +
                        " or out of order");
@@ -771,8 +772,8 @@ void ColumnarSavePlan::attach_results(const std::vector<Bytes>& results)
                        " or out of order");
             next_name += ni == next_name;
             next_path += pi == next_path;
-            const std::uint64_t offset = d.u64();
-            const std::uint64_t length = d.u64();
+            const std::uint64_t offset = d.uv();
+            const std::uint64_t length = d.uv();
             const std::size_t nsums = d.count(8);
             const std::uint32_t e = names.id(ni);
             if (e == unknown || chunk >= md.entries[e].chunks)
@@ -819,11 +820,11 @@ SavePlan apply_assignment(const SavePlan& local, const Bytes& assignment)
     SavePlan p;
     p.storage_data = d.bytes();
     p.planner_data = d.bytes();
-    const std::size_t n = d.count(8);
+    const std::size_t n = d.count(2);
     p.items.reserve(n);
     for (std::size_t k = 0; k < n; ++k) {
-        const std::uint32_t i = d.u32();
-        const std::uint32_t chunk = d.u32();
+        const std::uint32_t i = d.uv32();
+        const std::uint32_t chunk = d.uv32();
         if (i >= local.items.size())
             d.fail("item " + std::to_string(i) + " of a local plan of " + std::to_string(local.items.size()));
         WriteItem w = local.items[i];

@@ -210,6 +210,35 @@ void patch_u64(Bytes& b, std::size_t off, std::uint64_t v)
         b[off + i] = std::byte(static_cast<std::uint8_t>(v >> (8 * i)));
 }
 
+// The varint (Encoder::uv) at `off`: its length in bytes.
+std::size_t varint_length(const Bytes& b, std::size_t off)
+{
+    std::size_t n = 1;
+    while (off + n - 1 < b.size() && std::to_integer<std::uint8_t>(b[off + n - 1]) >= 0x80)
+        ++n;
+    REQUIRE(off + n <= b.size());
+    return n;
+}
+
+std::uint64_t read_varint(const Bytes& b, std::size_t off)
+{
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < varint_length(b, off); ++i)
+        v |= std::uint64_t(std::to_integer<std::uint8_t>(b[off + i]) & 0x7f) << (7 * i);
+    return v;
+}
+
+// Replaces the varint at `off` by `v`'s encoding (longer or shorter).
+void replace_varint(Bytes& b, std::size_t off, std::uint64_t v)
+{
+    Encoder e;
+    e.uv(v);
+    const auto enc = e.take();
+    const auto n = varint_length(b, off);
+    b.erase(b.begin() + static_cast<std::ptrdiff_t>(off), b.begin() + static_cast<std::ptrdiff_t>(off + n));
+    b.insert(b.begin() + static_cast<std::ptrdiff_t>(off), enc.begin(), enc.end());
+}
+
 std::uint64_t read_u64(const Bytes& b, std::size_t off)
 {
     std::uint64_t v = 0;
@@ -365,57 +394,62 @@ TEST_CASE("codec: huge counts and lengths are refused before allocating", "[code
     const auto wr = encode(sample_results());
     const auto md = encode(sample_metadata());
 
-    // offsets of count fields: item count right after the magic
+    // Counts and lengths are varints (Encoder::uv): each is replaced by the
+    // huge value's encoding. A save plan and write results start with the
+    // name table's count, then the first name's length.
     for (auto v : huge_values) {
         INFO("patched value " << v);
         auto b = sp;
-        patch_u64(b, 4, v); // item count
+        replace_varint(b, 4, v); // name table count
         CHECK_THAT(message_of<error::FormatError>([&] { decode_save_plan(b); }), StartsWith("OK:"));
         b = sp;
-        patch_u64(b, 12, v); // length of the first fqn
+        replace_varint(b, 5, v); // length of the first fqn
         CHECK_THAT(message_of<error::FormatError>([&] { decode_save_plan(b); }), StartsWith("OK:"));
         b = sp;
         // storage_data length: the encoding ends with two length-prefixed blobs
         const auto p = sample_save_plan();
-        const auto storage_len_off = b.size() - p.planner_data.size() - 8 - p.storage_data.size() - 8;
-        REQUIRE(read_u64(b, storage_len_off) == p.storage_data.size());
-        patch_u64(b, storage_len_off, v);
+        REQUIRE(p.planner_data.size() < 128);
+        REQUIRE(p.storage_data.size() < 128);
+        const auto storage_len_off = b.size() - p.planner_data.size() - 1 - p.storage_data.size() - 1;
+        REQUIRE(read_varint(b, storage_len_off) == p.storage_data.size());
+        replace_varint(b, storage_len_off, v);
         CHECK_THAT(message_of<error::FormatError>([&] { decode_save_plan(b); }), StartsWith("OK:"));
 
         b = lp;
-        patch_u64(b, 4, v);
+        replace_varint(b, 4, v); // item count
         CHECK_THAT(message_of<error::FormatError>([&] { decode_load_plan(b); }), StartsWith("OK:"));
         b = wr;
-        patch_u64(b, 4, v);
+        replace_varint(b, 4, v);
         CHECK_THAT(message_of<error::FormatError>([&] { decode_write_results(b); }), StartsWith("OK:"));
         b = wr;
-        patch_u64(b, 12, v);
+        replace_varint(b, 5, v);
         CHECK_THAT(message_of<error::FormatError>([&] { decode_write_results(b); }), StartsWith("OK:"));
 
         // metadata: the entry count follows the header strings
         Metadata header = sample_metadata();
         header.entries.clear();
-        const auto count_off = encode(header).size() - 8;
-        REQUIRE(read_u64(md, count_off) == sample_metadata().entries.size());
+        const auto count_off = encode(header).size() - 1;
+        REQUIRE(read_varint(md, count_off) == sample_metadata().entries.size());
         b = md;
-        patch_u64(b, count_off, v);
+        replace_varint(b, count_off, v);
         CHECK_THAT(message_of<error::FormatError>([&] { decode_metadata(b); }), StartsWith("OK:"));
         b = md;
-        patch_u64(b, 8, v); // length of library_version
+        replace_varint(b, 8, v); // length of library_version
         CHECK_THAT(message_of<error::FormatError>([&] { decode_metadata(b); }), StartsWith("OK:"));
     }
 }
 
 TEST_CASE("codec: a count one too large is refused", "[codec]")
 {
+    // The name table's count, one more or one fewer than it holds.
     auto b = encode(sample_results());
-    patch_u64(b, 4, sample_results().size() + 1);
+    replace_varint(b, 4, read_varint(b, 4) + 1);
     CHECK_THROWS_AS(decode_write_results(b), error::FormatError);
     b = encode(sample_save_plan());
-    patch_u64(b, 4, sample_save_plan().items.size() + 1);
+    replace_varint(b, 4, read_varint(b, 4) + 1);
     CHECK_THROWS_AS(decode_save_plan(b), error::FormatError);
     b = encode(sample_save_plan());
-    patch_u64(b, 4, sample_save_plan().items.size() - 1);
+    replace_varint(b, 4, read_varint(b, 4) - 1);
     CHECK_THROWS_AS(decode_save_plan(b), error::FormatError);
 }
 
@@ -432,12 +466,12 @@ TEST_CASE("codec: chunk count of a metadata entry patched to 2^60", "[codec]")
     auto b = encode(md);
     Metadata header = md;
     header.entries.clear();
-    // after the header (ending with the entry count): name(8+1) kind dtype
-    // global_shape(1+8) value(8), then the chunk count
-    const auto chunk_count_off = encode(header).size() + 9 + 1 + 1 + 1 + 8 + 8;
-    REQUIRE(read_u64(b, chunk_count_off) == 1);
-    REQUIRE(read_u64(b, chunk_count_off - 8) == 0); // the empty value's length
-    patch_u64(b, chunk_count_off, k_huge);
+    // after the header (ending with the entry count): name(1+1) kind dtype
+    // global_shape(1+1) value(1), then the chunk count
+    const auto chunk_count_off = encode(header).size() + 2 + 1 + 1 + 2 + 1;
+    REQUIRE(read_varint(b, chunk_count_off) == 1);
+    REQUIRE(read_varint(b, chunk_count_off - 1) == 0); // the empty value's length
+    replace_varint(b, chunk_count_off, k_huge);
     CHECK_THAT(message_of<error::FormatError>([&] { decode_metadata(b); }), StartsWith("OK:") && Contains("count"));
 }
 
@@ -445,13 +479,14 @@ TEST_CASE("codec: invalid kind, dtype, rank and negative extents are refused", "
 {
     const auto sp = encode(sample_save_plan());
     // magic, the name table (count, then each name: length, bytes), the
-    // item count, the first item's name index, then its kind
-    std::size_t table = 8;
+    // item count, the first item's name index, then its kind (few items:
+    // the counts and indices take one byte; a name's length one or two)
+    std::size_t table = 1;
     std::set<std::string> names;
     for (const auto& it : sample_save_plan().items)
         if (names.insert(it.fqn).second)
-            table += 8 + it.fqn.size();
-    const std::size_t kind_off = 4 + table + 8 + 4, dtype_off = kind_off + 1, rank_off = kind_off + 2;
+            table += (it.fqn.size() < 128 ? 1 : 2) + it.fqn.size();
+    const std::size_t kind_off = 4 + table + 1 + 1, dtype_off = kind_off + 1, rank_off = kind_off + 2;
     REQUIRE(std::to_integer<int>(sp[kind_off]) == static_cast<int>(ItemKind::array));
     REQUIRE(std::to_integer<int>(sp[dtype_off]) == static_cast<int>(DType::f32));
     REQUIRE(std::to_integer<int>(sp[rank_off]) == 3);
@@ -473,13 +508,13 @@ TEST_CASE("codec: invalid kind, dtype, rank and negative extents are refused", "
     }
     {
         auto b = sp;
-        patch_u64(b, rank_off + 1, static_cast<std::uint64_t>(-1)); // first extent of global_shape
+        replace_varint(b, rank_off + 1, static_cast<std::uint64_t>(-1)); // first extent of global_shape
         CHECK_THAT(message_of<error::FormatError>([&] { decode_save_plan(b); }), StartsWith("OK:") && Contains("negative"));
     }
 
     // load plan: kind right after the first fqn
     const auto lp = encode(sample_load_plan());
-    const auto lkind = 4 + 8 + 8 + sample_load_plan().items[0].fqn.size();
+    const auto lkind = 4 + 1 + 1 + sample_load_plan().items[0].fqn.size();
     REQUIRE(std::to_integer<int>(lp[lkind]) == 0);
     auto b = lp;
     b[lkind] = std::byte{9};
@@ -489,7 +524,7 @@ TEST_CASE("codec: invalid kind, dtype, rank and negative extents are refused", "
     const auto md = sample_metadata();
     Metadata header = md;
     header.entries.clear();
-    const auto mkind = encode(header).size() + 8 + md.entries.begin()->first.size();
+    const auto mkind = encode(header).size() + 1 + md.entries.begin()->first.size();
     const auto mb = encode(md);
     REQUIRE(std::to_integer<int>(mb[mkind]) == static_cast<int>(md.entries.begin()->second.kind));
     b = mb;
@@ -504,11 +539,11 @@ TEST_CASE("codec: hand-made encodings: box ranks and duplicate names", "[codec]"
 {
     const auto load_plan_with_box = [](const Shape& offsets, const Shape& extents) {
         Encoder e;
-        e.u32(0x434c5031); // "CLP1"
-        e.u64(1);
+        e.u32(0x434c5032); // "CLP2"
+        e.count(1);
         e.str("x");
         e.u8(0);
-        e.u32(0);
+        e.uv(0);
         e.shape(offsets);
         e.shape(extents);
         e.bytes({});
@@ -525,21 +560,21 @@ TEST_CASE("codec: hand-made encodings: box ranks and duplicate names", "[codec]"
 
     const auto metadata_with = [](const std::string& n1, const std::string& n2) {
         Encoder e;
-        e.u32(0x434d4431); // "CMD1"
+        e.u32(0x434d4432); // "CMD2"
         e.u32(1);
         e.str("v");
         e.u32(1);
         e.str("distcp");
         e.str("now");
         e.u64(0); // checksum block: none
-        e.u64(2);
+        e.count(2);
         for (const auto& n : {n1, n2}) {
             e.str(n);
             e.u8(static_cast<std::uint8_t>(ItemKind::string));
             e.u8(0);
             e.shape({});
             e.str("value");
-            e.u64(0);
+            e.count(0);
         }
         return e.take();
     };
@@ -596,6 +631,46 @@ TEST_CASE("codec: random corruption decodes or throws FormatError, nothing else"
         CHECK(refused > 0);
         CHECK(decoded + refused + static_cast<int>(bad.size()) == 2000);
     }
+}
+
+TEST_CASE("codec: varints take 1 to 10 bytes, one encoding per value", "[codec]")
+{
+    const std::pair<std::uint64_t, std::size_t> cases[] = {
+        {0, 1}, {1, 1}, {127, 1}, {128, 2}, {16383, 2}, {16384, 3}, {std::uint64_t(1) << 32, 5},
+        {std::uint64_t(1) << 63, 10}, {std::numeric_limits<std::uint64_t>::max(), 10}};
+    for (const auto& [v, len] : cases) {
+        INFO(v);
+        Encoder e;
+        e.uv(v);
+        e.u8(0xAB); // what follows is left where it is
+        const auto b = e.take();
+        CHECK(b.size() == len + 1);
+        Decoder d(b, "test");
+        CHECK(d.uv() == v);
+        CHECK(d.u8() == 0xAB);
+        CHECK(d.done());
+    }
+    const auto refused = [](std::initializer_list<int> bytes) {
+        Bytes b;
+        for (int x : bytes)
+            b.push_back(std::byte(static_cast<std::uint8_t>(x)));
+        return message_of<error::FormatError>([&] {
+            Decoder d(b, "test");
+            d.uv();
+        });
+    };
+    CHECK_THAT(refused({}), StartsWith("OK:") && Contains("truncated"));
+    CHECK_THAT(refused({0x80}), StartsWith("OK:") && Contains("truncated"));
+    CHECK_THAT(refused({0x80, 0x00}), StartsWith("OK:") && Contains("trailing zero"));
+    CHECK_THAT(refused({0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x02}), StartsWith("OK:") && Contains("64 bits"));
+    CHECK_THAT(refused({0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x81, 0x01}),
+               StartsWith("OK:") && Contains("64 bits"));
+    // uv32 refuses what does not fit in 32 bits.
+    Encoder e;
+    e.uv(std::uint64_t(1) << 32);
+    const auto b = e.take();
+    Decoder d(b, "test");
+    CHECK_THAT(message_of<error::FormatError>([&] { d.uv32(); }), StartsWith("OK:") && Contains("32 bits"));
 }
 
 TEST_CASE("hash64", "[codec]")

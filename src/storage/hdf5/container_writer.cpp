@@ -55,7 +55,7 @@ Bytes encode_list(const std::string& tmp, const std::vector<DatasetSpec>& specs)
 {
     detail::Encoder enc;
     enc.str(tmp);
-    enc.u64(specs.size());
+    enc.count(specs.size());
     for (const auto& s : specs) {
         enc.str(s.fqn);
         enc.str(s.path);
@@ -70,7 +70,7 @@ std::vector<DatasetSpec> decode_list(const Bytes& b, std::string& tmp)
 {
     detail::Decoder dec(b, "container dataset list");
     tmp = dec.str();
-    std::vector<DatasetSpec> specs(dec.count(12));
+    std::vector<DatasetSpec> specs(dec.count(5));
     for (auto& s : specs) {
         s.fqn = dec.str();
         s.path = dec.str();
