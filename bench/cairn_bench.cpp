@@ -70,7 +70,8 @@ struct Options {
     long plan_ranks = 2048;     // ladder 1024, 2048, 4096, 16384 up to this
     long plan_arrays = 1000;
     bool plan_generic = false;  // also time the struct-based coordinator path
-    long plan_prewarm = 100;    // bytes per chunk touched and freed before the coordinator's steps (its peak: 84 at 16,384 x 1,000)
+    long plan_prewarm = 100;    // bytes per chunk touched and freed before the coordinator's steps
+                                // (its measured peak: 84 at 16,384 x 1,000)
     std::string python;           // for bench/torch_dcp.py
     std::string torch_script;
     int small_arrays = 10000;     // mixed workload

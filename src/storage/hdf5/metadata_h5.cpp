@@ -225,8 +225,10 @@ void write_metadata_group(hid_t loc, const MetadataColumns& md)
     const bool extents_fit = std::all_of(shapes.begin(), shapes.end(), [](std::int64_t e) {
         return e <= std::numeric_limits<std::int32_t>::max();
     });
-    write_runs_or(root, "chunk_boxes", boxes_as_runs, box_runs, [&] { h5::write_i64_column(root, "chunk_boxes", md.boxes, extents_fit); });
-    write_runs_or(root, "chunk_files", files_as_runs, file_runs, [&] { h5::write_i64_column(root, "chunk_files", md.chunk_file); });
+    write_runs_or(root, "chunk_boxes", boxes_as_runs, box_runs,
+                  [&] { h5::write_i64_column(root, "chunk_boxes", md.boxes, extents_fit); });
+    write_runs_or(root, "chunk_files", files_as_runs, file_runs,
+                  [&] { h5::write_i64_column(root, "chunk_files", md.chunk_file); });
     write_runs_or(root, "chunk_offsets", offsets_as_runs, offset_runs,
                   [&] { h5::write_u64_column(root, "chunk_offsets", md.chunk_offset); });
     write_runs_or(root, "chunk_lengths", lengths_as_runs, length_runs,
