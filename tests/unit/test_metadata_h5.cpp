@@ -402,7 +402,7 @@ TEST_CASE("metadata file: the chunk columns of many regular chunks are stored as
             H5Aclose(a);
         });
         CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains(path) && Contains("chunk_lengths_runs") &&
-                                            Contains("end inside entry 0"));
+                                            Contains("end inside entry 'u'"));
     }
     SECTION("a column both plain and in runs is a FormatError")
     {

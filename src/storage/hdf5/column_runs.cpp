@@ -72,9 +72,12 @@ bool encode_runs(const std::vector<T>& values, const std::vector<RowBlock>& bloc
 
 template <class T>
 std::vector<T> decode_runs(const std::vector<std::int64_t>& runs, const std::vector<RowBlock>& blocks,
-                           const std::string& what)
+                           const std::string& what, const std::vector<std::string>* names)
 {
     const auto fail = [&](const std::string& why) { throw error::FormatError(what + ": " + why); };
+    const auto entry = [&](std::size_t i) {
+        return names && i < names->size() ? "entry '" + (*names)[i] + "'" : "entry " + std::to_string(i);
+    };
     if (runs.size() % 3)
         fail(std::to_string(runs.size()) + " values, not (first, step, count) triples");
     std::uint64_t total = 0;
@@ -91,12 +94,11 @@ std::vector<T> decode_runs(const std::vector<std::int64_t>& runs, const std::vec
         for (std::size_t j = 0; j < w; ++j) {
             for (std::size_t c = 0; c < k;) {
                 if (r + 3 > runs.size())
-                    fail("the runs end inside entry " + std::to_string(i) + " (" + std::to_string(r / 3) + " runs)");
+                    fail("the runs end inside " + entry(i) + " (" + std::to_string(r / 3) + " runs)");
                 const std::int64_t first = runs[r], step = runs[r + 1], count = runs[r + 2];
                 if (count < 1 || static_cast<std::uint64_t>(count) > k - c)
                     fail("run " + std::to_string(r / 3) + " has count " + std::to_string(count) + " where lane " +
-                         std::to_string(j) + " of entry " + std::to_string(i) + " has " + std::to_string(k - c) +
-                         " values left");
+                         std::to_string(j) + " of " + entry(i) + " has " + std::to_string(k - c) + " values left");
                 std::int64_t last = 0, span = 0;
                 if (__builtin_mul_overflow(step, count - 1, &span) || __builtin_add_overflow(first, span, &last))
                     fail("run " + std::to_string(r / 3) + " overflows 64 bits");
@@ -120,8 +122,10 @@ template bool encode_runs<std::int64_t>(const std::vector<std::int64_t>&, const 
 template bool encode_runs<std::uint64_t>(const std::vector<std::uint64_t>&, const std::vector<RowBlock>&, std::size_t,
                                          std::vector<std::int64_t>&);
 template std::vector<std::int64_t> decode_runs<std::int64_t>(const std::vector<std::int64_t>&,
-                                                             const std::vector<RowBlock>&, const std::string&);
+                                                             const std::vector<RowBlock>&, const std::string&,
+                                                             const std::vector<std::string>*);
 template std::vector<std::uint64_t> decode_runs<std::uint64_t>(const std::vector<std::int64_t>&,
-                                                               const std::vector<RowBlock>&, const std::string&);
+                                                               const std::vector<RowBlock>&, const std::string&,
+                                                               const std::vector<std::string>*);
 
 } // namespace cairn::detail

@@ -34,8 +34,10 @@ bool encode_runs(const std::vector<T>& values, const std::vector<RowBlock>& bloc
 /// Throws FormatError, naming `what`, when the runs do not fill every lane
 /// of every block exactly (a run crossing a lane, runs left over or
 /// missing), when a count is not positive, or when a value leaves T's range.
+/// `names`, when given, names the blocks' entries in the messages (else
+/// their index).
 template <class T>
 std::vector<T> decode_runs(const std::vector<std::int64_t>& runs, const std::vector<RowBlock>& blocks,
-                           const std::string& what);
+                           const std::string& what, const std::vector<std::string>* names = nullptr);
 
 } // namespace cairn::detail

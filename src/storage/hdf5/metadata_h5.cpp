@@ -96,7 +96,8 @@ void write_runs_or(hid_t root, const char* name, bool as_runs, const std::vector
 
 // A per-chunk column as stored: plain or in its run form, never both.
 template <class T>
-std::vector<T> read_chunk_column(hid_t root, const char* name, const std::vector<RowBlock>& blocks, const std::string& rw)
+std::vector<T> read_chunk_column(hid_t root, const char* name, const std::vector<RowBlock>& blocks,
+                                 const std::vector<std::string>& entries, const std::string& rw)
 {
     const std::string runs_name = std::string(name) + "_runs";
     const bool plain = h5::has_attr(root, name), runs = h5::has_attr(root, runs_name.c_str());
@@ -112,7 +113,7 @@ std::vector<T> read_chunk_column(hid_t root, const char* name, const std::vector
     const auto triples = h5::read_i64_attr(root, runs_name.c_str(), rw, &dims);
     if (!triples.empty() && (dims.size() != 2 || dims[1] != 3))
         throw error::FormatError(rw + ": attribute '" + runs_name + "' is not an array of (first, step, count) rows");
-    return decode_runs<T>(triples, blocks, rw + ": attribute '" + runs_name + "'");
+    return decode_runs<T>(triples, blocks, rw + ": attribute '" + runs_name + "'", &entries);
 }
 
 } // namespace
@@ -293,10 +294,10 @@ Metadata read_metadata_group(hid_t loc, const std::string& where)
         box_blocks[i] = {static_cast<std::uint64_t>(counts[i]), 2u * ndims[i]};
         chunk_blocks[i] = {static_cast<std::uint64_t>(counts[i]), 1};
     }
-    const auto boxes = read_chunk_column<std::int64_t>(root, "chunk_boxes", box_blocks, rw);
-    const auto chunk_file = read_chunk_column<std::int64_t>(root, "chunk_files", chunk_blocks, rw);
-    const auto chunk_offset = read_chunk_column<std::uint64_t>(root, "chunk_offsets", chunk_blocks, rw);
-    const auto chunk_length = read_chunk_column<std::uint64_t>(root, "chunk_lengths", chunk_blocks, rw);
+    const auto boxes = read_chunk_column<std::int64_t>(root, "chunk_boxes", box_blocks, names, rw);
+    const auto chunk_file = read_chunk_column<std::int64_t>(root, "chunk_files", chunk_blocks, names, rw);
+    const auto chunk_offset = read_chunk_column<std::uint64_t>(root, "chunk_offsets", chunk_blocks, names, rw);
+    const auto chunk_length = read_chunk_column<std::uint64_t>(root, "chunk_lengths", chunk_blocks, names, rw);
     const auto algorithm = h5::read_string_attr(root, "checksum_algorithm", rw);
     const auto block = h5::read_i64_attr(root, "checksum_block_bytes", rw);
     const auto sums = h5::read_u64_attr(root, "chunk_checksums", rw);
