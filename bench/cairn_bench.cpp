@@ -1195,7 +1195,9 @@ void bench_planning(long ranks, long arrays, Results& R)
                 it.nbytes = static_cast<u64>(rows * cols * 8);
                 p.items.push_back(std::move(it));
             }
-            gathered[static_cast<std::size_t>(r)] = cd::encode(p);
+            // As a save sends it: every rank's name table is the same, so
+            // ranks but 0 leave theirs out (src/checkpoint.cpp).
+            gathered[static_cast<std::size_t>(r)] = r == 0 ? cd::encode(p) : cd::strip_name_table(cd::encode(p));
             gathered_bytes += run == 0 ? gathered[static_cast<std::size_t>(r)].size() : 0;
             if (r == 0)
                 plan0 = std::move(p);
@@ -1205,10 +1207,14 @@ void bench_planning(long ranks, long arrays, Results& R)
         // freed just before (the method of "Fresh memory" in BENCHMARKS.md:
         // on this VM the first use of memory the host has taken back costs
         // more than the work; a coordinator on a dedicated node reuses its own).
-        if (g_opt.plan_prewarm > 0) {
-            std::vector<char> warm(static_cast<std::size_t>(g_opt.plan_prewarm) * static_cast<std::size_t>(ranks * arrays));
-            touch_write(warm.data(), warm.size());
-        }
+        const auto prewarm = [&] {
+            if (g_opt.plan_prewarm > 0) {
+                std::vector<char> warm(static_cast<std::size_t>(g_opt.plan_prewarm) *
+                                       static_cast<std::size_t>(ranks * arrays));
+                touch_write(warm.data(), warm.size());
+            }
+        };
+        prewarm();
         {
             std::ofstream f("/proc/self/clear_refs"); // VmHWM from here: the coordinator's peak
             f << "5";
@@ -1233,6 +1239,14 @@ void bench_planning(long ranks, long arrays, Results& R)
         t0 = now();
         auto results = make_results(run);
         t_build += now() - t0;
+        // Again: building the results took memory. The peak so far is kept,
+        // VmHWM reset after the pre-warm.
+        peak_extra = std::max(peak_extra, static_cast<double>(status_kib("VmHWM") - rss_before) * 1024.0);
+        prewarm();
+        {
+            std::ofstream f("/proc/self/clear_refs");
+            f << "5";
+        }
         t0 = now();
         cp.attach_results(results);
         t_attach += now() - t0;
@@ -1335,7 +1349,8 @@ void bench_planning_generic(long ranks, long arrays, Results& R)
                     it.nbytes = static_cast<u64>(rows * cols * 8);
                     p.items.push_back(std::move(it));
                 }
-                gathered[static_cast<std::size_t>(r)] = cairn::detail::encode(p);
+                gathered[static_cast<std::size_t>(r)] =
+                    r == 0 ? cairn::detail::encode(p) : cairn::detail::strip_name_table(cairn::detail::encode(p));
                 gathered_bytes += run == 0 ? gathered[static_cast<std::size_t>(r)].size() : 0;
             }
         }
@@ -1343,9 +1358,10 @@ void bench_planning_generic(long ranks, long arrays, Results& R)
         t0 = now();
         std::vector<cairn::SavePlan> plans;
         plans.reserve(gathered.size());
-        for (auto& g : gathered) {
-            plans.push_back(cairn::detail::decode_save_plan(g));
-            cairn::detail::Bytes().swap(g);
+        for (auto& g : gathered) { // as src/checkpoint.cpp: rank 0's table for the plans sent without one
+            plans.push_back(cairn::detail::decode_save_plan(cairn::detail::restore_name_table(g, gathered.front())));
+            if (&g != &gathered.front())
+                cairn::detail::Bytes().swap(g);
         }
         gathered.clear();
         t_decode += now() - t0;

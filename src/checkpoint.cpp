@@ -187,6 +187,7 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
     s.log.begin(Phase::plan);
     bool columnar = false; // the default planner with Cairn's own storage
     PlanKey key;
+    Bytes stripped; // ranks but 0: the plan without its name table, sent when every rank's is alike
     const Bytes local = run_phase(c, "local plan", [&] {
         s.planner = options.planner ? options.planner : std::make_shared<DefaultSavePlanner>();
         s.storage = options.storage ? options.storage : default_writer(options, checkpoint_id);
@@ -200,6 +201,9 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
         columnar = typeid(planner) == typeid(DefaultSavePlanner) && detail::BuiltinWriters::is_builtin(*s.storage);
         if (options.reuse_plan && columnar)
             key = plan_key(s.local);
+        key.names = name_table_hash(plan);
+        if (!coord)
+            stripped = strip_name_table(plan);
         s.log.finished();
         return plan;
     });
@@ -212,7 +216,8 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
     s.log.begin(Phase::exchange);
     auto reuse = negotiate_plan_reuse(c, std::move(key));
     s.plan_reused = reuse.reuse;
-    const std::vector<Bytes> gathered = reuse.reuse ? std::vector<Bytes>{} : gather_bytes(c, local);
+    const std::vector<Bytes> gathered =
+        reuse.reuse ? std::vector<Bytes>{} : gather_bytes(c, !coord && reuse.same_names ? stripped : local);
     std::vector<Bytes> finals;
     try {
         run_phase(c, "global plan", [&] {
@@ -248,8 +253,8 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
             }
             std::vector<SavePlan> plans;
             plans.reserve(gathered.size());
-            for (const auto& g : gathered)
-                plans.push_back(decode_save_plan(g));
+            for (const auto& g : gathered) // a plan sent without its name table has rank 0's
+                plans.push_back(decode_save_plan(restore_name_table(g, gathered.front())));
             auto [global, md] = s.planner->create_global_plan(std::move(plans));
             global = s.storage->prepare_global_plan(std::move(global));
             if (global.size() != static_cast<std::size_t>(c.size))

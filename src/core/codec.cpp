@@ -1,6 +1,7 @@
 #include "core/codec.hpp"
 
 #include "cairn/errors.hpp"
+#include "core/checksum.hpp"
 
 #include <cstring>
 #include <unordered_map>
@@ -11,6 +12,7 @@ namespace {
 // Integers that are mostly small (indices, extents, lengths, counts) are
 // varints (Encoder::uv); magic numbers, checksums and digests are fixed.
 constexpr std::uint32_t k_magic_save_plan = 0x43535033;   // "CSP3": with a name table, varints
+constexpr std::uint32_t k_magic_save_plan_shared = 0x43534e33; // "CSN3": CSP3 without its name table (rank 0's)
 constexpr std::uint32_t k_magic_load_plan = 0x434c5032;   // "CLP2": varints
 constexpr std::uint32_t k_magic_results = 0x43575233;     // "CWR3": with name and path tables, varints
 constexpr std::uint32_t k_magic_metadata = 0x434d4432;    // "CMD2": varints
@@ -299,6 +301,63 @@ Bytes encode(const SavePlan& plan)
 }
 
 SavePlan decode_save_plan(const Bytes& b) { return decode_save_plan(b.data(), b.size()); }
+
+namespace {
+// Where the name table of an encode() form of a save plan ends.
+std::size_t name_table_end(const Bytes& plan)
+{
+    Decoder d(plan, "save plan");
+    check_magic(d, k_magic_save_plan);
+    const std::size_t n = d.count(1);
+    for (std::size_t k = 0; k < n; ++k)
+        (void)d.view_str();
+    return static_cast<std::size_t>(d.position() - plan.data());
+}
+
+void put_u32(Bytes& b, std::uint32_t v)
+{
+    for (int i = 0; i < 4; ++i)
+        b.push_back(std::byte(static_cast<std::uint8_t>(v >> (8 * i))));
+}
+} // namespace
+
+Bytes strip_name_table(const Bytes& plan)
+{
+    const std::size_t end = name_table_end(plan);
+    Bytes out;
+    out.reserve(4 + plan.size() - end);
+    put_u32(out, k_magic_save_plan_shared);
+    out.insert(out.end(), plan.begin() + static_cast<std::ptrdiff_t>(end), plan.end());
+    return out;
+}
+
+bool has_shared_names(const Bytes& plan) noexcept
+{
+    if (plan.size() < 4)
+        return false;
+    std::uint32_t v = 0;
+    for (int i = 0; i < 4; ++i)
+        v |= std::uint32_t(std::to_integer<std::uint8_t>(plan[static_cast<std::size_t>(i)])) << (8 * i);
+    return v == k_magic_save_plan_shared;
+}
+
+Bytes restore_name_table(const Bytes& shared, const Bytes& with_names)
+{
+    if (!has_shared_names(shared))
+        return shared;
+    const std::size_t end = name_table_end(with_names);
+    Bytes out;
+    out.reserve(end + shared.size() - 4);
+    out.insert(out.end(), with_names.begin(), with_names.begin() + static_cast<std::ptrdiff_t>(end));
+    out.insert(out.end(), shared.begin() + 4, shared.end());
+    return out;
+}
+
+std::uint64_t name_table_hash(const Bytes& plan)
+{
+    const std::size_t end = name_table_end(plan);
+    return checksum(plan.data() + 4, end - 4);
+}
 
 SavePlan decode_save_plan(const std::byte* data, std::size_t size)
 {

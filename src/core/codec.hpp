@@ -194,6 +194,18 @@ private:
 Bytes encode(const SavePlan& plan);
 SavePlan decode_save_plan(const Bytes& b);
 SavePlan decode_save_plan(const std::byte* data, std::size_t size);
+
+/// An encoded save plan as a rank sends it when every rank's name table is
+/// the same bytes (agreed with a hash): without the table, which the
+/// coordinator takes from rank 0's plan. strip_name_table() makes that form
+/// from encode()'s (throws FormatError on anything else);
+/// has_shared_names() tells it; restore_name_table() puts back the table of
+/// `with_names` (an encode() form), giving what encode() made.
+Bytes strip_name_table(const Bytes& plan);
+bool has_shared_names(const Bytes& plan) noexcept;
+Bytes restore_name_table(const Bytes& shared, const Bytes& with_names);
+/// XXH3 of the name table bytes of an encode() form.
+std::uint64_t name_table_hash(const Bytes& plan);
 Bytes encode(const LoadPlan& plan);
 LoadPlan decode_load_plan(const Bytes& b);
 Bytes encode(const std::vector<WriteResult>& results);

@@ -14,6 +14,7 @@ namespace cairn::detail {
 namespace {
 
 constexpr std::uint32_t k_magic_save_plan = 0x43535033;  // "CSP3" (codec.cpp)
+constexpr std::uint32_t k_magic_save_plan_shared = 0x43534e33; // "CSN3": without the name table (codec.cpp)
 constexpr std::uint32_t k_magic_results = 0x43575233;    // "CWR3" (codec.cpp)
 constexpr std::uint32_t k_magic_assignment = 0x43534132; // "CSA2": varints
 constexpr std::uint32_t not_kept = UINT32_MAX;
@@ -121,10 +122,13 @@ bool ColumnarSavePlan::Impl::ingest_rank(std::size_t r, const Bytes& plan, std::
                                          NameTable& names)
 {
     Decoder d(plan, "save plan");
-    if (d.u32() != k_magic_save_plan)
-        return false;
+    const std::uint32_t magic = d.u32();
     const bool first = r == 0;
-    const bool known = names.read(d, [&](std::string_view name) -> std::uint32_t {
+    // A plan sent without its name table uses rank 0's, which `names` holds
+    // (every rank's table was agreed to be the same bytes).
+    if (magic != k_magic_save_plan && (first || magic != k_magic_save_plan_shared))
+        return false;
+    const bool known = magic == k_magic_save_plan_shared || names.read(d, [&](std::string_view name) -> std::uint32_t {
         if (first) {
             auto [it, fresh] = index.try_emplace(name, static_cast<std::uint32_t>(entries.size()));
             if (fresh) {
