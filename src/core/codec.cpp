@@ -331,15 +331,17 @@ Bytes strip_name_table(const Bytes& plan)
     return out;
 }
 
-bool has_shared_names(const Bytes& plan) noexcept
+std::uint32_t leading_magic(const Bytes& b) noexcept
 {
-    if (plan.size() < 4)
-        return false;
+    if (b.size() < 4)
+        return 0;
     std::uint32_t v = 0;
     for (int i = 0; i < 4; ++i)
-        v |= std::uint32_t(std::to_integer<std::uint8_t>(plan[static_cast<std::size_t>(i)])) << (8 * i);
-    return v == k_magic_save_plan_shared;
+        v |= std::uint32_t(std::to_integer<std::uint8_t>(b[static_cast<std::size_t>(i)])) << (8 * i);
+    return v;
 }
+
+bool has_shared_names(const Bytes& plan) noexcept { return leading_magic(plan) == k_magic_save_plan_shared; }
 
 Bytes restore_name_table(const Bytes& shared, const Bytes& with_names)
 {

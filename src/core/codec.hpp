@@ -201,6 +201,8 @@ SavePlan decode_save_plan(const std::byte* data, std::size_t size);
 /// from encode()'s (throws FormatError on anything else);
 /// has_shared_names() tells it; restore_name_table() puts back the table of
 /// `with_names` (an encode() form), giving what encode() made.
+/// The first four bytes of an encoding as its little-endian magic number (0 when shorter).
+std::uint32_t leading_magic(const Bytes& b) noexcept;
 Bytes strip_name_table(const Bytes& plan);
 bool has_shared_names(const Bytes& plan) noexcept;
 Bytes restore_name_table(const Bytes& shared, const Bytes& with_names);

@@ -806,15 +806,7 @@ void ColumnarSavePlan::attach_results(const std::vector<Bytes>& results)
                                 std::to_string(md.chunk_count()));
 }
 
-bool is_assignment(const Bytes& final_plan) noexcept
-{
-    if (final_plan.size() < 4)
-        return false;
-    std::uint32_t v = 0;
-    for (int i = 0; i < 4; ++i)
-        v |= std::uint32_t(std::to_integer<std::uint8_t>(final_plan[static_cast<std::size_t>(i)])) << (8 * i);
-    return v == k_magic_assignment;
-}
+bool is_assignment(const Bytes& final_plan) noexcept { return leading_magic(final_plan) == k_magic_assignment; }
 
 SavePlan apply_assignment(const SavePlan& local, const Bytes& assignment)
 {
