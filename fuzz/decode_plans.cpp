@@ -136,6 +136,40 @@ void columnar_plans(const Bytes& in, std::size_t nranks)
         fail("the metadata with attached results differs from the reference's");
 }
 
+// The input as the plans of two ranks with the same name table, as a save
+// gathers them: rank 1's without its table (strip_name_table). The columnar
+// coordinator must plan it exactly as the two whole plans, and rank 1's plan
+// must restore to the input.
+void shared_names(const Bytes& in)
+{
+    using namespace cairn;
+    Bytes stripped;
+    try {
+        stripped = detail::strip_name_table(in);
+    } catch (const error::FormatError&) {
+        return; // not a save plan's encoding up to its table
+    }
+    if (detail::restore_name_table(stripped, in) != in)
+        fail("a stripped plan does not restore to its bytes");
+    detail::ColumnarSavePlan whole, shared;
+    bool a = false, b = false;
+    try {
+        a = whole.ingest({in, in}) && whole.plan();
+        b = shared.ingest({in, stripped}) && shared.plan();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "columnar: ingest or plan threw: %s\n", e.what());
+        std::abort();
+    }
+    if (a != b)
+        fail("a plan without its name table is taken differently");
+    if (!a)
+        return;
+    const auto x = whole.storage_shells(), y = shared.storage_shells();
+    for (std::size_t r = 0; r < 2; ++r)
+        if (whole.encode_final(r, x[r]) != shared.encode_final(r, y[r]))
+            fail("a plan without its name table is assigned differently");
+}
+
 // The input as the write results of both ranks of a fixed plan.
 void columnar_results(const Bytes& in)
 {
@@ -185,6 +219,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     round_trip(in, cairn::detail::decode_metadata, "metadata");
     columnar_plans(in, 1);
     columnar_plans(in, 2);
+    shared_names(in);
     columnar_results(in);
     return 0;
 }
