@@ -64,10 +64,12 @@ auto run_phase(const Comm& c, const char* phase, F&& f)
 /// Sum of a value over all ranks. Collective.
 std::uint64_t allreduce_sum(const Comm& c, std::uint64_t v);
 
-/// Element-wise minimum of `n` values over all ranks, in place. Collective.
+/// Element-wise minimum of `n` values over all ranks, in place. Collective;
+/// throws cairn::Error when MPI reports an error.
 void allreduce_min(const Comm& c, std::uint64_t* v, int n);
 
-/// Broadcasts the coordinator's value. Collective.
+/// Broadcasts the coordinator's value. Collective; throws cairn::Error when
+/// MPI reports an error.
 std::uint64_t bcast_u64(const Comm& c, std::uint64_t v);
 
 } // namespace cairn::detail

@@ -11,10 +11,8 @@ namespace cairn::detail {
 namespace {
 // Integers that are mostly small (indices, extents, lengths, counts) are
 // varints (Encoder::uv); magic numbers, checksums and digests are fixed.
-constexpr std::uint32_t k_magic_save_plan = 0x43535033;   // "CSP3": with a name table, varints
-constexpr std::uint32_t k_magic_save_plan_shared = 0x43534e33; // "CSN3": CSP3 without its name table (rank 0's)
+// (The magics of save plans and results: codec.hpp.)
 constexpr std::uint32_t k_magic_load_plan = 0x434c5032;   // "CLP2": varints
-constexpr std::uint32_t k_magic_results = 0x43575233;     // "CWR3": with name and path tables, varints
 constexpr std::uint32_t k_magic_metadata = 0x434d4432;    // "CMD2": varints
 constexpr std::size_t k_max_ndim = max_encoded_ndim;
 
@@ -261,13 +259,13 @@ StorageInfo get_storage(Decoder& d)
     return s;
 }
 
-void check_magic(Decoder& d, std::uint32_t magic)
+} // namespace
+
+void expect_magic(Decoder& d, std::uint32_t magic)
 {
     if (d.u32() != magic)
         d.fail("bad magic number (not a Cairn encoding, or another version)");
 }
-
-} // namespace
 
 Bytes encode(const SavePlan& plan)
 {
@@ -280,7 +278,7 @@ Bytes encode(const SavePlan& plan)
     for (const auto& it : plan.items)
         size += 38 + it.value.size() + 8 * (it.global_shape.size() + it.box.offsets.size() + it.box.shape.size());
     e.reserve(size);
-    e.u32(k_magic_save_plan);
+    e.u32(magic_save_plan);
     names.put(e);
     e.count(plan.items.size());
     for (std::size_t i = 0; i < plan.items.size(); ++i) {
@@ -307,7 +305,7 @@ namespace {
 std::size_t name_table_end(const Bytes& plan)
 {
     Decoder d(plan, "save plan");
-    check_magic(d, k_magic_save_plan);
+    expect_magic(d, magic_save_plan);
     const std::size_t n = d.count(1);
     for (std::size_t k = 0; k < n; ++k)
         (void)d.view_str();
@@ -326,7 +324,7 @@ Bytes strip_name_table(const Bytes& plan)
     const std::size_t end = name_table_end(plan);
     Bytes out;
     out.reserve(4 + plan.size() - end);
-    put_u32(out, k_magic_save_plan_shared);
+    put_u32(out, magic_save_plan_shared);
     out.insert(out.end(), plan.begin() + static_cast<std::ptrdiff_t>(end), plan.end());
     return out;
 }
@@ -341,7 +339,7 @@ std::uint32_t leading_magic(const Bytes& b) noexcept
     return v;
 }
 
-bool has_shared_names(const Bytes& plan) noexcept { return leading_magic(plan) == k_magic_save_plan_shared; }
+bool has_shared_names(const Bytes& plan) noexcept { return leading_magic(plan) == magic_save_plan_shared; }
 
 Bytes restore_name_table(const Bytes& shared, const Bytes& with_names)
 {
@@ -364,7 +362,7 @@ std::uint64_t name_table_hash(const Bytes& plan)
 SavePlan decode_save_plan(const std::byte* data, std::size_t size)
 {
     Decoder d(data, size, "save plan");
-    check_magic(d, k_magic_save_plan);
+    expect_magic(d, magic_save_plan);
     const auto names = get_table(d, "name");
     TableRefs name_refs(names, "name");
     SavePlan p;
@@ -406,7 +404,7 @@ Bytes encode(const LoadPlan& plan)
 LoadPlan decode_load_plan(const Bytes& b)
 {
     Decoder d(b, "load plan");
-    check_magic(d, k_magic_load_plan);
+    expect_magic(d, k_magic_load_plan);
     LoadPlan p;
     p.items.resize(d.count(5)); // name, kind, chunk, two shapes: a byte each at least
     for (auto& it : p.items) {
@@ -433,7 +431,7 @@ Bytes encode(const std::vector<WriteResult>& results)
     }
     Encoder e;
     e.reserve(size + names.bytes() + paths.bytes());
-    e.u32(k_magic_results);
+    e.u32(magic_results);
     names.put(e);
     paths.put(e);
     e.count(results.size());
@@ -454,7 +452,7 @@ Bytes encode(const std::vector<WriteResult>& results)
 std::vector<WriteResult> decode_write_results(const Bytes& b)
 {
     Decoder d(b, "write results");
-    check_magic(d, k_magic_results);
+    expect_magic(d, magic_results);
     const auto names = get_table(d, "name");
     const auto paths = get_table(d, "path");
     TableRefs name_refs(names, "name"), path_refs(paths, "path");
@@ -504,7 +502,7 @@ Bytes encode(const Metadata& md)
 Metadata decode_metadata(const Bytes& b)
 {
     Decoder d(b, "metadata");
-    check_magic(d, k_magic_metadata);
+    expect_magic(d, k_magic_metadata);
     Metadata md;
     md.format_version = static_cast<int>(d.u32());
     md.library_version = d.str();

@@ -25,6 +25,12 @@ using Bytes = std::vector<std::byte>;
 
 /// Most dimensions an encoded shape may have.
 inline constexpr std::size_t max_encoded_ndim = 64;
+/// Magic numbers of the encodings read outside codec.cpp (the coordinator's
+/// columnar path, src/plan/columnar.cpp): little-endian, first in the bytes.
+inline constexpr std::uint32_t magic_save_plan = 0x43535033;        // "CSP3": with a name table, varints
+inline constexpr std::uint32_t magic_save_plan_shared = 0x43534e33; // "CSN3": CSP3 without its name table
+inline constexpr std::uint32_t magic_results = 0x43575233;          // "CWR3": with name and path tables, varints
+
 /// The fewest bytes an encoded save plan item takes (name, kind, dtype,
 /// three shapes, nbytes, digest, value, chunk), and a write result (name,
 /// chunk, path, offset, length, checksum count): Decoder::count's guard.
@@ -203,6 +209,8 @@ SavePlan decode_save_plan(const std::byte* data, std::size_t size);
 /// `with_names` (an encode() form), giving what encode() made.
 /// The first four bytes of an encoding as its little-endian magic number (0 when shorter).
 std::uint32_t leading_magic(const Bytes& b) noexcept;
+/// Reads the magic number; throws FormatError ("bad magic number") unless it is `magic`.
+void expect_magic(Decoder& d, std::uint32_t magic);
 Bytes strip_name_table(const Bytes& plan);
 bool has_shared_names(const Bytes& plan) noexcept;
 Bytes restore_name_table(const Bytes& shared, const Bytes& with_names);

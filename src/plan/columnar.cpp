@@ -13,9 +13,6 @@ namespace cairn::detail {
 
 namespace {
 
-constexpr std::uint32_t k_magic_save_plan = 0x43535033;  // "CSP3" (codec.cpp)
-constexpr std::uint32_t k_magic_save_plan_shared = 0x43534e33; // "CSN3": without the name table (codec.cpp)
-constexpr std::uint32_t k_magic_results = 0x43575233;    // "CWR3" (codec.cpp)
 constexpr std::uint32_t k_magic_assignment = 0x43534132; // "CSA2": varints
 constexpr std::uint32_t not_kept = UINT32_MAX;
 
@@ -126,9 +123,9 @@ bool ColumnarSavePlan::Impl::ingest_rank(std::size_t r, const Bytes& plan, std::
     const bool first = r == 0;
     // A plan sent without its name table uses rank 0's, which `names` holds
     // (every rank's table was agreed to be the same bytes).
-    if (magic != k_magic_save_plan && (first || magic != k_magic_save_plan_shared))
+    if (magic != magic_save_plan && (first || magic != magic_save_plan_shared))
         return false;
-    const bool known = magic == k_magic_save_plan_shared || names.read(d, [&](std::string_view name) -> std::uint32_t {
+    const bool known = magic == magic_save_plan_shared || names.read(d, [&](std::string_view name) -> std::uint32_t {
         if (first) {
             auto [it, fresh] = index.try_emplace(name, static_cast<std::uint32_t>(entries.size()));
             if (fresh) {
@@ -747,8 +744,7 @@ void ColumnarSavePlan::attach_results(const std::vector<Bytes>& results)
     constexpr std::uint32_t unknown = not_kept - 1;
     for (std::size_t r = 0; r < results.size(); ++r) {
         Decoder d(results[r], "write results");
-        if (d.u32() != k_magic_results)
-            d.fail("bad magic number (not a Cairn encoding, or another version)");
+        expect_magic(d, magic_results);
         names.read(d, [&](std::string_view name) -> std::uint32_t {
             const auto it = by_name.find(name);
             return it == by_name.end() ? unknown : it->second;
@@ -811,8 +807,7 @@ bool is_assignment(const Bytes& final_plan) noexcept { return leading_magic(fina
 SavePlan apply_assignment(const SavePlan& local, const Bytes& assignment)
 {
     Decoder d(assignment, "final save plan");
-    if (d.u32() != k_magic_assignment)
-        d.fail("bad magic number (not a Cairn encoding, or another version)");
+    expect_magic(d, k_magic_assignment);
     SavePlan p;
     p.storage_data = d.bytes();
     p.planner_data = d.bytes();
