@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <malloc.h>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -1139,6 +1140,9 @@ void bench_planning(long ranks, long arrays, Results& R)
     const std::int64_t rows = 32, cols = 1024; // 256 KiB chunks of f64
     double t_build = 0, t_decode = 0, t_global = 0, t_encode = 0, t_attach = 0, t_md = 0, t_bcast_md = 0;
     double r_encode = 0, r_attach = 0, r_md = 0; // the next save with the kept plan (SaveOptions::reuse_plan)
+    double t_load_decode = 0, load_heap_bytes = 0; // every rank of a load: the metadata decoded into structs
+    double t_load_part = 0, load_part_heap = 0;    // ... only the chunks a rank's box overlaps
+    u64 load_bcast_bytes = 0;
     u64 md_bytes = 0, chunks = 0, gathered_bytes = 0, results_bytes = 0;
     double peak_extra = 0; // bytes: VmHWM growth over the timed steps, gathered plans and results not counted
     const std::string mdpath = g_opt.dir + "/planning/metadata.h5";
@@ -1263,7 +1267,29 @@ void bench_planning(long ranks, long arrays, Results& R)
             t0 = now();
             const auto enc = cd::encode(cd::to_metadata(md)); // what a load broadcasts
             t_bcast_md += now() - t0;
-            (void)enc;
+            load_bcast_bytes = enc.size();
+            // What every rank of a load then does with it (src/checkpoint.cpp)
+            // with a custom planner or storage: decode it all into the
+            // structs it plans from. Heap bytes in use while it holds them
+            // (malloc's count: exact, not resident pages).
+            {
+                const auto heap_before = mallinfo2().uordblks;
+                t0 = now();
+                const cairn::Metadata decoded = cd::decode_metadata(enc);
+                t_load_decode += now() - t0;
+                load_heap_bytes = static_cast<double>(mallinfo2().uordblks - heap_before);
+            }
+            // With the default planner and Cairn's readers: only the chunks
+            // the rank's box overlaps, here a rank in the middle (one chunk
+            // of every array, besides each array's first).
+            const long r = ranks / 2;
+            const cairn::Box mine{{rows * r, 0}, {rows, cols}};
+            const auto heap_before = mallinfo2().uordblks;
+            t0 = now();
+            const cairn::Metadata part =
+                cd::decode_metadata(enc, [&](const std::string&) -> const cairn::Box* { return &mine; });
+            t_load_part += now() - t0;
+            load_part_heap = static_cast<double>(mallinfo2().uordblks - heap_before);
         } else {
             t_bcast_md = -1;
         }
@@ -1305,6 +1331,16 @@ void bench_planning(long ranks, long arrays, Results& R)
     std::printf("figure planning-%s next save with the kept plan (reuse_plan): %.3f s (encode plans %.3f, attach "
                 "results %.3f, write metadata.h5 %.3f)\n",
                 label.c_str(), again, r_encode / n, r_attach / n, r_md / n);
+    if (t_bcast_md >= 0)
+        std::printf("figure planning-%s a load of it: the coordinator broadcasts %.1f MiB (%.1f B/chunk); every rank "
+                    "decodes it into structs in %.3f s, holding %.1f MiB of heap (%.0f B/chunk)\n",
+                    label.c_str(), load_bcast_bytes / 1048576.0, static_cast<double>(load_bcast_bytes) / chunks,
+                    t_load_decode / n, load_heap_bytes / 1048576.0, load_heap_bytes / static_cast<double>(chunks));
+    if (t_bcast_md >= 0)
+        std::printf("figure planning-%s a load of it, default planner: a rank decodes only the chunks its box overlaps "
+                    "in %.3f s, holding %.2f MiB of heap (%.1f B/chunk of the checkpoint)\n",
+                    label.c_str(), t_load_part / n, load_part_heap / 1048576.0,
+                    load_part_heap / static_cast<double>(chunks));
     std::printf("ratio planning-%s plan+metadata-seconds/target-2s %.3f\n", label.c_str(), total / 2.0);
     std::printf("ratio planning-%s reused-plan+metadata-seconds/target-2s %.3f\n", label.c_str(), again / 2.0);
     std::printf("ratio planning-%s metadata-bytes-per-chunk/target-100 %.3f\n", label.c_str(),

@@ -216,7 +216,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     round_trip(in, [](const Bytes& b) { return cairn::detail::decode_save_plan(b); }, "save plan"); // overloaded
     round_trip(in, cairn::detail::decode_load_plan, "load plan");
     round_trip(in, cairn::detail::decode_write_results, "write results");
-    round_trip(in, cairn::detail::decode_metadata, "metadata");
+    round_trip(in, [](const Bytes& b) { return cairn::detail::decode_metadata(b); }, "metadata"); // overloaded
     columnar_plans(in, 1);
     columnar_plans(in, 2);
     shared_names(in);

@@ -375,12 +375,30 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
     });
     detail::bcast_bytes(c, encoded);
 
-    // 2. Every rank: which stored regions overlap its boxes.
+    // 2. Every rank: which stored regions overlap its boxes. With the
+    //    default planner and Cairn's own readers, a rank keeps of the
+    //    metadata only the chunks its state's boxes overlap (and each
+    //    entry's first): chunk numbers in its plan index those, and nothing
+    //    else sees them. Memory per rank then grows with what it reads, not
+    //    with the checkpoint's chunk count.
     Metadata metadata;
     LoadPlan plan = run_phase(c, "local plan", [&] {
-        metadata = detail::decode_metadata(encoded);
+        const LoadPlanner& p = *planner;
+        const StorageReader& r = *storage;
+        const bool own = typeid(p) == typeid(DefaultLoadPlanner) &&
+                         (typeid(r) == typeid(DistcpReader) || typeid(r) == typeid(ContainerReader));
+        if (own) {
+            // Flattens the state; it reads `metadata` only once it is set.
+            planner->set_up_planner(state, metadata, coord);
+            const auto& dp = static_cast<const DefaultLoadPlanner&>(p);
+            metadata = detail::decode_metadata(encoded, [&](const std::string& fqn) { return dp.requested_box(fqn); });
+        } else {
+            metadata = detail::decode_metadata(encoded);
+        }
+        Bytes().swap(encoded);
         storage->set_up_storage_reader(metadata, coord, comm);
-        planner->set_up_planner(state, metadata, coord);
+        if (!own)
+            planner->set_up_planner(state, metadata, coord);
         auto local = storage->prepare_local_plan(planner->create_local_plan());
         if (!planner->needs_global_plan() && !storage->needs_global_plan())
             log.finished();

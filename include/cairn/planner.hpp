@@ -107,6 +107,11 @@ public:
     void load_bytes(const ReadItem& item, std::vector<std::byte> data) override;
     void finish() override;
 
+    /// After set_up_planner: the box of array `fqn` in this rank's state,
+    /// nullptr when the state has no array of that name. load() decodes
+    /// only the chunks that overlap it (src/checkpoint.cpp).
+    const Box* requested_box(const std::string& fqn) const;
+
     /// Keys of the state that the checkpoint lacks (partial loads only).
     const std::vector<std::string>& missing() const noexcept { return m_missing; }
     /// Keys of the checkpoint that the state did not ask for (partial loads only).

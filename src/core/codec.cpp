@@ -499,7 +499,33 @@ Bytes encode(const Metadata& md)
     return e.take();
 }
 
-Metadata decode_metadata(const Bytes& b)
+namespace {
+
+// Whether the box at `off` / `ext` (`nd` dimensions) overlaps `want`, as
+// intersect() decides (ends saturated).
+bool overlaps(const Box& want, const std::int64_t* off, const std::int64_t* ext, std::size_t nd) noexcept
+{
+    const auto end = [](std::int64_t o, std::int64_t s) {
+        std::int64_t e;
+        return __builtin_add_overflow(o, s, &e) ? (s > 0 ? INT64_MAX : INT64_MIN) : e;
+    };
+    for (std::size_t i = 0; i < nd; ++i)
+        if (std::min(end(off[i], ext[i]), end(want.offsets[i], want.shape[i])) <= std::max(off[i], want.offsets[i]))
+            return false;
+    return true;
+}
+
+// Parses a StorageInfo as get_storage() does, keeping nothing.
+void skip_storage(Decoder& d)
+{
+    (void)d.view_str();
+    (void)d.uv();
+    (void)d.uv();
+    const std::size_t n = d.count(8);
+    d.skip_to(d.position() + 8 * n); // count(8) checked that they are there
+}
+
+Metadata decode_metadata_impl(const Bytes& b, const WantedBox* wanted)
 {
     Decoder d(b, "metadata");
     expect_magic(d, k_magic_metadata);
@@ -511,6 +537,7 @@ Metadata decode_metadata(const Bytes& b)
     md.created = d.str();
     md.checksum_block = d.u64();
     const auto n = d.count(6); // name, kind, dtype, shape, value, chunk count: a byte each at least
+    std::int64_t off[max_encoded_ndim], ext[max_encoded_ndim];
     for (std::size_t i = 0; i < n; ++i) {
         auto fqn = d.str();
         EntryMeta m;
@@ -518,16 +545,44 @@ Metadata decode_metadata(const Bytes& b)
         m.dtype = get_dtype(d);
         m.global_shape = d.shape();
         m.value = d.str();
-        m.chunks.resize(d.count(6)); // two shapes, path, offset, length, checksum count
-        for (auto& c : m.chunks) {
-            c.box = get_box(d);
-            c.storage = get_storage(d);
+        const std::size_t nchunks = d.count(6); // two shapes, path, offset, length, checksum count
+        const Box* want = wanted ? (*wanted)(fqn) : nullptr;
+        if (!wanted || m.kind != ItemKind::array) {
+            m.chunks.resize(nchunks);
+            for (auto& c : m.chunks) {
+                c.box = get_box(d);
+                c.storage = get_storage(d);
+            }
+        } else {
+            for (std::size_t k = 0; k < nchunks; ++k) {
+                const std::size_t nd = d.shape_into(off);
+                const std::size_t ne = d.shape_into(ext);
+                if (ne != nd)
+                    d.fail("box with " + std::to_string(nd) + " offsets and " + std::to_string(ne) + " extents");
+                if (k == 0 || (want && (want->ndim() != nd || overlaps(*want, off, ext, nd)))) {
+                    ChunkMeta& c = m.chunks.emplace_back();
+                    c.box.offsets.assign(off, off + nd);
+                    c.box.shape.assign(ext, ext + nd);
+                    c.storage = get_storage(d);
+                } else {
+                    skip_storage(d);
+                }
+            }
         }
         if (!md.entries.emplace(std::move(fqn), std::move(m)).second)
             d.fail("duplicate entry name");
     }
     d.expect_done();
     return md;
+}
+
+} // namespace
+
+Metadata decode_metadata(const Bytes& b) { return decode_metadata_impl(b, nullptr); }
+
+Metadata decode_metadata(const Bytes& b, const WantedBox& wanted)
+{
+    return decode_metadata_impl(b, wanted ? &wanted : nullptr);
 }
 
 std::uint64_t hash64(const void* data, std::size_t size) noexcept

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -222,6 +223,17 @@ Bytes encode(const std::vector<WriteResult>& results);
 std::vector<WriteResult> decode_write_results(const Bytes& b);
 Bytes encode(const Metadata& md);
 Metadata decode_metadata(const Bytes& b);
+/// What a rank reads of an entry (load): its box, or nullptr for none.
+using WantedBox = std::function<const Box*(const std::string& fqn)>;
+/// The metadata as one rank needs it to load: every entry (kind, dtype,
+/// shape, value) but, of each array's chunks, only those that overlap
+/// `wanted(fqn)` (as intersect() decides) and the first (which names the
+/// array's dataset in a container), in stored order. Chunk numbers are
+/// then indices into these, not the stored ones. Every chunk is still
+/// parsed and checked as decode_metadata() does; entries of other kinds,
+/// and arrays whose wanted box has another number of dimensions, keep all
+/// their chunks.
+Metadata decode_metadata(const Bytes& b, const WantedBox& wanted);
 
 /// 64-bit content hash (not cryptographic), used to compare replicas.
 std::uint64_t hash64(const void* data, std::size_t size) noexcept;

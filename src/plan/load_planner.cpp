@@ -28,6 +28,15 @@ void DefaultLoadPlanner::set_up_planner(StateDict& state, const Metadata& metada
         m_index[m_flat[i].fqn] = i;
 }
 
+const Box* DefaultLoadPlanner::requested_box(const std::string& fqn) const
+{
+    const auto it = m_index.find(fqn);
+    if (it == m_index.end())
+        return nullptr;
+    const auto* a = std::get_if<ArrayShard>(m_flat[it->second].entry);
+    return a ? &a->box : nullptr;
+}
+
 namespace {
 ItemKind kind_of(const Entry& e)
 {

@@ -4,10 +4,12 @@
 
 #include "core/codec.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -239,14 +241,6 @@ void replace_varint(Bytes& b, std::size_t off, std::uint64_t v)
     b.insert(b.begin() + static_cast<std::ptrdiff_t>(off), enc.begin(), enc.end());
 }
 
-std::uint64_t read_u64(const Bytes& b, std::size_t off)
-{
-    std::uint64_t v = 0;
-    for (int i = 0; i < 8; ++i)
-        v |= std::uint64_t(std::to_integer<std::uint8_t>(b[off + i])) << (8 * i);
-    return v;
-}
-
 // Every proper prefix of `good` must be refused with a FormatError that says
 // the input is too short ("truncated", or a count that "cannot fit"); returns
 // the descriptions of the prefixes that were not (empty when all were).
@@ -330,6 +324,93 @@ TEST_CASE("codec: Metadata round trip", "[codec]")
     odd.library_version = k_odd;
     odd.created = "";
     check_same(decode_metadata(encode(odd)), odd);
+}
+
+// A rank's part of the metadata (what load() decodes): of each array, the
+// first chunk and those its box overlaps, in order; everything else whole.
+TEST_CASE("codec: Metadata decoded for one rank's boxes", "[codec]")
+{
+    auto md = sample_metadata();
+    { // 8 x 8 in 2 x 2 chunks, row-major grid order
+        EntryMeta e;
+        e.kind = ItemKind::array;
+        e.dtype = DType::f64;
+        e.global_shape = {8, 8};
+        for (int k = 0; k < 16; ++k)
+            e.chunks.push_back(ChunkMeta{Box{{2 * (k / 4), 2 * (k % 4)}, {2, 2}},
+                                         StorageInfo{"__" + std::to_string(k) + "_0.distcp",
+                                                     32u * static_cast<unsigned>(k), 32,
+                                                     {0x1000u + static_cast<unsigned>(k)}}});
+        md.entries["grid"] = e;
+    }
+    const auto b = encode(md);
+    // rows 1-3, columns 3-5: chunk rows 0-1, chunk columns 1-2 (it touches
+    // chunk row 2 and chunk column 3 without overlapping them)
+    const std::map<std::string, Box> want{{"grid", Box{{1, 3}, {3, 3}}},
+                                          {"fluid.velocity", Box{{0, 0}, {8, 10}}}, // 2-d box of a 3-d array
+                                          {"rng state", Box{{0}, {1}}},
+                                          {"zero_d", Box{{}, {}}}};
+    const WantedBox wanted = [&](const std::string& fqn) -> const Box* {
+        const auto it = want.find(fqn);
+        return it == want.end() ? nullptr : &it->second;
+    };
+    const auto part = decode_metadata(b, wanted);
+    REQUIRE(part.entries.size() == md.entries.size());
+    const std::vector<std::size_t> expected_grid{0, 1, 2, 5, 6};
+    for (const auto& [fqn, e] : md.entries) {
+        INFO(fqn);
+        const auto& p = part.entries.at(fqn);
+        CHECK(p.kind == e.kind);
+        CHECK(p.dtype == e.dtype);
+        CHECK(p.global_shape == e.global_shape);
+        CHECK(p.value == e.value);
+        std::vector<std::size_t> keep; // the stored chunks it must keep
+        for (std::size_t k = 0; k < e.chunks.size(); ++k)
+            if (fqn == "grid" ? std::find(expected_grid.begin(), expected_grid.end(), k) != expected_grid.end()
+                : fqn == "line" ? k == 0 // an array the state does not hold
+                                : true)
+                keep.push_back(k);
+        REQUIRE(p.chunks.size() == keep.size());
+        for (std::size_t j = 0; j < keep.size(); ++j) {
+            CHECK(p.chunks[j].box == e.chunks[keep[j]].box);
+            check_same(p.chunks[j].storage, e.chunks[keep[j]].storage);
+        }
+    }
+    // No box wanted at all: each array's first chunk only.
+    const auto none = decode_metadata(b, [](const std::string&) -> const Box* { return nullptr; });
+    CHECK(none.entries.at("grid").chunks.size() == 1);
+    CHECK(none.entries.at("fluid.velocity").chunks.size() == 1);
+    CHECK(none.entries.at("rng state").chunks.size() == 1);
+    CHECK(none.entries.at("empty").chunks.empty());
+    // An empty filter is the full decode.
+    check_same(decode_metadata(b, WantedBox{}), md);
+
+    // It refuses exactly what the full decode refuses.
+    check_truncations("metadata, one rank's part", b, [&](const Bytes& x) { decode_metadata(x, wanted); });
+    std::mt19937 rng(77);
+    std::uniform_int_distribution<std::size_t> pos(0, b.size() - 1);
+    std::uniform_int_distribution<int> byte(0, 255);
+    int differ = 0, refused = 0;
+    for (int iter = 0; iter < 1000; ++iter) {
+        auto x = b;
+        for (int k = 0; k < 2; ++k)
+            x[pos(rng)] = std::byte(static_cast<std::uint8_t>(byte(rng)));
+        bool full = true, mine = true;
+        try {
+            decode_metadata(x);
+        } catch (const error::FormatError&) {
+            full = false;
+        }
+        try {
+            decode_metadata(x, wanted);
+        } catch (const error::FormatError&) {
+            mine = false;
+        }
+        differ += full != mine;
+        refused += !full;
+    }
+    CHECK(differ == 0);
+    CHECK(refused > 0);
 }
 
 TEST_CASE("codec: every truncation is refused with FormatError", "[codec]")
