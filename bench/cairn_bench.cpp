@@ -1138,8 +1138,9 @@ void bench_planning(long ranks, long arrays, Results& R)
     namespace cd = cairn::detail;
     const std::string label = std::to_string(ranks) + "x" + std::to_string(arrays);
     const std::int64_t rows = 32, cols = 1024; // 256 KiB chunks of f64
-    double t_build = 0, t_decode = 0, t_global = 0, t_encode = 0, t_attach = 0, t_md = 0, t_bcast_md = 0;
+    double t_build = 0, t_decode = 0, t_global = 0, t_encode = 0, t_attach = 0, t_md = 0;
     double r_encode = 0, r_attach = 0, r_md = 0; // the next save with the kept plan (SaveOptions::reuse_plan)
+    double t_load_read = 0;                        // a load's coordinator: metadata.h5 read as columns, encoded
     double t_load_decode = 0, load_heap_bytes = 0; // every rank of a load: the metadata decoded into structs
     double t_load_part = 0, load_part_heap = 0;    // ... only the chunks a rank's box overlaps
     u64 load_bcast_bytes = 0;
@@ -1263,23 +1264,26 @@ void bench_planning(long ranks, long arrays, Results& R)
         t_md += now() - t0;
         md_bytes = static_cast<u64>(stdfs::file_size(mdpath));
         peak_extra = std::max(peak_extra, static_cast<double>(status_kib("VmHWM") - rss_before) * 1024.0);
-        if (chunks <= 4200000) { // the load path's structs: about 250 bytes per chunk
+        {
+            // A load of it (src/checkpoint.cpp). The coordinator reads
+            // metadata.h5 as columns and encodes them for the broadcast.
             t0 = now();
-            const auto enc = cd::encode(cd::to_metadata(md)); // what a load broadcasts
-            t_bcast_md += now() - t0;
+            const auto enc = cd::encode(cd::read_metadata_columns_file(mdpath));
+            t_load_read += now() - t0;
             load_bcast_bytes = enc.size();
-            // What every rank of a load then does with it (src/checkpoint.cpp)
-            // with a custom planner or storage: decode it all into the
-            // structs it plans from. Heap bytes in use while it holds them
-            // (malloc's count: exact, not resident pages).
-            {
+            // With a custom planner or reader, every rank decodes it all
+            // into the structs it plans from. Heap bytes in use while it
+            // holds them (malloc's count: exact, not resident pages).
+            if (chunks <= 4200000) { // about 250 bytes per chunk
                 const auto heap_before = mallinfo2().uordblks;
                 t0 = now();
                 const cairn::Metadata decoded = cd::decode_metadata(enc);
                 t_load_decode += now() - t0;
                 load_heap_bytes = static_cast<double>(mallinfo2().uordblks - heap_before);
+            } else {
+                t_load_decode = -1;
             }
-            // With the default planner and Cairn's readers: only the chunks
+            // With the default planner and Cairn's readers, only the chunks
             // the rank's box overlaps, here a rank in the middle (one chunk
             // of every array, besides each array's first).
             const long r = ranks / 2;
@@ -1290,8 +1294,6 @@ void bench_planning(long ranks, long arrays, Results& R)
                 cd::decode_metadata(enc, [&](const std::string&) -> const cairn::Box* { return &mine; });
             t_load_part += now() - t0;
             load_part_heap = static_cast<double>(mallinfo2().uordblks - heap_before);
-        } else {
-            t_bcast_md = -1;
         }
         stdfs::remove(mdpath);
         // The next save of the same plans, with the kept plan: nothing
@@ -1315,11 +1317,10 @@ void bench_planning(long ranks, long arrays, Results& R)
     const double total = (t_decode + t_global + t_encode + t_attach + t_md) / n;
     const double again = (r_encode + r_attach + r_md) / n;
     std::printf("figure planning-%s chunks %llu, plan+metadata %.3f s (decode plans %.3f, global plan %.3f, "
-                "encode plans %.3f, attach results %.3f, write metadata.h5 %.3f; metadata as structs + encode for "
-                "load %.3f); gathered plans %.1f MiB, results %.1f MiB, metadata.h5 %.1f MiB = %.1f B/chunk (mean "
-                "of %d runs)\n",
+                "encode plans %.3f, attach results %.3f, write metadata.h5 %.3f); gathered plans %.1f MiB, results "
+                "%.1f MiB, metadata.h5 %.1f MiB = %.1f B/chunk (mean of %d runs)\n",
                 label.c_str(), static_cast<unsigned long long>(chunks), total, t_decode / n, t_global / n,
-                t_encode / n, t_attach / n, t_md / n, t_bcast_md < 0 ? -1.0 : t_bcast_md / n,
+                t_encode / n, t_attach / n, t_md / n,
                 gathered_bytes / 1048576.0, results_bytes / 1048576.0, md_bytes / 1048576.0,
                 static_cast<double>(md_bytes) / static_cast<double>(chunks), runs);
     // Resident growth: memory the process already held (freed by earlier
@@ -1331,16 +1332,19 @@ void bench_planning(long ranks, long arrays, Results& R)
     std::printf("figure planning-%s next save with the kept plan (reuse_plan): %.3f s (encode plans %.3f, attach "
                 "results %.3f, write metadata.h5 %.3f)\n",
                 label.c_str(), again, r_encode / n, r_attach / n, r_md / n);
-    if (t_bcast_md >= 0)
-        std::printf("figure planning-%s a load of it: the coordinator broadcasts %.1f MiB (%.1f B/chunk); every rank "
-                    "decodes it into structs in %.3f s, holding %.1f MiB of heap (%.0f B/chunk)\n",
-                    label.c_str(), load_bcast_bytes / 1048576.0, static_cast<double>(load_bcast_bytes) / chunks,
-                    t_load_decode / n, load_heap_bytes / 1048576.0, load_heap_bytes / static_cast<double>(chunks));
-    if (t_bcast_md >= 0)
-        std::printf("figure planning-%s a load of it, default planner: a rank decodes only the chunks its box overlaps "
-                    "in %.3f s, holding %.2f MiB of heap (%.1f B/chunk of the checkpoint)\n",
-                    label.c_str(), t_load_part / n, load_part_heap / 1048576.0,
-                    load_part_heap / static_cast<double>(chunks));
+    std::printf("figure planning-%s a load of it: the coordinator reads metadata.h5 as columns and encodes them "
+                "in %.3f s, %.1f MiB to broadcast (%.1f B/chunk)\n",
+                label.c_str(), t_load_read / n, load_bcast_bytes / 1048576.0,
+                static_cast<double>(load_bcast_bytes) / static_cast<double>(chunks));
+    if (t_load_decode >= 0)
+        std::printf("figure planning-%s a load of it, custom planner or reader: every rank decodes all of it into "
+                    "structs in %.3f s, holding %.1f MiB of heap (%.0f B/chunk)\n",
+                    label.c_str(), t_load_decode / n, load_heap_bytes / 1048576.0,
+                    load_heap_bytes / static_cast<double>(chunks));
+    std::printf("figure planning-%s a load of it, default planner: a rank decodes only the chunks its box overlaps "
+                "in %.3f s, holding %.2f MiB of heap (%.2f B/chunk of the checkpoint)\n",
+                label.c_str(), t_load_part / n, load_part_heap / 1048576.0,
+                load_part_heap / static_cast<double>(chunks));
     std::printf("ratio planning-%s plan+metadata-seconds/target-2s %.3f\n", label.c_str(), total / 2.0);
     std::printf("ratio planning-%s reused-plan+metadata-seconds/target-2s %.3f\n", label.c_str(), again / 2.0);
     std::printf("ratio planning-%s metadata-bytes-per-chunk/target-100 %.3f\n", label.c_str(),

@@ -5,10 +5,12 @@
 // lengths, checksums) with hostile values, which raw file mutations
 // (fuzz/metadata_h5.cpp) rarely get past HDF5 to. Every input must be
 // refused with a cairn::Error or read back; what reads back must write and
-// read again to the same metadata.
+// read again to the same metadata, and read as columns (what a load's
+// coordinator encodes) encode to the same bytes.
 #include "cairn/errors.hpp"
 #include "cairn/storage.hpp"
 #include "core/codec.hpp"
+#include "storage/hdf5/metadata_h5.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -59,6 +61,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const Bytes twice = cairn::detail::encode(cairn::read_metadata_file(scratch()));
         if (twice != once) {
             std::fprintf(stderr, "metadata_file: writing what was read changes it\n");
+            std::abort();
+        }
+        if (cairn::detail::encode(cairn::detail::read_metadata_columns_file(scratch())) != twice) {
+            std::fprintf(stderr, "metadata_file: the columns read encode to other bytes than the structs\n");
             std::abort();
         }
     } catch (const cairn::Error& e) {

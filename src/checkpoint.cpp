@@ -13,6 +13,7 @@
 #include "core/phase_log.hpp"
 #include "plan/plan_cache.hpp"
 #include "save_session.hpp"
+#include "storage/builtin_readers.hpp"
 #include "storage/builtin_writers.hpp"
 #include "storage/fs.hpp"
 
@@ -365,13 +366,19 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
     std::shared_ptr<StorageReader> storage;
 
     // 1. The coordinator reads the metadata once; every rank gets a copy.
+    //    Cairn's own readers hand it over as columns, encoded without a
+    //    per-chunk object (the same bytes).
     log.begin(Phase::plan);
     Bytes encoded = run_phase(c, "read metadata", [&] {
         log.started();
         planner = options.planner ? options.planner : std::make_shared<DefaultLoadPlanner>(options.partial);
         storage = options.storage ? options.storage : default_reader(options, checkpoint_id, c);
         storage->reset(checkpoint_id);
-        return coord ? detail::encode(storage->read_metadata()) : Bytes{};
+        if (!coord)
+            return Bytes{};
+        if (detail::BuiltinReaders::is_builtin(*storage))
+            return detail::encode(detail::BuiltinReaders::read_metadata(*storage));
+        return detail::encode(storage->read_metadata());
     });
     detail::bcast_bytes(c, encoded);
 
@@ -384,9 +391,7 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
     Metadata metadata;
     LoadPlan plan = run_phase(c, "local plan", [&] {
         const LoadPlanner& p = *planner;
-        const StorageReader& r = *storage;
-        const bool own = typeid(p) == typeid(DefaultLoadPlanner) &&
-                         (typeid(r) == typeid(DistcpReader) || typeid(r) == typeid(ContainerReader));
+        const bool own = typeid(p) == typeid(DefaultLoadPlanner) && detail::BuiltinReaders::is_builtin(*storage);
         if (own) {
             // Flattens the state; it reads `metadata` only once it is set.
             planner->set_up_planner(state, metadata, coord);

@@ -86,6 +86,7 @@ inline constexpr const char* container_temp_suffix = ".cairn-tmp";
 /// metadata group, syncs it, renames it to `<id>` and syncs the directory.
 namespace detail {
 struct BuiltinWriters; // commits from metadata columns (internal)
+struct BuiltinReaders; // reads the metadata as columns (internal)
 }
 
 class ContainerWriter : public StorageWriter {
@@ -153,6 +154,7 @@ public:
     std::uint64_t bytes_read() const noexcept;
 
 private:
+    friend struct detail::BuiltinReaders;
     struct Impl;
     std::unique_ptr<Impl> m_impl;
 };

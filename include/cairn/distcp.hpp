@@ -35,6 +35,7 @@ struct DistcpWriterOptions {
 /// and swaps it in at commit.
 namespace detail {
 struct BuiltinWriters; // commits from metadata columns (internal)
+struct BuiltinReaders; // reads the metadata as columns (internal)
 }
 
 class DistcpWriter : public StorageWriter {
@@ -79,6 +80,7 @@ public:
     std::uint64_t bytes_read() const noexcept;
 
 private:
+    friend struct detail::BuiltinReaders;
     struct Impl;
     std::unique_ptr<Impl> m_impl;
 };

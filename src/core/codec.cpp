@@ -98,11 +98,13 @@ void Encoder::bytes(const Bytes& b)
     raw(b.data(), b.size());
 }
 
-void Encoder::shape(const Shape& s)
+void Encoder::shape(const Shape& s) { shape(s.data(), s.size()); }
+
+void Encoder::shape(const std::int64_t* v, std::size_t n)
 {
-    u8(static_cast<std::uint8_t>(s.size()));
-    for (auto v : s)
-        uv(static_cast<std::uint64_t>(v)); // negative: 10 bytes, refused on decoding
+    u8(static_cast<std::uint8_t>(n));
+    for (std::size_t i = 0; i < n; ++i)
+        uv(static_cast<std::uint64_t>(v[i])); // negative: 10 bytes, refused on decoding
 }
 
 void Decoder::fail(const std::string& why) const { throw error::FormatError(std::string(m_what) + ": " + why); }
@@ -494,6 +496,42 @@ Bytes encode(const Metadata& md)
         for (const auto& c : m.chunks) {
             put_box(e, c.box);
             put_storage(e, c.storage);
+        }
+    }
+    return e.take();
+}
+
+Bytes encode(const MetadataColumns& md)
+{
+    Encoder e;
+    e.u32(k_magic_metadata);
+    e.u32(static_cast<std::uint32_t>(md.format_version));
+    e.str(md.library_version);
+    e.u32(static_cast<std::uint32_t>(md.world_size));
+    e.str(md.layout);
+    e.str(md.created);
+    e.u64(md.checksum_block);
+    e.count(md.entries.size());
+    static const std::string no_file; // a chunk not written: an empty path, as in to_metadata()
+    for (const auto& m : md.entries) {
+        e.str(m.name);
+        e.u8(static_cast<std::uint8_t>(m.kind));
+        e.u8(static_cast<std::uint8_t>(m.dtype));
+        e.shape(m.global_shape);
+        e.str(m.value);
+        e.count(m.chunks);
+        const std::size_t nd = m.ndim();
+        for (std::size_t j = 0; j < m.chunks; ++j) {
+            const std::int64_t* b = md.boxes.data() + m.first_coord + 2 * nd * j;
+            e.shape(b, nd);
+            e.shape(b + nd, nd);
+            const std::size_t k = m.first_chunk + j;
+            e.str(md.chunk_file[k] >= 0 ? md.files[static_cast<std::size_t>(md.chunk_file[k])] : no_file);
+            e.uv(md.chunk_offset[k]);
+            e.uv(md.chunk_length[k]);
+            e.count(md.sum_count[k]);
+            for (std::size_t i = 0; i < md.sum_count[k]; ++i)
+                e.u64(md.sums[md.sum_begin[k] + i]);
         }
     }
     return e.take();

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "cairn/plan.hpp"
+#include "core/metadata_columns.hpp"
 
 #include <cstddef>
 #include <algorithm>
@@ -82,6 +83,8 @@ public:
     void str(const std::string& s);
     void bytes(const Bytes& b);
     void shape(const Shape& s);
+    /// The same encoding as shape() of `n` values at `v`.
+    void shape(const std::int64_t* v, std::size_t n);
     Bytes take()
     {
         m_buf.resize(m_n);
@@ -222,6 +225,9 @@ LoadPlan decode_load_plan(const Bytes& b);
 Bytes encode(const std::vector<WriteResult>& results);
 std::vector<WriteResult> decode_write_results(const Bytes& b);
 Bytes encode(const Metadata& md);
+/// The same bytes as encode(to_metadata(md)) (entries in name order, as
+/// MetadataColumns holds them), without building the structs.
+Bytes encode(const MetadataColumns& md);
 Metadata decode_metadata(const Bytes& b);
 /// What a rank reads of an entry (load): its box, or nullptr for none.
 using WantedBox = std::function<const Box*(const std::string& fqn)>;

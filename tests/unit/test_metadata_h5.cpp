@@ -3,6 +3,8 @@
 #include "unit_common.hpp"
 
 #include "core/checksum.hpp"
+#include "core/codec.hpp"
+#include "storage/hdf5/h5.hpp"
 #include "storage/hdf5/metadata_h5.hpp"
 
 #include <hdf5.h>
@@ -417,6 +419,67 @@ TEST_CASE("metadata file: the chunk columns of many regular chunks are stored as
             H5Sclose(sp);
         });
         CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("both 'chunk_files' and 'chunk_files_runs'"));
+    }
+}
+
+// What the coordinator of a load broadcasts: the columns read from the file,
+// encoded, are the same bytes as the structs read from it, encoded.
+TEST_CASE("metadata file: read as columns, encoded like the structs", "[h5meta][codec]")
+{
+    TempDir tmp;
+    const auto path = tmp.file("metadata.h5");
+    const auto same_bytes = [&] {
+        const auto cols = read_metadata_columns_file(path);
+        CHECK(cols.entries.size() == read_metadata_file(path).entries.size());
+        CHECK(encode(cols) == encode(read_metadata_file(path)));
+        return cols;
+    };
+    SECTION("every kind of entry, checksums, format version 1")
+    {
+        write_metadata_file(path, sample(), false);
+        same_bytes();
+    }
+    SECTION("chunk columns as runs, format version 2")
+    {
+        Metadata md;
+        md.world_size = 20000;
+        md.layout = "container";
+        md.checksum_block = 1 << 20;
+        md.entries["u"] = row_split(20000, 4, false);
+        md.entries["w"] = row_split(20000, 2, true);
+        write_metadata_file(path, md, false);
+        CHECK(same_bytes().format_version == 2);
+    }
+    // Cairn writes entries in name order; a file edited by hand need not.
+    Metadata two;
+    two.world_size = 4;
+    two.layout = "distcp";
+    two.entries["a"] = grid_array(DType::f64, {100}, {25});
+    two.entries["b"] = grid_array(DType::f64, {100}, {50});
+    const auto rename = [&](std::vector<std::string> names) {
+        write_metadata_file(path, two, false);
+        edit_cairn_group(path, [&](hid_t g) {
+            REQUIRE(H5Adelete(g, "names") >= 0);
+            h5::write_string_array_attr(g, "names", names);
+        });
+    };
+    SECTION("a file whose entries are not in name order is read in name order")
+    {
+        rename({"b", "a"});
+        const auto back = same_bytes();
+        REQUIRE(back.entries.size() == 2);
+        CHECK(back.entries[0].name == "a");
+        CHECK(back.entries[0].chunks == 2); // the stored second entry's chunks
+        CHECK(back.entries[1].name == "b");
+        CHECK(back.entries[1].chunks == 4);
+        CHECK(read_metadata_file(path).entries.at("a").chunks.size() == 2);
+    }
+    SECTION("two entries of one name are a FormatError naming it")
+    {
+        rename({"a", "a"});
+        CHECK_THAT(read_error_of(path), Contains("entry 'a': duplicate name"));
+        CHECK_THAT(message_of<error::FormatError>([&] { read_metadata_columns_file(path); }),
+                   Contains("entry 'a': duplicate name"));
     }
 }
 

@@ -4,6 +4,7 @@
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
 #include "storage/distcp/mpiio.hpp"
+#include "storage/builtin_readers.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/metadata_h5.hpp"
 
@@ -288,16 +289,18 @@ void DistcpReader::reset(const std::string& checkpoint_id)
     m_impl->bytes_read = 0;
 }
 
-Metadata DistcpReader::read_metadata()
+Metadata DistcpReader::read_metadata() { return detail::to_metadata(detail::BuiltinReaders::read_metadata(*this)); }
+
+detail::MetadataColumns detail::BuiltinReaders::read_metadata(DistcpReader& r)
 {
-    const auto& path = m_impl->path;
+    const auto& path = r.m_impl->path;
     if (!fs::is_directory(path))
         throw error::NotFound("no checkpoint at " + path + " (not a directory)");
     const auto mdfile = fs::join(path, metadata_file_name);
     if (!fs::exists(mdfile))
         throw error::NotFound(path + " is not a committed checkpoint: " + metadata_file_name +
                               " is missing (an interrupted save?)");
-    auto md = detail::read_metadata_file(mdfile);
+    auto md = detail::read_metadata_columns_file(mdfile);
     if (md.layout != "distcp")
         throw error::FormatError(mdfile + ": layout '" + md.layout + "', expected 'distcp'");
     return md;

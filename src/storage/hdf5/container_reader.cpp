@@ -13,6 +13,7 @@
 #include "core/fault.hpp"
 #include "core/strided.hpp"
 #include "storage/distcp/mpiio.hpp"
+#include "storage/builtin_readers.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/container_h5.hpp"
 #include "storage/hdf5/h5.hpp"
@@ -316,9 +317,11 @@ void ContainerReader::reset(const std::string& checkpoint_id)
     m_impl->serial = Handle();
 }
 
-Metadata ContainerReader::read_metadata()
+Metadata ContainerReader::read_metadata() { return detail::to_metadata(detail::BuiltinReaders::read_metadata(*this)); }
+
+detail::MetadataColumns detail::BuiltinReaders::read_metadata(ContainerReader& r)
 {
-    const auto& path = m_impl->path;
+    const auto& path = r.m_impl->path;
     if (!fs::exists(path))
         throw error::NotFound("no checkpoint at " + path);
     if (fs::is_directory(path))
@@ -326,8 +329,8 @@ Metadata ContainerReader::read_metadata()
     detail::h5::ErrorSilencer quiet;
     if (H5Fis_hdf5(path.c_str()) <= 0)
         throw error::FormatError(path + ": not an HDF5 file");
-    const Handle file = open_serial(path, m_impl->tuning);
-    Metadata md = detail::read_metadata_group(file, path);
+    const Handle file = open_serial(path, r.m_impl->tuning);
+    auto md = detail::read_metadata_columns_group(file, path);
     if (md.layout != "container")
         throw error::FormatError(path + ": layout '" + md.layout + "', expected 'container'");
     return md;

@@ -249,12 +249,12 @@ void write_metadata_group(hid_t loc, const MetadataColumns& md)
     }
 }
 
-Metadata read_metadata_group(hid_t loc, const std::string& where)
+MetadataColumns read_metadata_columns_group(hid_t loc, const std::string& where)
 {
     if (H5Lexists(loc, "cairn", H5P_DEFAULT) <= 0)
         throw error::FormatError(where + ": no group /cairn (not a Cairn checkpoint)");
     Handle root(check(H5Gopen2(loc, "cairn", H5P_DEFAULT), where + ": opening /cairn", false));
-    Metadata md;
+    MetadataColumns md;
     const std::string rw = where + ": /cairn";
     auto fail = [&](const std::string& why) -> void { throw error::FormatError(rw + ": " + why); };
     const auto fv = h5::read_i64_attr(root, "format_version", rw);
@@ -273,7 +273,8 @@ Metadata read_metadata_group(hid_t loc, const std::string& where)
     md.layout = h5::read_string_attr(root, "layout", rw);
     md.created = h5::read_string_attr(root, "created", rw);
 
-    const auto files = h5::read_string_array_attr(root, "files", rw);
+    md.files = h5::read_string_array_attr(root, "files", rw);
+    const auto& files = md.files;
     const auto names = h5::read_string_array_attr(root, "names", rw);
     const auto count = h5::read_i64_attr(root, "entry_count", rw);
     const std::size_t n = names.size();
@@ -294,13 +295,18 @@ Metadata read_metadata_group(hid_t loc, const std::string& where)
         box_blocks[i] = {static_cast<std::uint64_t>(counts[i]), 2u * ndims[i]};
         chunk_blocks[i] = {static_cast<std::uint64_t>(counts[i]), 1};
     }
-    const auto boxes = read_chunk_column<std::int64_t>(root, "chunk_boxes", box_blocks, names, rw);
-    const auto chunk_file = read_chunk_column<std::int64_t>(root, "chunk_files", chunk_blocks, names, rw);
-    const auto chunk_offset = read_chunk_column<std::uint64_t>(root, "chunk_offsets", chunk_blocks, names, rw);
-    const auto chunk_length = read_chunk_column<std::uint64_t>(root, "chunk_lengths", chunk_blocks, names, rw);
+    md.boxes = read_chunk_column<std::int64_t>(root, "chunk_boxes", box_blocks, names, rw);
+    md.chunk_file = read_chunk_column<std::int64_t>(root, "chunk_files", chunk_blocks, names, rw);
+    md.chunk_offset = read_chunk_column<std::uint64_t>(root, "chunk_offsets", chunk_blocks, names, rw);
+    md.chunk_length = read_chunk_column<std::uint64_t>(root, "chunk_lengths", chunk_blocks, names, rw);
+    const auto& boxes = md.boxes;
+    const auto& chunk_file = md.chunk_file;
+    const auto& chunk_offset = md.chunk_offset;
+    const auto& chunk_length = md.chunk_length;
     const auto algorithm = h5::read_string_attr(root, "checksum_algorithm", rw);
     const auto block = h5::read_i64_attr(root, "checksum_block_bytes", rw);
-    const auto sums = h5::read_u64_attr(root, "chunk_checksums", rw);
+    md.sums = h5::read_u64_attr(root, "chunk_checksums", rw);
+    const auto& sums = md.sums;
     if (block.size() != 1 || block[0] < 0)
         fail("invalid checksum_block_bytes");
     md.checksum_block = static_cast<std::uint64_t>(block[0]);
@@ -310,6 +316,9 @@ Metadata read_metadata_group(hid_t loc, const std::string& where)
     const std::size_t nc = chunk_file.size();
     if (chunk_offset.size() != nc || chunk_length.size() != nc)
         fail("the chunk columns differ in length");
+    md.sum_begin.resize(nc);
+    md.sum_count.resize(nc);
+    md.entries.reserve(n);
 
     Handle values;
     if (H5Lexists(root, "values", H5P_DEFAULT) > 0)
@@ -319,7 +328,8 @@ Metadata read_metadata_group(hid_t loc, const std::string& where)
         const std::string ew = rw + ": entry '" + names[i] + "'";
         if (kinds[i] > static_cast<std::uint8_t>(ItemKind::string) || !dtype_valid(dtypes[i]))
             throw error::FormatError(ew + ": invalid kind or dtype");
-        EntryMeta em;
+        MetadataColumns::Entry em;
+        em.name = names[i];
         em.kind = static_cast<ItemKind>(kinds[i]);
         em.dtype = static_cast<DType>(dtypes[i]);
         const std::size_t nd = ndims[i];
@@ -343,45 +353,50 @@ Metadata read_metadata_group(hid_t loc, const std::string& where)
         if (nchunks < 0 || static_cast<std::uint64_t>(nchunks) > nc - ci ||
             (!has_dims(em.kind) && nchunks != 0))
             throw error::FormatError(ew + ": invalid chunk count " + std::to_string(nchunks));
-        em.chunks.resize(static_cast<std::size_t>(nchunks));
-        for (std::size_t c = 0; c < em.chunks.size(); ++c, ++ci) {
-            auto& ch = em.chunks[c];
+        em.first_chunk = ci;
+        em.chunks = static_cast<std::size_t>(nchunks);
+        em.first_coord = bi;
+        // Chunk boxes as stored: offsets then extents, 2 * nd values each.
+        const auto box_at = [&](std::size_t first_value) {
+            const std::int64_t* b = boxes.data() + first_value;
+            return Box{Shape(b, b + nd), Shape(b + nd, b + 2 * nd)};
+        };
+        for (std::size_t c = 0; c < em.chunks; ++c, ++ci) {
             if (boxes.size() - bi < 2 * nd)
                 throw error::FormatError(ew + ": chunk_boxes is too short");
-            ch.box.offsets.assign(boxes.begin() + static_cast<std::ptrdiff_t>(bi),
-                                  boxes.begin() + static_cast<std::ptrdiff_t>(bi + nd));
-            ch.box.shape.assign(boxes.begin() + static_cast<std::ptrdiff_t>(bi + nd),
-                                boxes.begin() + static_cast<std::ptrdiff_t>(bi + 2 * nd));
-            bi += 2 * nd;
-            if (!ch.box.inside(em.global_shape))
-                throw error::FormatError(ew + ": chunk " + std::to_string(c) + " box " + ch.box.str() +
-                                         " lies outside the global shape " + shape_str(em.global_shape));
+            const std::int64_t* off = boxes.data() + bi;
+            const std::int64_t* ext = off + nd;
+            std::uint64_t volume = 1;
+            for (std::size_t d = 0; d < nd; ++d) {
+                const std::int64_t g = em.global_shape[d];
+                if (off[d] < 0 || ext[d] < 0 || off[d] > g || ext[d] > g - off[d]) // as Box::inside
+                    throw error::FormatError(ew + ": chunk " + std::to_string(c) + " box " + box_at(bi).str() +
+                                             " lies outside the global shape " + shape_str(em.global_shape));
+                volume *= static_cast<std::uint64_t>(ext[d]);
+            }
             if (chunk_file[ci] < 0 || static_cast<std::size_t>(chunk_file[ci]) >= files.size())
                 throw error::FormatError(ew + ": chunk " + std::to_string(c) + " names file " +
                                          std::to_string(chunk_file[ci]) + " of " + std::to_string(files.size()));
             // Inside a global shape whose byte size fits: so does the box's.
-            const auto expect = static_cast<std::uint64_t>(ch.box.volume()) * elem;
+            const auto expect = volume * elem;
             if (chunk_length[ci] != expect)
                 throw error::FormatError(ew + ": chunk " + std::to_string(c) + " has length " +
                                          std::to_string(chunk_length[ci]) + ", its box needs " + std::to_string(expect));
-            ch.storage = StorageInfo{files[static_cast<std::size_t>(chunk_file[ci])], chunk_offset[ci], chunk_length[ci], {}};
-            const auto nsums = checksum_blocks(chunk_length[ci], checksum_span(ch.box.shape, elem, md.checksum_block));
+            const auto nsums = checksum_blocks(chunk_length[ci], checksum_span(ext, nd, elem, md.checksum_block));
             if (sums.size() - ki < nsums)
                 throw error::FormatError(ew + ": chunk_checksums is too short");
-            ch.storage.checksums.assign(sums.begin() + static_cast<std::ptrdiff_t>(ki),
-                                        sums.begin() + static_cast<std::ptrdiff_t>(ki + nsums));
+            md.sum_begin[ci] = ki;
+            md.sum_count[ci] = static_cast<std::uint32_t>(nsums);
             ki += nsums;
+            bi += 2 * nd;
         }
         if (has_dims(em.kind)) {
-            std::vector<Box> chunk_boxes;
-            chunk_boxes.reserve(em.chunks.size());
-            for (const auto& ch : em.chunks)
-                chunk_boxes.push_back(ch.box);
-            const auto p = check_tiling(em.global_shape, chunk_boxes);
+            const auto p = check_tiling(em.global_shape, boxes.data() + em.first_coord, em.chunks);
             if (p.kind == TilingProblem::overlap)
                 throw error::FormatError(ew + ": chunk " + std::to_string(p.first) + " " +
-                                         chunk_boxes[p.first].str() + " overlaps chunk " + std::to_string(p.second) +
-                                         " " + chunk_boxes[p.second].str());
+                                         box_at(em.first_coord + 2 * nd * p.first).str() + " overlaps chunk " +
+                                         std::to_string(p.second) + " " +
+                                         box_at(em.first_coord + 2 * nd * p.second).str());
             if (p.kind == TilingProblem::coverage)
                 throw error::FormatError(ew + ": its chunks cover " + std::to_string(p.covered) + " of the " +
                                          std::to_string(p.total) + " elements of its global shape " +
@@ -398,12 +413,25 @@ Metadata read_metadata_group(hid_t loc, const std::string& where)
                                   rw + "/values");
             }
         }
-        if (!md.entries.emplace(names[i], std::move(em)).second)
-            throw error::FormatError(ew + ": duplicate name");
+        md.entries.push_back(std::move(em));
     }
     if (si != shapes.size() || ci != nc || bi != boxes.size() || ki != sums.size())
         fail("the shape and chunk tables have rows that no entry claims");
+    // In name order, as a cairn::Metadata holds them (the writer's order;
+    // a file need not keep it), names distinct.
+    if (!std::is_sorted(md.entries.begin(), md.entries.end(),
+                        [](const auto& a, const auto& b) { return a.name < b.name; }))
+        std::stable_sort(md.entries.begin(), md.entries.end(),
+                         [](const auto& a, const auto& b) { return a.name < b.name; });
+    for (std::size_t i = 1; i < md.entries.size(); ++i)
+        if (md.entries[i].name == md.entries[i - 1].name)
+            throw error::FormatError(rw + ": entry '" + md.entries[i].name + "': duplicate name");
     return md;
+}
+
+Metadata read_metadata_group(hid_t loc, const std::string& where)
+{
+    return to_metadata(read_metadata_columns_group(loc, where));
 }
 
 namespace {
@@ -619,7 +647,7 @@ void write_metadata_file(const std::string& path, const MetadataColumns& md, boo
         fs::fsync_path(path);
 }
 
-Metadata read_metadata_file(const std::string& path)
+MetadataColumns read_metadata_columns_file(const std::string& path)
 {
     if (!fs::exists(path))
         throw error::NotFound("no checkpoint metadata at " + path);
@@ -653,8 +681,10 @@ Metadata read_metadata_file(const std::string& path)
         throw error::FormatError(path + (sealed ? ": HDF5 cannot open it: " : ": a damaged HDF5 file (truncated?): ") +
                                  (why.empty() ? "cannot open" : why));
     }
-    return read_metadata_group(file, path);
+    return read_metadata_columns_group(file, path);
 }
+
+Metadata read_metadata_file(const std::string& path) { return to_metadata(read_metadata_columns_file(path)); }
 
 } // namespace cairn::detail
 

@@ -23,6 +23,9 @@ void write_metadata_group(hid_t loc, const MetadataColumns& md);
 /// prefixes every error. Validates the format version, kinds, dtypes, ranks
 /// of boxes and that every chunk lies inside its array.
 Metadata read_metadata_group(hid_t loc, const std::string& where);
+/// The same, as columns (entries in name order), without any per-chunk
+/// object: what the coordinator of a load encodes and broadcasts.
+MetadataColumns read_metadata_columns_group(hid_t loc, const std::string& where);
 
 /// Bytes of the HDF5 user block of a metadata file, which holds its
 /// integrity header (docs/FORMAT.md, section 2.4).
@@ -47,6 +50,8 @@ void seal_metadata_file(const std::string& path);
 /// damaged or not a Cairn metadata file, error::ReadError when it cannot be
 /// read.
 Metadata read_metadata_file(const std::string& path);
+/// The same, as columns (read_metadata_columns_group).
+MetadataColumns read_metadata_columns_file(const std::string& path);
 
 /// Escapes an entry name into an HDF5 link name ('%' -> %25, '/' -> %2F, a
 /// leading '.' -> %2E); reversible, and the identity on ordinary names.

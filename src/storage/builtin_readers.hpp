@@ -1,0 +1,34 @@
+// Private: the metadata of Cairn's own storage readers as columns, for the
+// coordinator of a load, which encodes and broadcasts it without building a
+// cairn::Metadata (src/checkpoint.cpp). Their public read_metadata()
+// converts the same columns.
+#pragma once
+
+#include "cairn/container.hpp"
+#include "cairn/distcp.hpp"
+#include "core/metadata_columns.hpp"
+
+#include <typeinfo>
+
+namespace cairn::detail {
+
+struct BuiltinReaders {
+    /// Whether `r` is exactly DistcpReader or ContainerReader (not a subclass,
+    /// which may override any step).
+    static bool is_builtin(const StorageReader& r)
+    {
+        return typeid(r) == typeid(DistcpReader) || typeid(r) == typeid(ContainerReader);
+    }
+    /// StorageReader::read_metadata of a reader that is_builtin(), as columns
+    /// (same checks, same errors).
+    static MetadataColumns read_metadata(StorageReader& r)
+    {
+        if (typeid(r) == typeid(DistcpReader))
+            return read_metadata(static_cast<DistcpReader&>(r));
+        return read_metadata(static_cast<ContainerReader&>(r));
+    }
+    static MetadataColumns read_metadata(DistcpReader& r);    // distcp_reader.cpp
+    static MetadataColumns read_metadata(ContainerReader& r); // container_reader.cpp
+};
+
+} // namespace cairn::detail
