@@ -2,6 +2,7 @@
 
 #include "cairn/errors.hpp"
 #include "core/checksum.hpp"
+#include "core/tiling.hpp"
 
 #include <cstring>
 #include <unordered_map>
@@ -475,9 +476,13 @@ std::vector<WriteResult> decode_write_results(const Bytes& b)
     return rs;
 }
 
-Bytes encode(const Metadata& md)
+namespace {
+
+// The checkpoint-wide fields of a metadata encoding and its entry count,
+// from Metadata or MetadataColumns.
+template <class M>
+void put_metadata_header(Encoder& e, const M& md)
 {
-    Encoder e;
     e.u32(k_magic_metadata);
     e.u32(static_cast<std::uint32_t>(md.format_version));
     e.str(md.library_version);
@@ -486,6 +491,14 @@ Bytes encode(const Metadata& md)
     e.str(md.created);
     e.u64(md.checksum_block);
     e.count(md.entries.size());
+}
+
+} // namespace
+
+Bytes encode(const Metadata& md)
+{
+    Encoder e;
+    put_metadata_header(e, md);
     for (const auto& [fqn, m] : md.entries) {
         e.str(fqn);
         e.u8(static_cast<std::uint8_t>(m.kind));
@@ -504,14 +517,7 @@ Bytes encode(const Metadata& md)
 Bytes encode(const MetadataColumns& md)
 {
     Encoder e;
-    e.u32(k_magic_metadata);
-    e.u32(static_cast<std::uint32_t>(md.format_version));
-    e.str(md.library_version);
-    e.u32(static_cast<std::uint32_t>(md.world_size));
-    e.str(md.layout);
-    e.str(md.created);
-    e.u64(md.checksum_block);
-    e.count(md.entries.size());
+    put_metadata_header(e, md);
     static const std::string no_file; // a chunk not written: an empty path, as in to_metadata()
     for (const auto& m : md.entries) {
         e.str(m.name);
@@ -538,20 +544,6 @@ Bytes encode(const MetadataColumns& md)
 }
 
 namespace {
-
-// Whether the box at `off` / `ext` (`nd` dimensions) overlaps `want`, as
-// intersect() decides (ends saturated).
-bool overlaps(const Box& want, const std::int64_t* off, const std::int64_t* ext, std::size_t nd) noexcept
-{
-    const auto end = [](std::int64_t o, std::int64_t s) {
-        std::int64_t e;
-        return __builtin_add_overflow(o, s, &e) ? (s > 0 ? INT64_MAX : INT64_MIN) : e;
-    };
-    for (std::size_t i = 0; i < nd; ++i)
-        if (std::min(end(off[i], ext[i]), end(want.offsets[i], want.shape[i])) <= std::max(off[i], want.offsets[i]))
-            return false;
-    return true;
-}
 
 // Parses a StorageInfo as get_storage() does, keeping nothing.
 void skip_storage(Decoder& d)
@@ -584,27 +576,25 @@ Metadata decode_metadata_impl(const Bytes& b, const WantedBox* wanted)
         m.global_shape = d.shape();
         m.value = d.str();
         const std::size_t nchunks = d.count(6); // two shapes, path, offset, length, checksum count
-        const Box* want = wanted ? (*wanted)(fqn) : nullptr;
-        if (!wanted || m.kind != ItemKind::array) {
-            m.chunks.resize(nchunks);
-            for (auto& c : m.chunks) {
-                c.box = get_box(d);
+        // Without a filter (or for entries other than arrays) every chunk.
+        const bool all = !wanted || m.kind != ItemKind::array;
+        const Box* want = all ? nullptr : (*wanted)(fqn);
+        if (all)
+            m.chunks.reserve(nchunks);
+        for (std::size_t k = 0; k < nchunks; ++k) {
+            const std::size_t nd = d.shape_into(off);
+            const std::size_t ne = d.shape_into(ext);
+            if (ne != nd)
+                d.fail("box with " + std::to_string(nd) + " offsets and " + std::to_string(ne) + " extents");
+            if (all || k == 0 ||
+                (want && (want->ndim() != nd ||
+                          overlaps(off, ext, want->offsets.data(), want->shape.data(), nd)))) {
+                ChunkMeta& c = m.chunks.emplace_back();
+                c.box.offsets.assign(off, off + nd);
+                c.box.shape.assign(ext, ext + nd);
                 c.storage = get_storage(d);
-            }
-        } else {
-            for (std::size_t k = 0; k < nchunks; ++k) {
-                const std::size_t nd = d.shape_into(off);
-                const std::size_t ne = d.shape_into(ext);
-                if (ne != nd)
-                    d.fail("box with " + std::to_string(nd) + " offsets and " + std::to_string(ne) + " extents");
-                if (k == 0 || (want && (want->ndim() != nd || overlaps(*want, off, ext, nd)))) {
-                    ChunkMeta& c = m.chunks.emplace_back();
-                    c.box.offsets.assign(off, off + nd);
-                    c.box.shape.assign(ext, ext + nd);
-                    c.storage = get_storage(d);
-                } else {
-                    skip_storage(d);
-                }
+            } else {
+                skip_storage(d);
             }
         }
         if (!md.entries.emplace(std::move(fqn), std::move(m)).second)

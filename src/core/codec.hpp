@@ -230,15 +230,20 @@ Bytes encode(const Metadata& md);
 Bytes encode(const MetadataColumns& md);
 Metadata decode_metadata(const Bytes& b);
 /// What a rank reads of an entry (load): its box, or nullptr for none.
+/// Called once per array entry, in entry order; the box must stay valid
+/// during the call.
 using WantedBox = std::function<const Box*(const std::string& fqn)>;
-/// The metadata as one rank needs it to load: every entry (kind, dtype,
-/// shape, value) but, of each array's chunks, only those that overlap
-/// `wanted(fqn)` (as intersect() decides) and the first (which names the
+/// The metadata as one rank needs it to load (local): every entry (kind,
+/// dtype, shape, value) but, of each array's chunks, only those that share
+/// an element with `wanted(fqn)` (detail::overlaps: for the non-negative
+/// boxes of a state and a decoded chunk, what intersect() decides) and the
+/// first (which names the
 /// array's dataset in a container), in stored order. Chunk numbers are
 /// then indices into these, not the stored ones. Every chunk is still
 /// parsed and checked as decode_metadata() does; entries of other kinds,
 /// and arrays whose wanted box has another number of dimensions, keep all
-/// their chunks.
+/// their chunks. Throws error::FormatError exactly where decode_metadata()
+/// does; an empty `wanted` is decode_metadata().
 Metadata decode_metadata(const Bytes& b, const WantedBox& wanted);
 
 /// 64-bit content hash (not cryptographic), used to compare replicas.

@@ -36,14 +36,20 @@ bool overlaps(const Box& a, const Box& b) noexcept
     const std::size_t n = a.shape.size();
     if (b.shape.size() != n || a.offsets.size() != n || b.offsets.size() != n)
         return false;
-    for (std::size_t d = 0; d < n; ++d) {
+    return overlaps(a.offsets.data(), a.shape.data(), b.offsets.data(), b.shape.data(), n);
+}
+
+bool overlaps(const std::int64_t* a_offsets, const std::int64_t* a_extents, const std::int64_t* b_offsets,
+              const std::int64_t* b_extents, std::size_t nd) noexcept
+{
+    for (std::size_t d = 0; d < nd; ++d) {
         // [a0, a0+as) and [b0, b0+bs) meet iff a0 < b0+bs and b0 < a0+as;
         // compared as differences so that nothing overflows (extents >= 0
         // and offsets >= 0 in boxes that passed inside()).
-        if (a.shape[d] <= 0 || b.shape[d] <= 0)
+        if (a_extents[d] <= 0 || b_extents[d] <= 0)
             return false;
-        if (a.offsets[d] <= b.offsets[d] ? b.offsets[d] - a.offsets[d] >= a.shape[d]
-                                         : a.offsets[d] - b.offsets[d] >= b.shape[d])
+        if (a_offsets[d] <= b_offsets[d] ? b_offsets[d] - a_offsets[d] >= a_extents[d]
+                                         : a_offsets[d] - b_offsets[d] >= b_extents[d])
             return false;
     }
     return true;

@@ -24,6 +24,11 @@ std::optional<std::int64_t> checked_bytes(const Shape& shape, std::uint64_t elem
 /// True when the boxes (same rank, well formed) share at least one element.
 /// Never overflows and never allocates.
 bool overlaps(const Box& a, const Box& b) noexcept;
+/// The same for boxes of `nd` dimensions given as offsets and extents (no
+/// Box needed). For non-negative offsets and extents, true exactly when
+/// intersect() of the two boxes has a value.
+bool overlaps(const std::int64_t* a_offsets, const std::int64_t* a_extents, const std::int64_t* b_offsets,
+              const std::int64_t* b_extents, std::size_t nd) noexcept;
 
 /// What check_tiling found.
 struct TilingProblem {

@@ -20,7 +20,9 @@ struct BuiltinReaders {
         return typeid(r) == typeid(DistcpReader) || typeid(r) == typeid(ContainerReader);
     }
     /// StorageReader::read_metadata of a reader that is_builtin(), as columns
-    /// (same checks, same errors).
+    /// (entries in name order): local (the coordinator calls it alone),
+    /// after reset(); the same checks and errors (error::NotFound,
+    /// error::FormatError, error::ReadError).
     static MetadataColumns read_metadata(StorageReader& r)
     {
         if (typeid(r) == typeid(DistcpReader))

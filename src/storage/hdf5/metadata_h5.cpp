@@ -419,10 +419,7 @@ MetadataColumns read_metadata_columns_group(hid_t loc, const std::string& where)
         fail("the shape and chunk tables have rows that no entry claims");
     // In name order, as a cairn::Metadata holds them (the writer's order;
     // a file need not keep it), names distinct.
-    if (!std::is_sorted(md.entries.begin(), md.entries.end(),
-                        [](const auto& a, const auto& b) { return a.name < b.name; }))
-        std::stable_sort(md.entries.begin(), md.entries.end(),
-                         [](const auto& a, const auto& b) { return a.name < b.name; });
+    std::stable_sort(md.entries.begin(), md.entries.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
     for (std::size_t i = 1; i < md.entries.size(); ++i)
         if (md.entries[i].name == md.entries[i - 1].name)
             throw error::FormatError(rw + ": entry '" + md.entries[i].name + "': duplicate name");

@@ -23,8 +23,9 @@ void write_metadata_group(hid_t loc, const MetadataColumns& md);
 /// prefixes every error. Validates the format version, kinds, dtypes, ranks
 /// of boxes and that every chunk lies inside its array.
 Metadata read_metadata_group(hid_t loc, const std::string& where);
-/// The same, as columns (entries in name order), without any per-chunk
-/// object: what the coordinator of a load encodes and broadcasts.
+/// The same, as columns (entries in name order, duplicate names a
+/// FormatError), without any per-chunk object: what the coordinator of a
+/// load encodes and broadcasts. Same checks and errors.
 MetadataColumns read_metadata_columns_group(hid_t loc, const std::string& where);
 
 /// Bytes of the HDF5 user block of a metadata file, which holds its
@@ -50,7 +51,7 @@ void seal_metadata_file(const std::string& path);
 /// damaged or not a Cairn metadata file, error::ReadError when it cannot be
 /// read.
 Metadata read_metadata_file(const std::string& path);
-/// The same, as columns (read_metadata_columns_group).
+/// The same, as columns (read_metadata_columns_group); same errors.
 MetadataColumns read_metadata_columns_file(const std::string& path);
 
 /// Escapes an entry name into an HDF5 link name ('%' -> %25, '/' -> %2F, a
