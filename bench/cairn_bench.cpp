@@ -16,6 +16,7 @@
 
 // Internal headers: the coordinator's planning and the metadata writer are
 // called directly for synthetic plans of many ranks.
+#include "comm/protocol.hpp"
 #include "core/codec.hpp"
 #include "plan/columnar.hpp"
 #include "stage/stage.hpp"
@@ -1143,7 +1144,7 @@ void bench_planning(long ranks, long arrays, Results& R)
     double t_load_read = 0;                        // a load's coordinator: metadata.h5 read as columns, encoded
     double t_load_decode = 0, load_heap_bytes = 0; // every rank of a load: the metadata decoded into structs
     double t_load_part = 0, load_part_heap = 0;    // ... only the chunks a rank's box overlaps
-    u64 load_bcast_bytes = 0;
+    u64 load_bcast_bytes = 0, load_frame_max = 0;
     u64 md_bytes = 0, chunks = 0, gathered_bytes = 0, results_bytes = 0;
     double peak_extra = 0; // bytes: VmHWM growth over the timed steps, gathered plans and results not counted
     const std::string mdpath = g_opt.dir + "/planning/metadata.h5";
@@ -1266,18 +1267,33 @@ void bench_planning(long ranks, long arrays, Results& R)
         peak_extra = std::max(peak_extra, static_cast<double>(status_kib("VmHWM") - rss_before) * 1024.0);
         {
             // A load of it (src/checkpoint.cpp). The coordinator reads
-            // metadata.h5 as columns and encodes them for the broadcast.
+            // metadata.h5 as columns and encodes them in frames of whole
+            // entries for the broadcast (detail::share_metadata); kept here
+            // to decode them below as every rank would, one at a time.
             t0 = now();
-            const auto enc = cd::encode(cd::read_metadata_columns_file(mdpath));
+            std::vector<cd::Bytes> frames;
+            {
+                cd::MetadataFrames f(cd::read_metadata_columns_file(mdpath));
+                for (cd::Bytes b; !(b = f.next(cd::metadata_frame_bytes)).empty();)
+                    frames.push_back(std::move(b));
+            }
             t_load_read += now() - t0;
-            load_bcast_bytes = enc.size();
+            load_bcast_bytes = 0;
+            load_frame_max = 0;
+            for (const auto& b : frames) {
+                load_bcast_bytes += b.size();
+                load_frame_max = std::max<u64>(load_frame_max, b.size());
+            }
             // With a custom planner or reader, every rank decodes it all
             // into the structs it plans from. Heap bytes in use while it
             // holds them (malloc's count: exact, not resident pages).
             if (chunks <= 4200000) { // about 250 bytes per chunk
                 const auto heap_before = mallinfo2().uordblks;
                 t0 = now();
-                const cairn::Metadata decoded = cd::decode_metadata(enc);
+                cd::MetadataDecoder all;
+                for (const auto& b : frames)
+                    all.add(b);
+                const cairn::Metadata decoded = all.finish();
                 t_load_decode += now() - t0;
                 load_heap_bytes = static_cast<double>(mallinfo2().uordblks - heap_before);
             } else {
@@ -1290,8 +1306,10 @@ void bench_planning(long ranks, long arrays, Results& R)
             const cairn::Box mine{{rows * r, 0}, {rows, cols}};
             const auto heap_before = mallinfo2().uordblks;
             t0 = now();
-            const cairn::Metadata part =
-                cd::decode_metadata(enc, [&](const std::string&) -> const cairn::Box* { return &mine; });
+            cd::MetadataDecoder mine_only([&](const std::string&) -> const cairn::Box* { return &mine; });
+            for (const auto& b : frames)
+                mine_only.add(b);
+            const cairn::Metadata part = mine_only.finish();
             t_load_part += now() - t0;
             load_part_heap = static_cast<double>(mallinfo2().uordblks - heap_before);
         }
@@ -1333,16 +1351,16 @@ void bench_planning(long ranks, long arrays, Results& R)
                 "results %.3f, write metadata.h5 %.3f)\n",
                 label.c_str(), again, r_encode / n, r_attach / n, r_md / n);
     std::printf("figure planning-%s a load of it: the coordinator reads metadata.h5 as columns and encodes them "
-                "in %.3f s, %.1f MiB to broadcast (%.1f B/chunk)\n",
+                "in %.3f s, %.1f MiB to broadcast (%.1f B/chunk) in frames of at most %.2f MiB\n",
                 label.c_str(), t_load_read / n, load_bcast_bytes / 1048576.0,
-                static_cast<double>(load_bcast_bytes) / static_cast<double>(chunks));
+                static_cast<double>(load_bcast_bytes) / static_cast<double>(chunks), load_frame_max / 1048576.0);
     if (t_load_decode >= 0)
         std::printf("figure planning-%s a load of it, custom planner or reader: every rank decodes all of it into "
                     "structs in %.3f s, holding %.1f MiB of heap (%.0f B/chunk)\n",
                     label.c_str(), t_load_decode / n, load_heap_bytes / 1048576.0,
                     load_heap_bytes / static_cast<double>(chunks));
     std::printf("figure planning-%s a load of it, default planner: a rank decodes only the chunks its box overlaps "
-                "in %.3f s, holding %.2f MiB of heap (%.2f B/chunk of the checkpoint)\n",
+                "in %.3f s, holding %.2f MiB of heap (%.2f B/chunk of the checkpoint) and one frame at a time\n",
                 label.c_str(), t_load_part / n, load_part_heap / 1048576.0,
                 load_part_heap / static_cast<double>(chunks));
     std::printf("ratio planning-%s plan+metadata-seconds/target-2s %.3f\n", label.c_str(), total / 2.0);

@@ -4,7 +4,9 @@
 // The decode that keeps only the chunks the state's boxes overlap (what
 // load() does) must accept exactly the inputs the full decode accepts, keep
 // each entry's first chunk and every overlapping one in stored order, and
-// plan the same reads (regions and the storage they come from).
+// plan the same reads (regions and the storage they come from); the same
+// metadata re-encoded in frames (the broadcast) and decoded frame by frame
+// must keep the same.
 // Inputs are first held to what the metadata reader guarantees (every chunk
 // box inside its array, src/storage/hdf5/metadata_h5.cpp), since the planner
 // only ever sees validated metadata from Cairn's own readers. Every input must
@@ -169,11 +171,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     } catch (const cairn::error::FormatError&) {
         full_ok = false;
     }
+    const cairn::detail::WantedBox wanted = [](const std::string& fqn) -> const cairn::Box* {
+        const auto it = boxes().find(fqn);
+        return it == boxes().end() ? nullptr : &it->second;
+    };
     try {
-        part = cairn::detail::decode_metadata(in, [](const std::string& fqn) -> const cairn::Box* {
-            const auto it = boxes().find(fqn);
-            return it == boxes().end() ? nullptr : &it->second;
-        });
+        part = cairn::detail::decode_metadata(in, wanted);
     } catch (const cairn::error::FormatError&) {
         part_ok = false;
     }
@@ -182,6 +185,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!full_ok)
         return 0;
     check_part(md, part);
+    // As load() receives it: re-encoded in frames of a few entries, decoded
+    // frame by frame.
+    {
+        cairn::detail::MetadataFrames frames(md);
+        cairn::detail::MetadataDecoder dec(wanted);
+        for (Bytes f; !(f = frames.next(64)).empty();)
+            dec.add(f);
+        if (cairn::detail::encode(dec.finish()) != cairn::detail::encode(part))
+            fail("decoding frame by frame keeps other chunks than decoding in one piece");
+    }
     if (!validated(md))
         return -1; // not a metadata a reader would hand over; keep out of the corpus
     for (const bool partial : {false, true}) {

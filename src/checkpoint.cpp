@@ -365,42 +365,53 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
     std::shared_ptr<LoadPlanner> planner;
     std::shared_ptr<StorageReader> storage;
 
-    // 1. The coordinator reads the metadata once; every rank gets a copy.
-    //    Cairn's own readers hand it over as columns, encoded without a
-    //    per-chunk object (the same bytes).
+    // 1. The coordinator reads the metadata once. Cairn's own readers hand
+    //    it over as columns, encoded without a per-chunk object.
     log.begin(Phase::plan);
-    Bytes encoded = run_phase(c, "read metadata", [&] {
+    std::unique_ptr<detail::MetadataFrames> frames;
+    run_phase(c, "read metadata", [&] {
         log.started();
         planner = options.planner ? options.planner : std::make_shared<DefaultLoadPlanner>(options.partial);
         storage = options.storage ? options.storage : default_reader(options, checkpoint_id, c);
         storage->reset(checkpoint_id);
         if (!coord)
-            return Bytes{};
+            return;
         if (detail::BuiltinReaders::is_builtin(*storage))
-            return detail::encode(detail::BuiltinReaders::read_metadata(*storage));
-        return detail::encode(storage->read_metadata());
+            frames = std::make_unique<detail::MetadataFrames>(detail::BuiltinReaders::read_metadata(*storage));
+        else
+            frames = std::make_unique<detail::MetadataFrames>(storage->read_metadata());
     });
-    detail::bcast_bytes(c, encoded);
 
-    // 2. Every rank: which stored regions overlap its boxes. With the
-    //    default planner and Cairn's own readers, a rank keeps of the
-    //    metadata only the chunks its state's boxes overlap (and each
-    //    entry's first): chunk numbers in its plan index those, and nothing
-    //    else sees them. Memory per rank then grows with what it reads, not
-    //    with the checkpoint's chunk count.
+    // 2. Every rank gets the metadata in frames of whole entries, decoded
+    //    as they arrive (detail::share_metadata), and plans which stored
+    //    regions overlap its boxes. With the default planner and Cairn's own
+    //    readers a rank keeps only the chunks its state's boxes overlap (and
+    //    each entry's first): chunk numbers in its plan index those, and
+    //    nothing else sees them. A rank then holds one frame of the
+    //    broadcast at a time, and of the metadata what it reads, not the
+    //    checkpoint's chunk count.
     Metadata metadata;
     LoadPlan plan = run_phase(c, "local plan", [&] {
         const LoadPlanner& p = *planner;
         const bool own = typeid(p) == typeid(DefaultLoadPlanner) && detail::BuiltinReaders::is_builtin(*storage);
+        // The filter needs the flattened state; a rank that fails here still
+        // takes part in the broadcast.
+        std::exception_ptr failed;
+        detail::WantedBox wanted;
         if (own) {
-            // Flattens the state; it reads `metadata` only once it is set.
-            planner->set_up_planner(state, metadata, coord);
-            const auto& dp = static_cast<const DefaultLoadPlanner&>(p);
-            metadata = detail::decode_metadata(encoded, [&](const std::string& fqn) { return dp.requested_box(fqn); });
-        } else {
-            metadata = detail::decode_metadata(encoded);
+            try {
+                // Flattens the state; it reads `metadata` only once it is set.
+                planner->set_up_planner(state, metadata, coord);
+                const auto& dp = static_cast<const DefaultLoadPlanner&>(p);
+                wanted = [&dp](const std::string& fqn) { return dp.requested_box(fqn); };
+            } catch (...) {
+                failed = std::current_exception();
+            }
         }
-        Bytes().swap(encoded);
+        metadata = detail::share_metadata(c, frames.get(), wanted, failed != nullptr);
+        frames.reset();
+        if (failed)
+            std::rethrow_exception(failed);
         storage->set_up_storage_reader(metadata, coord, comm);
         if (!own)
             planner->set_up_planner(state, metadata, coord);
@@ -497,16 +508,18 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
     std::shared_ptr<StorageReader> storage;
     // The metadata, read once and broadcast, as for a load.
     log.begin(Phase::plan);
-    Bytes encoded = run_phase(c, "read metadata", [&] {
+    std::unique_ptr<detail::MetadataFrames> frames;
+    run_phase(c, "read metadata", [&] {
         log.started();
         storage = options.storage ? options.storage : default_reader(options, checkpoint_id, c);
         storage->reset(checkpoint_id);
-        return coord ? detail::encode(storage->read_metadata()) : Bytes{};
+        if (coord)
+            frames = std::make_unique<detail::MetadataFrames>(storage->read_metadata());
     });
-    detail::bcast_bytes(c, encoded);
     Metadata md;
     run_phase(c, "set up", [&] {
-        md = detail::decode_metadata(encoded);
+        md = detail::share_metadata(c, frames.get(), {});
+        frames.reset();
         storage->set_up_storage_reader(md, coord, comm);
         log.finished();
     });

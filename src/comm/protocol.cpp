@@ -113,6 +113,67 @@ void bcast_bytes(const Comm& c, Bytes& bytes)
     }
 }
 
+void bcast_frames(const Comm& c, const std::function<Bytes()>& next, const std::function<void(const Bytes&)>& take)
+{
+    constexpr std::uint64_t failed = ~std::uint64_t(0); // the coordinator's next() threw
+    std::exception_ptr err;                             // the first throw of next() or take() here
+    Bytes frame;
+    for (;;) {
+        std::uint64_t n = 0;
+        if (c.coordinator()) {
+            try {
+                frame = next();
+                n = frame.size();
+            } catch (...) {
+                err = std::current_exception();
+                n = failed;
+            }
+        }
+        check_mpi(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, c.comm), "MPI_Bcast");
+        if (n == failed) {
+            if (c.coordinator())
+                std::rethrow_exception(err);
+            throw Error(Error::Kind::generic, "the coordinator failed while broadcasting (rank 0 reports why)");
+        }
+        if (n == 0)
+            break;
+        if (!c.coordinator())
+            frame.resize(static_cast<std::size_t>(n));
+        constexpr std::uint64_t piece = std::uint64_t(1) << 30; // below the int limit
+        for (std::uint64_t off = 0; off < n; off += piece) {
+            const auto len = static_cast<int>(std::min(piece, n - off));
+            check_mpi(MPI_Bcast(frame.data() + off, len, MPI_BYTE, 0, c.comm), "MPI_Bcast");
+        }
+        if (!err) {
+            try {
+                take(frame);
+            } catch (...) {
+                err = std::current_exception();
+            }
+        }
+    }
+    if (err)
+        std::rethrow_exception(err);
+}
+
+Metadata share_metadata(const Comm& c, MetadataFrames* frames, const WantedBox& wanted, bool drop,
+                        std::size_t frame_bytes)
+{
+    MetadataDecoder dec(drop ? WantedBox{} : wanted);
+    bcast_frames(
+        c,
+        [&] {
+            if (!frames)
+                throw Error(Error::Kind::generic, "internal: share_metadata without the coordinator's metadata");
+            return frames->next(frame_bytes);
+        },
+        [&](const Bytes& f) {
+            if (!drop)
+                dec.add(f);
+        });
+    return drop ? Metadata{} : dec.finish();
+}
+
 void agree(const Comm& c, const char* phase, std::exception_ptr local)
 {
     // Lowest failing rank, or `size` when every rank succeeded.

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <exception>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -29,6 +30,28 @@ Bytes scatter_bytes(const Comm& c, const std::vector<Bytes>& all);
 
 /// Broadcasts the coordinator's bytes. Collective.
 void bcast_bytes(const Comm& c, Bytes& bytes);
+
+/// Streams frames from the coordinator to every rank. Collective: `next`
+/// (called on the coordinator only) gives each frame, an empty one ending
+/// the stream; every rank, the coordinator included, hands each frame to
+/// `take` in order. A throw from `next` ends the stream everywhere: the
+/// coordinator rethrows it, the other ranks throw cairn::Error. A throw
+/// from `take` stops that rank taking frames, not receiving them, and is
+/// rethrown once the stream has ended, so that no rank is left waiting in a
+/// broadcast.
+void bcast_frames(const Comm& c, const std::function<Bytes()>& next, const std::function<void(const Bytes&)>& take);
+
+/// About the most bytes of a metadata broadcast a rank holds at once.
+inline constexpr std::size_t metadata_frame_bytes = std::size_t(8) << 20;
+
+/// The coordinator's metadata on every rank. Collective: `frames` (the
+/// coordinator's; null elsewhere) are broadcast with bcast_frames() in
+/// frames of about metadata_frame_bytes, each decoded as it arrives and
+/// then dropped, keeping what decode_metadata(b, `wanted`) keeps. A rank
+/// that passes `drop` (it failed already) only receives, and gets nothing.
+/// `frame_bytes` must be the same on every rank.
+Metadata share_metadata(const Comm& c, MetadataFrames* frames, const WantedBox& wanted, bool drop = false,
+                        std::size_t frame_bytes = metadata_frame_bytes);
 
 /// Error agreement at a phase boundary. Collective: every rank passes the
 /// exception it caught in the phase (or null). If any rank failed, every rank

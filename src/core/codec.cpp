@@ -5,6 +5,8 @@
 #include "core/tiling.hpp"
 
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <unordered_map>
 
 namespace cairn::detail {
@@ -14,7 +16,7 @@ namespace {
 // varints (Encoder::uv); magic numbers, checksums and digests are fixed.
 // (The magics of save plans and results: codec.hpp.)
 constexpr std::uint32_t k_magic_load_plan = 0x434c5032;   // "CLP2": varints
-constexpr std::uint32_t k_magic_metadata = 0x434d4432;    // "CMD2": varints
+constexpr std::uint32_t k_magic_metadata = 0x434d4433;    // "CMD3": varints, a file table
 constexpr std::size_t k_max_ndim = max_encoded_ndim;
 
 // The distinct strings of a sequence, numbered in order of first appearance.
@@ -240,28 +242,6 @@ Box get_box(Decoder& d)
     return b;
 }
 
-void put_storage(Encoder& e, const StorageInfo& s)
-{
-    e.str(s.path);
-    e.uv(s.offset);
-    e.uv(s.length);
-    e.count(s.checksums.size());
-    for (auto c : s.checksums)
-        e.u64(c);
-}
-
-StorageInfo get_storage(Decoder& d)
-{
-    StorageInfo s;
-    s.path = d.str();
-    s.offset = d.uv();
-    s.length = d.uv();
-    s.checksums.resize(d.count(8));
-    for (auto& c : s.checksums)
-        c = d.u64();
-    return s;
-}
-
 } // namespace
 
 void expect_magic(Decoder& d, std::uint32_t magic)
@@ -478,10 +458,10 @@ std::vector<WriteResult> decode_write_results(const Bytes& b)
 
 namespace {
 
-// The checkpoint-wide fields of a metadata encoding and its entry count,
-// from Metadata or MetadataColumns.
+// The checkpoint-wide fields of a metadata encoding, its entry count and
+// its file table, from Metadata or MetadataColumns.
 template <class M>
-void put_metadata_header(Encoder& e, const M& md)
+void put_metadata_header(Encoder& e, const M& md, const Table& files)
 {
     e.u32(k_magic_metadata);
     e.u32(static_cast<std::uint32_t>(md.format_version));
@@ -490,95 +470,205 @@ void put_metadata_header(Encoder& e, const M& md)
     e.str(md.layout);
     e.str(md.created);
     e.u64(md.checksum_block);
-    e.count(md.entries.size());
+    e.uv(md.entries.size());
+    files.put(e);
 }
+
+// What every entry starts with, then its chunk count.
+void put_entry_head(Encoder& e, const std::string& name, ItemKind kind, DType dtype, const Shape& shape,
+                    const std::string& value, std::size_t chunks)
+{
+    e.str(name);
+    e.u8(static_cast<std::uint8_t>(kind));
+    e.u8(static_cast<std::uint8_t>(dtype));
+    e.shape(shape);
+    e.str(value);
+    e.count(chunks);
+}
+
+void put_sums(Encoder& e, const std::uint64_t* sums, std::size_t n)
+{
+    e.count(n);
+    for (std::size_t i = 0; i < n; ++i)
+        e.u64(sums[i]);
+}
+
+const std::string k_no_file; // a chunk not written (columns: file -1): the empty path, as in to_metadata()
 
 } // namespace
 
-Bytes encode(const Metadata& md)
-{
-    Encoder e;
-    put_metadata_header(e, md);
-    for (const auto& [fqn, m] : md.entries) {
-        e.str(fqn);
-        e.u8(static_cast<std::uint8_t>(m.kind));
-        e.u8(static_cast<std::uint8_t>(m.dtype));
-        e.shape(m.global_shape);
-        e.str(m.value);
-        e.count(m.chunks.size());
-        for (const auto& c : m.chunks) {
-            put_box(e, c.box);
-            put_storage(e, c.storage);
+// The content to frame, as columns (Cairn's readers) or structs (other
+// readers), owned or borrowed, and where the framing stands.
+struct MetadataFrames::State {
+    MetadataColumns own_cols;
+    Metadata own_structs;
+    const MetadataColumns* cols = nullptr; // one of these two
+    const Metadata* structs = nullptr;
+    std::map<std::string, EntryMeta>::const_iterator it; // structs: the next entry
+    std::size_t next = 0;                                // columns: the next entry
+    Table files;                                         // refers to the content's strings
+    std::vector<std::uint32_t> file_slot; // columns: the table index of file f at f + 1 (0: unwritten)
+    bool started = false;
+
+    // The files in order of first use.
+    void index_files()
+    {
+        if (structs) {
+            for (const auto& [fqn, e] : structs->entries)
+                for (const auto& c : e.chunks)
+                    files.add(c.storage.path);
+            it = structs->entries.begin();
+            return;
+        }
+        constexpr auto unset = std::numeric_limits<std::uint32_t>::max();
+        file_slot.assign(cols->files.size() + 1, unset);
+        for (const auto f : cols->chunk_file) {
+            auto& slot = file_slot[static_cast<std::size_t>(f + 1)];
+            if (slot == unset)
+                slot = files.add(f < 0 ? k_no_file : cols->files[static_cast<std::size_t>(f)]);
         }
     }
-    return e.take();
+    bool done() const { return structs ? it == structs->entries.end() : next == cols->entries.size(); }
+    void put_header(Encoder& e) const
+    {
+        if (structs)
+            put_metadata_header(e, *structs, files);
+        else
+            put_metadata_header(e, *cols, files);
+    }
+    void put_next_entry(Encoder& e)
+    {
+        if (structs) {
+            const auto& [fqn, m] = *it++;
+            put_entry_head(e, fqn, m.kind, m.dtype, m.global_shape, m.value, m.chunks.size());
+            for (const auto& c : m.chunks) {
+                put_box(e, c.box);
+                e.uv(files.add(c.storage.path)); // known: its index
+                e.uv(c.storage.offset);
+                e.uv(c.storage.length);
+                put_sums(e, c.storage.checksums.data(), c.storage.checksums.size());
+            }
+            return;
+        }
+        const auto& m = cols->entries[next++];
+        put_entry_head(e, m.name, m.kind, m.dtype, m.global_shape, m.value, m.chunks);
+        const std::size_t nd = m.ndim();
+        for (std::size_t j = 0; j < m.chunks; ++j) {
+            const std::int64_t* b = cols->boxes.data() + m.first_coord + 2 * nd * j;
+            e.shape(b, nd);
+            e.shape(b + nd, nd);
+            const std::size_t k = m.first_chunk + j;
+            e.uv(file_slot[static_cast<std::size_t>(cols->chunk_file[k] + 1)]);
+            e.uv(cols->chunk_offset[k]);
+            e.uv(cols->chunk_length[k]);
+            put_sums(e, cols->sums.data() + cols->sum_begin[k], cols->sum_count[k]);
+        }
+    }
+    // The next frame (MetadataFrames::next).
+    Bytes frame(std::size_t max_bytes)
+    {
+        Encoder e;
+        if (!started) {
+            put_header(e);
+            started = true;
+        } else if (done()) {
+            return {};
+        }
+        while (!done()) {
+            put_next_entry(e);
+            if (e.size() >= max_bytes)
+                break;
+        }
+        return e.take();
+    }
+};
+
+MetadataFrames::MetadataFrames(MetadataColumns md) : m(std::make_unique<State>())
+{
+    m->own_cols = std::move(md);
+    m->cols = &m->own_cols;
+    m->index_files();
+}
+
+MetadataFrames::MetadataFrames(Metadata md) : m(std::make_unique<State>())
+{
+    m->own_structs = std::move(md);
+    m->structs = &m->own_structs;
+    m->index_files();
+}
+
+MetadataFrames::~MetadataFrames() = default;
+MetadataFrames::MetadataFrames(MetadataFrames&&) noexcept = default;
+MetadataFrames& MetadataFrames::operator=(MetadataFrames&&) noexcept = default;
+
+Bytes MetadataFrames::next(std::size_t max_bytes) { return m->frame(max_bytes); }
+
+Bytes encode(const Metadata& md)
+{
+    MetadataFrames::State s;
+    s.structs = &md;
+    s.index_files();
+    return s.frame(std::numeric_limits<std::size_t>::max());
 }
 
 Bytes encode(const MetadataColumns& md)
 {
-    Encoder e;
-    put_metadata_header(e, md);
-    static const std::string no_file; // a chunk not written: an empty path, as in to_metadata()
-    for (const auto& m : md.entries) {
-        e.str(m.name);
-        e.u8(static_cast<std::uint8_t>(m.kind));
-        e.u8(static_cast<std::uint8_t>(m.dtype));
-        e.shape(m.global_shape);
-        e.str(m.value);
-        e.count(m.chunks);
-        const std::size_t nd = m.ndim();
-        for (std::size_t j = 0; j < m.chunks; ++j) {
-            const std::int64_t* b = md.boxes.data() + m.first_coord + 2 * nd * j;
-            e.shape(b, nd);
-            e.shape(b + nd, nd);
-            const std::size_t k = m.first_chunk + j;
-            e.str(md.chunk_file[k] >= 0 ? md.files[static_cast<std::size_t>(md.chunk_file[k])] : no_file);
-            e.uv(md.chunk_offset[k]);
-            e.uv(md.chunk_length[k]);
-            e.count(md.sum_count[k]);
-            for (std::size_t i = 0; i < md.sum_count[k]; ++i)
-                e.u64(md.sums[md.sum_begin[k] + i]);
-        }
-    }
-    return e.take();
+    MetadataFrames::State s;
+    s.cols = &md;
+    s.index_files();
+    return s.frame(std::numeric_limits<std::size_t>::max());
 }
 
 namespace {
 
-// Parses a StorageInfo as get_storage() does, keeping nothing.
+// Parses a chunk's offset, length and checksums as a kept chunk's, keeping nothing.
 void skip_storage(Decoder& d)
 {
-    (void)d.view_str();
     (void)d.uv();
     (void)d.uv();
     const std::size_t n = d.count(8);
     d.skip_to(d.position() + 8 * n); // count(8) checked that they are there
 }
 
-Metadata decode_metadata_impl(const Bytes& b, const WantedBox* wanted)
-{
-    Decoder d(b, "metadata");
-    expect_magic(d, k_magic_metadata);
+} // namespace
+
+struct MetadataDecoder::State {
+    WantedBox wanted;
     Metadata md;
-    md.format_version = static_cast<int>(d.u32());
-    md.library_version = d.str();
-    md.world_size = static_cast<int>(d.u32());
-    md.layout = d.str();
-    md.created = d.str();
-    md.checksum_block = d.u64();
-    const auto n = d.count(6); // name, kind, dtype, shape, value, chunk count: a byte each at least
-    std::int64_t off[max_encoded_ndim], ext[max_encoded_ndim];
-    for (std::size_t i = 0; i < n; ++i) {
+    bool started = false;
+    std::uint64_t count = 0; // entries, as the header says
+    std::uint64_t seen = 0;
+    std::vector<std::string> files;
+    std::optional<TableRefs> file_refs;
+
+    void header(Decoder& d)
+    {
+        expect_magic(d, k_magic_metadata);
+        md.format_version = static_cast<int>(d.u32());
+        md.library_version = d.str();
+        md.world_size = static_cast<int>(d.u32());
+        md.layout = d.str();
+        md.created = d.str();
+        md.checksum_block = d.u64();
+        count = d.uv();
+        files = get_table(d, "file");
+        file_refs.emplace(files, "file");
+        started = true;
+    }
+
+    void entry(Decoder& d)
+    {
+        std::int64_t off[max_encoded_ndim], ext[max_encoded_ndim];
         auto fqn = d.str();
         EntryMeta m;
         m.kind = get_kind(d);
         m.dtype = get_dtype(d);
         m.global_shape = d.shape();
         m.value = d.str();
-        const std::size_t nchunks = d.count(6); // two shapes, path, offset, length, checksum count
+        const std::size_t nchunks = d.count(6); // two shapes, file, offset, length, checksum count
         // Without a filter (or for entries other than arrays) every chunk.
         const bool all = !wanted || m.kind != ItemKind::array;
-        const Box* want = all ? nullptr : (*wanted)(fqn);
+        const Box* want = all ? nullptr : wanted(fqn);
         if (all)
             m.chunks.reserve(nchunks);
         for (std::size_t k = 0; k < nchunks; ++k) {
@@ -586,13 +676,19 @@ Metadata decode_metadata_impl(const Bytes& b, const WantedBox* wanted)
             const std::size_t ne = d.shape_into(ext);
             if (ne != nd)
                 d.fail("box with " + std::to_string(nd) + " offsets and " + std::to_string(ne) + " extents");
+            const std::string& path = file_refs->get(d, d.uv32());
             if (all || k == 0 ||
                 (want && (want->ndim() != nd ||
                           overlaps(off, ext, want->offsets.data(), want->shape.data(), nd)))) {
                 ChunkMeta& c = m.chunks.emplace_back();
                 c.box.offsets.assign(off, off + nd);
                 c.box.shape.assign(ext, ext + nd);
-                c.storage = get_storage(d);
+                c.storage.path = path;
+                c.storage.offset = d.uv();
+                c.storage.length = d.uv();
+                c.storage.checksums.resize(d.count(8));
+                for (auto& s : c.storage.checksums)
+                    s = d.u64();
             } else {
                 skip_storage(d);
             }
@@ -600,17 +696,43 @@ Metadata decode_metadata_impl(const Bytes& b, const WantedBox* wanted)
         if (!md.entries.emplace(std::move(fqn), std::move(m)).second)
             d.fail("duplicate entry name");
     }
-    d.expect_done();
-    return md;
+};
+
+MetadataDecoder::MetadataDecoder(WantedBox wanted) : m(std::make_unique<State>()) { m->wanted = std::move(wanted); }
+
+MetadataDecoder::~MetadataDecoder() = default;
+
+void MetadataDecoder::add(const std::byte* data, std::size_t size)
+{
+    Decoder d(data, size, "metadata");
+    if (!m->started)
+        m->header(d);
+    while (!d.done()) {
+        if (m->seen == m->count)
+            d.fail("trailing bytes after the " + std::to_string(m->count) + " entries");
+        m->entry(d);
+        ++m->seen;
+    }
 }
 
-} // namespace
+Metadata MetadataDecoder::finish()
+{
+    Decoder end(nullptr, 0, "metadata");
+    if (!m->started)
+        end.fail("no header");
+    if (m->seen != m->count)
+        end.fail("truncated: " + std::to_string(m->seen) + " entries of the entry count " + std::to_string(m->count));
+    m->file_refs->done(end);
+    return std::move(m->md);
+}
 
-Metadata decode_metadata(const Bytes& b) { return decode_metadata_impl(b, nullptr); }
+Metadata decode_metadata(const Bytes& b) { return decode_metadata(b, WantedBox{}); }
 
 Metadata decode_metadata(const Bytes& b, const WantedBox& wanted)
 {
-    return decode_metadata_impl(b, wanted ? &wanted : nullptr);
+    MetadataDecoder dec(wanted);
+    dec.add(b);
+    return dec.finish();
 }
 
 std::uint64_t hash64(const void* data, std::size_t size) noexcept

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -85,6 +86,8 @@ public:
     void shape(const Shape& s);
     /// The same encoding as shape() of `n` values at `v`.
     void shape(const std::int64_t* v, std::size_t n);
+    /// Bytes written so far.
+    std::size_t size() const noexcept { return m_n; }
     Bytes take()
     {
         m_buf.resize(m_n);
@@ -224,9 +227,12 @@ Bytes encode(const LoadPlan& plan);
 LoadPlan decode_load_plan(const Bytes& b);
 Bytes encode(const std::vector<WriteResult>& results);
 std::vector<WriteResult> decode_write_results(const Bytes& b);
+/// Checkpoint metadata as ranks exchange it: the checkpoint-wide fields,
+/// the entry count and the table of data files (in order of first use by
+/// the chunks), then the entries in name order, each with its chunks (box,
+/// file index, offset, length, checksums). encode() of the structs and of
+/// the columns give the same bytes.
 Bytes encode(const Metadata& md);
-/// The same bytes as encode(to_metadata(md)) (entries in name order, as
-/// MetadataColumns holds them), without building the structs.
 Bytes encode(const MetadataColumns& md);
 Metadata decode_metadata(const Bytes& b);
 /// What a rank reads of an entry (load): its box, or nullptr for none.
@@ -237,14 +243,54 @@ using WantedBox = std::function<const Box*(const std::string& fqn)>;
 /// dtype, shape, value) but, of each array's chunks, only those that share
 /// an element with `wanted(fqn)` (detail::overlaps: for the non-negative
 /// boxes of a state and a decoded chunk, what intersect() decides) and the
-/// first (which names the
-/// array's dataset in a container), in stored order. Chunk numbers are
-/// then indices into these, not the stored ones. Every chunk is still
-/// parsed and checked as decode_metadata() does; entries of other kinds,
-/// and arrays whose wanted box has another number of dimensions, keep all
-/// their chunks. Throws error::FormatError exactly where decode_metadata()
-/// does; an empty `wanted` is decode_metadata().
+/// first (which names the array's dataset in a container), in stored
+/// order. Chunk numbers are then indices into these, not the stored ones.
+/// Every chunk is still parsed and checked as decode_metadata() does;
+/// entries of other kinds, and arrays whose wanted box has another number
+/// of dimensions, keep all their chunks. Throws error::FormatError exactly
+/// where decode_metadata() does; an empty `wanted` is decode_metadata().
 Metadata decode_metadata(const Bytes& b, const WantedBox& wanted);
+
+/// encode()'s bytes in pieces, as the coordinator broadcasts them: the
+/// first frame holds the header and the file table, every frame whole
+/// entries; the frames concatenated are encode()'s bytes. A frame ends at
+/// the first entry boundary at or after `max_bytes` (so it holds at least
+/// one entry, however large). Local; the content is encoded lazily, one
+/// frame per call.
+class MetadataFrames {
+public:
+    explicit MetadataFrames(MetadataColumns md);
+    explicit MetadataFrames(Metadata md);
+    ~MetadataFrames();
+    MetadataFrames(MetadataFrames&&) noexcept;
+    MetadataFrames& operator=(MetadataFrames&&) noexcept;
+    /// The next frame; empty once every entry has been framed.
+    Bytes next(std::size_t max_bytes);
+
+    struct State; // (encode() frames borrowed content in one piece)
+
+private:
+    std::unique_ptr<State> m;
+};
+
+/// Decodes encode()'s bytes frame by frame (MetadataFrames: each frame
+/// whole, in order), keeping of each entry what decode_metadata(b,
+/// `wanted`) keeps; a frame's bytes may be dropped once add() returns.
+/// Throws error::FormatError where decode_metadata() of the concatenation
+/// does (the same checks; a count short of the header's at finish()).
+class MetadataDecoder {
+public:
+    explicit MetadataDecoder(WantedBox wanted = {});
+    ~MetadataDecoder();
+    void add(const std::byte* data, std::size_t size);
+    void add(const Bytes& frame) { add(frame.data(), frame.size()); }
+    /// The metadata once every frame has been added.
+    Metadata finish();
+
+private:
+    struct State;
+    std::unique_ptr<State> m;
+};
 
 /// 64-bit content hash (not cryptographic), used to compare replicas.
 std::uint64_t hash64(const void* data, std::size_t size) noexcept;

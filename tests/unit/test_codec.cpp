@@ -267,6 +267,24 @@ void check_truncations(const char* what, const Bytes& good, const std::function<
 
 constexpr std::uint64_t k_huge = std::uint64_t(1) << 60;
 
+// Bytes of encode(md) before its first entry: the header, the entry count
+// and the file table (the chunks' paths in order of first use).
+std::size_t metadata_prefix(const Metadata& md)
+{
+    Metadata header = md;
+    header.entries.clear();
+    std::vector<std::string> files;
+    for (const auto& [fqn, e] : md.entries)
+        for (const auto& c : e.chunks)
+            if (std::find(files.begin(), files.end(), c.storage.path) == files.end())
+                files.push_back(c.storage.path);
+    Encoder table;
+    table.count(files.size());
+    for (const auto& f : files)
+        table.str(f);
+    return encode(header).size() - 1 + table.size(); // less the header's empty table (a 0)
+}
+
 } // namespace
 
 TEST_CASE("codec: SavePlan round trip", "[codec]")
@@ -413,6 +431,67 @@ TEST_CASE("codec: Metadata decoded for one rank's boxes", "[codec]")
     CHECK(refused > 0);
 }
 
+// The metadata broadcast (load, verify): frames of whole entries that
+// concatenate to encode()'s bytes, the same from the structs and the
+// columns, decoded frame by frame to what decode_metadata() gives.
+TEST_CASE("codec: Metadata in frames", "[codec]")
+{
+    auto md = sample_metadata();
+    md.entries["grid"] = EntryMeta{ItemKind::array, DType::f32, {6, 6}, {}, {}};
+    for (int k = 0; k < 9; ++k)
+        md.entries["grid"].chunks.push_back(ChunkMeta{Box{{2 * (k / 3), 2 * (k % 3)}, {2, 2}},
+                                                      StorageInfo{"__" + std::to_string(k % 4) + "_0.distcp",
+                                                                  16u * static_cast<unsigned>(k), 16, {}}});
+    const auto whole = encode(md);
+    for (const std::size_t max : {std::size_t(0), std::size_t(1), std::size_t(40), std::size_t(1) << 30}) {
+        INFO("frames of " << max << " bytes");
+        MetadataFrames from_structs(md), from_columns(to_columns(md));
+        Bytes joined;
+        std::vector<Bytes> frames;
+        for (Bytes f; !(f = from_structs.next(max)).empty();) {
+            CHECK(f == from_columns.next(max));
+            joined.insert(joined.end(), f.begin(), f.end());
+            frames.push_back(std::move(f));
+        }
+        CHECK(from_columns.next(max).empty());
+        CHECK(from_structs.next(max).empty()); // and stays so
+        CHECK(joined == whole);
+        // One entry a frame when frames are smaller than any entry (and the
+        // header alone in the first), everything in one when large.
+        CHECK(frames.size() == (max <= 1 ? md.entries.size() : max >= whole.size() ? 1 : frames.size()));
+        CHECK(frames.size() > (max == 40 ? 2u : 0u));
+        MetadataDecoder all;
+        for (const auto& f : frames)
+            all.add(f);
+        check_same(all.finish(), md);
+        // a frame missing: refused (a count short, or an entry out of place)
+        if (frames.size() > 1) {
+            MetadataDecoder short_of_one;
+            for (std::size_t i = 0; i + 1 < frames.size(); ++i)
+                short_of_one.add(frames[i]);
+            CHECK_THAT(message_of<error::FormatError>([&] { short_of_one.finish(); }),
+                       StartsWith("OK:") && Contains("entry count"));
+        }
+        // a frame cut short: refused
+        auto cut = frames.back();
+        cut.pop_back();
+        MetadataDecoder broken;
+        for (std::size_t i = 0; i + 1 < frames.size(); ++i)
+            broken.add(frames[i]);
+        CHECK_THROWS_AS(broken.add(cut), error::FormatError);
+    }
+    // Frame by frame with a filter: what the one-piece partial decode keeps.
+    const Box mine{{3, 0}, {1, 6}};
+    const WantedBox wanted = [&](const std::string& fqn) { return fqn == "grid" ? &mine : nullptr; };
+    MetadataFrames frames(md);
+    MetadataDecoder part(wanted);
+    for (Bytes f; !(f = frames.next(1)).empty();)
+        part.add(f);
+    const auto got = part.finish();
+    check_same(got, decode_metadata(whole, wanted));
+    CHECK(got.entries.at("grid").chunks.size() == 4); // the first, and row 1 of the 3 x 3 chunk grid
+}
+
 TEST_CASE("codec: every truncation is refused with FormatError", "[codec]")
 {
     check_truncations("save plan", encode(sample_save_plan()), [](const Bytes& b) { decode_save_plan(b); });
@@ -506,13 +585,18 @@ TEST_CASE("codec: huge counts and lengths are refused before allocating", "[code
         replace_varint(b, 5, v);
         CHECK_THAT(message_of<error::FormatError>([&] { decode_write_results(b); }), StartsWith("OK:"));
 
-        // metadata: the entry count follows the header strings
+        // metadata: the entry count follows the header strings, then the
+        // file table's count
         Metadata header = sample_metadata();
         header.entries.clear();
-        const auto count_off = encode(header).size() - 1;
+        const auto count_off = encode(header).size() - 2;
         REQUIRE(read_varint(md, count_off) == sample_metadata().entries.size());
         b = md;
         replace_varint(b, count_off, v);
+        CHECK_THAT(message_of<error::FormatError>([&] { decode_metadata(b); }), StartsWith("OK:"));
+        REQUIRE(read_varint(md, count_off + 1) > 0);
+        b = md;
+        replace_varint(b, count_off + 1, v);
         CHECK_THAT(message_of<error::FormatError>([&] { decode_metadata(b); }), StartsWith("OK:"));
         b = md;
         replace_varint(b, 8, v); // length of library_version
@@ -545,11 +629,9 @@ TEST_CASE("codec: chunk count of a metadata entry patched to 2^60", "[codec]")
     e.chunks.push_back(ChunkMeta{whole({4}), StorageInfo{"f", 0, 4, {}}});
     md.entries["a"] = e;
     auto b = encode(md);
-    Metadata header = md;
-    header.entries.clear();
-    // after the header (ending with the entry count): name(1+1) kind dtype
-    // global_shape(1+1) value(1), then the chunk count
-    const auto chunk_count_off = encode(header).size() + 2 + 1 + 1 + 2 + 1;
+    // after the header and file table: name(1+1) kind dtype global_shape(1+1)
+    // value(1), then the chunk count
+    const auto chunk_count_off = metadata_prefix(md) + 2 + 1 + 1 + 2 + 1;
     REQUIRE(read_varint(b, chunk_count_off) == 1);
     REQUIRE(read_varint(b, chunk_count_off - 1) == 0); // the empty value's length
     replace_varint(b, chunk_count_off, k_huge);
@@ -603,9 +685,7 @@ TEST_CASE("codec: invalid kind, dtype, rank and negative extents are refused", "
 
     // metadata: kind and dtype of the first entry (in name order)
     const auto md = sample_metadata();
-    Metadata header = md;
-    header.entries.clear();
-    const auto mkind = encode(header).size() + 1 + md.entries.begin()->first.size();
+    const auto mkind = metadata_prefix(md) + 1 + md.entries.begin()->first.size();
     const auto mb = encode(md);
     REQUIRE(std::to_integer<int>(mb[mkind]) == static_cast<int>(md.entries.begin()->second.kind));
     b = mb;
@@ -639,16 +719,22 @@ TEST_CASE("codec: hand-made encodings: box ranks and duplicate names", "[codec]"
     CHECK_THAT(message_of<error::FormatError>([&] { decode_load_plan(load_plan_with_box({1, 2}, {3})); }),
                StartsWith("OK:") && Contains("box"));
 
-    const auto metadata_with = [](const std::string& n1, const std::string& n2) {
-        Encoder e;
-        e.u32(0x434d4432); // "CMD2"
+    const auto header = [](Encoder& e, std::size_t entries, const std::vector<std::string>& files) {
+        e.u32(0x434d4433); // "CMD3"
         e.u32(1);
         e.str("v");
         e.u32(1);
         e.str("distcp");
         e.str("now");
         e.u64(0); // checksum block: none
-        e.count(2);
+        e.count(entries);
+        e.count(files.size());
+        for (const auto& f : files)
+            e.str(f);
+    };
+    const auto metadata_with = [&](const std::string& n1, const std::string& n2) {
+        Encoder e;
+        header(e, 2, {});
         for (const auto& n : {n1, n2}) {
             e.str(n);
             e.u8(static_cast<std::uint8_t>(ItemKind::string));
@@ -662,6 +748,44 @@ TEST_CASE("codec: hand-made encodings: box ranks and duplicate names", "[codec]"
     CHECK(decode_metadata(metadata_with("a", "b")).entries.size() == 2);
     CHECK_THAT(message_of<error::FormatError>([&] { decode_metadata(metadata_with("a", "a")); }),
                StartsWith("OK:") && Contains("duplicate"));
+
+    // Chunk files: indices into the table, numbered in order of first use,
+    // every file used (the one encoding of a content).
+    const auto metadata_with_files = [&](const std::vector<std::string>& files, const std::vector<unsigned>& refs) {
+        Encoder e;
+        header(e, 1, files);
+        e.str("x");
+        e.u8(static_cast<std::uint8_t>(ItemKind::array));
+        e.u8(static_cast<std::uint8_t>(DType::u8));
+        e.shape(Shape{static_cast<std::int64_t>(refs.size())});
+        e.str("");
+        e.count(refs.size());
+        for (std::size_t k = 0; k < refs.size(); ++k) {
+            e.shape(Shape{static_cast<std::int64_t>(k)});
+            e.shape(Shape{1});
+            e.uv(refs[k]);
+            e.uv(k); // offset
+            e.uv(1); // length
+            e.count(0);
+        }
+        return e.take();
+    };
+    const auto good = decode_metadata(metadata_with_files({"f", "g"}, {0, 1, 0, 1}));
+    const auto& chunks = good.entries.at("x").chunks;
+    REQUIRE(chunks.size() == 4);
+    CHECK(chunks[0].storage.path == "f");
+    CHECK(chunks[1].storage.path == "g");
+    CHECK(chunks[2].storage.path == "f");
+    CHECK(chunks[3].storage.path == "g");
+    CHECK(encode(good) == metadata_with_files({"f", "g"}, {0, 1, 0, 1}));
+    CHECK_THAT(message_of<error::FormatError>([&] { decode_metadata(metadata_with_files({"f", "g"}, {1, 0})); }),
+               StartsWith("OK:") && Contains("file index 1 out of order"));
+    CHECK_THAT(message_of<error::FormatError>([&] { decode_metadata(metadata_with_files({"f", "g"}, {0, 2})); }),
+               StartsWith("OK:") && Contains("file index 2 beyond the table"));
+    CHECK_THAT(message_of<error::FormatError>([&] { decode_metadata(metadata_with_files({"f", "g"}, {0, 0})); }),
+               StartsWith("OK:") && Contains("unused"));
+    CHECK_THAT(message_of<error::FormatError>([&] { decode_metadata(metadata_with_files({"f", "f"}, {0, 1})); }),
+               StartsWith("OK:") && Contains("twice"));
 }
 
 TEST_CASE("codec: random corruption decodes or throws FormatError, nothing else", "[codec]")
