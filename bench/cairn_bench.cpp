@@ -40,6 +40,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <queue>
 #include <set>
 #include <sstream>
 #include <string>
@@ -1144,6 +1145,7 @@ void bench_planning(long ranks, long arrays, Results& R)
     double t_load_read = 0;                        // a load's coordinator: metadata.h5 read as columns, encoded
     double t_load_decode = 0, load_heap_bytes = 0; // every rank of a load: the metadata decoded into structs
     double t_load_part = 0, load_part_heap = 0;    // ... only the chunks a rank's box overlaps
+    double t_verify_share = 0, verify_share_heap = 0; // verify on 64 ranks: rank 0's share
     u64 load_bcast_bytes = 0, load_frame_max = 0;
     u64 md_bytes = 0, chunks = 0, gathered_bytes = 0, results_bytes = 0;
     double peak_extra = 0; // bytes: VmHWM growth over the timed steps, gathered plans and results not counted
@@ -1312,6 +1314,28 @@ void bench_planning(long ranks, long arrays, Results& R)
             const cairn::Metadata part = mine_only.finish();
             t_load_part += now() - t0;
             load_part_heap = static_cast<double>(mallinfo2().uordblks - heap_before);
+            // verify() on 64 ranks: rank 0's share of the chunks, assigned
+            // as they arrive (src/checkpoint.cpp), kept with each entry's first.
+            {
+                constexpr int verifiers = 64;
+                const auto heap0 = mallinfo2().uordblks;
+                t0 = now();
+                using Load = std::pair<u64, int>;
+                std::priority_queue<Load, std::vector<Load>, std::greater<>> least;
+                for (int v = 0; v < verifiers; ++v)
+                    least.emplace(0, v);
+                cd::MetadataDecoder share([&](const std::string&, std::size_t, u64 length) {
+                    auto [b, v] = least.top();
+                    least.pop();
+                    least.emplace(b + length + 1, v);
+                    return v == 0;
+                });
+                for (const auto& b : frames)
+                    share.add(b);
+                const cairn::Metadata kept = share.finish();
+                t_verify_share += now() - t0;
+                verify_share_heap = static_cast<double>(mallinfo2().uordblks - heap0);
+            }
         }
         stdfs::remove(mdpath);
         // The next save of the same plans, with the kept plan: nothing
@@ -1363,6 +1387,9 @@ void bench_planning(long ranks, long arrays, Results& R)
                 "in %.3f s, holding %.2f MiB of heap (%.2f B/chunk of the checkpoint) and one frame at a time\n",
                 label.c_str(), t_load_part / n, load_part_heap / 1048576.0,
                 load_part_heap / static_cast<double>(chunks));
+    std::printf("figure planning-%s verify on 64 ranks: a rank decodes its share of the chunks in %.3f s, holding "
+                "%.1f MiB of heap and one frame at a time\n",
+                label.c_str(), t_verify_share / n, verify_share_heap / 1048576.0);
     std::printf("ratio planning-%s plan+metadata-seconds/target-2s %.3f\n", label.c_str(), total / 2.0);
     std::printf("ratio planning-%s reused-plan+metadata-seconds/target-2s %.3f\n", label.c_str(), again / 2.0);
     std::printf("ratio planning-%s metadata-bytes-per-chunk/target-100 %.3f\n", label.c_str(),

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <queue>
 #include <string_view>
 #include <typeinfo>
 #include <unordered_map>
@@ -355,6 +356,19 @@ SaveResult save(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
     return detail::write_and_commit(*session, *session->planner);
 }
 
+namespace {
+
+// The coordinator's metadata, to broadcast (share_metadata). Cairn's own
+// readers hand it over as columns, encoded without a per-chunk object.
+std::unique_ptr<detail::MetadataFrames> metadata_frames(StorageReader& storage)
+{
+    if (detail::BuiltinReaders::is_builtin(storage))
+        return std::make_unique<detail::MetadataFrames>(detail::BuiltinReaders::read_metadata(storage));
+    return std::make_unique<detail::MetadataFrames>(storage.read_metadata());
+}
+
+} // namespace
+
 LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm comm, const LoadOptions& options)
 {
     wait_for_async_saves(); // HDF5 (usually not thread-safe) is never called from two threads at once
@@ -365,8 +379,7 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
     std::shared_ptr<LoadPlanner> planner;
     std::shared_ptr<StorageReader> storage;
 
-    // 1. The coordinator reads the metadata once. Cairn's own readers hand
-    //    it over as columns, encoded without a per-chunk object.
+    // 1. The coordinator reads the metadata once (metadata_frames).
     log.begin(Phase::plan);
     std::unique_ptr<detail::MetadataFrames> frames;
     run_phase(c, "read metadata", [&] {
@@ -376,10 +389,7 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
         storage->reset(checkpoint_id);
         if (!coord)
             return;
-        if (detail::BuiltinReaders::is_builtin(*storage))
-            frames = std::make_unique<detail::MetadataFrames>(detail::BuiltinReaders::read_metadata(*storage));
-        else
-            frames = std::make_unique<detail::MetadataFrames>(storage->read_metadata());
+        frames = metadata_frames(*storage);
     });
 
     // 2. Every rank gets the metadata in frames of whole entries, decoded
@@ -514,39 +524,46 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
         storage = options.storage ? options.storage : default_reader(options, checkpoint_id, c);
         storage->reset(checkpoint_id);
         if (coord)
-            frames = std::make_unique<detail::MetadataFrames>(storage->read_metadata());
+            frames = metadata_frames(*storage);
+    });
+    // Chunks to ranks as they arrive, each to the rank with the fewest bytes
+    // so far (the lowest of equals): every rank makes the same choices from
+    // the same stream and keeps only its own chunks (and each entry's first,
+    // which names a container's dataset). Memory per rank follows its share.
+    struct Job {
+        std::string fqn;
+        std::size_t kept; // index among the entry's kept chunks
+    };
+    std::vector<Job> jobs;
+    std::uint64_t my_bytes = 0;
+    using Load = std::pair<std::uint64_t, int>; // bytes so far, rank
+    std::priority_queue<Load, std::vector<Load>, std::greater<>> least;
+    for (int r = 0; r < c.size; ++r)
+        least.emplace(0, r);
+    std::size_t kept_of_entry = 0;
+    detail::MetadataDecoder dec([&](const std::string& fqn, std::size_t k, std::uint64_t length) {
+        if (k == 0)
+            kept_of_entry = 0;
+        auto [bytes, r] = least.top();
+        least.pop();
+        least.emplace(bytes + length + 1, r);
+        const bool mine = r == c.rank;
+        if (mine) {
+            jobs.push_back(Job{fqn, kept_of_entry});
+            my_bytes += length;
+        }
+        if (mine || k == 0)
+            ++kept_of_entry;
+        return mine;
     });
     Metadata md;
     run_phase(c, "set up", [&] {
-        md = detail::share_metadata(c, frames.get(), {});
+        detail::share_metadata(c, frames.get(), &dec);
         frames.reset();
+        md = dec.finish();
         storage->set_up_storage_reader(md, coord, comm);
         log.finished();
     });
-
-    // Chunks to ranks, largest first, each to the rank with the fewest bytes.
-    struct Job {
-        const std::string* fqn;
-        const EntryMeta* entry;
-        const ChunkMeta* chunk;
-    };
-    std::vector<Job> jobs;
-    for (const auto& [fqn, e] : md.entries)
-        for (const auto& ch : e.chunks)
-            jobs.push_back(Job{&fqn, &e, &ch});
-    std::stable_sort(jobs.begin(), jobs.end(),
-                     [](const Job& a, const Job& b) { return a.chunk->storage.length > b.chunk->storage.length; });
-    std::vector<std::uint64_t> load(static_cast<std::size_t>(c.size), 0);
-    std::vector<const Job*> my_jobs;
-    std::uint64_t my_bytes = 0;
-    for (const auto& j : jobs) {
-        const auto r = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
-        load[r] += j.chunk->storage.length + 1;
-        if (static_cast<int>(r) == c.rank) {
-            my_jobs.push_back(&j);
-            my_bytes += j.chunk->storage.length;
-        }
-    }
     log.end();
 
     log.begin(Phase::verify);
@@ -557,16 +574,18 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
     // on every rank, also on those with nothing to check.
     run_phase(c, "verify", [&] {
         log.started(my_bytes);
-        for (const Job* j : my_jobs) {
+        for (const Job& j : jobs) {
+            const EntryMeta& entry = md.entries.at(j.fqn);
+            const ChunkMeta& chunk = entry.chunks.at(j.kept);
             try {
-                bytes += storage->verify_chunk(*j->fqn, *j->entry, *j->chunk);
+                bytes += storage->verify_chunk(j.fqn, entry, chunk);
                 ++chunks;
             } catch (const Error& e) {
                 if (e.kind() == Error::Kind::usage)
                     throw;
                 mine += "rank " + std::to_string(c.rank) + ": " + e.what() + "\n";
             }
-            done += j->chunk->storage.length;
+            done += chunk.storage.length;
             log.progress(done);
         }
         log.finished();

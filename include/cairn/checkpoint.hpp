@@ -157,7 +157,9 @@ struct VerifyReport {
 };
 
 /// Reads every stored chunk of `checkpoint_id` and checks every checksum
-/// block, the chunks spread over the ranks of `comm` by size. **Collective
+/// block, the chunks spread over the ranks of `comm` by size (each to the
+/// rank with the fewest bytes so far; a rank keeps only the metadata of its
+/// own chunks, and each entry's first). **Collective
 /// over `comm`.** Damage is reported in the result (not thrown); an
 /// unreadable or missing checkpoint throws as load() does. Phases plan,
 /// verify: reported to `options.progress` and logged as save's.

@@ -156,10 +156,8 @@ void bcast_frames(const Comm& c, const std::function<Bytes()>& next, const std::
         std::rethrow_exception(err);
 }
 
-Metadata share_metadata(const Comm& c, MetadataFrames* frames, const WantedBox& wanted, bool drop,
-                        std::size_t frame_bytes)
+void share_metadata(const Comm& c, MetadataFrames* frames, MetadataDecoder* dec, std::size_t frame_bytes)
 {
-    MetadataDecoder dec(drop ? WantedBox{} : wanted);
     bcast_frames(
         c,
         [&] {
@@ -168,9 +166,16 @@ Metadata share_metadata(const Comm& c, MetadataFrames* frames, const WantedBox& 
             return frames->next(frame_bytes);
         },
         [&](const Bytes& f) {
-            if (!drop)
-                dec.add(f);
+            if (dec)
+                dec->add(f);
         });
+}
+
+Metadata share_metadata(const Comm& c, MetadataFrames* frames, const WantedBox& wanted, bool drop,
+                        std::size_t frame_bytes)
+{
+    MetadataDecoder dec(drop ? WantedBox{} : wanted);
+    share_metadata(c, frames, drop ? nullptr : &dec, frame_bytes);
     return drop ? Metadata{} : dec.finish();
 }
 

@@ -52,6 +52,10 @@ inline constexpr std::size_t metadata_frame_bytes = std::size_t(8) << 20;
 /// `frame_bytes` must be the same on every rank.
 Metadata share_metadata(const Comm& c, MetadataFrames* frames, const WantedBox& wanted, bool drop = false,
                         std::size_t frame_bytes = metadata_frame_bytes);
+/// The same into `dec` (frames added, not finished), or nothing with a null
+/// `dec` (this rank only receives).
+void share_metadata(const Comm& c, MetadataFrames* frames, MetadataDecoder* dec,
+                    std::size_t frame_bytes = metadata_frame_bytes);
 
 /// Error agreement at a phase boundary. Collective: every rank passes the
 /// exception it caught in the phase (or null). If any rank failed, every rank

@@ -619,21 +619,10 @@ Bytes encode(const MetadataColumns& md)
     return s.frame(std::numeric_limits<std::size_t>::max());
 }
 
-namespace {
-
-// Parses a chunk's offset, length and checksums as a kept chunk's, keeping nothing.
-void skip_storage(Decoder& d)
-{
-    (void)d.uv();
-    (void)d.uv();
-    const std::size_t n = d.count(8);
-    d.skip_to(d.position() + 8 * n); // count(8) checked that they are there
-}
-
-} // namespace
 
 struct MetadataDecoder::State {
     WantedBox wanted;
+    KeepChunk keep;
     Metadata md;
     bool started = false;
     std::uint64_t count = 0; // entries, as the header says
@@ -666,9 +655,9 @@ struct MetadataDecoder::State {
         m.global_shape = d.shape();
         m.value = d.str();
         const std::size_t nchunks = d.count(6); // two shapes, file, offset, length, checksum count
-        // Without a filter (or for entries other than arrays) every chunk.
-        const bool all = !wanted || m.kind != ItemKind::array;
-        const Box* want = all ? nullptr : wanted(fqn);
+        // Without a filter (or, by box, for entries other than arrays) every chunk.
+        const bool all = !keep && (!wanted || m.kind != ItemKind::array);
+        const Box* want = all || keep ? nullptr : wanted(fqn);
         if (all)
             m.chunks.reserve(nchunks);
         for (std::size_t k = 0; k < nchunks; ++k) {
@@ -677,21 +666,26 @@ struct MetadataDecoder::State {
             if (ne != nd)
                 d.fail("box with " + std::to_string(nd) + " offsets and " + std::to_string(ne) + " extents");
             const std::string& path = file_refs->get(d, d.uv32());
-            if (all || k == 0 ||
-                (want && (want->ndim() != nd ||
-                          overlaps(off, ext, want->offsets.data(), want->shape.data(), nd)))) {
-                ChunkMeta& c = m.chunks.emplace_back();
-                c.box.offsets.assign(off, off + nd);
-                c.box.shape.assign(ext, ext + nd);
-                c.storage.path = path;
-                c.storage.offset = d.uv();
-                c.storage.length = d.uv();
-                c.storage.checksums.resize(d.count(8));
-                for (auto& s : c.storage.checksums)
-                    s = d.u64();
-            } else {
-                skip_storage(d);
+            const std::uint64_t offset = d.uv();
+            const std::uint64_t length = d.uv();
+            const bool kept = keep ? keep(fqn, k, length) || k == 0
+                                   : all || k == 0 ||
+                                         (want && (want->ndim() != nd ||
+                                                   overlaps(off, ext, want->offsets.data(), want->shape.data(), nd)));
+            const std::size_t nsums = d.count(8);
+            if (!kept) {
+                d.skip_to(d.position() + 8 * nsums); // count(8) checked that they are there
+                continue;
             }
+            ChunkMeta& c = m.chunks.emplace_back();
+            c.box.offsets.assign(off, off + nd);
+            c.box.shape.assign(ext, ext + nd);
+            c.storage.path = path;
+            c.storage.offset = offset;
+            c.storage.length = length;
+            c.storage.checksums.resize(nsums);
+            for (auto& s : c.storage.checksums)
+                s = d.u64();
         }
         if (!md.entries.emplace(std::move(fqn), std::move(m)).second)
             d.fail("duplicate entry name");
@@ -699,6 +693,8 @@ struct MetadataDecoder::State {
 };
 
 MetadataDecoder::MetadataDecoder(WantedBox wanted) : m(std::make_unique<State>()) { m->wanted = std::move(wanted); }
+
+MetadataDecoder::MetadataDecoder(KeepChunk keep) : m(std::make_unique<State>()) { m->keep = std::move(keep); }
 
 MetadataDecoder::~MetadataDecoder() = default;
 

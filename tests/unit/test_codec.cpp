@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <tuple>
 #include <set>
 #include <string>
 #include <vector>
@@ -490,6 +491,36 @@ TEST_CASE("codec: Metadata in frames", "[codec]")
     const auto got = part.finish();
     check_same(got, decode_metadata(whole, wanted));
     CHECK(got.entries.at("grid").chunks.size() == 4); // the first, and row 1 of the 3 x 3 chunk grid
+
+    // verify: asked of every chunk once, in stored order (names, chunk
+    // indices, lengths), keeping each entry's first and the accepted ones.
+    std::vector<std::tuple<std::string, std::size_t, std::uint64_t>> asked, expected;
+    for (const auto& [fqn, e] : md.entries)
+        for (std::size_t k = 0; k < e.chunks.size(); ++k)
+            expected.emplace_back(fqn, k, e.chunks[k].storage.length);
+    MetadataDecoder odd_ones([&](const std::string& fqn, std::size_t k, std::uint64_t length) {
+        asked.emplace_back(fqn, k, length);
+        return k % 2 == 1;
+    });
+    MetadataFrames again(md);
+    for (Bytes f; !(f = again.next(100)).empty();)
+        odd_ones.add(f);
+    const auto odd = odd_ones.finish();
+    CHECK(asked == expected);
+    REQUIRE(odd.entries.size() == md.entries.size());
+    for (const auto& [fqn, e] : md.entries) {
+        INFO(fqn);
+        const auto& kept = odd.entries.at(fqn).chunks;
+        std::size_t j = 0;
+        for (std::size_t k = 0; k < e.chunks.size(); ++k)
+            if (k == 0 || k % 2 == 1) {
+                REQUIRE(j < kept.size());
+                CHECK(kept[j].box == e.chunks[k].box);
+                check_same(kept[j].storage, e.chunks[k].storage);
+                ++j;
+            }
+        CHECK(j == kept.size());
+    }
 }
 
 TEST_CASE("codec: every truncation is refused with FormatError", "[codec]")
