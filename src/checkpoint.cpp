@@ -313,9 +313,13 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
         });
         s.log.end(s.all_bytes);
 
-        // 5. Write results to the coordinator, which commits.
+        // 5. Write results to the coordinator, which commits. Ranks but 0
+        //    leave out their name table when every rank's is the same bytes
+        //    (the names of what each wrote: usually those of its plan).
         s.log.begin(Phase::commit);
-        const std::vector<Bytes> all_results = gather_bytes(c, results);
+        const bool same_names = c.size > 1 && same_everywhere(c, name_table_hash(results));
+        const std::vector<Bytes> all_results =
+            gather_bytes(c, same_names && !coord ? strip_name_table(results) : results);
         run_phase(c, "commit", [&] {
             s.log.started();
             if (coord && s.columnar) {
@@ -323,8 +327,8 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
                 detail::BuiltinWriters::finish(*s.storage, s.columnar->metadata());
             } else if (coord) {
                 std::vector<std::vector<WriteResult>> rs;
-                for (const auto& r : all_results)
-                    rs.push_back(decode_write_results(r));
+                for (const auto& r : all_results) // sent without its name table: rank 0's
+                    rs.push_back(decode_write_results(restore_name_table(r, all_results.front())));
                 attach_results(s.metadata, rs);
                 s.storage->finish(s.metadata, rs);
             }

@@ -229,6 +229,15 @@ void allreduce_min(const Comm& c, std::uint64_t* v, int n)
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_UINT64_T, MPI_MIN, c.comm), "MPI_Allreduce");
 }
 
+bool same_everywhere(const Comm& c, std::uint64_t v)
+{
+    // The minimum of v and of ~v: both are v's on every rank exactly when
+    // v is the maximum too.
+    std::uint64_t m[2] = {v, ~v};
+    allreduce_min(c, m, 2);
+    return m[0] == v && m[1] == ~v;
+}
+
 std::uint64_t bcast_u64(const Comm& c, std::uint64_t v)
 {
     check_mpi(MPI_Bcast(&v, 1, MPI_UINT64_T, 0, c.comm), "MPI_Bcast");

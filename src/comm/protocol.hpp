@@ -95,6 +95,10 @@ std::uint64_t allreduce_sum(const Comm& c, std::uint64_t v);
 /// throws cairn::Error when MPI reports an error.
 void allreduce_min(const Comm& c, std::uint64_t* v, int n);
 
+/// Whether `v` is the same on every rank. Collective (one allreduce);
+/// throws cairn::Error when MPI reports an error.
+bool same_everywhere(const Comm& c, std::uint64_t v);
+
 /// Broadcasts the coordinator's value. Collective; throws cairn::Error when
 /// MPI reports an error.
 std::uint64_t bcast_u64(const Comm& c, std::uint64_t v);

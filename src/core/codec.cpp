@@ -284,15 +284,33 @@ Bytes encode(const SavePlan& plan)
 SavePlan decode_save_plan(const Bytes& b) { return decode_save_plan(b.data(), b.size()); }
 
 namespace {
-// Where the name table of an encode() form of a save plan ends.
-std::size_t name_table_end(const Bytes& plan)
+// The magic of an encode() form with a name table (a save plan or write
+// results), its form without the table, and what it is.
+struct NamedForm {
+    std::uint32_t with, without;
+    const char* what;
+};
+constexpr NamedForm k_named_forms[] = {{magic_save_plan, magic_save_plan_shared, "save plan"},
+                                       {magic_results, magic_results_shared, "write results"}};
+
+const NamedForm* named_form(std::uint32_t magic) noexcept
 {
-    Decoder d(plan, "save plan");
-    expect_magic(d, magic_save_plan);
+    for (const auto& f : k_named_forms)
+        if (magic == f.with || magic == f.without)
+            return &f;
+    return nullptr;
+}
+
+// Where the name table of an encode() form of a save plan or write results ends.
+std::size_t name_table_end(const Bytes& b)
+{
+    const NamedForm* f = named_form(leading_magic(b));
+    Decoder d(b, f ? f->what : "save plan");
+    expect_magic(d, f ? f->with : magic_save_plan);
     const std::size_t n = d.count(1);
     for (std::size_t k = 0; k < n; ++k)
         (void)d.view_str();
-    return static_cast<std::size_t>(d.position() - plan.data());
+    return static_cast<std::size_t>(d.position() - b.data());
 }
 
 void put_u32(Bytes& b, std::uint32_t v)
@@ -304,10 +322,10 @@ void put_u32(Bytes& b, std::uint32_t v)
 
 Bytes strip_name_table(const Bytes& plan)
 {
-    const std::size_t end = name_table_end(plan);
+    const std::size_t end = name_table_end(plan); // checks the magic
     Bytes out;
     out.reserve(4 + plan.size() - end);
-    put_u32(out, magic_save_plan_shared);
+    put_u32(out, named_form(leading_magic(plan))->without);
     out.insert(out.end(), plan.begin() + static_cast<std::ptrdiff_t>(end), plan.end());
     return out;
 }
@@ -322,12 +340,19 @@ std::uint32_t leading_magic(const Bytes& b) noexcept
     return v;
 }
 
-bool has_shared_names(const Bytes& plan) noexcept { return leading_magic(plan) == magic_save_plan_shared; }
+bool has_shared_names(const Bytes& plan) noexcept
+{
+    const auto magic = leading_magic(plan);
+    const NamedForm* f = named_form(magic);
+    return f && magic == f->without;
+}
 
 Bytes restore_name_table(const Bytes& shared, const Bytes& with_names)
 {
     if (!has_shared_names(shared))
         return shared;
+    if (named_form(leading_magic(shared)) != named_form(leading_magic(with_names)))
+        throw error::FormatError("restoring a name table: the encodings are of different kinds");
     const std::size_t end = name_table_end(with_names);
     Bytes out;
     out.reserve(end + shared.size() - 4);

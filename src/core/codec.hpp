@@ -33,6 +33,7 @@ inline constexpr std::size_t max_encoded_ndim = 64;
 inline constexpr std::uint32_t magic_save_plan = 0x43535033;        // "CSP3": with a name table, varints
 inline constexpr std::uint32_t magic_save_plan_shared = 0x43534e33; // "CSN3": CSP3 without its name table
 inline constexpr std::uint32_t magic_results = 0x43575233;          // "CWR3": with name and path tables, varints
+inline constexpr std::uint32_t magic_results_shared = 0x43574e33;   // "CWN3": CWR3 without its name table
 
 /// The fewest bytes an encoded save plan item takes (name, kind, dtype,
 /// three shapes, nbytes, digest, value, chunk), and a write result (name,
@@ -208,12 +209,13 @@ Bytes encode(const SavePlan& plan);
 SavePlan decode_save_plan(const Bytes& b);
 SavePlan decode_save_plan(const std::byte* data, std::size_t size);
 
-/// An encoded save plan as a rank sends it when every rank's name table is
-/// the same bytes (agreed with a hash): without the table, which the
-/// coordinator takes from rank 0's plan. strip_name_table() makes that form
-/// from encode()'s (throws FormatError on anything else);
+/// An encoded save plan (or write results) as a rank sends it when every
+/// rank's name table is the same bytes (agreed with a hash): without the
+/// table, which the coordinator takes from rank 0's. strip_name_table()
+/// makes that form from encode()'s (throws FormatError on anything else);
 /// has_shared_names() tells it; restore_name_table() puts back the table of
-/// `with_names` (an encode() form), giving what encode() made.
+/// `with_names` (an encode() form of the same kind), giving what encode()
+/// made.
 /// The first four bytes of an encoding as its little-endian magic number (0 when shorter).
 std::uint32_t leading_magic(const Bytes& b) noexcept;
 /// Reads the magic number; throws FormatError ("bad magic number") unless it is `magic`.
@@ -221,7 +223,7 @@ void expect_magic(Decoder& d, std::uint32_t magic);
 Bytes strip_name_table(const Bytes& plan);
 bool has_shared_names(const Bytes& plan) noexcept;
 Bytes restore_name_table(const Bytes& shared, const Bytes& with_names);
-/// XXH3 of the name table bytes of an encode() form.
+/// XXH3 of the name table bytes of an encode() form (save plan or write results).
 std::uint64_t name_table_hash(const Bytes& plan);
 Bytes encode(const LoadPlan& plan);
 LoadPlan decode_load_plan(const Bytes& b);

@@ -243,7 +243,7 @@ std::vector<detail::Bytes> results_of(const std::vector<SavePlan>& finals)
 TEST_CASE("the columnar global plan agrees with the reference", "[plan]")
 {
     std::mt19937_64 rng(20260706);
-    int declined = 0, taken = 0, shared_checked = 0;
+    int declined = 0, taken = 0, shared_checked = 0, results_shared_checked = 0;
     for (int trial = 0; trial < 3000; ++trial) {
         const std::size_t nranks = 1 + rng() % 5;
         std::vector<SavePlan> plans;
@@ -317,15 +317,36 @@ TEST_CASE("the columnar global plan agrees with the reference", "[plan]")
         cp.release_plan_tables();
         // The write results into the columns, as attach_results into the structs.
         Metadata expect = ref.md;
-        {
-            const auto rs = results_of(ref.plans);
-            for (std::size_t r = 0; r < nranks; ++r)
-                for (const auto& w : detail::decode_write_results(rs[r]))
-                    expect.entries.at(w.fqn).chunks.at(w.chunk).storage = w.storage;
-            cp.attach_results(rs);
-        }
+        const auto rs = results_of(ref.plans);
+        for (std::size_t r = 0; r < nranks; ++r)
+            for (const auto& w : detail::decode_write_results(rs[r]))
+                expect.entries.at(w.fqn).chunks.at(w.chunk).storage = w.storage;
+        cp.attach_results(rs);
         const Metadata got = detail::to_metadata(cp.metadata());
         check_same(got, expect);
+        // As the ranks send their results when every name table is the same
+        // bytes: rank 0's whole, the others without their table.
+        bool results_alike = nranks > 1;
+        for (const auto& r : rs)
+            results_alike = results_alike && detail::name_table_hash(r) == detail::name_table_hash(rs.front());
+        if (results_alike) {
+            ++results_shared_checked;
+            std::vector<detail::Bytes> sent{rs.front()};
+            for (std::size_t r = 1; r < nranks; ++r) {
+                sent.push_back(detail::strip_name_table(rs[r]));
+                CHECK(detail::has_shared_names(sent.back()));
+                CHECK(detail::restore_name_table(sent.back(), rs.front()) == rs[r]);
+                CHECK_THROWS_AS(detail::restore_name_table(sent.back(), gathered.front()), error::FormatError);
+            }
+            detail::ColumnarSavePlan cr;
+            REQUIRE((cr.ingest(gathered) && cr.plan()));
+            cr.attach_results(sent);
+            check_same(detail::to_metadata(cr.metadata()), expect);
+            detail::ColumnarSavePlan c0; // rank 0's without its table: refused
+            REQUIRE((c0.ingest(gathered) && c0.plan()));
+            sent.front() = detail::strip_name_table(rs.front());
+            CHECK_THROWS_AS(c0.attach_results(sent), error::FormatError);
+        }
         // The columns convert back to themselves.
         const auto again = detail::to_columns(got);
         CHECK(again.boxes == cp.metadata().boxes);
@@ -334,6 +355,8 @@ TEST_CASE("the columnar global plan agrees with the reference", "[plan]")
     CHECK(taken > 1000);
     CHECK(declined > 20);
     CHECK(shared_checked > 500);
+    INFO("results sent without name tables: " << results_shared_checked);
+    CHECK(results_shared_checked > 100);
 }
 
 TEST_CASE("columnar path: write results that do not match the plan are refused", "[plan]")
