@@ -11,7 +11,8 @@
 // the assignments, metadata), and so must global_plan_columnar on the
 // decoded structs; as the write results of the ranks of a fixed plan,
 // attach_results must attach them or throw error::WriteError or
-// error::FormatError.
+// error::FormatError, and do the same when rank 1's come without their name
+// table (strip_name_table).
 //
 // Built as a libFuzzer target with CAIRN_BUILD_FUZZERS=ON (clang), and always
 // as a replay program (fuzz/replay_main.cpp) run by CTest.
@@ -195,16 +196,38 @@ void columnar_results(const Bytes& in)
         }
         return g;
     }();
-    for (const auto& results : {std::vector<Bytes>{in, in}, std::vector<Bytes>{in, detail::encode(std::vector<WriteResult>{})}}) {
+    // What attaching gives: the error kind, or the metadata's encoding.
+    const auto attach = [&](const std::vector<Bytes>& results) -> std::string {
         detail::ColumnarSavePlan cp;
         if (!cp.ingest(gathered) || !cp.plan())
             fail("the fixed plan was declined");
         try {
             cp.attach_results(results);
         } catch (const error::WriteError&) {
+            return "WriteError";
         } catch (const error::FormatError&) {
+            return "FormatError";
         }
+        const Bytes md = detail::encode(cp.metadata());
+        return std::string(reinterpret_cast<const char*>(md.data()), md.size());
+    };
+    const std::string both = attach({in, in});
+    attach({in, detail::encode(std::vector<WriteResult>{})});
+    // Rank 1's sent without its name table (strip_name_table), as when
+    // every rank's is the same bytes: the same outcome; rank 0's so sent is
+    // refused.
+    Bytes stripped;
+    try {
+        stripped = detail::strip_name_table(in);
+    } catch (const error::FormatError&) {
+        return;
     }
+    if (detail::restore_name_table(stripped, in) != in)
+        fail("write results: restoring the stripped name table changes the bytes");
+    if (attach({in, stripped}) != both)
+        fail("write results without their name table attach otherwise than with it");
+    if (attach({stripped, in}) != "FormatError")
+        fail("rank 0's write results without their name table were not refused");
 }
 
 } // namespace
