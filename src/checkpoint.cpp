@@ -300,12 +300,14 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
         for (const auto& it : s.plan.items)
             written += it.nbytes;
         s.log.begin(Phase::write);
+        std::uint64_t names_hash = 0; // of the results' name table (step 5)
         const Bytes results = run_phase(c, "write", [&] {
             s.log.started(written);
             // Progress item by item where the writer streams items in turn.
             ProgressSource counted(source, s.log);
             const bool per_item = s.log.reporting() && dynamic_cast<DistcpWriter*>(s.storage.get());
             auto r = encode(s.storage->write_data(s.plan, per_item ? counted : source));
+            names_hash = name_table_hash(r);
             s.log.finished();
             if (on_written)
                 on_written();
@@ -317,7 +319,7 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
         //    leave out their name table when every rank's is the same bytes
         //    (the names of what each wrote: usually those of its plan).
         s.log.begin(Phase::commit);
-        const bool same_names = c.size > 1 && same_everywhere(c, name_table_hash(results));
+        const bool same_names = c.size > 1 && same_everywhere(c, names_hash);
         const std::vector<Bytes> all_results =
             gather_bytes(c, same_names && !coord ? strip_name_table(results) : results);
         run_phase(c, "commit", [&] {

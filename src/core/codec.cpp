@@ -532,7 +532,7 @@ struct MetadataFrames::State {
     std::map<std::string, EntryMeta>::const_iterator it; // structs: the next entry
     std::size_t next = 0;                                // columns: the next entry
     Table files;                                         // refers to the content's strings
-    std::vector<std::uint32_t> file_slot; // columns: the table index of file f at f + 1 (0: unwritten)
+    std::vector<std::uint32_t> file_slot; // columns: the table index of file f at slot f + 1 (slot 0: not written)
     bool started = false;
 
     // The files in order of first use.
@@ -643,7 +643,6 @@ Bytes encode(const MetadataColumns& md)
     s.index_files();
     return s.frame(std::numeric_limits<std::size_t>::max());
 }
-
 
 struct MetadataDecoder::State {
     WantedBox wanted;
