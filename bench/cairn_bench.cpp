@@ -1278,7 +1278,7 @@ void bench_planning(long ranks, long arrays, Results& R)
             std::vector<cd::Bytes> frames;
             {
                 cd::MetadataFrames f(cd::read_metadata_columns_file(mdpath));
-                for (cd::Bytes b; !(b = f.next(cd::metadata_frame_bytes)).empty();)
+                for (cd::Bytes b; !(b = f.next(cd::metadata_frame_bytes())).empty();)
                     frames.push_back(std::move(b));
             }
             t_load_read += now() - t0;

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -72,6 +73,12 @@ std::vector<std::string> fault_points();
 /// file in place with HDF5, so that the edit reaches the reader's own checks
 /// instead of being refused as damage. Local. Throws cairn::error::WriteError.
 void reseal_metadata_file(const std::string& path);
+
+/// Bytes of the frames in which load() and verify() broadcast the metadata
+/// (about 8 MiB by default; 0 restores that). Small frames take a small
+/// checkpoint through the frame-by-frame path. Local: set the same on every
+/// rank before a collective call.
+void set_metadata_frame_bytes(std::size_t bytes) noexcept;
 
 /// Arms a fault for its lifetime (disarms every fault when destroyed).
 class ScopedFault {

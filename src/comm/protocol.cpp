@@ -1,7 +1,9 @@
 #include "comm/protocol.hpp"
 
 #include "cairn/errors.hpp"
+#include "cairn/testing.hpp"
 
+#include <atomic>
 #include <climits>
 #include <cstring>
 #include <numeric>
@@ -156,8 +158,20 @@ void bcast_frames(const Comm& c, const std::function<Bytes()>& next, const std::
         std::rethrow_exception(err);
 }
 
+namespace {
+std::atomic<std::size_t> g_frame_bytes{0}; // 0: the default
+} // namespace
+
+std::size_t metadata_frame_bytes() noexcept
+{
+    const std::size_t n = g_frame_bytes.load(std::memory_order_relaxed);
+    return n ? n : std::size_t(8) << 20;
+}
+
 void share_metadata(const Comm& c, MetadataFrames* frames, MetadataDecoder* dec, std::size_t frame_bytes)
 {
+    if (frame_bytes == 0)
+        frame_bytes = metadata_frame_bytes();
     bcast_frames(
         c,
         [&] {
@@ -245,3 +259,12 @@ std::uint64_t bcast_u64(const Comm& c, std::uint64_t v)
 }
 
 } // namespace cairn::detail
+
+namespace cairn::testing {
+
+void set_metadata_frame_bytes(std::size_t bytes) noexcept
+{
+    detail::g_frame_bytes.store(bytes, std::memory_order_relaxed);
+}
+
+} // namespace cairn::testing

@@ -41,21 +41,21 @@ void bcast_bytes(const Comm& c, Bytes& bytes);
 /// broadcast.
 void bcast_frames(const Comm& c, const std::function<Bytes()>& next, const std::function<void(const Bytes&)>& take);
 
-/// About the most bytes of a metadata broadcast a rank holds at once.
-inline constexpr std::size_t metadata_frame_bytes = std::size_t(8) << 20;
+/// About the most bytes of a metadata broadcast a rank holds at once: 8 MiB,
+/// or what cairn::testing::set_metadata_frame_bytes() set.
+std::size_t metadata_frame_bytes() noexcept;
 
 /// The coordinator's metadata on every rank. Collective: `frames` (the
 /// coordinator's; null elsewhere) are broadcast with bcast_frames() in
-/// frames of about metadata_frame_bytes, each decoded as it arrives and
+/// frames of about `frame_bytes` (0: metadata_frame_bytes()), each decoded as it arrives and
 /// then dropped, keeping what decode_metadata(b, `wanted`) keeps. A rank
 /// that passes `drop` (it failed already) only receives, and gets nothing.
 /// `frame_bytes` must be the same on every rank.
 Metadata share_metadata(const Comm& c, MetadataFrames* frames, const WantedBox& wanted, bool drop = false,
-                        std::size_t frame_bytes = metadata_frame_bytes);
+                        std::size_t frame_bytes = 0);
 /// The same into `dec` (frames added, not finished), or nothing with a null
 /// `dec` (this rank only receives).
-void share_metadata(const Comm& c, MetadataFrames* frames, MetadataDecoder* dec,
-                    std::size_t frame_bytes = metadata_frame_bytes);
+void share_metadata(const Comm& c, MetadataFrames* frames, MetadataDecoder* dec, std::size_t frame_bytes = 0);
 
 /// Error agreement at a phase boundary. Collective: every rank passes the
 /// exception it caught in the phase (or null). If any rank failed, every rank

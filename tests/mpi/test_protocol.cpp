@@ -6,6 +6,8 @@
 #include "fixtures.hpp"
 #include "outcome.hpp"
 
+#include <cairn/testing.hpp>
+
 #include <catch2/catch.hpp>
 
 #include <limits>
@@ -202,4 +204,38 @@ TEST_CASE("load: a rank whose state fails before the metadata broadcast fails ev
     fragile.armed = false;
     const Outcome again = attempt([&] { cairn::load(sd, dir, MPI_COMM_WORLD); });
     CHECK(all(!again.threw && !again.foreign));
+}
+
+namespace {
+// The metadata broadcast in frames of `bytes` for its lifetime (every rank).
+struct ScopedFrameBytes {
+    explicit ScopedFrameBytes(std::size_t bytes) { cairn::testing::set_metadata_frame_bytes(bytes); }
+    ~ScopedFrameBytes() { cairn::testing::set_metadata_frame_bytes(0); }
+};
+} // namespace
+
+TEST_CASE("load and verify with the metadata in many small frames", "[protocol]")
+{
+    const int w = world_size();
+    const std::string base = fresh_dir("protocol_frames_" + std::to_string(w));
+    // Frames of about one entry: the whole path of load and verify, frame by
+    // frame, on a small checkpoint.
+    const ScopedFrameBytes frames(64);
+    REQUIRE(cd::metadata_frame_bytes() == 64);
+    for (const auto* id : {"/ckpt", "/ckpt.h5"}) {
+        INFO(id);
+        // Saved on every rank by rows, loaded on the first max(1, w - 1) by
+        // the last dimension (resharded).
+        CHECK(round_trip(base + id, w, Decomp::dim0, std::max(1, w - 1), Decomp::last_dim, 0, 0));
+        const auto report = cairn::verify(base + id, MPI_COMM_WORLD);
+        CHECK(all(report.ok()));
+        std::uint64_t chunks = 0, bytes = 0;
+        for (const auto& [fqn, e] : cairn::read_metadata(base + id).entries)
+            for (const auto& c : e.chunks) {
+                ++chunks;
+                bytes += c.storage.length;
+            }
+        CHECK(all(report.chunks == chunks)); // every chunk, once
+        CHECK(all(report.bytes == bytes));
+    }
 }
