@@ -593,6 +593,8 @@ struct MetadataFrames::State {
     Bytes frame(std::size_t max_bytes)
     {
         Encoder e;
+        if (max_bytes <= (std::size_t(64) << 20))
+            e.reserve(max_bytes + max_bytes / 8); // a frame ends after the entry that reaches max_bytes
         if (!started) {
             put_header(e);
             started = true;
