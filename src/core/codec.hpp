@@ -275,18 +275,18 @@ private:
     std::unique_ptr<State> m;
 };
 
-/// Decodes encode()'s bytes frame by frame (MetadataFrames: each frame
-/// whole, in order), keeping of each entry what decode_metadata(b,
-/// `wanted`) keeps (or what a KeepChunk selects); a frame's bytes may be
-/// dropped once add() returns.
-/// Throws error::FormatError where decode_metadata() of the concatenation
-/// does (the same checks; a count short of the header's at finish()).
 /// Which chunks a rank keeps (verify): asked of every chunk of every entry,
 /// in stored order, with the entry's name, the chunk's stored index and its
 /// byte length. Each entry's first chunk is kept whatever the answer (it
 /// names a container's dataset): a rank tells its own by its answers.
 using KeepChunk = std::function<bool(const std::string& fqn, std::size_t chunk, std::uint64_t length)>;
 
+/// Decodes encode()'s bytes frame by frame (MetadataFrames: each frame
+/// whole, in order), keeping of each entry what decode_metadata(b,
+/// `wanted`) keeps (or what a KeepChunk selects); a frame's bytes may be
+/// dropped once add() returns.
+/// Throws error::FormatError where decode_metadata() of the concatenation
+/// does (the same checks; a count short of the header's at finish()).
 class MetadataDecoder {
 public:
     explicit MetadataDecoder(WantedBox wanted = {});
