@@ -269,7 +269,9 @@ public:
     /// The next frame; empty once every entry has been framed.
     Bytes next(std::size_t max_bytes);
 
-    struct State; // (encode() frames borrowed content in one piece)
+    /// Internal; named here so that encode() can frame content it only
+    /// borrows, in one piece, without a copy.
+    struct State;
 
 private:
     std::unique_ptr<State> m;
