@@ -424,10 +424,12 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
                 failed = std::current_exception();
             }
         }
-        metadata = detail::share_metadata(c, frames.get(), wanted, failed != nullptr);
+        detail::MetadataDecoder dec(std::move(wanted));
+        detail::share_metadata(c, frames.get(), failed ? nullptr : &dec);
         frames.reset();
         if (failed)
             std::rethrow_exception(failed);
+        metadata = dec.finish();
         storage->set_up_storage_reader(metadata, coord, comm);
         if (!own)
             planner->set_up_planner(state, metadata, coord);

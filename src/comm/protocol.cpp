@@ -101,18 +101,26 @@ Bytes scatter_bytes(const Comm& c, const std::vector<Bytes>& all)
     return mine;
 }
 
+namespace {
+// Broadcasts the coordinator's `n` bytes at `data` (room for them
+// elsewhere), in pieces below the int limit.
+void bcast_pieces(const Comm& c, std::byte* data, std::uint64_t n)
+{
+    constexpr std::uint64_t piece = std::uint64_t(1) << 30;
+    for (std::uint64_t off = 0; off < n; off += piece) {
+        const auto len = static_cast<int>(std::min(piece, n - off));
+        check_mpi(MPI_Bcast(data + off, len, MPI_BYTE, 0, c.comm), "MPI_Bcast");
+    }
+}
+} // namespace
+
 void bcast_bytes(const Comm& c, Bytes& bytes)
 {
     std::uint64_t n = bytes.size();
     check_mpi(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, c.comm), "MPI_Bcast");
     if (!c.coordinator())
         bytes.resize(static_cast<std::size_t>(n));
-    // Large metadata goes in pieces below the int limit.
-    constexpr std::uint64_t piece = std::uint64_t(1) << 30;
-    for (std::uint64_t off = 0; off < n; off += piece) {
-        const auto len = static_cast<int>(std::min(piece, n - off));
-        check_mpi(MPI_Bcast(bytes.data() + off, len, MPI_BYTE, 0, c.comm), "MPI_Bcast");
-    }
+    bcast_pieces(c, bytes.data(), n);
 }
 
 void bcast_frames(const Comm& c, const std::function<Bytes()>& next, const std::function<void(const Bytes&)>& take)
@@ -141,11 +149,7 @@ void bcast_frames(const Comm& c, const std::function<Bytes()>& next, const std::
             break;
         if (!c.coordinator())
             frame.resize(static_cast<std::size_t>(n));
-        constexpr std::uint64_t piece = std::uint64_t(1) << 30; // below the int limit
-        for (std::uint64_t off = 0; off < n; off += piece) {
-            const auto len = static_cast<int>(std::min(piece, n - off));
-            check_mpi(MPI_Bcast(frame.data() + off, len, MPI_BYTE, 0, c.comm), "MPI_Bcast");
-        }
+        bcast_pieces(c, frame.data(), n);
         if (!err) {
             try {
                 take(frame);
@@ -183,14 +187,6 @@ void share_metadata(const Comm& c, MetadataFrames* frames, MetadataDecoder* dec,
             if (dec)
                 dec->add(f);
         });
-}
-
-Metadata share_metadata(const Comm& c, MetadataFrames* frames, const WantedBox& wanted, bool drop,
-                        std::size_t frame_bytes)
-{
-    MetadataDecoder dec(drop ? WantedBox{} : wanted);
-    share_metadata(c, frames, drop ? nullptr : &dec, frame_bytes);
-    return drop ? Metadata{} : dec.finish();
 }
 
 void agree(const Comm& c, const char* phase, std::exception_ptr local)

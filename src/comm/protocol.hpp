@@ -47,14 +47,11 @@ std::size_t metadata_frame_bytes() noexcept;
 
 /// The coordinator's metadata on every rank. Collective: `frames` (the
 /// coordinator's; null elsewhere) are broadcast with bcast_frames() in
-/// frames of about `frame_bytes` (0: metadata_frame_bytes()), each decoded as it arrives and
-/// then dropped, keeping what decode_metadata(b, `wanted`) keeps. A rank
-/// that passes `drop` (it failed already) only receives, and gets nothing.
-/// `frame_bytes` must be the same on every rank.
-Metadata share_metadata(const Comm& c, MetadataFrames* frames, const WantedBox& wanted, bool drop = false,
-                        std::size_t frame_bytes = 0);
-/// The same into `dec` (frames added, not finished), or nothing with a null
-/// `dec` (this rank only receives).
+/// frames of about `frame_bytes` (0: metadata_frame_bytes(); the same on
+/// every rank), each added to `dec` as it arrives and then dropped; `dec`
+/// is not finished. A rank that failed already passes a null `dec`: it only
+/// receives. Throws as bcast_frames() does: error::FormatError from `dec`,
+/// cairn::Error when the coordinator has no `frames` or fails to encode.
 void share_metadata(const Comm& c, MetadataFrames* frames, MetadataDecoder* dec, std::size_t frame_bytes = 0);
 
 /// Error agreement at a phase boundary. Collective: every rank passes the

@@ -17,11 +17,7 @@ bool Box::inside(const Shape& global_shape) const noexcept
 {
     if (offsets.size() != global_shape.size() || shape.size() != global_shape.size())
         return false;
-    for (std::size_t d = 0; d < shape.size(); ++d) {
-        if (offsets[d] < 0 || shape[d] < 0 || offsets[d] > global_shape[d] || shape[d] > global_shape[d] - offsets[d])
-            return false;
-    }
-    return true;
+    return detail::inside(offsets.data(), shape.data(), global_shape.data(), shape.size());
 }
 
 std::string Box::str() const

@@ -39,6 +39,16 @@ bool overlaps(const Box& a, const Box& b) noexcept
     return overlaps(a.offsets.data(), a.shape.data(), b.offsets.data(), b.shape.data(), n);
 }
 
+bool inside(const std::int64_t* offsets, const std::int64_t* extents, const std::int64_t* global_shape,
+            std::size_t nd) noexcept
+{
+    for (std::size_t d = 0; d < nd; ++d)
+        if (offsets[d] < 0 || extents[d] < 0 || offsets[d] > global_shape[d] ||
+            extents[d] > global_shape[d] - offsets[d])
+            return false;
+    return true;
+}
+
 bool overlaps(const std::int64_t* a_offsets, const std::int64_t* a_extents, const std::int64_t* b_offsets,
               const std::int64_t* b_extents, std::size_t nd) noexcept
 {

@@ -24,7 +24,11 @@ std::optional<std::int64_t> checked_bytes(const Shape& shape, std::uint64_t elem
 /// True when the boxes (same rank, well formed) share at least one element.
 /// Never overflows and never allocates.
 bool overlaps(const Box& a, const Box& b) noexcept;
-/// The same for boxes of `nd` dimensions given as offsets and extents (no
+/// Box::inside on a box of `nd` dimensions given as offsets and extents,
+/// inside a global shape of as many.
+bool inside(const std::int64_t* offsets, const std::int64_t* extents, const std::int64_t* global_shape,
+            std::size_t nd) noexcept;
+/// overlaps() for boxes of `nd` dimensions given as offsets and extents (no
 /// Box needed). For non-negative offsets and extents, true exactly when
 /// intersect() of the two boxes has a value.
 bool overlaps(const std::int64_t* a_offsets, const std::int64_t* a_extents, const std::int64_t* b_offsets,

@@ -744,13 +744,12 @@ void ColumnarSavePlan::attach_results(const std::vector<Bytes>& results)
     constexpr std::uint32_t unknown = not_kept - 1;
     for (std::size_t r = 0; r < results.size(); ++r) {
         Decoder d(results[r], "write results");
-        // Sent without its name table (has_shared_names): rank 0's, read first.
-        const std::uint32_t magic = d.u32();
-        if (magic == magic_results_shared && r == 0)
+        // Sent without its name table (strip_name_table): rank 0's, read first.
+        const bool shared = leading_magic(results[r]) == magic_results_shared;
+        if (shared && r == 0)
             d.fail("rank 0's results without their name table");
-        if (magic != magic_results && magic != magic_results_shared)
-            d.fail("bad magic number (not a Cairn encoding, or another version)");
-        if (magic == magic_results)
+        expect_magic(d, shared ? magic_results_shared : magic_results);
+        if (!shared)
             names.read(d, [&](std::string_view name) -> std::uint32_t {
                 const auto it = by_name.find(name);
                 return it == by_name.end() ? unknown : it->second;

@@ -56,6 +56,16 @@ cairn::Metadata sample_metadata(int entries, int chunks)
 
 cd::Bytes filler(std::size_t n, int value) { return cd::Bytes(n, std::byte(static_cast<unsigned char>(value))); }
 
+// share_metadata() into a decoder keeping what `wanted` selects, finished;
+// with `drop`, this rank only receives (nothing).
+cairn::Metadata shared(const cd::Comm& c, cd::MetadataFrames* frames, const cd::WantedBox& wanted, bool drop = false,
+                       std::size_t frame_bytes = 0)
+{
+    cd::MetadataDecoder dec(wanted);
+    cd::share_metadata(c, frames, drop ? nullptr : &dec, frame_bytes);
+    return drop ? cairn::Metadata{} : dec.finish();
+}
+
 } // namespace
 
 TEST_CASE("metadata broadcast: frames of whole entries, decoded as they arrive", "[protocol]")
@@ -69,7 +79,7 @@ TEST_CASE("metadata broadcast: frames of whole entries, decoded as they arrive",
         std::unique_ptr<cd::MetadataFrames> frames;
         if (c.coordinator())
             frames = std::make_unique<cd::MetadataFrames>(md);
-        const auto got = cd::share_metadata(c, frames.get(), {}, false, frame);
+        const auto got = shared(c, frames.get(), {}, false, frame);
         CHECK(all(cd::encode(got) == whole));
     }
     // A rank's part: row 4k + 1 of each array, where k = rank % 7.
@@ -78,7 +88,7 @@ TEST_CASE("metadata broadcast: frames of whole entries, decoded as they arrive",
     std::unique_ptr<cd::MetadataFrames> frames;
     if (c.coordinator())
         frames = std::make_unique<cd::MetadataFrames>(md);
-    const auto part = cd::share_metadata(c, frames.get(), wanted, false, 300);
+    const auto part = shared(c, frames.get(), wanted, false, 300);
     const auto expected = cd::decode_metadata(whole, wanted);
     CHECK(all(cd::encode(part) == cd::encode(expected)));
     CHECK(all(part.entries.at("field3").chunks.size() == (c.rank % 7 == 0 ? 1u : 2u)));
@@ -145,7 +155,7 @@ TEST_CASE("metadata broadcast: a failure anywhere ends it on every rank", "[prot
         if (c.coordinator())
             frames = std::make_unique<cd::MetadataFrames>(md);
         const bool drop = c.rank == last;
-        const auto got = cd::share_metadata(c, frames.get(), {}, drop, 64);
+        const auto got = shared(c, frames.get(), {}, drop, 64);
         if (drop)
             CHECK(got.entries.empty());
         else
@@ -154,7 +164,7 @@ TEST_CASE("metadata broadcast: a failure anywhere ends it on every rank", "[prot
 
     SECTION("the coordinator without metadata")
     {
-        const Outcome o = attempt([&] { cd::share_metadata(c, nullptr, {}); });
+        const Outcome o = attempt([&] { shared(c, nullptr, {}); });
         CHECK(all(o.threw));
         if (c.coordinator())
             CHECK(contains(o.what, "without the coordinator's metadata"));

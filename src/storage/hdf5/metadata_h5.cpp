@@ -366,19 +366,14 @@ MetadataColumns read_metadata_columns_group(hid_t loc, const std::string& where)
                 throw error::FormatError(ew + ": chunk_boxes is too short");
             const std::int64_t* off = boxes.data() + bi;
             const std::int64_t* ext = off + nd;
-            std::uint64_t volume = 1;
-            for (std::size_t d = 0; d < nd; ++d) {
-                const std::int64_t g = em.global_shape[d];
-                if (off[d] < 0 || ext[d] < 0 || off[d] > g || ext[d] > g - off[d]) // as Box::inside
-                    throw error::FormatError(ew + ": chunk " + std::to_string(c) + " box " + box_at(bi).str() +
-                                             " lies outside the global shape " + shape_str(em.global_shape));
-                volume *= static_cast<std::uint64_t>(ext[d]);
-            }
+            if (!inside(off, ext, em.global_shape.data(), nd))
+                throw error::FormatError(ew + ": chunk " + std::to_string(c) + " box " + box_at(bi).str() +
+                                         " lies outside the global shape " + shape_str(em.global_shape));
             if (chunk_file[ci] < 0 || static_cast<std::size_t>(chunk_file[ci]) >= files.size())
                 throw error::FormatError(ew + ": chunk " + std::to_string(c) + " names file " +
                                          std::to_string(chunk_file[ci]) + " of " + std::to_string(files.size()));
             // Inside a global shape whose byte size fits: so does the box's.
-            const auto expect = volume * elem;
+            const auto expect = static_cast<std::uint64_t>(volume_of(ext, nd)) * elem;
             if (chunk_length[ci] != expect)
                 throw error::FormatError(ew + ": chunk " + std::to_string(c) + " has length " +
                                          std::to_string(chunk_length[ci]) + ", its box needs " + std::to_string(expect));
