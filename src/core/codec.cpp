@@ -117,6 +117,20 @@ void Decoder::truncated(std::size_t n) const
     fail("truncated (needs " + std::to_string(n) + " more bytes, " + std::to_string(m_end - m_p) + " left)");
 }
 
+void Decoder::too_wide(std::uint64_t v) const { fail("value " + std::to_string(v) + " exceeds 32 bits"); }
+
+void Decoder::bad_rank(std::size_t n) const
+{
+    fail("rank " + std::to_string(n) + " exceeds the limit of " + std::to_string(k_max_ndim));
+}
+
+void Decoder::negative() const { fail("negative extent or offset"); }
+
+void Decoder::too_many(std::uint64_t n) const
+{
+    fail("count " + std::to_string(n) + " cannot fit in the " + std::to_string(m_end - m_p) + " bytes left");
+}
+
 std::uint64_t Decoder::uv_long()
 {
     std::uint64_t v = 0;
@@ -144,29 +158,6 @@ std::string Decoder::str()
     return s;
 }
 
-std::string_view Decoder::view_str()
-{
-    const auto n = uv();
-    need(n);
-    std::string_view s(reinterpret_cast<const char*>(m_p), static_cast<std::size_t>(n));
-    m_p += n;
-    return s;
-}
-
-std::size_t Decoder::shape_into(std::int64_t* out)
-{
-    const auto n = u8();
-    if (n > k_max_ndim)
-        fail("rank " + std::to_string(n) + " exceeds the limit of " + std::to_string(k_max_ndim));
-    need(n);
-    for (std::size_t i = 0; i < n; ++i) {
-        out[i] = static_cast<std::int64_t>(uv());
-        if (out[i] < 0)
-            fail("negative extent or offset");
-    }
-    return n;
-}
-
 Bytes Decoder::bytes()
 {
     const auto n = uv();
@@ -178,27 +169,9 @@ Bytes Decoder::bytes()
 
 Shape Decoder::shape()
 {
-    const auto n = u8();
-    if (n > k_max_ndim)
-        fail("rank " + std::to_string(n) + " exceeds the limit of " + std::to_string(k_max_ndim));
-    need(n);
-    Shape s(n);
-    for (auto& v : s) {
-        v = static_cast<std::int64_t>(uv());
-        if (v < 0)
-            fail("negative extent or offset");
-    }
-    return s;
-}
-
-std::size_t Decoder::count(std::size_t min_item_bytes)
-{
-    const auto n = uv();
-    if (min_item_bytes == 0)
-        min_item_bytes = 1;
-    if (n > static_cast<std::uint64_t>(m_end - m_p) / min_item_bytes)
-        fail("count " + std::to_string(n) + " cannot fit in the " + std::to_string(m_end - m_p) + " bytes left");
-    return static_cast<std::size_t>(n);
+    std::int64_t v[max_encoded_ndim];
+    const std::size_t n = shape_into(v);
+    return Shape(v, v + n);
 }
 
 void Decoder::expect_done()

@@ -169,17 +169,36 @@ public:
     {
         const auto v = uv();
         if (v > UINT32_MAX)
-            fail("value " + std::to_string(v) + " exceeds 32 bits");
+            too_wide(v);
         return static_cast<std::uint32_t>(v);
     }
     std::string str();
     /// A string as a view into the input (valid as long as the input).
-    std::string_view view_str();
+    std::string_view view_str()
+    {
+        const auto n = uv();
+        need(n);
+        std::string_view s(reinterpret_cast<const char*>(m_p), static_cast<std::size_t>(n));
+        m_p += n;
+        return s;
+    }
     Bytes bytes();
     Shape shape();
     /// A shape into `out` (room for max_encoded_ndim values); returns its
     /// number of dimensions. Same checks as shape(), no allocation.
-    std::size_t shape_into(std::int64_t* out);
+    std::size_t shape_into(std::int64_t* out)
+    {
+        const std::size_t n = u8();
+        if (n > max_encoded_ndim)
+            bad_rank(n);
+        need(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            out[i] = static_cast<std::int64_t>(uv());
+            if (out[i] < 0)
+                negative();
+        }
+        return n;
+    }
     /// The next byte to be read.
     const std::byte* position() const noexcept { return m_p; }
     /// Skips to `p`, a position between position() and the end.
@@ -187,7 +206,13 @@ public:
     std::size_t left() const noexcept { return static_cast<std::size_t>(m_end - m_p); }
     /// A count of items each at least `min_item_bytes` long; refused when the
     /// remaining input cannot hold that many.
-    std::size_t count(std::size_t min_item_bytes);
+    std::size_t count(std::size_t min_item_bytes)
+    {
+        const auto n = uv();
+        if (n > static_cast<std::uint64_t>(m_end - m_p) / (min_item_bytes ? min_item_bytes : 1))
+            too_many(n);
+        return static_cast<std::size_t>(n);
+    }
     bool done() const noexcept { return m_p == m_end; }
     void expect_done();
     [[noreturn]] void fail(const std::string& why) const;
@@ -198,7 +223,12 @@ private:
         if (static_cast<std::size_t>(m_end - m_p) < n)
             truncated(n);
     }
+    // The failures, out of line (the checks above stay small enough to inline).
     [[noreturn]] void truncated(std::size_t n) const;
+    [[noreturn]] void too_wide(std::uint64_t v) const;
+    [[noreturn]] void bad_rank(std::size_t n) const;
+    [[noreturn]] void negative() const;
+    [[noreturn]] void too_many(std::uint64_t n) const;
     std::uint64_t uv_long();
     const std::byte* m_p;
     const std::byte* m_end;

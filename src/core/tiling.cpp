@@ -6,19 +6,6 @@
 
 namespace cairn::detail {
 
-std::int64_t volume_of(const std::int64_t* extents, std::size_t nd) noexcept
-{
-    std::int64_t v = 1;
-    bool saturated = false;
-    for (std::size_t d = 0; d < nd; ++d) {
-        if (extents[d] <= 0)
-            return extents[d] < 0 ? -1 : 0;
-        if (!saturated && __builtin_mul_overflow(v, extents[d], &v))
-            saturated = true;
-    }
-    return saturated ? INT64_MAX : v;
-}
-
 std::optional<std::int64_t> checked_bytes(const Shape& shape, std::uint64_t elem_size) noexcept
 {
     if (elem_size > static_cast<std::uint64_t>(INT64_MAX))

@@ -15,7 +15,18 @@ namespace cairn::detail {
 
 /// Volume of the `nd` extents at `extents`, as cairn::volume(): -1 when one
 /// is negative, 0 when one is zero, saturated at INT64_MAX.
-std::int64_t volume_of(const std::int64_t* extents, std::size_t nd) noexcept;
+inline std::int64_t volume_of(const std::int64_t* extents, std::size_t nd) noexcept
+{
+    std::int64_t v = 1;
+    bool saturated = false;
+    for (std::size_t d = 0; d < nd; ++d) {
+        if (extents[d] <= 0)
+            return extents[d] < 0 ? -1 : 0;
+        if (!saturated && __builtin_mul_overflow(v, extents[d], &v))
+            saturated = true;
+    }
+    return saturated ? INT64_MAX : v;
+}
 
 /// volume(shape) * elem_size, or nothing when an extent is negative or the
 /// product does not fit in an int64_t.

@@ -16,6 +16,22 @@ namespace {
 constexpr std::uint32_t k_magic_assignment = 0x43534132; // "CSA2": varints
 constexpr std::uint32_t not_kept = UINT32_MAX;
 
+// std::equal of a few coordinates: a loop, not a call of memcmp per box
+// (millions of boxes of two to four values each).
+inline bool same_values(const std::int64_t* a, const std::int64_t* b, std::size_t n) noexcept
+{
+    for (std::size_t k = 0; k < n; ++k)
+        if (a[k] != b[k])
+            return false;
+    return true;
+}
+
+// string_view's == without a call of memcmp for the usual empty values.
+inline bool same_text(std::string_view a, std::string_view b) noexcept
+{
+    return a.size() == b.size() && (a.empty() || a == b);
+}
+
 // Interns the names of each plan's or result's name table: a table of the
 // same bytes as the previous one takes its ids as a whole (one memcmp), and
 // otherwise a name equal to the previous table's name at the same position
@@ -204,26 +220,28 @@ bool ColumnarSavePlan::Impl::ingest_rank(std::size_t r, const Bytes& plan, std::
         case ItemKind::array: {
             // As rank 0's item: the final item copies everything but the box.
             if (static_cast<DType>(dtype) != e.dtype || gnd != e.nd || ond != e.nd ||
-                !std::equal(g, g + gnd, shapes.data() + e.shape_at) || digest != e.digest || value != e.value)
+                !same_values(g, shapes.data() + e.shape_at, gnd) || digest != e.digest || !same_text(value, e.value))
                 return false;
             std::int64_t* c = coords.data() + e.coords + r * 2 * e.nd;
-            std::copy(o, o + ond, c);
-            std::copy(s, s + snd, c + e.nd);
+            for (std::size_t j = 0; j < ond; ++j) { // a loop: std::copy calls memmove for two values
+                c[j] = o[j];
+                c[e.nd + j] = s[j];
+            }
             break;
         }
         case ItemKind::scalar:
-            if (static_cast<DType>(dtype) != e.dtype || value != e.value)
+            if (static_cast<DType>(dtype) != e.dtype || !same_text(value, e.value))
                 return false;
             break;
         case ItemKind::string:
-            if (value != e.value)
+            if (!same_text(value, e.value))
                 return false;
             break;
         case ItemKind::bytes:
             // Every holder's item is rank 0's (the final item is a copy of it).
-            if (nbytes != e.nbytes || digest != e.digest || value != e.value || static_cast<DType>(dtype) != e.dtype ||
-                gnd != e.nd || ond != e.nd || !std::equal(g, g + gnd, shapes.data() + e.shape_at) ||
-                !std::equal(o, o + ond, shapes.data() + e.box_at) || !std::equal(s, s + snd, shapes.data() + e.box_at + ond))
+            if (nbytes != e.nbytes || digest != e.digest || !same_text(value, e.value) || static_cast<DType>(dtype) != e.dtype ||
+                gnd != e.nd || ond != e.nd || !same_values(g, shapes.data() + e.shape_at, gnd) ||
+                !same_values(o, shapes.data() + e.box_at, ond) || !same_values(s, shapes.data() + e.box_at + ond, snd))
                 return false;
             break;
         }
@@ -376,8 +394,10 @@ bool ColumnarSavePlan::Impl::ingest_structs(const std::vector<SavePlan>& plans)
                     (r != 0 && it.global_shape != first.global_shape))
                     return false;
                 std::int64_t* c = coords.data() + e.coords + r * 2 * nd;
-                std::copy(it.box.offsets.begin(), it.box.offsets.end(), c);
-                std::copy(it.box.shape.begin(), it.box.shape.end(), c + nd);
+                for (std::size_t j = 0; j < nd; ++j) { // as in ingest_rank: no memmove call per box
+                    c[j] = it.box.offsets[j];
+                    c[nd + j] = it.box.shape[j];
+                }
                 break;
             }
             case ItemKind::scalar:
@@ -556,7 +576,7 @@ bool ColumnarSavePlan::plan()
             if (!in_rank_order)
                 std::sort(ranks.begin(), ranks.end(), less);
             const auto same = [&](std::uint32_t a, std::uint32_t b) {
-                return std::equal(c + a * stride, c + (a + 1) * stride, c + b * stride);
+                return same_values(c + a * stride, c + b * stride, stride);
             };
             group.clear();
             for (std::size_t k = 0; k < ranks.size(); ++k)
