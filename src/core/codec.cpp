@@ -131,6 +131,25 @@ void Decoder::too_many(std::uint64_t n) const
     fail("count " + std::to_string(n) + " cannot fit in the " + std::to_string(m_end - m_p) + " bytes left");
 }
 
+std::uint64_t Decoder::uv_more()
+{
+    if (m_end - m_p < 10)
+        return uv_long(); // near the end: every byte checked
+    const auto* p = reinterpret_cast<const std::uint8_t*>(m_p);
+    std::uint64_t v = p[0] & 0x7f;
+    for (int i = 1; i < 10; ++i) {
+        const std::uint64_t b = p[i];
+        v |= (b & 0x7f) << (7 * i);
+        if (b < 0x80) {
+            if (b == 0 || (i == 9 && b > 1))
+                return uv_long(); // refused there, with the reason
+            m_p += i + 1;
+            return v;
+        }
+    }
+    return uv_long();
+}
+
 std::uint64_t Decoder::uv_long()
 {
     std::uint64_t v = 0;

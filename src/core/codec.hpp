@@ -143,26 +143,11 @@ public:
     /// Encoder::uv; fails on a truncated or over-long encoding.
     std::uint64_t uv()
     {
-        if (m_end - m_p < 10)
-            return uv_long(); // near the end: every byte checked
-        const auto* p = reinterpret_cast<const std::uint8_t*>(m_p);
-        std::uint64_t v = p[0];
-        if (v < 0x80) {
-            m_p += 1;
-            return v;
-        }
-        v &= 0x7f;
-        for (int i = 1; i < 10; ++i) {
-            const std::uint64_t b = p[i];
-            v |= (b & 0x7f) << (7 * i);
-            if (b < 0x80) {
-                if (b == 0 || (i == 9 && b > 1))
-                    return uv_long(); // refused there, with the reason
-                m_p += i + 1;
-                return v;
-            }
-        }
-        return uv_long();
+        // One byte (most counts, kinds, small values): inline; longer ones
+        // in uv_more(), so that callers inline this much.
+        if (m_p != m_end && std::to_integer<std::uint8_t>(*m_p) < 0x80)
+            return std::to_integer<std::uint8_t>(*m_p++);
+        return uv_more();
     }
     /// uv() that must fit in 32 bits.
     std::uint32_t uv32()
@@ -229,6 +214,7 @@ private:
     [[noreturn]] void bad_rank(std::size_t n) const;
     [[noreturn]] void negative() const;
     [[noreturn]] void too_many(std::uint64_t n) const;
+    std::uint64_t uv_more();
     std::uint64_t uv_long();
     const std::byte* m_p;
     const std::byte* m_end;
