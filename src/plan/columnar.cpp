@@ -5,6 +5,7 @@
 #include "core/tiling.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <cstring>
 #include <string_view>
 #include <unordered_map>
@@ -24,6 +25,39 @@ inline bool same_values(const std::int64_t* a, const std::int64_t* b, std::size_
         if (a[k] != b[k])
             return false;
     return true;
+}
+
+// Whether the `n` boxes at `c` (rank r's at c + r * 2 * nd) are slabs along
+// one dimension, in rank order, that tile an array of shape `shape`: along
+// that dimension rank 0's starts at 0, every other's where the previous
+// rank's ends, the last one's ends at the array's end, none is empty; along
+// the others every box is the whole extent (the split by rows, or by
+// columns, of most simulation codes). Then the boxes are distinct, sorted,
+// non-empty and tile the array. False says nothing.
+bool rank_order_slabs(const std::int64_t* shape, const std::int64_t* c, std::size_t n, std::size_t nd) noexcept
+{
+    if (nd == 0 || n == 0)
+        return false;
+    for (std::size_t k = 0; k < nd; ++k)
+        if (shape[k] <= 0)
+            return false;
+    std::size_t d = 0; // the split dimension: the first one rank 0's box does not span
+    while (d + 1 < nd && c[nd + d] == shape[d])
+        ++d;
+    std::int64_t at = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+        const std::int64_t *o = c + r * 2 * nd, *s = o + nd;
+        for (std::size_t k = 0; k < nd; ++k) {
+            if (k == d) {
+                if (o[k] != at || s[k] <= 0 || s[k] > shape[k] - at)
+                    return false;
+                at += s[k];
+            } else if (o[k] != 0 || s[k] != shape[k]) {
+                return false;
+            }
+        }
+    }
+    return at == shape[d];
 }
 
 // string_view's == without a call of memcmp for the usual empty values.
@@ -560,29 +594,41 @@ bool ColumnarSavePlan::plan()
             if (!checked_bytes(me.global_shape, esize))
                 return false;
             const std::int64_t* c = im.coords.data() + e.coords;
-            ranks.clear();
-            for (std::uint32_t r = 0; r < nranks; ++r)
-                if (volume_of(c + r * stride + nd, nd) > 0)
-                    ranks.push_back(r);
-            // Box order (offsets, then extents: Box::operator<), then rank.
-            const auto less = [&](std::uint32_t a, std::uint32_t b) {
-                const std::int64_t *x = c + a * stride, *y = c + b * stride;
-                for (std::size_t k = 0; k < stride; ++k)
-                    if (x[k] != y[k])
-                        return x[k] < y[k];
-                return a < b;
-            };
-            const bool in_rank_order = std::is_sorted(ranks.begin(), ranks.end(), less);
-            if (!in_rank_order)
-                std::sort(ranks.begin(), ranks.end(), less);
-            const auto same = [&](std::uint32_t a, std::uint32_t b) {
-                return same_values(c + a * stride, c + b * stride, stride);
-            };
-            group.clear();
-            for (std::size_t k = 0; k < ranks.size(); ++k)
-                if (k == 0 || !same(ranks[k - 1], ranks[k]))
-                    group.push_back(k);
-            group.push_back(ranks.size());
+            // The usual decomposition first: one pass proves what the
+            // general path below finds (every rank a chunk of its own, in
+            // rank order, tiling the array) with sorts and a tiling check.
+            const bool slabs = rank_order_slabs(shape, c, nranks, nd);
+            bool in_rank_order = true;
+            if (slabs) {
+                ranks.resize(nranks);
+                std::iota(ranks.begin(), ranks.end(), 0u);
+                group.resize(nranks + 1);
+                std::iota(group.begin(), group.end(), std::size_t(0));
+            } else {
+                ranks.clear();
+                for (std::uint32_t r = 0; r < nranks; ++r)
+                    if (volume_of(c + r * stride + nd, nd) > 0)
+                        ranks.push_back(r);
+                // Box order (offsets, then extents: Box::operator<), then rank.
+                const auto less = [&](std::uint32_t a, std::uint32_t b) {
+                    const std::int64_t *x = c + a * stride, *y = c + b * stride;
+                    for (std::size_t k = 0; k < stride; ++k)
+                        if (x[k] != y[k])
+                            return x[k] < y[k];
+                    return a < b;
+                };
+                in_rank_order = std::is_sorted(ranks.begin(), ranks.end(), less);
+                if (!in_rank_order)
+                    std::sort(ranks.begin(), ranks.end(), less);
+                const auto same = [&](std::uint32_t a, std::uint32_t b) {
+                    return same_values(c + a * stride, c + b * stride, stride);
+                };
+                group.clear();
+                for (std::size_t k = 0; k < ranks.size(); ++k)
+                    if (k == 0 || !same(ranks[k - 1], ranks[k]))
+                        group.push_back(k);
+                group.push_back(ranks.size());
+            }
             const std::size_t nchunks = group.size() - 1;
             // Every rank a box of its own, in rank order (ranks is then 0,
             // 1, ...): the chunks' boxes are the table's as they are.
@@ -593,7 +639,7 @@ bool ColumnarSavePlan::plan()
                     distinct.insert(distinct.end(), c + ranks[group[gi]] * stride, c + (ranks[group[gi]] + 1) * stride);
             }
             const std::int64_t* boxes = as_is ? c : distinct.data();
-            if (check_tiling(me.global_shape, boxes, nchunks))
+            if (!slabs && check_tiling(me.global_shape, boxes, nchunks))
                 return false;
             put_boxes(boxes, nchunks * stride);
             md.add_chunks(nchunks);

@@ -59,7 +59,7 @@ std::vector<SavePlan> random_plans(std::mt19937_64& rng, std::size_t nranks)
         const auto kind = rng() % 6;
         proto.kind = kind < 3 ? ItemKind::array : static_cast<ItemKind>(kind - 2);
         proto.dtype = kind == 1 ? DType::f32 : DType::f64;
-        const auto layout = rng() % 5; // arrays: rows, columns, replicated, 0-d, rows in reverse rank order
+        const auto layout = rng() % 6; // arrays: rows, columns, replicated, 0-d, rows in reverse rank order, 3-d slabs
         for (std::size_t r = 0; r < nranks; ++r) {
             WriteItem it = proto;
             switch (it.kind) {
@@ -70,6 +70,10 @@ std::vector<SavePlan> random_plans(std::mt19937_64& rng, std::size_t nranks)
                 } else if (layout == 2) {
                     it.global_shape = {4, 3};
                     it.box = whole(it.global_shape);
+                } else if (layout == 5) {
+                    const auto n = static_cast<std::int64_t>(nranks), i = static_cast<std::int64_t>(r);
+                    it.global_shape = {2, 2 * n, 3};
+                    it.box = Box{{0, 2 * i, 0}, {2, 2, 3}};
                 } else {
                     const auto n = static_cast<std::int64_t>(nranks);
                     const auto i = static_cast<std::int64_t>(layout == 4 ? nranks - 1 - r : r);
