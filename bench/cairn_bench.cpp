@@ -1211,9 +1211,10 @@ void bench_planning(long ranks, long arrays, Results& R)
                 it.nbytes = static_cast<u64>(rows * cols * 8);
                 p.items.push_back(std::move(it));
             }
-            // As a save sends it: every rank's name table is the same, so
-            // ranks but 0 leave theirs out (src/checkpoint.cpp).
-            gathered[static_cast<std::size_t>(r)] = r == 0 ? cd::encode(p) : cd::strip_name_table(cd::encode(p));
+            // As a save sends it: every rank's plan is the same but for its
+            // boxes, so ranks but 0 send only those (src/checkpoint.cpp).
+            std::uint64_t skeleton = 0;
+            gathered[static_cast<std::size_t>(r)] = r == 0 ? cd::encode(p) : cd::boxes_form(cd::encode(p), skeleton);
             gathered_bytes += run == 0 ? gathered[static_cast<std::size_t>(r)].size() : 0;
             if (r == 0)
                 plan0 = std::move(p);
@@ -1441,8 +1442,9 @@ void bench_planning_generic(long ranks, long arrays, Results& R)
                     it.nbytes = static_cast<u64>(rows * cols * 8);
                     p.items.push_back(std::move(it));
                 }
+                std::uint64_t skeleton = 0; // as a save sends it (above)
                 gathered[static_cast<std::size_t>(r)] =
-                    r == 0 ? cairn::detail::encode(p) : cairn::detail::strip_name_table(cairn::detail::encode(p));
+                    r == 0 ? cairn::detail::encode(p) : cairn::detail::boxes_form(cairn::detail::encode(p), skeleton);
                 gathered_bytes += run == 0 ? gathered[static_cast<std::size_t>(r)].size() : 0;
             }
         }
@@ -1450,8 +1452,8 @@ void bench_planning_generic(long ranks, long arrays, Results& R)
         t0 = now();
         std::vector<cairn::SavePlan> plans;
         plans.reserve(gathered.size());
-        for (auto& g : gathered) { // as src/checkpoint.cpp: rank 0's table for the plans sent without one
-            plans.push_back(cairn::detail::decode_save_plan(cairn::detail::restore_name_table(g, gathered.front())));
+        for (auto& g : gathered) { // as src/checkpoint.cpp: the plans sent as boxes put back together with rank 0's
+            plans.push_back(cairn::detail::decode_save_plan(cairn::detail::restore_save_plan(g, gathered.front())));
             if (&g != &gathered.front())
                 cairn::detail::Bytes().swap(g);
         }

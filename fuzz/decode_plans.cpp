@@ -12,7 +12,9 @@
 // decoded structs; as the write results of the ranks of a fixed plan,
 // attach_results must attach them or throw error::WriteError or
 // error::FormatError, and do the same when rank 1's come without their name
-// table (strip_name_table).
+// table (strip_name_table). Plans sent as their array boxes (boxes_form):
+// planned as the whole plans, or, as arbitrary bytes next to a fixed plan of
+// rank 0, declined or planned as the plan they restore to.
 //
 // Built as a libFuzzer target with CAIRN_BUILD_FUZZERS=ON (clang), and always
 // as a replay program (fuzz/replay_main.cpp) run by CTest.
@@ -171,6 +173,89 @@ void shared_names(const Bytes& in)
             fail("a plan without its name table is assigned differently");
 }
 
+// The input as the plans of two ranks alike but for their array boxes, as a
+// save gathers them: rank 1's as its boxes (boxes_form). The columnar
+// coordinator must plan it exactly as the two whole plans, and rank 1's plan
+// must restore to the input.
+void boxes_only(const Bytes& in)
+{
+    using namespace cairn;
+    Bytes boxes;
+    try {
+        std::uint64_t skeleton = 0;
+        boxes = detail::boxes_form(in, skeleton);
+    } catch (const error::FormatError&) {
+        return; // not a save plan's encoding
+    }
+    if (detail::restore_save_plan(boxes, in) != in)
+        fail("a plan sent as its boxes does not restore to its bytes");
+    detail::ColumnarSavePlan whole, sent;
+    bool a = false, b = false;
+    try {
+        a = whole.ingest({in, in}) && whole.plan();
+        b = sent.ingest({in, boxes}) && sent.plan();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "columnar: ingest or plan threw: %s\n", e.what());
+        std::abort();
+    }
+    if (a != b)
+        fail("a plan sent as its boxes is taken differently");
+    if (!a)
+        return;
+    const auto x = whole.storage_shells(), y = sent.storage_shells();
+    for (std::size_t r = 0; r < 2; ++r)
+        if (whole.encode_final(r, x[r]) != sent.encode_final(r, y[r]))
+            fail("a plan sent as its boxes is assigned differently");
+}
+
+// The input as rank 1's plan in the boxes form next to a fixed plan of rank
+// 0: the columnar coordinator must decline it or plan what the plan put back
+// together (restore_save_plan) plans, and never throw.
+void boxes_form_input(const Bytes& in)
+{
+    using namespace cairn;
+    static const Bytes rank0 = [] {
+        SavePlan p;
+        WriteItem a;
+        a.fqn = "fluid.velocity";
+        a.dtype = DType::f32;
+        a.global_shape = {8, 10, 12};
+        a.box = Box{{0, 0, 0}, {4, 10, 12}};
+        a.nbytes = 4 * 10 * 12 * 4;
+        WriteItem s;
+        s.fqn = "step";
+        s.kind = ItemKind::scalar;
+        s.dtype = DType::i64;
+        s.value = std::string(8, '\0');
+        p.items = {a, s};
+        return detail::encode(p);
+    }();
+    detail::ColumnarSavePlan sent;
+    bool ok = false;
+    try {
+        ok = sent.ingest({rank0, in}) && sent.plan();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "columnar: ingest or plan of a boxes form threw: %s\n", e.what());
+        std::abort();
+    }
+    if (!ok)
+        return;
+    Bytes whole;
+    try {
+        whole = detail::restore_save_plan(in, rank0);
+        (void)detail::decode_save_plan(whole);
+    } catch (const error::FormatError&) {
+        fail("planned a boxes form that does not restore");
+    }
+    detail::ColumnarSavePlan restored;
+    if (!(restored.ingest({rank0, whole}) && restored.plan()))
+        fail("planned a boxes form whose restored plan is declined");
+    const auto x = sent.storage_shells(), y = restored.storage_shells();
+    for (std::size_t r = 0; r < 2; ++r)
+        if (sent.encode_final(r, x[r]) != restored.encode_final(r, y[r]))
+            fail("a boxes form is assigned differently from its restored plan");
+}
+
 // The input as the write results of both ranks of a fixed plan.
 void columnar_results(const Bytes& in)
 {
@@ -243,6 +328,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     columnar_plans(in, 1);
     columnar_plans(in, 2);
     shared_names(in);
+    boxes_only(in);
+    boxes_form_input(in);
     columnar_results(in);
     return 0;
 }

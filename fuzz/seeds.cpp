@@ -186,6 +186,27 @@ std::vector<WriteResult> results()
             WriteResult{"blob", 0, info("__1_0.distcp", 0, 100)}};
 }
 
+// Rank 1's plan next to the fixed rank 0 plan of boxes_form_input() in
+// fuzz/decode_plans.cpp, as its array boxes (boxes_form).
+Bytes boxes_rank1()
+{
+    SavePlan p;
+    WriteItem a;
+    a.fqn = "fluid.velocity";
+    a.dtype = DType::f32;
+    a.global_shape = {8, 10, 12};
+    a.box = Box{{4, 0, 0}, {4, 10, 12}};
+    a.nbytes = 4 * 10 * 12 * 4;
+    WriteItem s;
+    s.fqn = "step";
+    s.kind = ItemKind::scalar;
+    s.dtype = DType::i64;
+    s.value = std::string(8, '\0');
+    p.items = {a, s};
+    std::uint64_t skeleton = 0;
+    return detail::boxes_form(detail::encode(p), skeleton);
+}
+
 // What rank 0 reports for the fixed plan of fuzz/decode_plans.cpp.
 std::vector<WriteResult> results_rank0()
 {
@@ -219,6 +240,7 @@ int main(int argc, char** argv)
         put(d / "save_plan", detail::encode(save_plan()));
         put(d / "save_plan_empty", detail::encode(SavePlan{}));
         put(d / "save_plan_replicated", detail::encode(replicated_plan()));
+        put(d / "save_plan_boxes", boxes_rank1());
         put(d / "load_plan", detail::encode(load_plan()));
         put(d / "load_plan_empty", detail::encode(LoadPlan{}));
         put(d / "write_results", detail::encode(results()));

@@ -190,6 +190,7 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
     bool columnar = false; // the default planner with Cairn's own storage
     PlanKey key;
     Bytes stripped; // ranks but 0: the plan without its name table, sent when every rank's is alike
+    Bytes boxes;    // ranks but 0: the plan's array boxes, sent when every rank's skeleton is alike
     const Bytes local = run_phase(c, "local plan", [&] {
         s.planner = options.planner ? options.planner : std::make_shared<DefaultSavePlanner>();
         s.storage = options.storage ? options.storage : default_writer(options, checkpoint_id);
@@ -204,8 +205,11 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
         if (options.reuse_plan && columnar)
             key = plan_key(s.local);
         key.names = name_table_hash(plan);
+        boxes = boxes_form(plan, key.skeleton);
         if (!coord)
             stripped = strip_name_table(plan);
+        else
+            boxes = Bytes{};
         s.log.finished();
         return plan;
     });
@@ -218,8 +222,10 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
     s.log.begin(Phase::exchange);
     auto reuse = negotiate_plan_reuse(c, std::move(key));
     s.plan_reused = reuse.reuse;
-    const std::vector<Bytes> gathered =
-        reuse.reuse ? std::vector<Bytes>{} : gather_bytes(c, !coord && reuse.same_names ? stripped : local);
+    // The shortest form of its plan a rank may send (rank 0's whole).
+    const Bytes& sent = coord ? local : reuse.same_skeleton ? boxes : reuse.same_names ? stripped : local;
+    const std::vector<Bytes> gathered = reuse.reuse ? std::vector<Bytes>{} : gather_bytes(c, sent);
+    s.plan_bytes_sent = reuse.reuse ? 0 : sent.size();
     std::vector<Bytes> finals;
     try {
         run_phase(c, "global plan", [&] {
@@ -255,8 +261,8 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
             }
             std::vector<SavePlan> plans;
             plans.reserve(gathered.size());
-            for (const auto& g : gathered) // a plan sent without its name table has rank 0's
-                plans.push_back(decode_save_plan(restore_name_table(g, gathered.front())));
+            for (const auto& g : gathered) // a plan sent in a shorter form is put back together with rank 0's
+                plans.push_back(decode_save_plan(restore_save_plan(g, gathered.front())));
             auto [global, md] = s.planner->create_global_plan(std::move(plans));
             global = s.storage->prepare_global_plan(std::move(global));
             if (global.size() != static_cast<std::size_t>(c.size))
@@ -344,6 +350,7 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
             c, !coord ? 0 : s.columnar ? s.columnar->metadata().entries.size() : s.metadata.entries.size()));
         result.seconds = seconds_since(s.t0);
         result.plan_reused = s.plan_reused;
+        result.plan_bytes_sent = s.plan_bytes_sent;
         s.log.finish(result.bytes_written);
         return result;
     } catch (...) {

@@ -31,6 +31,7 @@ struct SaveSession {
     /// planner with Cairn's own storage); null elsewhere.
     std::shared_ptr<ColumnarSavePlan> columnar;
     bool plan_reused = false; ///< the kept global plan was reused (plan/plan_cache.hpp)
+    std::uint64_t plan_bytes_sent = 0; ///< this rank's local plan as sent to the coordinator
     SavePlan local;    ///< this rank's local plan, until its final plan is known
     SavePlan plan;     ///< this rank's final plan
     std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();

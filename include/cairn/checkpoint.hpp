@@ -117,6 +117,10 @@ struct SaveResult {
     std::size_t entries = 0;
     double seconds = 0.0;
     bool plan_reused = false;        ///< the previous save's global plan was reused (SaveOptions::reuse_plan)
+    /// This rank: bytes of its local plan sent to the coordinator (0 when
+    /// the plan was reused). When every rank's plan is the same but for the
+    /// boxes of its arrays, ranks but 0 send only those boxes.
+    std::uint64_t plan_bytes_sent = 0;
 };
 
 /// What load() reports on this rank.

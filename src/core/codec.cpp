@@ -359,6 +359,107 @@ std::uint64_t name_table_hash(const Bytes& plan)
     return checksum(plan.data() + 4, end - 4);
 }
 
+namespace {
+
+// Walks an encode() form of a save plan item by item. For each item,
+// `array(box_begin, box_end)` is told where an array's box and byte count
+// lie (the bytes that boxes_form() moves out of the skeleton).
+template <class OnArray>
+const std::byte* walk_plan_items(Decoder& d, OnArray&& array)
+{
+    expect_magic(d, magic_save_plan);
+    const std::size_t nnames = d.count(1);
+    for (std::size_t k = 0; k < nnames; ++k)
+        (void)d.view_str();
+    const std::size_t n = d.count(save_item_min_bytes);
+    std::int64_t v[max_encoded_ndim];
+    for (std::size_t i = 0; i < n; ++i) {
+        (void)d.uv32();
+        const auto kind = d.u8();
+        (void)d.u8();
+        (void)d.shape_into(v);
+        const std::byte* box = d.position();
+        const std::size_t ond = d.shape_into(v), snd = d.shape_into(v);
+        if (ond != snd)
+            d.fail("box with " + std::to_string(ond) + " offsets and " + std::to_string(snd) + " extents");
+        (void)d.uv(); // nbytes
+        if (kind == static_cast<std::uint8_t>(ItemKind::array))
+            array(box, d.position());
+        (void)d.uv();
+        (void)d.view_str();
+        (void)d.uv32();
+    }
+    return d.position(); // the storage and planner data
+}
+
+} // namespace
+
+Bytes boxes_form(const Bytes& plan, std::uint64_t& skeleton_hash)
+{
+    Decoder d(plan, "save plan");
+    Bytes out, skeleton;
+    out.reserve(plan.size() / 2);
+    skeleton.reserve(plan.size());
+    put_u32(out, magic_save_plan_boxes);
+    const std::byte* from = plan.data() + 4; // the skeleton so far: [plan + 4, from) less the boxes
+    std::size_t items = 0; // arrays
+    Bytes boxes;
+    const std::byte* tail = walk_plan_items(d, [&](const std::byte* b, const std::byte* e) {
+        skeleton.insert(skeleton.end(), from, b);
+        boxes.insert(boxes.end(), b, e);
+        from = e;
+        ++items;
+    });
+    (void)d.view_str(); // storage data
+    (void)d.view_str(); // planner data
+    d.expect_done();
+    skeleton.insert(skeleton.end(), from, tail);
+    skeleton_hash = checksum(skeleton.data(), skeleton.size());
+    Encoder e;
+    e.count(items);
+    const Bytes n = e.take();
+    out.insert(out.end(), n.begin(), n.end());
+    out.insert(out.end(), boxes.begin(), boxes.end());
+    out.insert(out.end(), tail, plan.data() + plan.size());
+    return out;
+}
+
+Bytes restore_save_plan(const Bytes& sent, const Bytes& rank0)
+{
+    if (has_shared_names(sent))
+        return restore_name_table(sent, rank0);
+    if (leading_magic(sent) != magic_save_plan_boxes)
+        return sent;
+    Decoder b(sent, "save plan (boxes form)");
+    expect_magic(b, magic_save_plan_boxes);
+    const std::size_t items = b.count(3);
+    Bytes out;
+    out.reserve(rank0.size() + sent.size());
+    Decoder d(rank0, "save plan");
+    const std::byte* from = rank0.data();
+    std::size_t k = 0;
+    std::int64_t v[max_encoded_ndim];
+    const std::byte* tail = walk_plan_items(d, [&](const std::byte* box, const std::byte* end) {
+        if (k++ == items)
+            b.fail("fewer arrays than rank 0's plan has");
+        out.insert(out.end(), from, box);
+        const std::byte* mine = b.position();
+        (void)b.shape_into(v);
+        (void)b.shape_into(v);
+        (void)b.uv();
+        out.insert(out.end(), mine, b.position());
+        from = end;
+    });
+    if (k != items)
+        b.fail(std::to_string(items) + " arrays where rank 0's plan has " + std::to_string(k));
+    out.insert(out.end(), from, tail);
+    out.insert(out.end(), b.position(), sent.data() + sent.size()); // its storage and planner data
+    (void)b.view_str();
+    (void)b.view_str();
+    b.expect_done();
+    return out;
+}
+
 SavePlan decode_save_plan(const std::byte* data, std::size_t size)
 {
     Decoder d(data, size, "save plan");

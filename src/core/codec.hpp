@@ -32,6 +32,7 @@ inline constexpr std::size_t max_encoded_ndim = 64;
 /// columnar path, src/plan/columnar.cpp): little-endian, first in the bytes.
 inline constexpr std::uint32_t magic_save_plan = 0x43535033;        // "CSP3": with a name table, varints
 inline constexpr std::uint32_t magic_save_plan_shared = 0x43534e33; // "CSN3": CSP3 without its name table
+inline constexpr std::uint32_t magic_save_plan_boxes = 0x43534233;  // "CSB3": CSP3's array boxes and sizes only
 inline constexpr std::uint32_t magic_results = 0x43575233;          // "CWR3": with name and path tables, varints
 inline constexpr std::uint32_t magic_results_shared = 0x43574e33;   // "CWN3": CWR3 without its name table
 
@@ -241,6 +242,20 @@ bool has_shared_names(const Bytes& plan) noexcept;
 Bytes restore_name_table(const Bytes& shared, const Bytes& with_names);
 /// XXH3 of the name table bytes of an encode() form (save plan or write results).
 std::uint64_t name_table_hash(const Bytes& plan);
+/// An encoded save plan as a rank sends it when every rank's plan is rank
+/// 0's but for the boxes and sizes of its arrays and its storage and planner
+/// data (the usual save: the same arrays everywhere, each rank its own part
+/// of them; agreed with a hash of the rest, the plan's "skeleton"): for
+/// each item in order, an array's box and byte count (nothing for other
+/// kinds), then the storage and planner data. `plan` is an encode() form;
+/// its skeleton's hash (everything but those fields, the name table
+/// included) goes to `skeleton_hash`. Throws FormatError on anything else.
+Bytes boxes_form(const Bytes& plan, std::uint64_t& skeleton_hash);
+/// The encode() form of a plan as it was sent: a boxes_form() or
+/// strip_name_table() form is put back together with `rank0` (rank 0's plan
+/// as encode() made it); any other form is returned as it is. Throws
+/// FormatError when they do not fit together.
+Bytes restore_save_plan(const Bytes& sent, const Bytes& rank0);
 Bytes encode(const LoadPlan& plan);
 LoadPlan decode_load_plan(const Bytes& b);
 Bytes encode(const std::vector<WriteResult>& results);

@@ -157,6 +157,7 @@ struct ColumnarSavePlan::Impl {
     MetadataColumns md;
 
     bool ingest_rank(std::size_t r, const Bytes& plan, std::vector<std::int64_t>& first_boxes, NameTable& names);
+    bool ingest_boxes(std::size_t r, Decoder& d);
     std::size_t lay_out_boxes();
     bool ingest_structs(const std::vector<SavePlan>& plans);
     void take_finals(std::vector<SavePlan>& plans);
@@ -171,6 +172,8 @@ bool ColumnarSavePlan::Impl::ingest_rank(std::size_t r, const Bytes& plan, std::
     Decoder d(plan, "save plan");
     const std::uint32_t magic = d.u32();
     const bool first = r == 0;
+    if (magic == magic_save_plan_boxes)
+        return !first && ingest_boxes(r, d);
     // A plan sent without its name table uses rank 0's, which `names` holds
     // (every rank's table was agreed to be the same bytes).
     if (magic != magic_save_plan && (first || magic != magic_save_plan_shared))
@@ -300,6 +303,42 @@ bool ColumnarSavePlan::Impl::ingest_rank(std::size_t r, const Bytes& plan, std::
                 std::copy(shapes.data() + e.box_at, shapes.data() + e.box_at + 2 * e.nd, coords.data() + e.coords);
         }
     }
+    return true;
+}
+
+// A plan sent as boxes_form(): rank 0's items, in rank 0's order, with
+// their own array boxes (the rest was agreed equal to rank 0's by hash).
+bool ColumnarSavePlan::Impl::ingest_boxes(std::size_t r, Decoder& d)
+{
+    const std::size_t nentries = entries.size();
+    const std::size_t narrays = d.count(3);
+    const std::uint32_t* first = ids.data();
+    std::uint32_t* mine = ids.data() + r * nentries;
+    std::int64_t o[max_encoded_ndim], s[max_encoded_ndim];
+    std::size_t seen = 0;
+    for (std::size_t i = 0; i < nentries; ++i) {
+        const std::uint32_t id = first[i];
+        mine[i] = id;
+        const Entry& e = entries[id];
+        if (e.kind != ItemKind::array)
+            continue;
+        if (seen++ == narrays)
+            return false;
+        const std::size_t ond = d.shape_into(o), snd = d.shape_into(s);
+        (void)d.uv(); // its byte count: the final item's is computed from the box
+        if (ond != e.nd || snd != e.nd)
+            return false;
+        std::int64_t* c = coords.data() + e.coords + r * 2 * e.nd;
+        for (std::size_t j = 0; j < ond; ++j) {
+            c[j] = o[j];
+            c[e.nd + j] = s[j];
+        }
+    }
+    const std::string_view storage_data = d.view_str();
+    const std::string_view planner_data = d.view_str();
+    if (seen != narrays || !d.done())
+        return false;
+    extra[r] = {std::string(storage_data), std::string(planner_data)};
     return true;
 }
 

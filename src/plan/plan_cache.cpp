@@ -102,10 +102,13 @@ PlanReuse negotiate_plan_reuse(const Comm& c, PlanKey mine)
     // Every rank: wants, has a kept plan that fits, the same generation, the
     // same values (minimum of v and of its complement: equal everywhere
     // when min(v) == ~min(~v)).
-    // The name tables: all alike when min(h) == ~min(~h).
-    std::uint64_t v[8] = {want ? 1u : 0u, hit ? 1u : 0u, gen, ~gen, values, ~values, mine.names, ~mine.names};
-    allreduce_min(c, v, 8);
+    // The name tables, the plan skeletons: all alike when min(h) == ~min(~h).
+    std::uint64_t v[10] = {want ? 1u : 0u, hit ? 1u : 0u,   gen,           ~gen,
+                           values,         ~values,         mine.names,    ~mine.names,
+                           mine.skeleton,  ~mine.skeleton};
+    allreduce_min(c, v, 10);
     out.same_names = v[6] == ~v[7];
+    out.same_skeleton = v[8] == ~v[9];
     out.all_want = v[0] == 1;
     out.reuse = out.all_want && v[1] == 1 && v[2] == ~v[3] && v[4] == ~v[5];
     if (!out.reuse)

@@ -37,6 +37,7 @@ struct PlanKey {
     Bytes key;                ///< its local plan encoded with scalar and string values and blob digests blanked
     std::uint64_t values = 0; ///< XXH3 of what `key` leaves out, in item order
     std::uint64_t names = 0;  ///< name_table_hash() of the rank's encoded local plan (every rank, wanting or not)
+    std::uint64_t skeleton = 0; ///< boxes_form()'s skeleton hash of it (every rank, wanting or not)
 };
 
 /// The key of `local` (want = true). Local; may throw what encoding the
@@ -48,6 +49,7 @@ struct PlanReuse {
     bool all_want = false; ///< every rank asked for reuse (remember_plan then runs)
     bool reuse = false;    ///< the kept plan is reused (the same on every rank)
     bool same_names = false; ///< every rank's name table hashes alike: ranks but 0 may send plans without it
+    bool same_skeleton = false; ///< every rank's plan skeleton hashes alike: ranks but 0 may send boxes_form()
     std::shared_ptr<ColumnarSavePlan> plan; ///< the coordinator's kept plan when reused
     Bytes key;             ///< this rank's plan key (for remember_plan)
 };

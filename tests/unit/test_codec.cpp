@@ -303,6 +303,73 @@ TEST_CASE("codec: SavePlan round trip", "[codec]")
     CHECK(e.planner_data.empty());
 }
 
+TEST_CASE("codec: a save plan as its array boxes (boxes_form)", "[codec]")
+{
+    const SavePlan p = sample_save_plan();
+    const Bytes full = encode(p);
+    std::uint64_t h = 0;
+    const Bytes boxes = boxes_form(full, h);
+    CHECK(leading_magic(boxes) == magic_save_plan_boxes);
+    CHECK(boxes.size() < full.size());
+    CHECK(restore_save_plan(boxes, full) == full);
+    CHECK(restore_save_plan(full, full) == full);                        // a whole plan as it is
+    CHECK(restore_save_plan(strip_name_table(full), full) == full);      // without its name table
+
+    // Another rank's plan: other array boxes and byte counts, other storage
+    // and planner data: the same skeleton, and it restores from rank 0's.
+    SavePlan q = p;
+    q.items[0].box = Box{{0, 0, 6}, {8, 5, 6}};
+    q.items[0].nbytes = 1;
+    q.items[1].nbytes = 7;
+    q.storage_data = {std::byte{1}, std::byte{2}};
+    q.planner_data = {std::byte{3}};
+    const Bytes qfull = encode(q);
+    std::uint64_t hq = 0;
+    const Bytes qboxes = boxes_form(qfull, hq);
+    CHECK(hq == h);
+    CHECK(restore_save_plan(qboxes, full) == qfull);
+    CHECK(decode_save_plan(restore_save_plan(qboxes, full)).items[0].box == q.items[0].box);
+
+    // Anything else is in the skeleton.
+    const auto skeleton_of = [](const SavePlan& x) {
+        std::uint64_t v = 0;
+        (void)boxes_form(encode(x), v);
+        return v;
+    };
+    const std::vector<std::function<void(SavePlan&)>> changes = {
+        [](SavePlan& x) { x.items[0].fqn = "fluid.pressure"; },
+        [](SavePlan& x) { x.items[0].dtype = DType::f64; },
+        [](SavePlan& x) { x.items[0].global_shape[1] = 11; },
+        [](SavePlan& x) { x.items[0].digest = 1; },
+        [](SavePlan& x) { x.items[0].chunk = 4; },
+        [](SavePlan& x) { x.items[2].box = Box{{1}, {4}}; }, // a blob's box
+        [](SavePlan& x) { x.items[2].nbytes = 4; },          // a blob's size
+        [](SavePlan& x) { x.items[3].value = raw_of(-254); },
+        [](SavePlan& x) { std::swap(x.items[0], x.items[1]); },
+        [](SavePlan& x) { x.items.pop_back(); },
+    };
+    for (std::size_t k = 0; k < changes.size(); ++k) {
+        INFO("change " << k);
+        SavePlan x = p;
+        changes[k](x);
+        CHECK(skeleton_of(x) != h);
+    }
+
+    // Put back together with a plan of another shape: refused.
+    SavePlan fewer = p;
+    fewer.items.erase(fewer.items.begin()); // one array less
+    CHECK_THROWS_AS(restore_save_plan(boxes, encode(fewer)), error::FormatError);
+    SavePlan more = p;
+    more.items.push_back(p.items[0]);
+    more.items.back().fqn = "fluid.w";
+    CHECK_THROWS_AS(restore_save_plan(boxes, encode(more)), error::FormatError);
+    // (A prefix too short for a magic number is returned as it is, and then
+    // refused by the decoder, as the coordinator's struct path does.)
+    check_truncations("save plan, boxes form", boxes,
+                      [&](const Bytes& b) { (void)decode_save_plan(restore_save_plan(b, full)); });
+    CHECK_THROWS_AS(boxes_form(boxes, h), error::FormatError); // not a whole plan
+}
+
 TEST_CASE("codec: LoadPlan round trip", "[codec]")
 {
     const auto p = sample_load_plan();
