@@ -149,7 +149,16 @@ struct ColumnarSavePlan::Impl {
 
     // plan()
     std::vector<std::uint32_t> name_rank;  // entry id -> position in name order
-    std::vector<std::uint32_t> chunk_of;   // [id * nranks + r]: the chunk rank r writes itself, or not_kept
+    std::vector<char> by_rank;             // [id]: an array whose chunk r is rank r's own box, for every rank r
+    std::vector<std::uint32_t> chunk_of;   // [id * nranks + r]: the chunk rank r writes itself, or not_kept; empty
+                                           // while every array is by_rank (the usual save: no table of a row per chunk)
+    // The chunk that rank r writes itself of entry id, or not_kept.
+    std::uint32_t own_chunk(std::uint32_t id, std::size_t r) const noexcept
+    {
+        if (by_rank[id])
+            return static_cast<std::uint32_t>(r);
+        return chunk_of.empty() ? not_kept : chunk_of[id * nranks + r];
+    }
     std::vector<std::uint32_t> holders;
     std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> replicas_of; // per rank: (entry, chunk)
     std::vector<std::uint32_t> slot, pos;  // encode_final scratch
@@ -511,7 +520,7 @@ void ColumnarSavePlan::Impl::take_finals(std::vector<SavePlan>& plans)
         for (std::size_t i = 0; i < nentries; ++i) {
             const std::uint32_t id = mine[i];
             pos[id] = static_cast<std::uint32_t>(i);
-            if (chunk_of[id * nranks + r] != not_kept) {
+            if (own_chunk(id, r) != not_kept) {
                 slot[name_rank[id]] = static_cast<std::uint32_t>(i);
                 ++kept;
             }
@@ -531,7 +540,7 @@ void ColumnarSavePlan::Impl::take_finals(std::vector<SavePlan>& plans)
         out.reserve(kept + reps.size());
         for (const auto i : slot)
             if (i != not_kept)
-                array_item(mine[i], chunk_of[mine[i] * nranks + r]);
+                array_item(mine[i], own_chunk(mine[i], r));
         for (const auto& [id, chunk] : reps) {
             if (entries[id].kind == ItemKind::array) {
                 array_item(id, chunk);
@@ -562,7 +571,8 @@ bool ColumnarSavePlan::plan()
     im.name_rank.assign(nentries, 0);
     for (std::uint32_t k = 0; k < nentries; ++k)
         im.name_rank[order[k]] = k;
-    im.chunk_of.assign(nentries * nranks, not_kept);
+    im.by_rank.assign(nentries, 0);
+    im.chunk_of.clear();
     std::vector<std::uint64_t> load(nranks, 0);
     std::vector<Impl::Replica> replicas;
     auto& md = im.md;
@@ -683,6 +693,9 @@ bool ColumnarSavePlan::plan()
             put_boxes(boxes, nchunks * stride);
             md.add_chunks(nchunks);
             me.chunks = nchunks;
+            im.by_rank[id] = as_is; // chunk r is rank r's box
+            if (!as_is && im.chunk_of.empty())
+                im.chunk_of.assign(nentries * nranks, not_kept);
             for (std::size_t gi = 0; gi < nchunks; ++gi) {
                 const std::uint32_t r0 = ranks[group[gi]];
                 const std::uint64_t nbytes =
@@ -691,7 +704,8 @@ bool ColumnarSavePlan::plan()
                 const std::size_t nholders = group[gi + 1] - group[gi];
                 im.total += nbytes;
                 if (nholders == 1) {
-                    im.chunk_of[id * nranks + r0] = chunk;
+                    if (!as_is)
+                        im.chunk_of[id * nranks + r0] = chunk;
                     load[r0] += nbytes;
                 } else {
                     const std::size_t at = im.holders.size();
@@ -755,7 +769,7 @@ std::vector<SavePlan> ColumnarSavePlan::storage_shells() const
 Bytes ColumnarSavePlan::encode_final(std::size_t r, const SavePlan& shell)
 {
     auto& im = *m;
-    const std::size_t nentries = im.entries.size(), nranks = im.nranks;
+    const std::size_t nentries = im.entries.size();
     const std::uint32_t* mine = im.ids.data() + r * nentries;
     im.slot.assign(nentries, not_kept);
     im.pos.resize(nentries);
@@ -763,7 +777,7 @@ Bytes ColumnarSavePlan::encode_final(std::size_t r, const SavePlan& shell)
     for (std::size_t i = 0; i < nentries; ++i) {
         const std::uint32_t id = mine[i];
         im.pos[id] = static_cast<std::uint32_t>(i);
-        if (im.chunk_of[id * nranks + r] != not_kept) {
+        if (im.own_chunk(id, r) != not_kept) {
             im.slot[im.name_rank[id]] = static_cast<std::uint32_t>(i);
             ++kept;
         }
@@ -779,7 +793,7 @@ Bytes ColumnarSavePlan::encode_final(std::size_t r, const SavePlan& shell)
         if (i == not_kept)
             continue;
         e.uv(i);
-        e.uv(im.chunk_of[mine[i] * nranks + r]);
+        e.uv(im.own_chunk(mine[i], r));
     }
     for (const auto& [id, chunk] : reps) {
         e.uv(im.pos[id]);
@@ -793,6 +807,7 @@ void ColumnarSavePlan::release_plan_tables()
     auto& im = *m;
     std::vector<std::uint32_t>().swap(im.ids);
     std::vector<std::uint32_t>().swap(im.chunk_of);
+    std::vector<char>().swap(im.by_rank);
     std::vector<std::uint32_t>().swap(im.slot);
     std::vector<std::uint32_t>().swap(im.pos);
     im.replicas_of.clear();
