@@ -859,7 +859,12 @@ void ColumnarSavePlan::attach_results(const std::vector<Bytes>& results)
     std::unordered_map<std::string_view, std::int64_t> file_index; // views into `results`
     NameTable names;
     std::vector<std::int64_t> file_of; // this rank's path table -> file
-    md.sums.reserve(md.chunk_count()); // a checksum per chunk at least, usually: no regrowth copies
+    // The checksum pool in chunk order, as the metadata file stores it (no
+    // gather when it is written): a chunk of one checksum (the usual: one
+    // block) has it at its own row, others after the rows.
+    const std::size_t nchunks = md.chunk_count();
+    md.sums.assign(nchunks, 0);
+    std::size_t direct = 0; // chunks of one checksum
     std::size_t got = 0;
     constexpr std::uint32_t unknown = not_kept - 1;
     for (std::size_t r = 0; r < results.size(); ++r) {
@@ -912,10 +917,16 @@ void ColumnarSavePlan::attach_results(const std::vector<Bytes>& results)
             md.chunk_file[k] = file_of[pi];
             md.chunk_offset[k] = offset;
             md.chunk_length[k] = length;
-            md.sum_begin[k] = md.sums.size();
             md.sum_count[k] = static_cast<std::uint32_t>(nsums);
-            for (std::size_t j = 0; j < nsums; ++j)
-                md.sums.push_back(d.u64());
+            if (nsums == 1) {
+                md.sum_begin[k] = k;
+                md.sums[k] = d.u64();
+                ++direct;
+            } else {
+                md.sum_begin[k] = nsums ? md.sums.size() : 0;
+                for (std::size_t j = 0; j < nsums; ++j)
+                    md.sums.push_back(d.u64());
+            }
             ++got;
         }
         if (next_name != names.size() || next_path != npaths)
@@ -925,6 +936,8 @@ void ColumnarSavePlan::attach_results(const std::vector<Bytes>& results)
     if (got != md.chunk_count())
         throw error::WriteError("the ranks wrote " + std::to_string(got) + " chunks, the global plan has " +
                                 std::to_string(md.chunk_count()));
+    if (direct == 0 && md.sums.size() == nchunks)
+        md.sums.clear(); // no checksums (SaveOptions::checksum_block 0)
 }
 
 bool is_assignment(const Bytes& final_plan) noexcept { return leading_magic(final_plan) == k_magic_assignment; }

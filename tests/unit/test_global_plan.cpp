@@ -233,8 +233,14 @@ std::vector<detail::Bytes> results_of(const std::vector<SavePlan>& finals)
     for (std::size_t r = 0; r < finals.size(); ++r) {
         std::vector<WriteResult> rs;
         std::uint64_t off = 0;
+        std::size_t k = r;
         for (const auto& it : finals[r].items) {
-            rs.push_back(WriteResult{it.fqn, it.chunk, StorageInfo{"f" + std::to_string(r % 2), off, it.nbytes, {off + 1}}});
+            // No, one or two checksums (the pool takes a chunk of one at its row, others after the rows).
+            std::vector<std::uint64_t> sums;
+            for (std::size_t j = 0; j < k % 3; ++j)
+                sums.push_back(off + 1 + j);
+            ++k;
+            rs.push_back(WriteResult{it.fqn, it.chunk, StorageInfo{"f" + std::to_string(r % 2), off, it.nbytes, sums}});
             off += it.nbytes + 1;
         }
         out.push_back(detail::encode(rs));
@@ -439,6 +445,35 @@ TEST_CASE("columnar path: write results that do not match the plan are refused",
         auto cp = fresh();
         CHECK_NOTHROW(cp->attach_results(results_of(ref)));
         CHECK(cp->metadata().chunk_count() == 3);
+    }
+    {
+        // Without checksums (SaveOptions::checksum_block 0): an empty pool.
+        std::vector<detail::Bytes> rs;
+        for (const auto& f : ref) {
+            std::vector<WriteResult> w;
+            for (const auto& it : f.items)
+                w.push_back(WriteResult{it.fqn, it.chunk, StorageInfo{"f", 0, it.nbytes, {}}});
+            rs.push_back(detail::encode(w));
+        }
+        auto cp = fresh();
+        cp->attach_results(rs);
+        const auto& md = cp->metadata();
+        CHECK(md.sums.empty());
+        for (std::size_t k = 0; k < md.chunk_count(); ++k)
+            CHECK((md.sum_count[k] == 0 && md.sum_begin[k] == 0));
+        // One checksum each: the pool in chunk order, each at its row.
+        for (auto& b : rs) {
+            auto w = detail::decode_write_results(b);
+            for (auto& x : w)
+                x.storage.checksums = {1000 + x.chunk};
+            b = detail::encode(w);
+        }
+        auto c1 = fresh();
+        c1->attach_results(rs);
+        const auto& m1 = c1->metadata();
+        REQUIRE(m1.sums.size() == m1.chunk_count());
+        for (std::size_t k = 0; k < m1.chunk_count(); ++k)
+            CHECK((m1.sum_count[k] == 1 && m1.sum_begin[k] == k));
     }
     {
         auto bad = ref;
