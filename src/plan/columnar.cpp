@@ -849,6 +849,11 @@ std::uint64_t ColumnarSavePlan::total_bytes() const noexcept { return m->total; 
 
 MetadataColumns& ColumnarSavePlan::metadata() noexcept { return m->md; }
 
+// The results arrive rank by rank, each rank's in entry name order, while
+// the chunk columns run entry by entry, an entry's chunks usually in rank
+// order: one rank's results land a column stride apart, in six columns. So
+// ranks are read in blocks, in lockstep (one result of each rank of the
+// block in turn), and consecutive results land in neighbouring rows.
 void ColumnarSavePlan::attach_results(const std::vector<Bytes>& results)
 {
     auto& md = m->md;
@@ -857,8 +862,6 @@ void ColumnarSavePlan::attach_results(const std::vector<Bytes>& results)
     for (std::uint32_t k = 0; k < md.entries.size(); ++k)
         by_name.emplace(md.entries[k].name, k);
     std::unordered_map<std::string_view, std::int64_t> file_index; // views into `results`
-    NameTable names;
-    std::vector<std::int64_t> file_of; // this rank's path table -> file
     // The checksum pool in chunk order, as the metadata file stores it (no
     // gather when it is written): a chunk of one checksum (the usual: one
     // block) has it at its own row, others after the rows.
@@ -867,71 +870,112 @@ void ColumnarSavePlan::attach_results(const std::vector<Bytes>& results)
     std::size_t direct = 0; // chunks of one checksum
     std::size_t got = 0;
     constexpr std::uint32_t unknown = not_kept - 1;
-    for (std::size_t r = 0; r < results.size(); ++r) {
-        Decoder d(results[r], "write results");
+    const auto lookup = [&](std::string_view name) -> std::uint32_t {
+        const auto it = by_name.find(name);
+        return it == by_name.end() ? unknown : it->second;
+    };
+    struct Reader { // one rank's results being read
+        std::size_t rank = 0;
+        Decoder d{nullptr, 0, "write results"};
+        const NameTable* names = nullptr;  // rank 0's, or `own`
+        NameTable own;                     // the name table of a rank that sent its own
+        std::vector<std::int64_t> file_of; // its path table -> file
+        std::size_t n = 0, next_name = 0, next_path = 0;
+    };
+    NameTable first; // rank 0's, which ranks that leave theirs out use
+    // Reads a rank's header.
+    const auto open = [&](Reader& rd, std::size_t r) {
+        rd.rank = r;
+        rd.d = Decoder(results[r], "write results");
+        Decoder& d = rd.d;
         // Sent without its name table (strip_name_table): rank 0's, read first.
         const bool shared = leading_magic(results[r]) == magic_results_shared;
         if (shared && r == 0)
             d.fail("rank 0's results without their name table");
         expect_magic(d, shared ? magic_results_shared : magic_results);
         if (!shared)
-            names.read(d, [&](std::string_view name) -> std::uint32_t {
-                const auto it = by_name.find(name);
-                return it == by_name.end() ? unknown : it->second;
-            });
+            (r == 0 ? first : rd.own).read(d, lookup);
+        rd.names = shared || r == 0 ? &first : &rd.own;
         const std::size_t npaths = d.count(1);
-        file_of.resize(npaths);
+        rd.file_of.resize(npaths);
         for (std::size_t k = 0; k < npaths; ++k) {
             const std::string_view path = d.view_str();
             auto [it, fresh] = file_index.try_emplace(path, static_cast<std::int64_t>(md.files.size()));
             if (fresh)
                 md.files.emplace_back(path);
-            file_of[k] = it->second;
+            rd.file_of[k] = it->second;
         }
-        const std::size_t n = d.count(result_min_bytes);
-        std::size_t next_name = 0, next_path = 0;
-        for (std::size_t i = 0; i < n; ++i) {
-            const std::uint32_t ni = d.uv32();
-            const std::uint32_t chunk = d.uv32();
-            const std::uint32_t pi = d.uv32();
-            if (ni >= names.size() || ni > next_name)
-                d.fail("name index " + std::to_string(ni) + " beyond the table of " + std::to_string(names.size()) +
-                       " or out of order");
-            if (pi >= npaths || pi > next_path)
-                d.fail("path index " + std::to_string(pi) + " beyond the table of " + std::to_string(npaths) +
-                       " or out of order");
-            next_name += ni == next_name;
-            next_path += pi == next_path;
-            const std::uint64_t offset = d.uv();
-            const std::uint64_t length = d.uv();
-            const std::size_t nsums = d.count(8);
-            const std::uint32_t e = names.id(ni);
-            if (e == unknown || chunk >= md.entries[e].chunks)
-                throw error::WriteError("rank " + std::to_string(r) + " reported a write of '" +
-                                        std::string(names.name(ni)) + "' chunk " + std::to_string(chunk) +
-                                        ", which the global plan does not have");
-            const std::size_t k = md.entries[e].first_chunk + chunk;
-            if (md.chunk_file[k] >= 0)
-                throw error::WriteError("rank " + std::to_string(r) + " reported a write of '" + md.entries[e].name +
-                                        "' chunk " + std::to_string(chunk) + ", which was reported before");
-            md.chunk_file[k] = file_of[pi];
-            md.chunk_offset[k] = offset;
-            md.chunk_length[k] = length;
-            md.sum_count[k] = static_cast<std::uint32_t>(nsums);
-            if (nsums == 1) {
-                md.sum_begin[k] = k;
-                md.sums[k] = d.u64();
-                ++direct;
-            } else {
-                md.sum_begin[k] = nsums ? md.sums.size() : 0;
-                for (std::size_t j = 0; j < nsums; ++j)
-                    md.sums.push_back(d.u64());
-            }
-            ++got;
+        rd.n = d.count(result_min_bytes);
+        rd.next_name = rd.next_path = 0;
+    };
+    // The next result of `rd` into the columns.
+    const auto take = [&](Reader& rd) __attribute__((always_inline)) {
+        Decoder& d = rd.d;
+        const NameTable& names = *rd.names;
+        const std::uint32_t ni = d.uv32();
+        const std::uint32_t chunk = d.uv32();
+        const std::uint32_t pi = d.uv32();
+        if (ni >= names.size() || ni > rd.next_name)
+            d.fail("name index " + std::to_string(ni) + " beyond the table of " + std::to_string(names.size()) +
+                   " or out of order");
+        if (pi >= rd.file_of.size() || pi > rd.next_path)
+            d.fail("path index " + std::to_string(pi) + " beyond the table of " + std::to_string(rd.file_of.size()) +
+                   " or out of order");
+        rd.next_name += ni == rd.next_name;
+        rd.next_path += pi == rd.next_path;
+        const std::uint64_t offset = d.uv();
+        const std::uint64_t length = d.uv();
+        const std::size_t nsums = d.count(8);
+        const std::uint32_t e = names.id(ni);
+        if (e == unknown || chunk >= md.entries[e].chunks)
+            throw error::WriteError("rank " + std::to_string(rd.rank) + " reported a write of '" +
+                                    std::string(names.name(ni)) + "' chunk " + std::to_string(chunk) +
+                                    ", which the global plan does not have");
+        const std::size_t k = md.entries[e].first_chunk + chunk;
+        if (md.chunk_file[k] >= 0)
+            throw error::WriteError("rank " + std::to_string(rd.rank) + " reported a write of '" +
+                                    md.entries[e].name + "' chunk " + std::to_string(chunk) +
+                                    ", which was reported before");
+        md.chunk_file[k] = rd.file_of[pi];
+        md.chunk_offset[k] = offset;
+        md.chunk_length[k] = length;
+        md.sum_count[k] = static_cast<std::uint32_t>(nsums);
+        if (nsums == 1) {
+            md.sum_begin[k] = k;
+            md.sums[k] = d.u64();
+            ++direct;
+        } else {
+            md.sum_begin[k] = nsums ? md.sums.size() : 0;
+            for (std::size_t j = 0; j < nsums; ++j)
+                md.sums.push_back(d.u64());
         }
-        if (next_name != names.size() || next_path != npaths)
-            d.fail("name or path table with unused entries");
-        d.expect_done();
+        ++got;
+    };
+    const auto close = [](Reader& rd) {
+        if (rd.next_name != rd.names->size() || rd.next_path != rd.file_of.size())
+            rd.d.fail("name or path table with unused entries");
+        rd.d.expect_done();
+    };
+    constexpr std::size_t block = 16;
+    std::vector<Reader> readers(block);
+    for (std::size_t r0 = 0; r0 < results.size(); r0 += block) {
+        const std::size_t r1 = std::min(results.size(), r0 + block);
+        const std::size_t nblock = r1 - r0;
+        std::size_t least = SIZE_MAX;
+        for (std::size_t b = 0; b < nblock; ++b) {
+            open(readers[b], r0 + b);
+            least = std::min(least, readers[b].n);
+        }
+        // In lockstep as far as every rank of the block has results, then
+        // each one's rest.
+        for (std::size_t i = 0; i < least; ++i)
+            for (std::size_t b = 0; b < nblock; ++b)
+                take(readers[b]);
+        for (std::size_t b = 0; b < nblock; ++b) {
+            for (std::size_t i = least; i < readers[b].n; ++i)
+                take(readers[b]);
+            close(readers[b]);
+        }
     }
     if (got != md.chunk_count())
         throw error::WriteError("the ranks wrote " + std::to_string(got) + " chunks, the global plan has " +
