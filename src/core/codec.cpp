@@ -397,6 +397,8 @@ const std::byte* walk_plan_items(Decoder& d, OnArray&& array)
 Bytes boxes_form(const Bytes& plan, std::uint64_t& skeleton_hash)
 {
     Decoder d(plan, "save plan");
+    if (leading_magic(plan) != magic_save_plan)
+        expect_magic(d, magic_save_plan); // throws (also for fewer than 4 bytes: plan.data() may be null)
     Bytes out, skeleton;
     out.reserve(plan.size() / 2);
     skeleton.reserve(plan.size());

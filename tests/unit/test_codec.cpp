@@ -368,6 +368,8 @@ TEST_CASE("codec: a save plan as its array boxes (boxes_form)", "[codec]")
     check_truncations("save plan, boxes form", boxes,
                       [&](const Bytes& b) { (void)decode_save_plan(restore_save_plan(b, full)); });
     CHECK_THROWS_AS(boxes_form(boxes, h), error::FormatError); // not a whole plan
+    CHECK_THROWS_AS(boxes_form(Bytes{}, h), error::FormatError);
+    check_truncations("save plan, to its boxes", full, [&](const Bytes& b) { (void)boxes_form(b, h); });
 }
 
 TEST_CASE("codec: LoadPlan round trip", "[codec]")
