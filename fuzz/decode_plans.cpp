@@ -24,6 +24,8 @@
 #include "plan/columnar.hpp"
 #include "plan/global_plan.hpp"
 
+#include "boxes_fixture.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -139,6 +141,33 @@ void columnar_plans(const Bytes& in, std::size_t nranks)
         fail("the metadata with attached results differs from the reference's");
 }
 
+// The plans {first, second} and {first, sent} (second in a shorter form) must
+// be taken alike by the columnar coordinator and assigned alike.
+void plans_alike(const Bytes& first, const Bytes& second, const Bytes& sent, const char* form)
+{
+    cairn::detail::ColumnarSavePlan whole, shorter;
+    bool a = false, b = false;
+    try {
+        a = whole.ingest({first, second}) && whole.plan();
+        b = shorter.ingest({first, sent}) && shorter.plan();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "columnar: ingest or plan threw: %s\n", e.what());
+        std::abort();
+    }
+    if (a != b) {
+        std::fprintf(stderr, "columnar: a plan %s is taken differently\n", form);
+        std::abort();
+    }
+    if (!a)
+        return;
+    const auto x = whole.storage_shells(), y = shorter.storage_shells();
+    for (std::size_t r = 0; r < 2; ++r)
+        if (whole.encode_final(r, x[r]) != shorter.encode_final(r, y[r])) {
+            std::fprintf(stderr, "columnar: a plan %s is assigned differently\n", form);
+            std::abort();
+        }
+}
+
 // The input as the plans of two ranks with the same name table, as a save
 // gathers them: rank 1's without its table (strip_name_table). The columnar
 // coordinator must plan it exactly as the two whole plans, and rank 1's plan
@@ -154,23 +183,7 @@ void shared_names(const Bytes& in)
     }
     if (detail::restore_name_table(stripped, in) != in)
         fail("a stripped plan does not restore to its bytes");
-    detail::ColumnarSavePlan whole, shared;
-    bool a = false, b = false;
-    try {
-        a = whole.ingest({in, in}) && whole.plan();
-        b = shared.ingest({in, stripped}) && shared.plan();
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "columnar: ingest or plan threw: %s\n", e.what());
-        std::abort();
-    }
-    if (a != b)
-        fail("a plan without its name table is taken differently");
-    if (!a)
-        return;
-    const auto x = whole.storage_shells(), y = shared.storage_shells();
-    for (std::size_t r = 0; r < 2; ++r)
-        if (whole.encode_final(r, x[r]) != shared.encode_final(r, y[r]))
-            fail("a plan without its name table is assigned differently");
+    plans_alike(in, in, stripped, "without its name table");
 }
 
 // The input as the plans of two ranks alike but for their array boxes, as a
@@ -189,23 +202,7 @@ void boxes_only(const Bytes& in)
     }
     if (detail::restore_save_plan(boxes, in) != in)
         fail("a plan sent as its boxes does not restore to its bytes");
-    detail::ColumnarSavePlan whole, sent;
-    bool a = false, b = false;
-    try {
-        a = whole.ingest({in, in}) && whole.plan();
-        b = sent.ingest({in, boxes}) && sent.plan();
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "columnar: ingest or plan threw: %s\n", e.what());
-        std::abort();
-    }
-    if (a != b)
-        fail("a plan sent as its boxes is taken differently");
-    if (!a)
-        return;
-    const auto x = whole.storage_shells(), y = sent.storage_shells();
-    for (std::size_t r = 0; r < 2; ++r)
-        if (whole.encode_final(r, x[r]) != sent.encode_final(r, y[r]))
-            fail("a plan sent as its boxes is assigned differently");
+    plans_alike(in, in, boxes, "sent as its boxes");
 }
 
 // The input as rank 1's plan in the boxes form next to a fixed plan of rank
@@ -214,22 +211,7 @@ void boxes_only(const Bytes& in)
 void boxes_form_input(const Bytes& in)
 {
     using namespace cairn;
-    static const Bytes rank0 = [] {
-        SavePlan p;
-        WriteItem a;
-        a.fqn = "fluid.velocity";
-        a.dtype = DType::f32;
-        a.global_shape = {8, 10, 12};
-        a.box = Box{{0, 0, 0}, {4, 10, 12}};
-        a.nbytes = 4 * 10 * 12 * 4;
-        WriteItem s;
-        s.fqn = "step";
-        s.kind = ItemKind::scalar;
-        s.dtype = DType::i64;
-        s.value = std::string(8, '\0');
-        p.items = {a, s};
-        return detail::encode(p);
-    }();
+    static const Bytes rank0 = detail::encode(cairn_fuzz::boxes_fixture_plan(0));
     detail::ColumnarSavePlan sent;
     bool ok = false;
     try {

@@ -6,6 +6,8 @@
 #include "cairn/storage.hpp"
 #include "core/codec.hpp"
 
+#include "boxes_fixture.hpp"
+
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -190,21 +192,8 @@ std::vector<WriteResult> results()
 // fuzz/decode_plans.cpp, as its array boxes (boxes_form).
 Bytes boxes_rank1()
 {
-    SavePlan p;
-    WriteItem a;
-    a.fqn = "fluid.velocity";
-    a.dtype = DType::f32;
-    a.global_shape = {8, 10, 12};
-    a.box = Box{{4, 0, 0}, {4, 10, 12}};
-    a.nbytes = 4 * 10 * 12 * 4;
-    WriteItem s;
-    s.fqn = "step";
-    s.kind = ItemKind::scalar;
-    s.dtype = DType::i64;
-    s.value = std::string(8, '\0');
-    p.items = {a, s};
     std::uint64_t skeleton = 0;
-    return detail::boxes_form(detail::encode(p), skeleton);
+    return detail::boxes_form(detail::encode(cairn_fuzz::boxes_fixture_plan(1)), skeleton);
 }
 
 // What rank 0 reports for the fixed plan of fuzz/decode_plans.cpp.
