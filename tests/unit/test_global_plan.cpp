@@ -499,3 +499,65 @@ TEST_CASE("columnar path: write results that do not match the plan are refused",
         CHECK(message([&] { cp->attach_results(results_of(bad)); }).find("'zz'") != std::string::npos);
     }
 }
+
+TEST_CASE("columnar path: many ranks sent as their boxes, some whole", "[plan]")
+{
+    // 40 ranks, rows of two arrays (one of them 3-d) and a scalar; ranks but
+    // 0 as their boxes except rank 17 (whole) and rank 30 (without its name
+    // table).
+    constexpr std::size_t n = 40;
+    std::vector<detail::Bytes> whole, sent;
+    std::uint64_t h0 = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+        const auto i = static_cast<std::int64_t>(r);
+        SavePlan p;
+        WriteItem a;
+        a.fqn = "a";
+        a.dtype = DType::f64;
+        a.global_shape = {2 * static_cast<std::int64_t>(n), 3};
+        a.box = Box{{2 * i, 0}, {2, 3}};
+        a.nbytes = 48;
+        WriteItem c = a;
+        c.fqn = "c";
+        c.global_shape = {2, static_cast<std::int64_t>(n), 5};
+        c.box = Box{{0, i, 0}, {2, 1, 5}};
+        c.nbytes = 80;
+        WriteItem s;
+        s.fqn = "step";
+        s.kind = ItemKind::scalar;
+        s.dtype = DType::i64;
+        s.value = std::string(8, '\1');
+        p.items = {c, s, a};
+        p.storage_data.assign(r % 4, std::byte{1});
+        whole.push_back(detail::encode(p));
+        std::uint64_t h = 0;
+        const auto b = detail::boxes_form(whole.back(), h);
+        if (r == 0)
+            h0 = h;
+        CHECK(h == h0);
+        sent.push_back(r == 0 || r == 17 ? whole.back() : r == 30 ? detail::strip_name_table(whole.back()) : b);
+    }
+    detail::ColumnarSavePlan cw, cs;
+    REQUIRE((cw.ingest(whole) && cw.plan()));
+    REQUIRE((cs.ingest(sent) && cs.plan()));
+    const auto x = cw.storage_shells(), y = cs.storage_shells();
+    for (std::size_t r = 0; r < n; ++r)
+        CHECK(cw.encode_final(r, x[r]) == cs.encode_final(r, y[r]));
+    CHECK(cw.metadata().boxes == cs.metadata().boxes);
+    CHECK(cw.metadata().chunk_count() == 2 * n);
+    // One rank's boxes of the wrong rank (a 3-d box for the 2-d array): declined.
+    auto bad = sent;
+    {
+        SavePlan p = detail::decode_save_plan(whole[5]);
+        p.items[2].box = Box{{10, 0, 0}, {2, 3, 1}};
+        std::uint64_t h = 0;
+        bad[5] = detail::boxes_form(detail::encode(p), h);
+    }
+    detail::ColumnarSavePlan cb;
+    CHECK_FALSE((cb.ingest(bad) && cb.plan()));
+    // Rank 0's as its boxes: declined (rank 0's plan must be whole).
+    bad = sent;
+    bad[0] = sent[1];
+    detail::ColumnarSavePlan c0;
+    CHECK_FALSE(c0.ingest(bad));
+}
