@@ -50,6 +50,16 @@ cairn::Metadata open_checkpoint(const Context& ctx, const std::string& path)
     return md;
 }
 
+cairn::Metadata open_checkpoint_on_root(const Context& ctx, const std::string& path)
+{
+    cairn::Metadata md;
+    agree(ctx, [&] {
+        if (ctx.root())
+            md = cairn::read_metadata(path);
+    });
+    return md;
+}
+
 const cairn::EntryMeta& find_entry(const cairn::Metadata& md, const std::string& path, const std::string& name)
 {
     const auto e = md.entries.find(name);

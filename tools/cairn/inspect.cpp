@@ -46,7 +46,7 @@ void print(const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); }
 
 int cmd_ls(const Context& ctx, const LsArgs& args)
 {
-    const cairn::Metadata md = open_checkpoint(ctx, args.path);
+    const cairn::Metadata md = open_checkpoint_on_root(ctx, args.path); // only rank 0 prints
     std::string out;
     agree(ctx, [&] {
         if (!ctx.root())

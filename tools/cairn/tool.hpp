@@ -44,6 +44,10 @@ void agree(const Context& ctx, const std::function<void()>& f);
 
 /// read_metadata on every rank, agreed: the same metadata or the same error everywhere.
 cairn::Metadata open_checkpoint(const Context& ctx, const std::string& path);
+/// The same, read on rank 0 only (the other ranks get an empty Metadata):
+/// for verbs whose other ranks need none of it (ls), so that they do not
+/// each hold a large checkpoint's metadata.
+cairn::Metadata open_checkpoint_on_root(const Context& ctx, const std::string& path);
 
 /// The entry `name` of `md`, or a ToolError naming the checkpoint and the entry.
 const cairn::EntryMeta& find_entry(const cairn::Metadata& md, const std::string& path, const std::string& name);
