@@ -15,18 +15,6 @@ std::uint64_t checksum_span(const Shape& shape, std::size_t es, std::uint64_t bl
     return checksum_span(shape.data(), shape.size(), es, block_bytes);
 }
 
-std::uint64_t checksum_span(const std::int64_t* shape, std::size_t nd, std::size_t es, std::uint64_t block_bytes) noexcept
-{
-    if (block_bytes == 0)
-        return 0;
-    std::uint64_t row = es;
-    for (std::size_t d = 1; d < nd; ++d)
-        row *= static_cast<std::uint64_t>(shape[d]);
-    if (nd == 0 || row == 0 || row > block_bytes)
-        return block_bytes;
-    return block_bytes / row * row;
-}
-
 std::uint64_t checksum(const void* data, std::size_t size) noexcept { return XXH3_64bits(data, size); }
 
 std::string mismatch_text(const std::vector<std::uint64_t>& stored, std::uint64_t block, std::uint64_t computed)

@@ -20,13 +20,27 @@ inline constexpr std::uint64_t default_checksum_block = std::uint64_t(1) << 20;
 
 /// Bytes per checksum block of a chunk of `shape` and element size `es`.
 std::uint64_t checksum_span(const Shape& shape, std::size_t es, std::uint64_t block_bytes) noexcept;
-/// The same for the `nd` extents at `shape`.
-std::uint64_t checksum_span(const std::int64_t* shape, std::size_t nd, std::size_t es, std::uint64_t block_bytes) noexcept;
+/// The same for the `nd` extents at `shape` (inline: the metadata writer
+/// checks every chunk's checksum count with it).
+inline std::uint64_t checksum_span(const std::int64_t* shape, std::size_t nd, std::size_t es,
+                                   std::uint64_t block_bytes) noexcept
+{
+    if (block_bytes == 0)
+        return 0;
+    std::uint64_t row = es;
+    for (std::size_t d = 1; d < nd; ++d)
+        row *= static_cast<std::uint64_t>(shape[d]);
+    if (nd == 0 || row == 0 || row > block_bytes)
+        return block_bytes;
+    return block_bytes / row * row;
+}
 
 /// Number of blocks of a chunk of `length` bytes with blocks of `span`.
 inline std::uint64_t checksum_blocks(std::uint64_t length, std::uint64_t span) noexcept
 {
-    return span == 0 ? 0 : (length + span - 1) / span;
+    if (span == 0 || length == 0)
+        return 0;
+    return length <= span ? 1 : (length - 1) / span + 1; // one block (the usual) without a division
 }
 
 /// "stored <hex>, computed <hex>" for the error of a mismatch in block `block`
