@@ -205,11 +205,12 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
         if (options.reuse_plan && columnar)
             key = plan_key(s.local);
         key.names = name_table_hash(plan);
-        boxes = boxes_form(plan, key.skeleton);
-        if (!coord)
+        if (coord) {
+            (void)boxes_form(plan, key.skeleton); // its skeleton's hash only: rank 0 sends its plan whole
+        } else {
+            boxes = boxes_form(plan, key.skeleton);
             stripped = strip_name_table(plan);
-        else
-            boxes = Bytes{};
+        }
         s.log.finished();
         return plan;
     });

@@ -399,10 +399,8 @@ Bytes boxes_form(const Bytes& plan, std::uint64_t& skeleton_hash)
     Decoder d(plan, "save plan");
     if (leading_magic(plan) != magic_save_plan)
         expect_magic(d, magic_save_plan); // throws (also for fewer than 4 bytes: plan.data() may be null)
-    Bytes out, skeleton;
-    out.reserve(plan.size() / 2);
+    Bytes skeleton;
     skeleton.reserve(plan.size());
-    put_u32(out, magic_save_plan_boxes);
     const std::byte* from = plan.data() + 4; // the skeleton so far: [plan + 4, from) less the boxes
     std::size_t items = 0; // arrays
     Bytes boxes;
@@ -418,9 +416,9 @@ Bytes boxes_form(const Bytes& plan, std::uint64_t& skeleton_hash)
     skeleton.insert(skeleton.end(), from, tail);
     skeleton_hash = checksum(skeleton.data(), skeleton.size());
     Encoder e;
+    e.u32(magic_save_plan_boxes);
     e.count(items);
-    const Bytes n = e.take();
-    out.insert(out.end(), n.begin(), n.end());
+    Bytes out = e.take();
     out.insert(out.end(), boxes.begin(), boxes.end());
     out.insert(out.end(), tail, plan.data() + plan.size());
     return out;

@@ -44,7 +44,8 @@ struct MetadataColumns {
     std::vector<std::uint64_t> sum_begin;   ///< the chunk's checksums: sums[sum_begin, sum_begin + sum_count)
     std::vector<std::uint32_t> sum_count;
     std::vector<std::string> files;
-    std::vector<std::uint64_t> sums;        ///< checksum pool (in chunk order when converted from Metadata)
+    std::vector<std::uint64_t> sums;        ///< checksum pool (in chunk order when converted from Metadata; may
+                                            ///< hold values no chunk refers to: ColumnarSavePlan::attach_results)
 
     std::size_t chunk_count() const noexcept { return chunk_file.size(); }
     /// Appends `n` chunk rows (unwritten), returns the first.

@@ -5,8 +5,8 @@
 #include "core/tiling.hpp"
 
 #include <algorithm>
-#include <numeric>
 #include <cstring>
+#include <numeric>
 #include <string_view>
 #include <unordered_map>
 

@@ -37,8 +37,10 @@ public:
     ColumnarSavePlan(const ColumnarSavePlan&) = delete;
     ColumnarSavePlan& operator=(const ColumnarSavePlan&) = delete;
 
-    /// Reads the gathered encoded plans (index = rank). `gathered` must stay
-    /// alive and unchanged until plan() and storage_shells() are done.
+    /// Reads the gathered encoded plans (index = rank): rank 0's an encode()
+    /// form, the others that, or its strip_name_table() or boxes_form() form
+    /// (read against rank 0's). `gathered` must stay alive and unchanged
+    /// until plan() and storage_shells() are done.
     /// False (nothing thrown) on a malformed plan or anything the fast path
     /// does not take: the struct-based path then runs.
     bool ingest(const std::vector<Bytes>& gathered);
@@ -67,8 +69,12 @@ public:
     void reuse(const SavePlan& rank0);
     /// Bytes all ranks write.
     std::uint64_t total_bytes() const noexcept;
-    /// Attaches the ranks' encoded write results (index = rank) to the chunk
-    /// columns: every chunk exactly once. Throws error::WriteError (as
+    /// Attaches the ranks' encoded write results (index = rank; rank 0's
+    /// whole, the others whole or without their name table, which is then
+    /// rank 0's) to the chunk columns: every chunk exactly once. The
+    /// checksum pool comes out in chunk order (a chunk of one checksum has
+    /// it at its own row; a row whose chunk has none or several is unused,
+    /// their checksums after the rows). Throws error::WriteError (as
     /// attach_results of the struct-based path), error::FormatError on a
     /// malformed encoding.
     void attach_results(const std::vector<Bytes>& results);

@@ -227,6 +227,16 @@ bool overwritten(const std::vector<SavePlan>& plans)
     return false;
 }
 
+// Whether there are several encodings (plans or results) and every one's
+// name table hashes as the first one's: a save sends them without it then.
+bool name_tables_alike(const std::vector<detail::Bytes>& v)
+{
+    bool alike = v.size() > 1;
+    for (const auto& b : v)
+        alike = alike && detail::name_table_hash(b) == detail::name_table_hash(v.front());
+    return alike;
+}
+
 std::vector<detail::Bytes> results_of(const std::vector<SavePlan>& finals)
 {
     std::vector<detail::Bytes> out;
@@ -286,10 +296,7 @@ TEST_CASE("the columnar global plan agrees with the reference", "[plan]")
         // As the ranks send them when every name table is the same bytes:
         // rank 0's plan whole, the others without their table. The same
         // outcome, and each one restores to what it was.
-        bool alike = nranks > 1;
-        for (const auto& g : gathered)
-            alike = alike && detail::name_table_hash(g) == detail::name_table_hash(gathered.front());
-        if (alike) {
+        if (name_tables_alike(gathered)) {
             ++shared_checked;
             std::vector<detail::Bytes> sent{gathered.front()};
             for (std::size_t r = 1; r < nranks; ++r) {
@@ -367,10 +374,7 @@ TEST_CASE("the columnar global plan agrees with the reference", "[plan]")
         check_same(got, expect);
         // As the ranks send their results when every name table is the same
         // bytes: rank 0's whole, the others without their table.
-        bool results_alike = nranks > 1;
-        for (const auto& r : rs)
-            results_alike = results_alike && detail::name_table_hash(r) == detail::name_table_hash(rs.front());
-        if (results_alike) {
+        if (name_tables_alike(rs)) {
             ++results_shared_checked;
             std::vector<detail::Bytes> sent{rs.front()};
             for (std::size_t r = 1; r < nranks; ++r) {
