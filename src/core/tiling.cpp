@@ -102,12 +102,12 @@ bool grid_tiling(const Shape& global, const B& boxes)
     for (std::size_t d = 0; d < nd; ++d) {
         auto& c = cuts[d];
         c.reserve(n);
-        std::int64_t prev = -1;
+        std::int64_t prev = 0;
         bool sorted = true;
         for (std::size_t i = 0; i < n; ++i) {
             const auto o = boxes.off(i)[d];
-            if (o != prev) {
-                sorted = sorted && o > prev;
+            if (i == 0 || o != prev) { // a first offset of -1 is a cut too (then not at 0: refused below)
+                sorted = sorted && (i == 0 || o > prev);
                 c.push_back(o);
                 prev = o;
             }
@@ -253,7 +253,36 @@ TilingProblem check_tiling(const Shape& global, const std::vector<Box>& boxes)
 
 TilingProblem check_tiling(const Shape& global, const std::int64_t* coords, std::size_t count)
 {
+    if (rank_order_slabs(global.data(), coords, count, global.size()))
+        return {};
     return check_tiling_impl(global, FlatBoxes{coords, count, global.size()});
 }
+
+bool rank_order_slabs(const std::int64_t* shape, const std::int64_t* c, std::size_t n, std::size_t nd) noexcept
+{
+    if (nd == 0 || n == 0)
+        return false;
+    for (std::size_t k = 0; k < nd; ++k)
+        if (shape[k] <= 0)
+            return false;
+    std::size_t d = 0; // the split dimension: the first one rank 0's box does not span
+    while (d + 1 < nd && c[nd + d] == shape[d])
+        ++d;
+    std::int64_t at = 0;
+    for (std::size_t r = 0; r < n; ++r) {
+        const std::int64_t *o = c + r * 2 * nd, *s = o + nd;
+        for (std::size_t k = 0; k < nd; ++k) {
+            if (k == d) {
+                if (o[k] != at || s[k] <= 0 || s[k] > shape[k] - at)
+                    return false;
+                at += s[k];
+            } else if (o[k] != 0 || s[k] != shape[k]) {
+                return false;
+            }
+        }
+    }
+    return at == shape[d];
+}
+
 
 } // namespace cairn::detail

@@ -69,6 +69,16 @@ TilingProblem check_tiling(const Shape& global, const std::vector<Box>& boxes);
 
 /// The same for `count` boxes of global.size() dimensions stored flat: box i
 /// is coords[i*2*nd, i*2*nd + nd) (offsets) then nd extents.
+/// Tries rank_order_slabs() first.
 TilingProblem check_tiling(const Shape& global, const std::int64_t* coords, std::size_t count);
+
+/// Whether the `n` boxes at `c` (box r's at c + r * 2 * nd) are slabs along
+/// one dimension, in order, that tile an array of shape `shape`: along that
+/// dimension box 0 starts at 0, every other where the previous one ends,
+/// the last one ends at the array's end, none is empty; along the others
+/// every box is the whole extent (the split by rows, or by columns, of most
+/// simulation codes, in rank order). Then the boxes are distinct, sorted,
+/// non-empty and tile the array. False says nothing. One pass, no memory.
+bool rank_order_slabs(const std::int64_t* shape, const std::int64_t* c, std::size_t n, std::size_t nd) noexcept;
 
 } // namespace cairn::detail

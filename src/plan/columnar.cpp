@@ -27,39 +27,6 @@ inline bool same_values(const std::int64_t* a, const std::int64_t* b, std::size_
     return true;
 }
 
-// Whether the `n` boxes at `c` (rank r's at c + r * 2 * nd) are slabs along
-// one dimension, in rank order, that tile an array of shape `shape`: along
-// that dimension rank 0's starts at 0, every other's where the previous
-// rank's ends, the last one's ends at the array's end, none is empty; along
-// the others every box is the whole extent (the split by rows, or by
-// columns, of most simulation codes). Then the boxes are distinct, sorted,
-// non-empty and tile the array. False says nothing.
-bool rank_order_slabs(const std::int64_t* shape, const std::int64_t* c, std::size_t n, std::size_t nd) noexcept
-{
-    if (nd == 0 || n == 0)
-        return false;
-    for (std::size_t k = 0; k < nd; ++k)
-        if (shape[k] <= 0)
-            return false;
-    std::size_t d = 0; // the split dimension: the first one rank 0's box does not span
-    while (d + 1 < nd && c[nd + d] == shape[d])
-        ++d;
-    std::int64_t at = 0;
-    for (std::size_t r = 0; r < n; ++r) {
-        const std::int64_t *o = c + r * 2 * nd, *s = o + nd;
-        for (std::size_t k = 0; k < nd; ++k) {
-            if (k == d) {
-                if (o[k] != at || s[k] <= 0 || s[k] > shape[k] - at)
-                    return false;
-                at += s[k];
-            } else if (o[k] != 0 || s[k] != shape[k]) {
-                return false;
-            }
-        }
-    }
-    return at == shape[d];
-}
-
 // string_view's == without a call of memcmp for the usual empty values.
 inline bool same_text(std::string_view a, std::string_view b) noexcept
 {
