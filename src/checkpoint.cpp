@@ -373,11 +373,12 @@ SaveResult save(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
 namespace {
 
 // The coordinator's metadata, to broadcast (share_metadata). Cairn's own
-// readers hand it over as columns, encoded without a per-chunk object.
+// readers hand it over as columns, encoded without a per-chunk object, their
+// chunk rows expanded and checked one entry at a time as they are framed.
 std::unique_ptr<detail::MetadataFrames> metadata_frames(StorageReader& storage)
 {
     if (detail::BuiltinReaders::is_builtin(storage))
-        return std::make_unique<detail::MetadataFrames>(detail::BuiltinReaders::read_metadata(storage));
+        return std::make_unique<detail::MetadataFrames>(detail::BuiltinReaders::read_metadata_rows(storage));
     return std::make_unique<detail::MetadataFrames>(storage.read_metadata());
 }
 

@@ -615,12 +615,13 @@ const std::string k_no_file; // a chunk not written (columns: file -1): the empt
 
 } // namespace
 
-// The content to frame, as columns (Cairn's readers) or structs (other
-// readers), owned or borrowed, and where the framing stands.
+// The content to frame, as columns whose rows may come entry by entry
+// (Cairn's readers) or as structs (other readers), and where the framing
+// stands.
 struct MetadataFrames::State {
-    MetadataColumns own_cols;
+    std::unique_ptr<ChunkRowSource> own_rows;
     Metadata own_structs;
-    const MetadataColumns* cols = nullptr; // one of these two
+    ChunkRowSource* rows = nullptr; // one of these two
     const Metadata* structs = nullptr;
     std::map<std::string, EntryMeta>::const_iterator it; // structs: the next entry
     std::size_t next = 0;                                // columns: the next entry
@@ -638,21 +639,19 @@ struct MetadataFrames::State {
             it = structs->entries.begin();
             return;
         }
-        constexpr auto unset = std::numeric_limits<std::uint32_t>::max();
-        file_slot.assign(cols->files.size() + 1, unset);
-        for (const auto f : cols->chunk_file) {
-            auto& slot = file_slot[static_cast<std::size_t>(f + 1)];
-            if (slot == unset)
-                slot = files.add(f < 0 ? k_no_file : cols->files[static_cast<std::size_t>(f)]);
-        }
+        const MetadataColumns& cols = rows->head();
+        file_slot.assign(cols.files.size() + 1, std::numeric_limits<std::uint32_t>::max());
+        for (const auto f : rows->files_in_use())
+            file_slot[static_cast<std::size_t>(f + 1)] =
+                files.add(f < 0 ? k_no_file : cols.files[static_cast<std::size_t>(f)]);
     }
-    bool done() const { return structs ? it == structs->entries.end() : next == cols->entries.size(); }
+    bool done() const { return structs ? it == structs->entries.end() : next == rows->head().entries.size(); }
     void put_header(Encoder& e) const
     {
         if (structs)
             put_metadata_header(e, *structs, files);
         else
-            put_metadata_header(e, *cols, files);
+            put_metadata_header(e, rows->head(), files);
     }
     void put_next_entry(Encoder& e)
     {
@@ -668,19 +667,23 @@ struct MetadataFrames::State {
             }
             return;
         }
-        const auto& m = cols->entries[next++];
+        rows->rows(next);
+        const MetadataColumns& cols = rows->head();
+        const auto& m = cols.entries[next++];
         put_entry_head(e, m.name, m.kind, m.dtype, m.global_shape, m.value, m.chunks);
         const std::size_t nd = m.ndim();
         for (std::size_t j = 0; j < m.chunks; ++j) {
-            const std::int64_t* b = cols->boxes.data() + m.first_coord + 2 * nd * j;
+            const std::int64_t* b = cols.boxes.data() + m.first_coord + 2 * nd * j;
             e.shape(b, nd);
             e.shape(b + nd, nd);
             const std::size_t k = m.first_chunk + j;
-            e.uv(file_slot[static_cast<std::size_t>(cols->chunk_file[k] + 1)]);
-            e.uv(cols->chunk_offset[k]);
-            e.uv(cols->chunk_length[k]);
-            put_sums(e, cols->sums.data() + cols->sum_begin[k], cols->sum_count[k]);
+            e.uv(file_slot[static_cast<std::size_t>(cols.chunk_file[k] + 1)]);
+            e.uv(cols.chunk_offset[k]);
+            e.uv(cols.chunk_length[k]);
+            put_sums(e, cols.sums.data() + cols.sum_begin[k], cols.sum_count[k]);
         }
+        if (done())
+            rows->finish();
     }
     // The next frame (MetadataFrames::next).
     Bytes frame(std::size_t max_bytes)
@@ -691,6 +694,8 @@ struct MetadataFrames::State {
         if (!started) {
             put_header(e);
             started = true;
+            if (rows && done())
+                rows->finish(); // no entries
         } else if (done()) {
             return {};
         }
@@ -703,10 +708,12 @@ struct MetadataFrames::State {
     }
 };
 
-MetadataFrames::MetadataFrames(MetadataColumns md) : m(std::make_unique<State>())
+MetadataFrames::MetadataFrames(MetadataColumns md) : MetadataFrames(std::make_unique<ColumnRows>(std::move(md))) {}
+
+MetadataFrames::MetadataFrames(std::unique_ptr<ChunkRowSource> rows) : m(std::make_unique<State>())
 {
-    m->own_cols = std::move(md);
-    m->cols = &m->own_cols;
+    m->own_rows = std::move(rows);
+    m->rows = m->own_rows.get();
     m->index_files();
 }
 
@@ -733,8 +740,9 @@ Bytes encode(const Metadata& md)
 
 Bytes encode(const MetadataColumns& md)
 {
+    ColumnRows rows(&md);
     MetadataFrames::State s;
-    s.cols = &md;
+    s.rows = &rows;
     s.index_files();
     return s.frame(std::numeric_limits<std::size_t>::max());
 }

@@ -293,6 +293,10 @@ Metadata decode_metadata(const Bytes& b, const WantedBox& wanted);
 class MetadataFrames {
 public:
     explicit MetadataFrames(MetadataColumns md);
+    /// Columns whose rows come entry by entry (a reader that expands them
+    /// as they are framed): next() throws error::FormatError where the
+    /// source finds rows that break the format.
+    explicit MetadataFrames(std::unique_ptr<ChunkRowSource> rows);
     explicit MetadataFrames(Metadata md);
     ~MetadataFrames();
     MetadataFrames(MetadataFrames&&) noexcept;

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cairn::detail {
@@ -50,6 +51,46 @@ struct MetadataColumns {
     std::size_t chunk_count() const noexcept { return chunk_file.size(); }
     /// Appends `n` chunk rows (unwritten), returns the first.
     std::size_t add_chunks(std::size_t n);
+};
+
+/// Metadata whose chunk rows may come one entry at a time: what a load's
+/// coordinator frames (MetadataFrames) without holding every row of a
+/// large checkpoint at once. head() holds every field, entries in name
+/// order; rows(i) makes its chunk columns hold entries[i]'s rows.
+class ChunkRowSource {
+public:
+    virtual ~ChunkRowSource() = default;
+    /// Every field; of the chunk rows, at least those last asked for.
+    virtual const MetadataColumns& head() const = 0;
+    /// The file of every chunk (an index into head().files, -1: not
+    /// written), each once, in the order in which the chunks first use them.
+    virtual std::vector<std::int64_t> files_in_use() const = 0;
+    /// Makes head()'s chunk columns hold the rows of entries[i] where its
+    /// first_chunk and first_coord say (sum_begin into head().sums). Asked
+    /// for i = 0, 1, ... in order. Throws error::FormatError for rows that
+    /// break the format.
+    virtual void rows(std::size_t i) = 0;
+    /// After the last entry's rows: throws error::FormatError when the
+    /// source holds rows or checksums that no entry claims.
+    virtual void finish() = 0;
+};
+
+/// Columns that hold every row already, owned or borrowed (`md` must then
+/// outlive the source).
+class ColumnRows final : public ChunkRowSource {
+public:
+    explicit ColumnRows(const MetadataColumns* md) : m_md(md) {}
+    explicit ColumnRows(MetadataColumns md) : m_own(std::move(md)), m_md(&m_own) {}
+    ColumnRows(const ColumnRows&) = delete;
+    ColumnRows& operator=(const ColumnRows&) = delete;
+    const MetadataColumns& head() const override { return *m_md; }
+    std::vector<std::int64_t> files_in_use() const override;
+    void rows(std::size_t) override {}
+    void finish() override {}
+
+private:
+    MetadataColumns m_own;
+    const MetadataColumns* m_md;
 };
 
 /// Same content, as columns (files numbered in order of first appearance).

@@ -8,6 +8,7 @@
 #include "cairn/distcp.hpp"
 #include "core/metadata_columns.hpp"
 
+#include <memory>
 #include <typeinfo>
 
 namespace cairn::detail {
@@ -31,6 +32,17 @@ struct BuiltinReaders {
     }
     static MetadataColumns read_metadata(DistcpReader& r);    // distcp_reader.cpp
     static MetadataColumns read_metadata(ContainerReader& r); // container_reader.cpp
+    /// The same for the coordinator of a load, which frames it
+    /// (MetadataFrames): its chunk rows expanded and checked entry by entry
+    /// as they are framed (detail::read_metadata_rows_group).
+    static std::unique_ptr<ChunkRowSource> read_metadata_rows(StorageReader& r)
+    {
+        if (typeid(r) == typeid(DistcpReader))
+            return read_metadata_rows(static_cast<DistcpReader&>(r));
+        return read_metadata_rows(static_cast<ContainerReader&>(r));
+    }
+    static std::unique_ptr<ChunkRowSource> read_metadata_rows(DistcpReader& r);
+    static std::unique_ptr<ChunkRowSource> read_metadata_rows(ContainerReader& r);
 };
 
 } // namespace cairn::detail

@@ -156,9 +156,24 @@ void overwrite_i64_attr(const std::string& file, const char* obj, const char* at
         seal_metadata_file(file); // an edit the reader's own checks must catch, not the checksum
 }
 
+// What a load's coordinator broadcasts of the file: its frames (of at least
+// `frame_bytes`) concatenated, the chunk rows read entry by entry.
+Bytes framed_bytes(const std::string& path, std::size_t frame_bytes)
+{
+    MetadataFrames frames(read_metadata_rows_file(path));
+    Bytes all;
+    for (Bytes b; !(b = frames.next(frame_bytes)).empty();)
+        all.insert(all.end(), b.begin(), b.end());
+    return all;
+}
+
+// The FormatError of reading `path`; a load's coordinator, framing the file
+// entry by entry, must meet the same one.
 std::string read_error_of(const std::string& path)
 {
-    return message_of<error::FormatError>([&] { read_metadata_file(path); });
+    const auto whole = message_of<error::FormatError>([&] { read_metadata_file(path); });
+    CHECK(message_of<error::FormatError>([&] { framed_bytes(path, 64); }) == whole);
+    return whole;
 }
 
 // Runs a shell command; returns its exit status (-1 when it did not exit)
@@ -380,6 +395,38 @@ TEST_CASE("metadata file: the chunk columns of many regular chunks are stored as
         md.format_version = 2;
         check_same(back, md);
     }
+    SECTION("runs, rows or checksums that no entry claims are a FormatError, read whole or framed")
+    {
+        md.entries["u"] = row_split(20000, 4, true); // offsets plain, the other columns in runs
+        write_metadata_file(path, md, false);
+        REQUIRE(has_cairn_attr(path, "chunk_offsets"));
+        REQUIRE(has_cairn_attr(path, "chunk_lengths_runs"));
+        edit_cairn_group(path, [](hid_t g) {
+            auto runs = h5::read_i64_attr(g, "chunk_lengths_runs", "test");
+            runs.insert(runs.end(), {8, 0, 1});
+            REQUIRE(H5Adelete(g, "chunk_lengths_runs") >= 0);
+            h5::write_i64_attr(g, "chunk_lengths_runs", runs, {runs.size() / 3, 3});
+        });
+        CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("chunk_lengths_runs") &&
+                                            Contains("1 runs beyond the last entry's values"));
+        write_metadata_file(path, md, false); // undone
+        edit_cairn_group(path, [](hid_t g) {
+            auto offsets = h5::read_u64_attr(g, "chunk_offsets", "test");
+            offsets.push_back(7);
+            REQUIRE(H5Adelete(g, "chunk_offsets") >= 0);
+            h5::write_u64_attr(g, "chunk_offsets", offsets);
+        });
+        CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("'chunk_offsets'") &&
+                                            Contains("rows that no entry claims"));
+        write_metadata_file(path, md, false); // undone
+        edit_cairn_group(path, [](hid_t g) {
+            auto sums = h5::read_u64_attr(g, "chunk_checksums", "test");
+            sums.push_back(7);
+            REQUIRE(H5Adelete(g, "chunk_checksums") >= 0);
+            h5::write_u64_attr(g, "chunk_checksums", sums);
+        });
+        CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("values that no chunk claims"));
+    }
     SECTION("a few chunks stay plain, format version 1")
     {
         md.entries["u"] = row_split(100, 4, false);
@@ -432,6 +479,9 @@ TEST_CASE("metadata file: read as columns, encoded like the structs", "[h5meta][
         const auto cols = read_metadata_columns_file(path);
         CHECK(cols.entries.size() == read_metadata_file(path).entries.size());
         CHECK(encode(cols) == encode(read_metadata_file(path)));
+        // As a load's coordinator frames it: entry by entry, in frames.
+        CHECK(framed_bytes(path, 64) == encode(cols));
+        CHECK(framed_bytes(path, std::size_t(1) << 30) == encode(cols));
         return cols;
     };
     SECTION("every kind of entry, checksums, format version 1")

@@ -291,18 +291,42 @@ void DistcpReader::reset(const std::string& checkpoint_id)
 
 Metadata DistcpReader::read_metadata() { return detail::to_metadata(detail::BuiltinReaders::read_metadata(*this)); }
 
-detail::MetadataColumns detail::BuiltinReaders::read_metadata(DistcpReader& r)
+namespace {
+
+// The metadata file of the checkpoint directory `path`, which must be a
+// committed checkpoint.
+std::string metadata_file_of(const std::string& path)
 {
-    const auto& path = r.m_impl->path;
     if (!fs::is_directory(path))
         throw error::NotFound("no checkpoint at " + path + " (not a directory)");
-    const auto mdfile = fs::join(path, metadata_file_name);
+    auto mdfile = fs::join(path, metadata_file_name);
     if (!fs::exists(mdfile))
         throw error::NotFound(path + " is not a committed checkpoint: " + metadata_file_name +
                               " is missing (an interrupted save?)");
+    return mdfile;
+}
+
+void expect_distcp(const std::string& layout, const std::string& mdfile)
+{
+    if (layout != "distcp")
+        throw error::FormatError(mdfile + ": layout '" + layout + "', expected 'distcp'");
+}
+
+} // namespace
+
+detail::MetadataColumns detail::BuiltinReaders::read_metadata(DistcpReader& r)
+{
+    const auto mdfile = metadata_file_of(r.m_impl->path);
     auto md = detail::read_metadata_columns_file(mdfile);
-    if (md.layout != "distcp")
-        throw error::FormatError(mdfile + ": layout '" + md.layout + "', expected 'distcp'");
+    expect_distcp(md.layout, mdfile);
+    return md;
+}
+
+std::unique_ptr<detail::ChunkRowSource> detail::BuiltinReaders::read_metadata_rows(DistcpReader& r)
+{
+    const auto mdfile = metadata_file_of(r.m_impl->path);
+    auto md = detail::read_metadata_rows_file(mdfile);
+    expect_distcp(md->head().layout, mdfile);
     return md;
 }
 

@@ -70,6 +70,44 @@ bool encode_runs(const std::vector<T>& values, const std::vector<RowBlock>& bloc
     return at == values.size();
 }
 
+bool too_many_values(const std::vector<RowBlock>& blocks)
+{
+    std::uint64_t total = 0;
+    for (const auto& b : blocks) {
+        if (b.width && b.rows > (max_expanded_values - total) / b.width)
+            return true;
+        total += b.rows * b.width;
+    }
+    return false;
+}
+
+template <class T>
+void decode_run_block(const std::vector<std::int64_t>& runs, std::size_t& r, std::uint64_t rows, std::uint32_t width,
+                      T* out, const std::string& what, const std::string& entry)
+{
+    const auto fail = [&](const std::string& why) { throw error::FormatError(what + ": " + why); };
+    const std::size_t k = rows, w = width;
+    for (std::size_t j = 0; j < w; ++j) {
+        for (std::size_t c = 0; c < k;) {
+            if (3 * r + 3 > runs.size())
+                fail("the runs end inside " + entry + " (" + std::to_string(r) + " runs)");
+            const std::int64_t first = runs[3 * r], step = runs[3 * r + 1], count = runs[3 * r + 2];
+            if (count < 1 || static_cast<std::uint64_t>(count) > k - c)
+                fail("run " + std::to_string(r) + " has count " + std::to_string(count) + " where lane " +
+                     std::to_string(j) + " of " + entry + " has " + std::to_string(k - c) + " values left");
+            std::int64_t last = 0, span = 0;
+            if (__builtin_mul_overflow(step, count - 1, &span) || __builtin_add_overflow(first, span, &last))
+                fail("run " + std::to_string(r) + " overflows 64 bits");
+            if (std::is_unsigned_v<T> && (first < 0 || last < 0))
+                fail("run " + std::to_string(r) + " holds negative values in an unsigned column");
+            for (std::int64_t t = 0; t < count; ++t) // first + step * t lies between first and last
+                out[(c + static_cast<std::size_t>(t)) * w + j] = static_cast<T>(first + step * t);
+            c += static_cast<std::size_t>(count);
+            ++r;
+        }
+    }
+}
+
 template <class T>
 std::vector<T> decode_runs(const std::vector<std::int64_t>& runs, const std::vector<RowBlock>& blocks,
                            const std::string& what, const std::vector<std::string>* names)
@@ -80,40 +118,19 @@ std::vector<T> decode_runs(const std::vector<std::int64_t>& runs, const std::vec
     };
     if (runs.size() % 3)
         fail(std::to_string(runs.size()) + " values, not (first, step, count) triples");
+    if (too_many_values(blocks))
+        fail("more than " + std::to_string(max_expanded_values) + " values");
     std::uint64_t total = 0;
-    for (const auto& b : blocks) {
-        if (b.width && b.rows > (max_expanded_values - total) / b.width)
-            fail("more than " + std::to_string(max_expanded_values) + " values");
+    for (const auto& b : blocks)
         total += b.rows * b.width;
-    }
     std::vector<T> out(static_cast<std::size_t>(total));
     std::size_t r = 0, at = 0; // next run; the block's first value
     for (std::size_t i = 0; i < blocks.size(); ++i) {
-        const std::size_t k = blocks[i].rows, w = blocks[i].width;
-        T* base = out.data() + at;
-        for (std::size_t j = 0; j < w; ++j) {
-            for (std::size_t c = 0; c < k;) {
-                if (r + 3 > runs.size())
-                    fail("the runs end inside " + entry(i) + " (" + std::to_string(r / 3) + " runs)");
-                const std::int64_t first = runs[r], step = runs[r + 1], count = runs[r + 2];
-                if (count < 1 || static_cast<std::uint64_t>(count) > k - c)
-                    fail("run " + std::to_string(r / 3) + " has count " + std::to_string(count) + " where lane " +
-                         std::to_string(j) + " of " + entry(i) + " has " + std::to_string(k - c) + " values left");
-                std::int64_t last = 0, span = 0;
-                if (__builtin_mul_overflow(step, count - 1, &span) || __builtin_add_overflow(first, span, &last))
-                    fail("run " + std::to_string(r / 3) + " overflows 64 bits");
-                if (std::is_unsigned_v<T> && (first < 0 || last < 0))
-                    fail("run " + std::to_string(r / 3) + " holds negative values in an unsigned column");
-                for (std::int64_t t = 0; t < count; ++t) // first + step * t lies between first and last
-                    base[(c + static_cast<std::size_t>(t)) * w + j] = static_cast<T>(first + step * t);
-                c += static_cast<std::size_t>(count);
-                r += 3;
-            }
-        }
-        at += k * w;
+        decode_run_block(runs, r, blocks[i].rows, blocks[i].width, out.data() + at, what, entry(i));
+        at += blocks[i].rows * blocks[i].width;
     }
-    if (r != runs.size())
-        fail(std::to_string((runs.size() - r) / 3) + " runs beyond the last entry's values");
+    if (3 * r != runs.size())
+        fail(std::to_string(runs.size() / 3 - r) + " runs beyond the last entry's values");
     return out;
 }
 
@@ -124,6 +141,10 @@ template bool encode_runs<std::uint64_t>(const std::vector<std::uint64_t>&, cons
 template std::vector<std::int64_t> decode_runs<std::int64_t>(const std::vector<std::int64_t>&,
                                                              const std::vector<RowBlock>&, const std::string&,
                                                              const std::vector<std::string>*);
+template void decode_run_block<std::int64_t>(const std::vector<std::int64_t>&, std::size_t&, std::uint64_t,
+                                             std::uint32_t, std::int64_t*, const std::string&, const std::string&);
+template void decode_run_block<std::uint64_t>(const std::vector<std::int64_t>&, std::size_t&, std::uint64_t,
+                                              std::uint32_t, std::uint64_t*, const std::string&, const std::string&);
 template std::vector<std::uint64_t> decode_runs<std::uint64_t>(const std::vector<std::int64_t>&,
                                                                const std::vector<RowBlock>&, const std::string&,
                                                                const std::vector<std::string>*);

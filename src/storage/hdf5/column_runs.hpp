@@ -40,4 +40,19 @@ template <class T>
 std::vector<T> decode_runs(const std::vector<std::int64_t>& runs, const std::vector<RowBlock>& blocks,
                            const std::string& what, const std::vector<std::string>* names = nullptr);
 
+/// Expands the runs of one block of `rows` rows of `width` values into
+/// `out` (rows * width values), starting at run `r` (a triple's index / 3)
+/// and leaving `r` at the next block's first run: decode_runs() block by
+/// block, for a reader that needs one entry's rows at a time. Throws
+/// FormatError, naming `what` and `entry`, where decode_runs() does for
+/// this block.
+template <class T>
+void decode_run_block(const std::vector<std::int64_t>& runs, std::size_t& r, std::uint64_t rows, std::uint32_t width,
+                      T* out, const std::string& what, const std::string& entry);
+
+/// Whether `blocks` hold more values in all than a reader expands
+/// (decode_runs refuses them): a bound on what a crafted chunk count can
+/// make a reader allocate.
+bool too_many_values(const std::vector<RowBlock>& blocks);
+
 } // namespace cairn::detail

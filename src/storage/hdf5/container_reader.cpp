@@ -319,9 +319,13 @@ void ContainerReader::reset(const std::string& checkpoint_id)
 
 Metadata ContainerReader::read_metadata() { return detail::to_metadata(detail::BuiltinReaders::read_metadata(*this)); }
 
-detail::MetadataColumns detail::BuiltinReaders::read_metadata(ContainerReader& r)
+namespace {
+
+// Reads the metadata group of the container `path` with `read`, checking
+// that the file is a container checkpoint.
+template <class Read>
+auto read_container_metadata(const std::string& path, const ContainerTuning& tuning, Read&& read)
 {
-    const auto& path = r.m_impl->path;
     if (!fs::exists(path))
         throw error::NotFound("no checkpoint at " + path);
     if (fs::is_directory(path))
@@ -329,10 +333,33 @@ detail::MetadataColumns detail::BuiltinReaders::read_metadata(ContainerReader& r
     detail::h5::ErrorSilencer quiet;
     if (H5Fis_hdf5(path.c_str()) <= 0)
         throw error::FormatError(path + ": not an HDF5 file");
-    const Handle file = open_serial(path, r.m_impl->tuning);
-    auto md = detail::read_metadata_columns_group(file, path);
-    if (md.layout != "container")
-        throw error::FormatError(path + ": layout '" + md.layout + "', expected 'container'");
+    const Handle file = open_serial(path, tuning);
+    return read(static_cast<hid_t>(file));
+}
+
+void expect_container(const std::string& layout, const std::string& path)
+{
+    if (layout != "container")
+        throw error::FormatError(path + ": layout '" + layout + "', expected 'container'");
+}
+
+} // namespace
+
+detail::MetadataColumns detail::BuiltinReaders::read_metadata(ContainerReader& r)
+{
+    const auto& path = r.m_impl->path;
+    auto md = read_container_metadata(path, r.m_impl->tuning,
+                                      [&](hid_t file) { return detail::read_metadata_columns_group(file, path); });
+    expect_container(md.layout, path);
+    return md;
+}
+
+std::unique_ptr<detail::ChunkRowSource> detail::BuiltinReaders::read_metadata_rows(ContainerReader& r)
+{
+    const auto& path = r.m_impl->path;
+    auto md = read_container_metadata(path, r.m_impl->tuning,
+                                      [&](hid_t file) { return detail::read_metadata_rows_group(file, path); });
+    expect_container(md->head().layout, path);
     return md;
 }
 

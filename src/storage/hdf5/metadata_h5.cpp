@@ -94,27 +94,86 @@ void write_runs_or(hid_t root, const char* name, bool as_runs, const std::vector
         plain();
 }
 
-// A per-chunk column as stored: plain or in its run form, never both.
+// A per-chunk column as stored, plain or in its run form (never both),
+// handed out block by block (an entry's rows) without expanding the rest.
 template <class T>
-std::vector<T> read_chunk_column(hid_t root, const char* name, const std::vector<RowBlock>& blocks,
-                                 const std::vector<std::string>& entries, const std::string& rw)
-{
-    const std::string runs_name = std::string(name) + "_runs";
-    const bool plain = h5::has_attr(root, name), runs = h5::has_attr(root, runs_name.c_str());
-    if (plain && runs)
-        throw error::FormatError(rw + ": both '" + name + "' and '" + runs_name + "'");
-    if (!runs) {
-        if constexpr (std::is_signed_v<T>)
-            return h5::read_i64_attr(root, name, rw);
-        else
-            return h5::read_u64_attr(root, name, rw);
+class StoredColumn {
+public:
+    // Where the next block starts: a run (run form) or a value (plain).
+    struct Cursor {
+        std::size_t at = 0;
+    };
+
+    void read(hid_t root, const char* name, const std::vector<RowBlock>& blocks, const std::string& rw)
+    {
+        const std::string runs_name = std::string(name) + "_runs";
+        const bool plain = h5::has_attr(root, name), runs = h5::has_attr(root, runs_name.c_str());
+        if (plain && runs)
+            throw error::FormatError(rw + ": both '" + name + "' and '" + runs_name + "'");
+        m_runs = runs;
+        if (!runs) {
+            m_what = rw + ": attribute '" + name + "'";
+            if constexpr (std::is_signed_v<T>)
+                m_values = h5::read_i64_attr(root, name, rw);
+            else
+                m_values = h5::read_u64_attr(root, name, rw);
+            return;
+        }
+        m_what = rw + ": attribute '" + runs_name + "'";
+        std::vector<hsize_t> dims;
+        m_triples = h5::read_i64_attr(root, runs_name.c_str(), rw, &dims);
+        if (!m_triples.empty() && (dims.size() != 2 || dims[1] != 3))
+            throw error::FormatError(m_what + " is not an array of (first, step, count) rows");
+        if (too_many_values(blocks))
+            throw error::FormatError(m_what + ": more values than a reader expands");
     }
-    std::vector<hsize_t> dims;
-    const auto triples = h5::read_i64_attr(root, runs_name.c_str(), rw, &dims);
-    if (!triples.empty() && (dims.size() != 2 || dims[1] != 3))
-        throw error::FormatError(rw + ": attribute '" + runs_name + "' is not an array of (first, step, count) rows");
-    return decode_runs<T>(triples, blocks, rw + ": attribute '" + runs_name + "'", &entries);
-}
+
+    // Appends the block of `rows` rows of `width` values at `cur` to `out`
+    // and moves `cur` past it. `entry` names the entry in messages.
+    void block(Cursor& cur, std::uint64_t rows, std::uint32_t width, std::vector<T>& out,
+               const std::string& entry) const
+    {
+        if (!m_runs && width && rows > (m_values.size() - cur.at) / width)
+            throw error::FormatError(m_what + ": " + entry + ": invalid chunk count " + std::to_string(rows) +
+                                     " (more than the rows left)");
+        // Bounded: by the plain values, or for runs by read()'s check.
+        const std::size_t n = static_cast<std::size_t>(rows * width), base = out.size();
+        out.resize(base + n);
+        if (m_runs) {
+            decode_run_block(m_triples, cur.at, rows, width, out.data() + base, m_what, entry);
+        } else {
+            std::copy_n(m_values.begin() + static_cast<std::ptrdiff_t>(cur.at), n, out.begin() + static_cast<std::ptrdiff_t>(base));
+            cur.at += n;
+        }
+    }
+
+    // How many values the blocks would take from it, at most (to reserve).
+    std::size_t values_for(const std::vector<RowBlock>& blocks) const
+    {
+        if (!m_runs)
+            return m_values.size();
+        std::size_t n = 0; // read() checked that the sum is bounded
+        for (const auto& b : blocks)
+            n += static_cast<std::size_t>(b.rows * b.width);
+        return n;
+    }
+
+    // After the last block: nothing may be left.
+    void finish(const Cursor& cur) const
+    {
+        if (m_runs && 3 * cur.at != m_triples.size())
+            throw error::FormatError(m_what + ": " + std::to_string(m_triples.size() / 3 - cur.at) +
+                                     " runs beyond the last entry's values");
+        if (!m_runs && cur.at != m_values.size())
+            throw error::FormatError(m_what + ": rows that no entry claims");
+    }
+
+private:
+    std::string m_what;
+    bool m_runs = false;
+    std::vector<T> m_values;              // plain
+    std::vector<std::int64_t> m_triples;  // run form
+};
 
 } // namespace
 
@@ -249,13 +308,70 @@ void write_metadata_group(hid_t loc, const MetadataColumns& md)
     }
 }
 
-MetadataColumns read_metadata_columns_group(hid_t loc, const std::string& where)
+namespace {
+
+// The /cairn group, read whole but for its chunk rows, which it expands and
+// checks entry by entry, in stored order (ChunkRowSource when the stored
+// order is name order, as Cairn writes it).
+class GroupRows final : public ChunkRowSource {
+public:
+    GroupRows(hid_t loc, const std::string& where);
+
+    // Whether the entries are stored in name order with distinct names.
+    bool in_name_order() const noexcept { return m_sorted; }
+    const MetadataColumns& head() const override { return m_head; }
+    std::vector<std::int64_t> files_in_use() const override;
+    void rows(std::size_t i) override
+    {
+        m_head.boxes.clear();
+        m_head.chunk_file.clear();
+        m_head.chunk_offset.clear();
+        m_head.chunk_length.clear();
+        m_head.sum_begin.clear();
+        m_head.sum_count.clear();
+        append(i, m_head);
+    }
+    void finish() override;
+    // Appends the rows of entries[i] to `out`'s chunk columns (whose
+    // entries are head()'s) and points out.entries[i] at them; i in order.
+    void append(std::size_t i, MetadataColumns& out);
+    MetadataColumns take_head() { return std::move(m_head); }
+    // Reserves in `out`'s chunk columns the room that every row takes.
+    void reserve(MetadataColumns& out) const
+    {
+        out.boxes.reserve(m_boxes.values_for(m_box_blocks));
+        const std::size_t rows = std::min({m_files.values_for(m_chunk_blocks), m_offsets.values_for(m_chunk_blocks),
+                                           m_lengths.values_for(m_chunk_blocks)});
+        out.chunk_file.reserve(rows);
+        out.chunk_offset.reserve(rows);
+        out.chunk_length.reserve(rows);
+        out.sum_begin.reserve(rows);
+        out.sum_count.reserve(rows);
+    }
+
+private:
+    std::string m_rw; // "<where>: /cairn"
+    std::vector<std::uint64_t> m_elem; // per entry: element size
+    std::vector<RowBlock> m_box_blocks, m_chunk_blocks;
+    StoredColumn<std::int64_t> m_boxes, m_files;
+    StoredColumn<std::uint64_t> m_offsets, m_lengths;
+    StoredColumn<std::int64_t>::Cursor m_box_at, m_file_at;
+    StoredColumn<std::uint64_t>::Cursor m_offset_at, m_length_at;
+    MetadataColumns m_head;
+    std::size_t m_entries = 0, m_sums = 0; // counts (m_head may have been taken)
+    std::size_t m_next = 0;                // the entry whose rows come next
+    std::size_t m_sums_at = 0;             // its first checksum in the pool
+    bool m_sorted = true;
+};
+
+GroupRows::GroupRows(hid_t loc, const std::string& where)
 {
     if (H5Lexists(loc, "cairn", H5P_DEFAULT) <= 0)
         throw error::FormatError(where + ": no group /cairn (not a Cairn checkpoint)");
     Handle root(check(H5Gopen2(loc, "cairn", H5P_DEFAULT), where + ": opening /cairn", false));
-    MetadataColumns md;
-    const std::string rw = where + ": /cairn";
+    MetadataColumns& md = m_head;
+    m_rw = where + ": /cairn";
+    const std::string& rw = m_rw;
     auto fail = [&](const std::string& why) -> void { throw error::FormatError(rw + ": " + why); };
     const auto fv = h5::read_i64_attr(root, "format_version", rw);
     if (fv.size() != 1)
@@ -274,7 +390,6 @@ MetadataColumns read_metadata_columns_group(hid_t loc, const std::string& where)
     md.created = h5::read_string_attr(root, "created", rw);
 
     md.files = h5::read_string_array_attr(root, "files", rw);
-    const auto& files = md.files;
     const auto names = h5::read_string_array_attr(root, "names", rw);
     const auto count = h5::read_i64_attr(root, "entry_count", rw);
     const std::size_t n = names.size();
@@ -288,42 +403,33 @@ MetadataColumns read_metadata_columns_group(hid_t loc, const std::string& where)
     const auto counts = h5::read_i64_attr(root, "chunk_counts", rw);
     if (counts.size() != n)
         fail("chunk_counts has " + std::to_string(counts.size()) + " rows for " + std::to_string(n) + " entries");
-    std::vector<RowBlock> box_blocks(n), chunk_blocks(n);
+    m_box_blocks.resize(n);
+    m_chunk_blocks.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
         if (counts[i] < 0)
             fail("entry '" + names[i] + "': invalid chunk count " + std::to_string(counts[i]));
-        box_blocks[i] = {static_cast<std::uint64_t>(counts[i]), 2u * ndims[i]};
-        chunk_blocks[i] = {static_cast<std::uint64_t>(counts[i]), 1};
+        m_box_blocks[i] = {static_cast<std::uint64_t>(counts[i]), 2u * ndims[i]};
+        m_chunk_blocks[i] = {static_cast<std::uint64_t>(counts[i]), 1};
     }
-    md.boxes = read_chunk_column<std::int64_t>(root, "chunk_boxes", box_blocks, names, rw);
-    md.chunk_file = read_chunk_column<std::int64_t>(root, "chunk_files", chunk_blocks, names, rw);
-    md.chunk_offset = read_chunk_column<std::uint64_t>(root, "chunk_offsets", chunk_blocks, names, rw);
-    md.chunk_length = read_chunk_column<std::uint64_t>(root, "chunk_lengths", chunk_blocks, names, rw);
-    const auto& boxes = md.boxes;
-    const auto& chunk_file = md.chunk_file;
-    const auto& chunk_offset = md.chunk_offset;
-    const auto& chunk_length = md.chunk_length;
+    m_boxes.read(root, "chunk_boxes", m_box_blocks, rw);
+    m_files.read(root, "chunk_files", m_chunk_blocks, rw);
+    m_offsets.read(root, "chunk_offsets", m_chunk_blocks, rw);
+    m_lengths.read(root, "chunk_lengths", m_chunk_blocks, rw);
     const auto algorithm = h5::read_string_attr(root, "checksum_algorithm", rw);
     const auto block = h5::read_i64_attr(root, "checksum_block_bytes", rw);
     md.sums = h5::read_u64_attr(root, "chunk_checksums", rw);
-    const auto& sums = md.sums;
     if (block.size() != 1 || block[0] < 0)
         fail("invalid checksum_block_bytes");
     md.checksum_block = static_cast<std::uint64_t>(block[0]);
     if (md.checksum_block && algorithm != checksum_algorithm)
         fail("checksum algorithm '" + algorithm + "', this Cairn knows '" + checksum_algorithm + "'");
-    std::size_t ki = 0; // cursor into sums
-    const std::size_t nc = chunk_file.size();
-    if (chunk_offset.size() != nc || chunk_length.size() != nc)
-        fail("the chunk columns differ in length");
-    md.sum_begin.resize(nc);
-    md.sum_count.resize(nc);
     md.entries.reserve(n);
+    m_elem.reserve(n);
 
     Handle values;
     if (H5Lexists(root, "values", H5P_DEFAULT) > 0)
         values = Handle(check(H5Gopen2(root, "values", H5P_DEFAULT), rw + "/values", false));
-    std::size_t si = 0, ci = 0, bi = 0; // cursors into shapes, chunks, boxes
+    std::size_t si = 0; // cursor into shapes
     for (std::size_t i = 0; i < n; ++i) {
         const std::string ew = rw + ": entry '" + names[i] + "'";
         if (kinds[i] > static_cast<std::uint8_t>(ItemKind::string) || !dtype_valid(dtypes[i]))
@@ -349,54 +455,9 @@ MetadataColumns read_metadata_columns_group(hid_t loc, const std::string& where)
         if (has_dims(em.kind) && !checked_bytes(em.global_shape, elem))
             throw error::FormatError(ew + ": global shape " + shape_str(em.global_shape) +
                                      " holds more bytes than a 64-bit size");
-        const auto nchunks = counts[i];
-        if (nchunks < 0 || static_cast<std::uint64_t>(nchunks) > nc - ci ||
-            (!has_dims(em.kind) && nchunks != 0))
-            throw error::FormatError(ew + ": invalid chunk count " + std::to_string(nchunks));
-        em.first_chunk = ci;
-        em.chunks = static_cast<std::size_t>(nchunks);
-        em.first_coord = bi;
-        // Chunk boxes as stored: offsets then extents, 2 * nd values each.
-        const auto box_at = [&](std::size_t first_value) {
-            const std::int64_t* b = boxes.data() + first_value;
-            return Box{Shape(b, b + nd), Shape(b + nd, b + 2 * nd)};
-        };
-        for (std::size_t c = 0; c < em.chunks; ++c, ++ci) {
-            if (boxes.size() - bi < 2 * nd)
-                throw error::FormatError(ew + ": chunk_boxes is too short");
-            const std::int64_t* off = boxes.data() + bi;
-            const std::int64_t* ext = off + nd;
-            if (!inside(off, ext, em.global_shape.data(), nd))
-                throw error::FormatError(ew + ": chunk " + std::to_string(c) + " box " + box_at(bi).str() +
-                                         " lies outside the global shape " + shape_str(em.global_shape));
-            if (chunk_file[ci] < 0 || static_cast<std::size_t>(chunk_file[ci]) >= files.size())
-                throw error::FormatError(ew + ": chunk " + std::to_string(c) + " names file " +
-                                         std::to_string(chunk_file[ci]) + " of " + std::to_string(files.size()));
-            // Inside a global shape whose byte size fits: so does the box's.
-            const auto expect = static_cast<std::uint64_t>(volume_of(ext, nd)) * elem;
-            if (chunk_length[ci] != expect)
-                throw error::FormatError(ew + ": chunk " + std::to_string(c) + " has length " +
-                                         std::to_string(chunk_length[ci]) + ", its box needs " + std::to_string(expect));
-            const auto nsums = checksum_blocks(chunk_length[ci], checksum_span(ext, nd, elem, md.checksum_block));
-            if (sums.size() - ki < nsums)
-                throw error::FormatError(ew + ": chunk_checksums is too short");
-            md.sum_begin[ci] = ki;
-            md.sum_count[ci] = static_cast<std::uint32_t>(nsums);
-            ki += nsums;
-            bi += 2 * nd;
-        }
-        if (has_dims(em.kind)) {
-            const auto p = check_tiling(em.global_shape, boxes.data() + em.first_coord, em.chunks);
-            if (p.kind == TilingProblem::overlap)
-                throw error::FormatError(ew + ": chunk " + std::to_string(p.first) + " " +
-                                         box_at(em.first_coord + 2 * nd * p.first).str() + " overlaps chunk " +
-                                         std::to_string(p.second) + " " +
-                                         box_at(em.first_coord + 2 * nd * p.second).str());
-            if (p.kind == TilingProblem::coverage)
-                throw error::FormatError(ew + ": its chunks cover " + std::to_string(p.covered) + " of the " +
-                                         std::to_string(p.total) + " elements of its global shape " +
-                                         shape_str(em.global_shape));
-        }
+        if (!has_dims(em.kind) && counts[i] != 0)
+            throw error::FormatError(ew + ": invalid chunk count " + std::to_string(counts[i]));
+        em.chunks = static_cast<std::size_t>(counts[i]);
         if (em.kind == ItemKind::string || em.kind == ItemKind::scalar) {
             if (!values.valid())
                 throw error::FormatError(rw + ": group 'values' is missing");
@@ -408,17 +469,153 @@ MetadataColumns read_metadata_columns_group(hid_t loc, const std::string& where)
                                   rw + "/values");
             }
         }
+        m_sorted = m_sorted && (i == 0 || md.entries.back().name < em.name);
         md.entries.push_back(std::move(em));
+        m_elem.push_back(elem);
     }
-    if (si != shapes.size() || ci != nc || bi != boxes.size() || ki != sums.size())
+    if (si != shapes.size())
         fail("the shape and chunk tables have rows that no entry claims");
+    m_entries = n;
+    m_sums = md.sums.size();
+}
+
+std::vector<std::int64_t> GroupRows::files_in_use() const
+{
+    const auto& md = m_head;
+    std::vector<std::int64_t> order, column;
+    std::vector<bool> seen(md.files.size(), false);
+    StoredColumn<std::int64_t>::Cursor at;
+    for (std::size_t i = 0; i < md.entries.size(); ++i) {
+        const auto& em = md.entries[i];
+        const std::string ew = m_rw + ": entry '" + em.name + "'";
+        column.clear();
+        m_files.block(at, em.chunks, 1, column, "entry '" + em.name + "'");
+        for (std::size_t c = 0; c < column.size(); ++c) {
+            const auto f = column[c];
+            if (f < 0 || static_cast<std::size_t>(f) >= md.files.size())
+                throw error::FormatError(ew + ": chunk " + std::to_string(c) + " names file " + std::to_string(f) +
+                                         " of " + std::to_string(md.files.size()));
+            if (!seen[static_cast<std::size_t>(f)]) {
+                seen[static_cast<std::size_t>(f)] = true;
+                order.push_back(f);
+            }
+        }
+    }
+    return order;
+}
+
+void GroupRows::append(std::size_t i, MetadataColumns& out)
+{
+    if (i != m_next || i >= out.entries.size())
+        throw Error(Error::Kind::generic, "internal: metadata rows asked out of order");
+    ++m_next;
+    auto& em = out.entries[i];
+    const std::string ew = m_rw + ": entry '" + em.name + "'";
+    const std::string entry = "entry '" + em.name + "'";
+    const std::size_t nd = em.ndim(), ci = out.chunk_file.size();
+    em.first_chunk = ci;
+    em.first_coord = out.boxes.size();
+    m_boxes.block(m_box_at, m_box_blocks[i].rows, m_box_blocks[i].width, out.boxes, entry);
+    m_files.block(m_file_at, em.chunks, 1, out.chunk_file, entry);
+    m_offsets.block(m_offset_at, em.chunks, 1, out.chunk_offset, entry);
+    m_lengths.block(m_length_at, em.chunks, 1, out.chunk_length, entry);
+    out.sum_begin.resize(ci + em.chunks);
+    out.sum_count.resize(ci + em.chunks);
+    const auto& files = out.files;
+    const auto& sums = out.sums;
+    const std::uint64_t elem = m_elem[i];
+    // Chunk boxes as stored: offsets then extents, 2 * nd values each.
+    const auto box_at = [&](std::size_t first_value) {
+        const std::int64_t* b = out.boxes.data() + first_value;
+        return Box{Shape(b, b + nd), Shape(b + nd, b + 2 * nd)};
+    };
+    std::size_t ki = m_sums_at;
+    for (std::size_t c = 0, k = ci, bi = em.first_coord; c < em.chunks; ++c, ++k, bi += 2 * nd) {
+        const std::int64_t* off = out.boxes.data() + bi;
+        const std::int64_t* ext = off + nd;
+        if (!inside(off, ext, em.global_shape.data(), nd))
+            throw error::FormatError(ew + ": chunk " + std::to_string(c) + " box " + box_at(bi).str() +
+                                     " lies outside the global shape " + shape_str(em.global_shape));
+        const auto f = out.chunk_file[k];
+        if (f < 0 || static_cast<std::size_t>(f) >= files.size())
+            throw error::FormatError(ew + ": chunk " + std::to_string(c) + " names file " + std::to_string(f) + " of " +
+                                     std::to_string(files.size()));
+        // Inside a global shape whose byte size fits: so does the box's.
+        const auto expect = static_cast<std::uint64_t>(volume_of(ext, nd)) * elem;
+        if (out.chunk_length[k] != expect)
+            throw error::FormatError(ew + ": chunk " + std::to_string(c) + " has length " +
+                                     std::to_string(out.chunk_length[k]) + ", its box needs " + std::to_string(expect));
+        const auto nsums = checksum_blocks(out.chunk_length[k], checksum_span(ext, nd, elem, out.checksum_block));
+        if (sums.size() - ki < nsums)
+            throw error::FormatError(ew + ": chunk_checksums is too short");
+        out.sum_begin[k] = ki;
+        out.sum_count[k] = static_cast<std::uint32_t>(nsums);
+        ki += nsums;
+    }
+    m_sums_at = ki;
+    if (has_dims(em.kind)) {
+        const auto p = check_tiling(em.global_shape, out.boxes.data() + em.first_coord, em.chunks);
+        if (p.kind == TilingProblem::overlap)
+            throw error::FormatError(ew + ": chunk " + std::to_string(p.first) + " " +
+                                     box_at(em.first_coord + 2 * nd * p.first).str() + " overlaps chunk " +
+                                     std::to_string(p.second) + " " + box_at(em.first_coord + 2 * nd * p.second).str());
+        if (p.kind == TilingProblem::coverage)
+            throw error::FormatError(ew + ": its chunks cover " + std::to_string(p.covered) + " of the " +
+                                     std::to_string(p.total) + " elements of its global shape " +
+                                     shape_str(em.global_shape));
+    }
+}
+
+void GroupRows::finish()
+{
+    if (m_next != m_entries)
+        throw Error(Error::Kind::generic, "internal: metadata rows finished before the last entry");
+    m_boxes.finish(m_box_at);
+    m_files.finish(m_file_at);
+    m_offsets.finish(m_offset_at);
+    m_lengths.finish(m_length_at);
+    if (m_sums_at != m_sums)
+        throw error::FormatError(m_rw + ": the checksum pool has values that no chunk claims");
+}
+
+} // namespace
+
+namespace {
+
+// Every row of `g` in one set of columns, entries in name order.
+MetadataColumns expand_all(GroupRows& g, const std::string& where)
+{
+    MetadataColumns md = g.take_head();
+    g.reserve(md);
+    for (std::size_t i = 0; i < md.entries.size(); ++i)
+        g.append(i, md);
+    g.finish();
     // In name order, as a cairn::Metadata holds them (the writer's order;
     // a file need not keep it), names distinct.
-    std::stable_sort(md.entries.begin(), md.entries.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-    for (std::size_t i = 1; i < md.entries.size(); ++i)
-        if (md.entries[i].name == md.entries[i - 1].name)
-            throw error::FormatError(rw + ": entry '" + md.entries[i].name + "': duplicate name");
+    if (!g.in_name_order()) {
+        std::stable_sort(md.entries.begin(), md.entries.end(),
+                         [](const auto& a, const auto& b) { return a.name < b.name; });
+        for (std::size_t i = 1; i < md.entries.size(); ++i)
+            if (md.entries[i].name == md.entries[i - 1].name)
+                throw error::FormatError(where + ": /cairn: entry '" + md.entries[i].name + "': duplicate name");
+    }
     return md;
+}
+
+} // namespace
+
+MetadataColumns read_metadata_columns_group(hid_t loc, const std::string& where)
+{
+    GroupRows g(loc, where);
+    return expand_all(g, where);
+}
+
+std::unique_ptr<ChunkRowSource> read_metadata_rows_group(hid_t loc, const std::string& where)
+{
+    auto g = std::make_unique<GroupRows>(loc, where);
+    if (g->in_name_order())
+        return g;
+    return std::make_unique<ColumnRows>(expand_all(*g, where));
 }
 
 Metadata read_metadata_group(hid_t loc, const std::string& where)
@@ -639,7 +836,11 @@ void write_metadata_file(const std::string& path, const MetadataColumns& md, boo
         fs::fsync_path(path);
 }
 
-MetadataColumns read_metadata_columns_file(const std::string& path)
+namespace {
+
+// Calls `read` with the metadata file `path` open (read_metadata_columns_file).
+template <class Read>
+auto with_metadata_file(const std::string& path, Read&& read)
 {
     if (!fs::exists(path))
         throw error::NotFound("no checkpoint metadata at " + path);
@@ -673,7 +874,19 @@ MetadataColumns read_metadata_columns_file(const std::string& path)
         throw error::FormatError(path + (sealed ? ": HDF5 cannot open it: " : ": a damaged HDF5 file (truncated?): ") +
                                  (why.empty() ? "cannot open" : why));
     }
-    return read_metadata_columns_group(file, path);
+    return read(file);
+}
+
+} // namespace
+
+MetadataColumns read_metadata_columns_file(const std::string& path)
+{
+    return with_metadata_file(path, [&](hid_t file) { return read_metadata_columns_group(file, path); });
+}
+
+std::unique_ptr<ChunkRowSource> read_metadata_rows_file(const std::string& path)
+{
+    return with_metadata_file(path, [&](hid_t file) { return read_metadata_rows_group(file, path); });
 }
 
 Metadata read_metadata_file(const std::string& path) { return to_metadata(read_metadata_columns_file(path)); }

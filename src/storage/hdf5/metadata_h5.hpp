@@ -7,6 +7,7 @@
 #include <hdf5.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 namespace cairn::detail {
@@ -27,6 +28,13 @@ Metadata read_metadata_group(hid_t loc, const std::string& where);
 /// FormatError), without any per-chunk object: what the coordinator of a
 /// load encodes and broadcasts. Same checks and errors.
 MetadataColumns read_metadata_columns_group(hid_t loc, const std::string& where);
+/// The same for a load's coordinator to frame (MetadataFrames): when the
+/// entries are stored in name order (as Cairn writes them), the chunk rows
+/// are expanded and checked one entry at a time, as they are framed,
+/// instead of all at once; else as read_metadata_columns_group. The same
+/// checks and errors; those of the chunk rows may then come from
+/// MetadataFrames::next(). Reads nothing from `loc` after it returns.
+std::unique_ptr<ChunkRowSource> read_metadata_rows_group(hid_t loc, const std::string& where);
 
 /// Bytes of the HDF5 user block of a metadata file, which holds its
 /// integrity header (docs/FORMAT.md, section 2.4).
@@ -53,6 +61,8 @@ void seal_metadata_file(const std::string& path);
 Metadata read_metadata_file(const std::string& path);
 /// The same, as columns (read_metadata_columns_group); same errors.
 MetadataColumns read_metadata_columns_file(const std::string& path);
+/// The same, for a load's coordinator (read_metadata_rows_group).
+std::unique_ptr<ChunkRowSource> read_metadata_rows_file(const std::string& path);
 
 /// Escapes an entry name into an HDF5 link name ('%' -> %25, '/' -> %2F, a
 /// leading '.' -> %2E); reversible, and the identity on ordinary names.
