@@ -1142,8 +1142,11 @@ void bench_planning(long ranks, long arrays, Results& R)
     const std::int64_t rows = 32, cols = 1024; // 256 KiB chunks of f64
     double t_build = 0, t_decode = 0, t_global = 0, t_encode = 0, t_attach = 0, t_md = 0;
     double r_encode = 0, r_attach = 0, r_md = 0; // the next save with the kept plan (SaveOptions::reuse_plan)
-    double t_load_read = 0;                        // a load's coordinator: metadata.h5 read as columns, encoded
-    double t_load_columns = 0;                     // ... of which the read
+    double t_load_read = 0;    // a load's coordinator: metadata.h5 read, its rows framed entry by entry
+    double t_load_columns = 0; // ... of which the read before the first frame
+    double load_heap = 0;      // ... heap held by the read content (largest over the runs)
+    double t_load_whole = 0;   // the same with every row expanded first (read_metadata_columns_file)
+    double load_whole_heap = 0;
     double t_load_decode = 0, load_heap_bytes = 0; // every rank of a load: the metadata decoded into structs
     double t_load_part = 0, load_part_heap = 0;    // ... only the chunks a rank's box overlaps
     double t_verify_share = 0, verify_share_heap = 0; // verify on 64 ranks: rank 0's share
@@ -1273,19 +1276,46 @@ void bench_planning(long ranks, long arrays, Results& R)
         peak_extra = std::max(peak_extra, static_cast<double>(status_kib("VmHWM") - rss_before) * 1024.0);
         {
             // A load of it (src/checkpoint.cpp). The coordinator reads
-            // metadata.h5 as columns and encodes them in frames of whole
-            // entries for the broadcast (detail::share_metadata); kept here
-            // to decode them below as every rank would, one at a time.
-            t0 = now();
+            // metadata.h5 and encodes it in frames of whole entries for the
+            // broadcast (detail::share_metadata), the chunk rows expanded
+            // entry by entry; kept here to decode them below as every rank
+            // would, one at a time. Side by side (order alternating by run):
+            // the same with every row expanded before the first frame.
             std::vector<cd::Bytes> frames;
-            {
-                cd::MetadataColumns columns = cd::read_metadata_columns_file(mdpath);
-                t_load_columns += now() - t0;
-                cd::MetadataFrames f(std::move(columns));
+            const auto frame_all = [&](cd::MetadataFrames& f, std::vector<cd::Bytes>* keep) {
                 for (cd::Bytes b; !(b = f.next(cd::metadata_frame_bytes())).empty();)
-                    frames.push_back(std::move(b));
+                    if (keep)
+                        keep->push_back(std::move(b));
+            };
+            // malloc's bytes in use, including its mmap'ed blocks (large vectors).
+            const auto heap_now = [] {
+                const auto m = mallinfo2();
+                return static_cast<double>(m.uordblks) + static_cast<double>(m.hblkhd);
+            };
+            const auto by_rows = [&] {
+                const auto heap0 = heap_now();
+                t0 = now();
+                cd::MetadataFrames f(cd::read_metadata_rows_file(mdpath));
+                t_load_columns += now() - t0;
+                load_heap = std::max(load_heap, heap_now() - heap0);
+                frame_all(f, &frames);
+                t_load_read += now() - t0;
+            };
+            const auto whole = [&] {
+                const auto heap0 = heap_now();
+                const double t = now();
+                cd::MetadataFrames f(cd::read_metadata_columns_file(mdpath));
+                load_whole_heap = std::max(load_whole_heap, heap_now() - heap0);
+                frame_all(f, nullptr);
+                t_load_whole += now() - t;
+            };
+            if (run % 2) {
+                whole();
+                by_rows();
+            } else {
+                by_rows();
+                whole();
             }
-            t_load_read += now() - t0;
             load_bcast_bytes = 0;
             load_frame_max = 0;
             for (const auto& b : frames) {
@@ -1380,10 +1410,17 @@ void bench_planning(long ranks, long arrays, Results& R)
     std::printf("figure planning-%s next save with the kept plan (reuse_plan): %.3f s (encode plans %.3f, attach "
                 "results %.3f, write metadata.h5 %.3f)\n",
                 label.c_str(), again, r_encode / n, r_attach / n, r_md / n);
-    std::printf("figure planning-%s a load of it: the coordinator reads metadata.h5 as columns and encodes them "
-                "in %.3f s (read %.3f s), %.1f MiB to broadcast (%.1f B/chunk) in frames of at most %.2f MiB\n",
-                label.c_str(), t_load_read / n, t_load_columns / n, load_bcast_bytes / 1048576.0,
-                static_cast<double>(load_bcast_bytes) / static_cast<double>(chunks), load_frame_max / 1048576.0);
+    std::printf("figure planning-%s a load of it: the coordinator reads metadata.h5 and encodes it, its chunk rows "
+                "entry by entry, in %.3f s (%.3f s before the first frame), holding %.1f MiB of heap; %.1f MiB to "
+                "broadcast (%.1f B/chunk) in frames of at most %.2f MiB\n",
+                label.c_str(), t_load_read / n, t_load_columns / n, load_heap / 1048576.0,
+                load_bcast_bytes / 1048576.0, static_cast<double>(load_bcast_bytes) / static_cast<double>(chunks),
+                load_frame_max / 1048576.0);
+    std::printf("figure planning-%s a load of it, every row expanded first (read_metadata_columns_file): %.3f s, "
+                "holding %.1f MiB of heap\n",
+                label.c_str(), t_load_whole / n, load_whole_heap / 1048576.0);
+    std::printf("ratio planning-%s load-read-rows/whole-seconds %.3f\n", label.c_str(),
+                t_load_whole > 0 ? t_load_read / t_load_whole : 0.0);
     if (t_load_decode >= 0)
         std::printf("figure planning-%s a load of it, custom planner or reader: every rank decodes all of it into "
                     "structs in %.3f s, holding %.1f MiB of heap (%.0f B/chunk)\n",
