@@ -838,6 +838,26 @@ void write_metadata_file(const std::string& path, const MetadataColumns& md, boo
 
 namespace {
 
+// File image callbacks (H5Pset_file_image_callbacks) that share one
+// read-only buffer, the std::vector<unsigned char> at `udata`, instead of
+// copying it: every allocation of the image is the buffer, every copy a
+// no-op, nothing is freed or grown.
+void* shared_image_malloc(std::size_t size, H5FD_file_image_op_t, void* udata)
+{
+    auto* b = static_cast<std::vector<unsigned char>*>(udata);
+    return size <= b->size() ? b->data() : nullptr;
+}
+void* shared_image_memcpy(void* dest, const void* src, std::size_t size, H5FD_file_image_op_t, void*)
+{
+    if (dest != src) // not ours: a real copy (HDF5 does not ask for one here)
+        std::memcpy(dest, src, size);
+    return dest;
+}
+void* shared_image_realloc(void*, std::size_t, H5FD_file_image_op_t, void*) { return nullptr; }
+herr_t shared_image_free(void*, H5FD_file_image_op_t, void*) { return 0; }
+void* shared_image_udata_copy(void* udata) { return udata; }
+herr_t shared_image_udata_free(void*) { return 0; }
+
 // Calls `read` with the metadata file `path` open (read_metadata_columns_file).
 template <class Read>
 auto with_metadata_file(const std::string& path, Read&& read)
@@ -863,6 +883,18 @@ auto with_metadata_file(const std::string& path, Read&& read)
     h5::ErrorSilencer quiet;
     Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), path, false));
     check_status(H5Pset_fapl_core(fapl, 1 << 16, 0), path + ": in-memory driver", false);
+    // HDF5 copies an image into the property list, into its copies and into
+    // the open file: with these callbacks every copy is `bytes` itself
+    // (read-only, and `bytes` outlives the list and the file).
+    H5FD_file_image_callbacks_t shared{};
+    shared.image_malloc = &shared_image_malloc;
+    shared.image_memcpy = &shared_image_memcpy;
+    shared.image_realloc = &shared_image_realloc;
+    shared.image_free = &shared_image_free;
+    shared.udata_copy = &shared_image_udata_copy;
+    shared.udata_free = &shared_image_udata_free;
+    shared.udata = &bytes;
+    check_status(H5Pset_file_image_callbacks(fapl, &shared), path + ": file image callbacks", false);
     check_status(H5Pset_file_image(fapl, bytes.data(), bytes.size()), path + ": file image", false);
     // The core driver refuses to open an image under the name of an existing
     // file: a name below a regular file cannot exist.
