@@ -101,15 +101,6 @@ void Encoder::bytes(const Bytes& b)
     raw(b.data(), b.size());
 }
 
-void Encoder::shape(const Shape& s) { shape(s.data(), s.size()); }
-
-void Encoder::shape(const std::int64_t* v, std::size_t n)
-{
-    u8(static_cast<std::uint8_t>(n));
-    for (std::size_t i = 0; i < n; ++i)
-        uv(static_cast<std::uint64_t>(v[i])); // negative: 10 bytes, refused on decoding
-}
-
 void Decoder::fail(const std::string& why) const { throw error::FormatError(std::string(m_what) + ": " + why); }
 
 void Decoder::truncated(std::size_t n) const

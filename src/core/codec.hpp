@@ -75,19 +75,23 @@ public:
     void uv(std::uint64_t v)
     {
         reserve(10);
-        while (v >= 0x80) {
-            m_buf[m_n++] = std::byte(static_cast<std::uint8_t>(v | 0x80));
-            v >>= 7;
-        }
-        m_buf[m_n++] = std::byte(static_cast<std::uint8_t>(v));
+        put_uv(v);
     }
     /// A count of what follows (Decoder::count).
     void count(std::size_t n) { uv(n); }
     void str(const std::string& s);
     void bytes(const Bytes& b);
-    void shape(const Shape& s);
-    /// The same encoding as shape() of `n` values at `v`.
-    void shape(const std::int64_t* v, std::size_t n);
+    void shape(const Shape& s) { shape(s.data(), s.size()); }
+    /// The same encoding as shape() of `n` values at `v` (a byte, then
+    /// each value as uv(); a negative one takes 10 bytes and is refused on
+    /// decoding).
+    void shape(const std::int64_t* v, std::size_t n)
+    {
+        reserve(1 + 10 * n);
+        m_buf[m_n++] = std::byte(static_cast<std::uint8_t>(n));
+        for (std::size_t i = 0; i < n; ++i)
+            put_uv(static_cast<std::uint64_t>(v[i]));
+    }
     /// Bytes written so far.
     std::size_t size() const noexcept { return m_n; }
     Bytes take()
@@ -107,6 +111,15 @@ private:
         reserve(n);
         std::memcpy(m_buf.data() + m_n, p, n);
         m_n += n;
+    }
+    // uv() into room already reserved.
+    void put_uv(std::uint64_t v)
+    {
+        while (v >= 0x80) {
+            m_buf[m_n++] = std::byte(static_cast<std::uint8_t>(v | 0x80));
+            v >>= 7;
+        }
+        m_buf[m_n++] = std::byte(static_cast<std::uint8_t>(v));
     }
     void grow(std::size_t n) { m_buf.resize(std::max<std::size_t>({2 * m_buf.size(), m_n + n, 256})); }
     Bytes m_buf;
