@@ -43,11 +43,121 @@ void agree(const Context& ctx, const std::function<void()>& f)
     throw ToolError(message);
 }
 
+namespace {
+
+// The metadata's fields and entries without chunks, as bytes for a
+// broadcast (the tool's own: both ends are this build).
+class Packer {
+public:
+    void u64(std::uint64_t v) { raw(&v, sizeof v); }
+    void str(const std::string& s)
+    {
+        u64(s.size());
+        raw(s.data(), s.size());
+    }
+    std::vector<char> bytes;
+
+private:
+    void raw(const void* p, std::size_t n)
+    {
+        const auto* c = static_cast<const char*>(p);
+        bytes.insert(bytes.end(), c, c + n);
+    }
+};
+
+class Unpacker {
+public:
+    explicit Unpacker(const std::vector<char>& b) : m_b(b) {}
+    std::uint64_t u64()
+    {
+        std::uint64_t v = 0;
+        take(&v, sizeof v);
+        return v;
+    }
+    std::string str()
+    {
+        std::string s(static_cast<std::size_t>(u64()), '\0');
+        take(s.data(), s.size());
+        return s;
+    }
+
+private:
+    void take(void* p, std::size_t n)
+    {
+        if (m_b.size() - m_at < n)
+            throw ToolError("internal: short metadata broadcast");
+        std::memcpy(p, m_b.data() + m_at, n);
+        m_at += n;
+    }
+    const std::vector<char>& m_b;
+    std::size_t m_at = 0;
+};
+
+std::vector<char> pack_entries(const cairn::Metadata& md)
+{
+    Packer p;
+    p.u64(static_cast<std::uint64_t>(md.format_version));
+    p.str(md.library_version);
+    p.u64(static_cast<std::uint64_t>(md.world_size));
+    p.str(md.layout);
+    p.str(md.created);
+    p.u64(md.checksum_block);
+    p.u64(md.entries.size());
+    for (const auto& [name, e] : md.entries) {
+        p.str(name);
+        p.u64(static_cast<std::uint64_t>(e.kind));
+        p.u64(static_cast<std::uint64_t>(e.dtype));
+        p.u64(e.global_shape.size());
+        for (const auto x : e.global_shape)
+            p.u64(static_cast<std::uint64_t>(x));
+        p.str(e.value);
+    }
+    return std::move(p.bytes);
+}
+
+cairn::Metadata unpack_entries(const std::vector<char>& b)
+{
+    Unpacker u(b);
+    cairn::Metadata md;
+    md.format_version = static_cast<int>(u.u64());
+    md.library_version = u.str();
+    md.world_size = static_cast<int>(u.u64());
+    md.layout = u.str();
+    md.created = u.str();
+    md.checksum_block = u.u64();
+    const auto n = u.u64();
+    for (std::uint64_t i = 0; i < n; ++i) {
+        const std::string name = u.str();
+        cairn::EntryMeta e;
+        e.kind = static_cast<cairn::ItemKind>(u.u64());
+        e.dtype = static_cast<cairn::DType>(u.u64());
+        e.global_shape.resize(static_cast<std::size_t>(u.u64()));
+        for (auto& x : e.global_shape)
+            x = static_cast<std::int64_t>(u.u64());
+        e.value = u.str();
+        md.entries.emplace(name, std::move(e));
+    }
+    return md;
+}
+
+} // namespace
+
 cairn::Metadata open_checkpoint(const Context& ctx, const std::string& path)
 {
-    cairn::Metadata md;
-    agree(ctx, [&] { md = cairn::read_metadata(path); });
-    return md;
+    std::vector<char> packed;
+    agree(ctx, [&] {
+        if (ctx.root())
+            packed = pack_entries(cairn::read_metadata(path)); // the chunks go with the full metadata
+    });
+    std::uint64_t n = packed.size();
+    MPI_Bcast(&n, 1, MPI_UINT64_T, 0, ctx.comm);
+    packed.resize(static_cast<std::size_t>(n));
+    for (std::uint64_t at = 0; at < n;) { // in pieces below the int limit
+        const auto piece = static_cast<int>(std::min<std::uint64_t>(n - at, std::uint64_t(1) << 30));
+        MPI_Bcast(packed.data() + at, piece, MPI_CHAR, 0, ctx.comm);
+        at += static_cast<std::uint64_t>(piece);
+    }
+    return unpack_entries(packed);
 }
 
 cairn::Metadata open_checkpoint_on_root(const Context& ctx, const std::string& path)
@@ -80,10 +190,11 @@ const cairn::EntryMeta& find_entry(const cairn::Metadata& md, const std::string&
 
 std::uint64_t stored_bytes(const cairn::EntryMeta& e)
 {
-    std::uint64_t n = 0;
-    for (const auto& c : e.chunks)
-        n += c.storage.length;
-    return n;
+    if (e.kind == cairn::ItemKind::bytes)
+        return e.global_shape.empty() ? 0 : static_cast<std::uint64_t>(e.global_shape[0]);
+    if (e.kind != cairn::ItemKind::array)
+        return 0;
+    return static_cast<std::uint64_t>(cairn::volume(e.global_shape)) * cairn::dtype_size(e.dtype);
 }
 
 // ---- formatting ------------------------------------------------------------

@@ -42,7 +42,11 @@ struct Context {
 /// ToolError with the message of the lowest failing rank. Collective.
 void agree(const Context& ctx, const std::function<void()>& f);
 
-/// read_metadata on every rank, agreed: the same metadata or the same error everywhere.
+/// The checkpoint's metadata without its chunks, on every rank, agreed:
+/// rank 0 reads it (read_metadata) and sends every rank its fields and
+/// entries (kind, dtype, global shape, value) with `chunks` empty, so that
+/// no rank holds a large checkpoint's chunk table after this returns. The
+/// same metadata or the same error everywhere. Collective.
 cairn::Metadata open_checkpoint(const Context& ctx, const std::string& path);
 /// The same, read on rank 0 only (the other ranks get an empty Metadata):
 /// for verbs whose other ranks need none of it (ls), so that they do not
@@ -52,7 +56,10 @@ cairn::Metadata open_checkpoint_on_root(const Context& ctx, const std::string& p
 /// The entry `name` of `md`, or a ToolError naming the checkpoint and the entry.
 const cairn::EntryMeta& find_entry(const cairn::Metadata& md, const std::string& path, const std::string& name);
 
-/// Bytes of stored data of an entry (its chunk lengths summed).
+/// Bytes of stored data of an entry: its chunk lengths summed, which for
+/// the disjoint chunks that cover an array or blob (what read_metadata
+/// checks) is its global volume times the element size; 0 for scalars and
+/// strings (no chunks). Needs no chunk.
 std::uint64_t stored_bytes(const cairn::EntryMeta& e);
 
 // ---- formatting ----------------------------------------------------------
