@@ -401,30 +401,32 @@ TEST_CASE("metadata file: the chunk columns of many regular chunks are stored as
         write_metadata_file(path, md, false);
         REQUIRE(has_cairn_attr(path, "chunk_offsets"));
         REQUIRE(has_cairn_attr(path, "chunk_lengths_runs"));
-        edit_cairn_group(path, [](hid_t g) {
-            auto runs = h5::read_i64_attr(g, "chunk_lengths_runs", "test");
-            runs.insert(runs.end(), {8, 0, 1});
-            REQUIRE(H5Adelete(g, "chunk_lengths_runs") >= 0);
-            h5::write_i64_attr(g, "chunk_lengths_runs", runs, {runs.size() / 3, 3});
-        });
+        // The good file with `extra` values appended to the attribute `name`
+        // of /cairn (a run form: int64 rows of 3; else uint64).
+        const auto append = [&](const char* name, std::vector<std::int64_t> extra) {
+            write_metadata_file(path, md, false); // the good file first
+            edit_cairn_group(path, [&](hid_t g) {
+                const bool runs = std::string(name).find("_runs") != std::string::npos;
+                if (runs) {
+                    auto v = h5::read_i64_attr(g, name, "test");
+                    v.insert(v.end(), extra.begin(), extra.end());
+                    REQUIRE(H5Adelete(g, name) >= 0);
+                    h5::write_i64_attr(g, name, v, {v.size() / 3, 3});
+                } else {
+                    auto v = h5::read_u64_attr(g, name, "test");
+                    v.insert(v.end(), extra.begin(), extra.end());
+                    REQUIRE(H5Adelete(g, name) >= 0);
+                    h5::write_u64_attr(g, name, v);
+                }
+            });
+        };
+        append("chunk_lengths_runs", {8, 0, 1});
         CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("chunk_lengths_runs") &&
                                             Contains("1 runs beyond the last entry's values"));
-        write_metadata_file(path, md, false); // undone
-        edit_cairn_group(path, [](hid_t g) {
-            auto offsets = h5::read_u64_attr(g, "chunk_offsets", "test");
-            offsets.push_back(7);
-            REQUIRE(H5Adelete(g, "chunk_offsets") >= 0);
-            h5::write_u64_attr(g, "chunk_offsets", offsets);
-        });
+        append("chunk_offsets", {7});
         CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("'chunk_offsets'") &&
                                             Contains("rows that no entry claims"));
-        write_metadata_file(path, md, false); // undone
-        edit_cairn_group(path, [](hid_t g) {
-            auto sums = h5::read_u64_attr(g, "chunk_checksums", "test");
-            sums.push_back(7);
-            REQUIRE(H5Adelete(g, "chunk_checksums") >= 0);
-            h5::write_u64_attr(g, "chunk_checksums", sums);
-        });
+        append("chunk_checksums", {7});
         CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("values that no chunk claims"));
     }
     SECTION("a few chunks stay plain, format version 1")
