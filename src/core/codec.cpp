@@ -647,9 +647,9 @@ struct MetadataFrames::State {
     void put_next_entry(Encoder& e)
     {
         if (structs) {
-            const auto& [fqn, m] = *it++;
-            put_entry_head(e, fqn, m.kind, m.dtype, m.global_shape, m.value, m.chunks.size());
-            for (const auto& c : m.chunks) {
+            const auto& [fqn, em] = *it++;
+            put_entry_head(e, fqn, em.kind, em.dtype, em.global_shape, em.value, em.chunks.size());
+            for (const auto& c : em.chunks) {
                 put_box(e, c.box);
                 e.uv(files.add(c.storage.path)); // known: its index
                 e.uv(c.storage.offset);
@@ -660,14 +660,14 @@ struct MetadataFrames::State {
         }
         rows->rows(next);
         const MetadataColumns& cols = rows->head();
-        const auto& m = cols.entries[next++];
-        put_entry_head(e, m.name, m.kind, m.dtype, m.global_shape, m.value, m.chunks);
-        const std::size_t nd = m.ndim();
-        for (std::size_t j = 0; j < m.chunks; ++j) {
-            const std::int64_t* b = cols.boxes.data() + m.first_coord + 2 * nd * j;
+        const auto& em = cols.entries[next++];
+        put_entry_head(e, em.name, em.kind, em.dtype, em.global_shape, em.value, em.chunks);
+        const std::size_t nd = em.ndim();
+        for (std::size_t j = 0; j < em.chunks; ++j) {
+            const std::int64_t* b = cols.boxes.data() + em.first_coord + 2 * nd * j;
             e.shape(b, nd);
             e.shape(b + nd, nd);
-            const std::size_t k = m.first_chunk + j;
+            const std::size_t k = em.first_chunk + j;
             e.uv(file_slot[static_cast<std::size_t>(cols.chunk_file[k] + 1)]);
             e.uv(cols.chunk_offset[k]);
             e.uv(cols.chunk_length[k]);
@@ -767,17 +767,17 @@ struct MetadataDecoder::State {
     {
         std::int64_t off[max_encoded_ndim], ext[max_encoded_ndim];
         auto fqn = d.str();
-        EntryMeta m;
-        m.kind = get_kind(d);
-        m.dtype = get_dtype(d);
-        m.global_shape = d.shape();
-        m.value = d.str();
+        EntryMeta em;
+        em.kind = get_kind(d);
+        em.dtype = get_dtype(d);
+        em.global_shape = d.shape();
+        em.value = d.str();
         const std::size_t nchunks = d.count(6); // two shapes, file, offset, length, checksum count
         // Without a filter (or, by box, for entries other than arrays) every chunk.
-        const bool all = !keep && (!wanted || m.kind != ItemKind::array);
+        const bool all = !keep && (!wanted || em.kind != ItemKind::array);
         const Box* want = all || keep ? nullptr : wanted(fqn);
         if (all)
-            m.chunks.reserve(nchunks);
+            em.chunks.reserve(nchunks);
         for (std::size_t k = 0; k < nchunks; ++k) {
             const std::size_t nd = d.shape_into(off);
             const std::size_t ne = d.shape_into(ext);
@@ -795,7 +795,7 @@ struct MetadataDecoder::State {
                 d.skip_to(d.position() + 8 * nsums); // count(8) checked that they are there
                 continue;
             }
-            ChunkMeta& c = m.chunks.emplace_back();
+            ChunkMeta& c = em.chunks.emplace_back();
             c.box.offsets.assign(off, off + nd);
             c.box.shape.assign(ext, ext + nd);
             c.storage.path = path;
@@ -805,7 +805,7 @@ struct MetadataDecoder::State {
             for (auto& s : c.storage.checksums)
                 s = d.u64();
         }
-        if (!md.entries.emplace(std::move(fqn), std::move(m)).second)
+        if (!md.entries.emplace(std::move(fqn), std::move(em)).second)
             d.fail("duplicate entry name");
     }
 };
