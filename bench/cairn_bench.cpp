@@ -180,6 +180,24 @@ double allmax(double v)
     return v;
 }
 
+// Touches one byte per page for reading (pre-warm a source).
+volatile unsigned char g_sink;
+void touch_read(const void* p, std::size_t n)
+{
+    const auto* c = static_cast<const unsigned char*>(p);
+    unsigned char s = 0;
+    for (std::size_t i = 0; i < n; i += 4096)
+        s ^= c[i];
+    g_sink = s;
+}
+// Touches one byte per page for writing (pre-warm a destination).
+void touch_write(void* p, std::size_t n)
+{
+    auto* c = static_cast<volatile unsigned char*>(p);
+    for (std::size_t i = 0; i < n; i += 4096)
+        c[i] = c[i];
+}
+
 // The page-cache pre-warm (on unless --no-warm-cache). This VM hands free
 // memory back to its host within seconds; the page cache of the next write
 // or cold read then waits for the host to back its pages again, at random
@@ -190,7 +208,6 @@ double allmax(double v)
 // written back and frees the buffer: the pages freed are backed again when
 // the timed step asks for page cache. Untimed.
 u64 g_warm_bytes = 0; // this rank's share of the workload being measured, x 1.25
-void touch_write(void* p, std::size_t n);
 void warm_page_cache()
 {
     if (!g_opt.warm_cache || g_warm_bytes == 0)
@@ -276,24 +293,6 @@ bool reset_peak_rss()
     f << "5";
     f.flush();
     return f.good();
-}
-
-// Touches one byte per page for reading (pre-warm a source).
-volatile unsigned char g_sink;
-void touch_read(const void* p, std::size_t n)
-{
-    const auto* c = static_cast<const unsigned char*>(p);
-    unsigned char s = 0;
-    for (std::size_t i = 0; i < n; i += 4096)
-        s ^= c[i];
-    g_sink = s;
-}
-// Touches one byte per page for writing (pre-warm a destination).
-void touch_write(void* p, std::size_t n)
-{
-    auto* c = static_cast<volatile unsigned char*>(p);
-    for (std::size_t i = 0; i < n; i += 4096)
-        c[i] = c[i];
 }
 
 struct Stat {

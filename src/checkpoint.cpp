@@ -206,7 +206,7 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
             key = plan_key(s.local);
         key.names = name_table_hash(plan);
         if (coord) {
-            (void)boxes_form(plan, key.skeleton); // its skeleton's hash only: rank 0 sends its plan whole
+            key.skeleton = plan_skeleton_hash(plan); // rank 0 sends its plan whole
         } else {
             boxes = boxes_form(plan, key.skeleton);
             stripped = strip_name_table(plan);

@@ -383,29 +383,51 @@ const std::byte* walk_plan_items(Decoder& d, OnArray&& array)
     return d.position(); // the storage and planner data
 }
 
-} // namespace
-
-Bytes boxes_form(const Bytes& plan, std::uint64_t& skeleton_hash)
+// Reads a whole encode() form of a save plan and hashes its skeleton:
+// everything after the magic but each array's box and byte count, whose
+// bytes `array(begin, end)` is given. `tail` is left at the storage and
+// planner data.
+template <class OnArray>
+std::uint64_t hash_skeleton(const Bytes& plan, OnArray&& array, const std::byte*& tail)
 {
     Decoder d(plan, "save plan");
     if (leading_magic(plan) != magic_save_plan)
         expect_magic(d, magic_save_plan); // throws (also for fewer than 4 bytes: plan.data() may be null)
-    Bytes skeleton;
-    skeleton.reserve(plan.size());
-    const std::byte* from = plan.data() + 4; // the skeleton so far: [plan + 4, from) less the boxes
-    std::size_t items = 0; // arrays
-    Bytes boxes;
-    const std::byte* tail = walk_plan_items(d, [&](const std::byte* b, const std::byte* e) {
-        skeleton.insert(skeleton.end(), from, b);
-        boxes.insert(boxes.end(), b, e);
+    ChunkHasher hash(std::numeric_limits<std::uint64_t>::max()); // one block: XXH3 of all the bytes fed
+    const std::byte* from = plan.data() + 4; // the skeleton not yet hashed starts here
+    tail = walk_plan_items(d, [&](const std::byte* b, const std::byte* e) {
+        hash.update(from, static_cast<std::size_t>(b - from));
+        array(b, e);
         from = e;
-        ++items;
     });
     (void)d.view_str(); // storage data
     (void)d.view_str(); // planner data
     d.expect_done();
-    skeleton.insert(skeleton.end(), from, tail);
-    skeleton_hash = checksum(skeleton.data(), skeleton.size());
+    hash.update(from, static_cast<std::size_t>(tail - from));
+    const auto sums = hash.finish();
+    return sums.empty() ? checksum(nullptr, 0) : sums.front();
+}
+
+} // namespace
+
+std::uint64_t plan_skeleton_hash(const Bytes& plan)
+{
+    const std::byte* tail = nullptr;
+    return hash_skeleton(plan, [](const std::byte*, const std::byte*) {}, tail);
+}
+
+Bytes boxes_form(const Bytes& plan, std::uint64_t& skeleton_hash)
+{
+    std::size_t items = 0; // arrays
+    Bytes boxes;
+    const std::byte* tail = nullptr;
+    skeleton_hash = hash_skeleton(
+        plan,
+        [&](const std::byte* b, const std::byte* e) {
+            boxes.insert(boxes.end(), b, e);
+            ++items;
+        },
+        tail);
     Encoder e;
     e.u32(magic_save_plan_boxes);
     e.count(items);
@@ -673,8 +695,6 @@ struct MetadataFrames::State {
             e.uv(cols.chunk_length[k]);
             put_sums(e, cols.sums.data() + cols.sum_begin[k], cols.sum_count[k]);
         }
-        if (done())
-            rows->finish();
     }
     // The next frame (MetadataFrames::next).
     Bytes frame(std::size_t max_bytes)
@@ -685,8 +705,6 @@ struct MetadataFrames::State {
         if (!started) {
             put_header(e);
             started = true;
-            if (rows && done())
-                rows->finish(); // no entries
         } else if (done()) {
             return {};
         }
@@ -695,6 +713,8 @@ struct MetadataFrames::State {
             if (e.size() >= max_bytes)
                 break;
         }
+        if (rows && done())
+            rows->finish(); // once: the next call returns no frame
         return e.take();
     }
 };

@@ -264,6 +264,9 @@ std::uint64_t name_table_hash(const Bytes& plan);
 /// its skeleton's hash (everything but those fields, the name table
 /// included) goes to `skeleton_hash`. Throws FormatError on anything else.
 Bytes boxes_form(const Bytes& plan, std::uint64_t& skeleton_hash);
+/// boxes_form()'s skeleton hash alone, without building the form (what
+/// rank 0, which sends its plan whole, needs). Local; the same FormatError.
+std::uint64_t plan_skeleton_hash(const Bytes& plan);
 /// The encode() form of a plan as it was sent: a boxes_form() or
 /// strip_name_table() form is put back together with `rank0` (rank 0's plan
 /// as encode() made it); any other form is returned as it is. Throws

@@ -56,7 +56,8 @@ struct MetadataColumns {
 /// Metadata whose chunk rows may come one entry at a time: what a load's
 /// coordinator frames (MetadataFrames) without holding every row of a
 /// large checkpoint at once. head() holds every field, entries in name
-/// order; rows(i) makes its chunk columns hold entries[i]'s rows.
+/// order; rows(i) makes its chunk columns hold entries[i]'s rows. Local (no
+/// MPI, no I/O after construction); not thread-safe.
 class ChunkRowSource {
 public:
     virtual ~ChunkRowSource() = default;

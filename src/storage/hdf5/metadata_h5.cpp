@@ -329,25 +329,13 @@ public:
         m_head.chunk_length.clear();
         m_head.sum_begin.clear();
         m_head.sum_count.clear();
-        append(i, m_head);
+        append(i);
     }
     void finish() override;
-    // Appends the rows of entries[i] to `out`'s chunk columns (whose
-    // entries are head()'s) and points out.entries[i] at them; i in order.
-    void append(std::size_t i, MetadataColumns& out);
+    // Every entry's rows, one after the other (the whole-columns reader),
+    // then finish().
+    void expand_all();
     MetadataColumns take_head() { return std::move(m_head); }
-    // Reserves in `out`'s chunk columns the room that every row takes.
-    void reserve(MetadataColumns& out) const
-    {
-        out.boxes.reserve(m_boxes.values_for(m_box_blocks));
-        const std::size_t rows = std::min({m_files.values_for(m_chunk_blocks), m_offsets.values_for(m_chunk_blocks),
-                                           m_lengths.values_for(m_chunk_blocks)});
-        out.chunk_file.reserve(rows);
-        out.chunk_offset.reserve(rows);
-        out.chunk_length.reserve(rows);
-        out.sum_begin.reserve(rows);
-        out.sum_count.reserve(rows);
-    }
 
 private:
     std::string m_rw; // "<where>: /cairn"
@@ -358,11 +346,23 @@ private:
     StoredColumn<std::int64_t>::Cursor m_box_at, m_file_at;
     StoredColumn<std::uint64_t>::Cursor m_offset_at, m_length_at;
     MetadataColumns m_head;
-    std::size_t m_entries = 0, m_sums = 0; // counts (m_head may have been taken)
-    std::size_t m_next = 0;                // the entry whose rows come next
-    std::size_t m_sums_at = 0;             // its first checksum in the pool
+    std::size_t m_next = 0;    // the entry whose rows come next
+    std::size_t m_sums_at = 0; // its first checksum in the pool
     bool m_sorted = true;
+
+    // Appends the rows of entries[i] to the chunk columns of m_head and
+    // points the entry at them; i in order.
+    void append(std::size_t i);
 };
+
+// Checks the file index `f` of chunk `c` of the entry named in `ew` against
+// a file table of `nfiles` names.
+void check_file_index(const std::string& ew, std::size_t c, std::int64_t f, std::size_t nfiles)
+{
+    if (f < 0 || static_cast<std::uint64_t>(f) >= nfiles)
+        throw error::FormatError(ew + ": chunk " + std::to_string(c) + " names file " + std::to_string(f) + " of " +
+                                 std::to_string(nfiles));
+}
 
 GroupRows::GroupRows(hid_t loc, const std::string& where)
 {
@@ -475,8 +475,6 @@ GroupRows::GroupRows(hid_t loc, const std::string& where)
     }
     if (si != shapes.size())
         fail("the shape and chunk tables have rows that no entry claims");
-    m_entries = n;
-    m_sums = md.sums.size();
 }
 
 std::vector<std::int64_t> GroupRows::files_in_use() const
@@ -492,9 +490,7 @@ std::vector<std::int64_t> GroupRows::files_in_use() const
         m_files.block(at, em.chunks, 1, column, "entry '" + em.name + "'");
         for (std::size_t c = 0; c < column.size(); ++c) {
             const auto f = column[c];
-            if (f < 0 || static_cast<std::size_t>(f) >= md.files.size())
-                throw error::FormatError(ew + ": chunk " + std::to_string(c) + " names file " + std::to_string(f) +
-                                         " of " + std::to_string(md.files.size()));
+            check_file_index(ew, c, f, md.files.size());
             if (!seen[static_cast<std::size_t>(f)]) {
                 seen[static_cast<std::size_t>(f)] = true;
                 order.push_back(f);
@@ -504,8 +500,9 @@ std::vector<std::int64_t> GroupRows::files_in_use() const
     return order;
 }
 
-void GroupRows::append(std::size_t i, MetadataColumns& out)
+void GroupRows::append(std::size_t i)
 {
+    MetadataColumns& out = m_head;
     if (i != m_next || i >= out.entries.size())
         throw Error(Error::Kind::generic, "internal: metadata rows asked out of order");
     ++m_next;
@@ -521,7 +518,6 @@ void GroupRows::append(std::size_t i, MetadataColumns& out)
     m_lengths.block(m_length_at, em.chunks, 1, out.chunk_length, entry);
     out.sum_begin.resize(ci + em.chunks);
     out.sum_count.resize(ci + em.chunks);
-    const auto& files = out.files;
     const auto& sums = out.sums;
     const std::uint64_t elem = m_elem[i];
     // Chunk boxes as stored: offsets then extents, 2 * nd values each.
@@ -536,10 +532,7 @@ void GroupRows::append(std::size_t i, MetadataColumns& out)
         if (!inside(off, ext, em.global_shape.data(), nd))
             throw error::FormatError(ew + ": chunk " + std::to_string(c) + " box " + box_at(bi).str() +
                                      " lies outside the global shape " + shape_str(em.global_shape));
-        const auto f = out.chunk_file[k];
-        if (f < 0 || static_cast<std::size_t>(f) >= files.size())
-            throw error::FormatError(ew + ": chunk " + std::to_string(c) + " names file " + std::to_string(f) + " of " +
-                                     std::to_string(files.size()));
+        check_file_index(ew, c, out.chunk_file[k], out.files.size());
         // Inside a global shape whose byte size fits: so does the box's.
         const auto expect = static_cast<std::uint64_t>(volume_of(ext, nd)) * elem;
         if (out.chunk_length[k] != expect)
@@ -566,15 +559,31 @@ void GroupRows::append(std::size_t i, MetadataColumns& out)
     }
 }
 
+void GroupRows::expand_all()
+{
+    // Room for every row at once (a bound: read() checked the runs' total).
+    m_head.boxes.reserve(m_boxes.values_for(m_box_blocks));
+    const std::size_t rows = std::min({m_files.values_for(m_chunk_blocks), m_offsets.values_for(m_chunk_blocks),
+                                       m_lengths.values_for(m_chunk_blocks)});
+    m_head.chunk_file.reserve(rows);
+    m_head.chunk_offset.reserve(rows);
+    m_head.chunk_length.reserve(rows);
+    m_head.sum_begin.reserve(rows);
+    m_head.sum_count.reserve(rows);
+    for (std::size_t i = 0; i < m_head.entries.size(); ++i)
+        append(i);
+    finish();
+}
+
 void GroupRows::finish()
 {
-    if (m_next != m_entries)
+    if (m_next != m_head.entries.size())
         throw Error(Error::Kind::generic, "internal: metadata rows finished before the last entry");
     m_boxes.finish(m_box_at);
     m_files.finish(m_file_at);
     m_offsets.finish(m_offset_at);
     m_lengths.finish(m_length_at);
-    if (m_sums_at != m_sums)
+    if (m_sums_at != m_head.sums.size())
         throw error::FormatError(m_rw + ": the checksum pool has values that no chunk claims");
 }
 
@@ -585,11 +594,8 @@ namespace {
 // Every row of `g` in one set of columns, entries in name order.
 MetadataColumns expand_all(GroupRows& g, const std::string& where)
 {
+    g.expand_all();
     MetadataColumns md = g.take_head();
-    g.reserve(md);
-    for (std::size_t i = 0; i < md.entries.size(); ++i)
-        g.append(i, md);
-    g.finish();
     // In name order, as a cairn::Metadata holds them (the writer's order;
     // a file need not keep it), names distinct.
     if (!g.in_name_order()) {
