@@ -75,11 +75,12 @@ struct EntryMeta {
 /// The metadata of a checkpoint, written by the coordinator at commit.
 struct Metadata {
     /// The newest metadata format this Cairn reads (docs/FORMAT.md, section 5).
-    static constexpr int current_format_version = 2;
+    static constexpr int current_format_version = 3;
 
     /// The version of the file it was read from. The writer does not take
-    /// it from here: it writes 2 where it stores a column in its run form
-    /// (FORMAT.md 2.5), 1 otherwise.
+    /// it from here: it writes 3 where it stores an array as a dataset
+    /// (FORMAT.md 2.6), 2 where it stores a column in its run form (2.5),
+    /// 1 otherwise.
     int format_version = 1;
     std::string library_version;
     int world_size = 0;

@@ -284,7 +284,8 @@ TEST_CASE("damaged metadata: truncated, garbage, unknown version", "[bad_input]"
     {
         const auto dir = saved(base, "version");
         const auto file = dir + "/metadata.h5";
-        for (const std::int64_t v : {std::int64_t(3), std::int64_t(999), std::int64_t(0), std::int64_t(-1),
+        const std::int64_t newer = cairn::Metadata::current_format_version + 1;
+        for (const std::int64_t v : {newer, std::int64_t(999), std::int64_t(0), std::int64_t(-1),
                                      std::numeric_limits<std::int64_t>::min()}) {
             poke_attribute(file, "format_version", {v});
             const auto o = try_load(dir);

@@ -389,3 +389,80 @@ TEST_CASE("a checkpoint saved by 20,000 ranks (chunk columns as runs, format 2) 
     CHECK(wrong == 0);
     MPI_Barrier(MPI_COMM_WORLD);
 }
+
+TEST_CASE("checksums of more than 8 MiB are stored as a dataset (format 3) and still guard every block",
+          "[storage][format3]")
+{
+    // 2 Mi doubles (16 MiB) with a checksum every 8 bytes: 16 MiB of
+    // checksums, above the 8 MiB past which /cairn keeps an integer array as
+    // a dataset instead of an attribute (FORMAT.md 2.6).
+    const int w = world_size(), r = world_rank();
+    const std::string dir = fresh_dir("format3_" + std::to_string(w));
+    const cairn::Shape global{2048, 1024};
+    for (const auto layout : {cairn::Layout::per_rank, cairn::Layout::container}) {
+        const bool container = layout == cairn::Layout::container;
+        INFO((container ? "container" : "per-rank") << " layout");
+        const std::string id = dir + (container ? "/ckpt.h5" : "/ckpt");
+        {
+            LocalArray a("u", cairn::DType::f64, global, decompose(global, Decomp::dim0, w, r), 0, 3);
+            a.fill();
+            cairn::StateDict sd;
+            sd.add_array("u", a.shard());
+            cairn::SaveOptions o;
+            o.layout = layout;
+            o.fsync = false;
+            o.checksum_block = 8;
+            cairn::save(sd, id, MPI_COMM_WORLD, o);
+        }
+        const auto md = cairn::read_metadata(id);
+        CHECK(md.format_version == 3);
+        std::size_t sums = 0;
+        for (const auto& c : md.entries.at("u").chunks)
+            sums += c.storage.checksums.size();
+        CHECK(sums == std::size_t(2048) * 1024);
+        if (r == 0) {
+            const std::string file = container ? id : id + "/metadata.h5";
+            const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+            CHECK(f >= 0);
+            CHECK(H5Lexists(f, "/cairn/chunk_checksums", H5P_DEFAULT) > 0);
+            CHECK(H5Aexists_by_name(f, "/cairn", "chunk_checksums", H5P_DEFAULT) == 0);
+            CHECK(H5Aexists_by_name(f, "/cairn", "chunk_lengths", H5P_DEFAULT) > 0); // small arrays stay attributes
+            H5Fclose(f);
+        }
+        {   // Loaded, checksums verified, on another decomposition and rank order.
+            LocalArray b("u", cairn::DType::f64, global, decompose(global, Decomp::last_dim, w, w - 1 - r), 0, 3);
+            cairn::StateDict sd;
+            sd.add_array("u", b.shard());
+            cairn::load(sd, id, MPI_COMM_WORLD);
+            CHECK(all(b.errors() == 0));
+        }
+        // One flipped bit in the first chunk is caught by its 8-byte block.
+        const auto& chunk = md.entries.at("u").chunks.at(0);
+        if (r == 0) {
+            std::streamoff pos = static_cast<std::streamoff>(chunk.storage.offset) + 8 * 5;
+            std::string file = id + "/" + chunk.storage.path;
+            if (container) {
+                const hid_t f = H5Fopen(id.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+                const hid_t d = H5Dopen2(f, chunk.storage.path.c_str(), H5P_DEFAULT);
+                pos = static_cast<std::streamoff>(H5Dget_offset(d)) +
+                      8 * (chunk.box.offsets[0] * global[1] + chunk.box.offsets[1] + 5);
+                H5Dclose(d);
+                H5Fclose(f);
+                file = id;
+            }
+            flip_bits(file, pos, 0x01);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        LocalArray b("u", cairn::DType::f64, global, decompose(global, Decomp::dim0, w, r), 0, 3);
+        cairn::StateDict sd;
+        sd.add_array("u", b.shard());
+        std::string msg;
+        try {
+            cairn::load(sd, id, MPI_COMM_WORLD);
+        } catch (const cairn::error::IntegrityError& e) {
+            msg = e.what();
+        }
+        CHECK(all(msg.find("checksum mismatch in 'u'") != std::string::npos));
+        CHECK(all(msg.find("bytes [40, 48)") != std::string::npos));
+    }
+}

@@ -471,6 +471,165 @@ TEST_CASE("metadata file: the chunk columns of many regular chunks are stored as
     }
 }
 
+namespace {
+// `md` as the /cairn group of a new HDF5 file without the integrity header
+// (read unchecked, as a file written before the header), its integer arrays
+// of more than `dataset_above` bytes as datasets.
+void write_group_file(const std::string& path, const Metadata& md, std::size_t dataset_above)
+{
+    const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(f >= 0);
+    write_metadata_group(f, to_columns(md), dataset_above);
+    REQUIRE(H5Fclose(f) >= 0);
+}
+
+// Whether /cairn/<name> of `file` is a dataset.
+bool has_cairn_dataset(const std::string& file, const char* name)
+{
+    const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    REQUIRE(f >= 0);
+    const std::string path = std::string("/cairn/") + name;
+    bool yes = false;
+    if (H5Lexists(f, path.c_str(), H5P_DEFAULT) > 0) {
+        const hid_t o = H5Oopen(f, path.c_str(), H5P_DEFAULT);
+        yes = o >= 0 && H5Iget_type(o) == H5I_DATASET;
+        H5Oclose(o);
+    }
+    H5Fclose(f);
+    return yes;
+}
+
+// sample() with a checksum per chunk.
+Metadata sample_with_checksums()
+{
+    Metadata md = sample();
+    md.checksum_block = 1 << 20;
+    std::uint64_t x = 1;
+    for (auto& [name, e] : md.entries)
+        for (auto& ch : e.chunks)
+            ch.storage.checksums = {x++ * 0x9e3779b97f4a7c15ull};
+    return md;
+}
+} // namespace
+
+TEST_CASE("metadata file: integer arrays above 8 MiB are datasets, format version 3", "[h5meta]")
+{
+    TempDir tmp;
+    const auto path = tmp.file("metadata.h5");
+    SECTION("1.1 million chunks: the checksums a dataset, the other columns attributes, read back whole and framed")
+    {
+        // One entry of 1.1 M one-row chunks in 4 files (round robin: the file
+        // column stays plain, 4.4 MB in 32 bits); one checksum each, 8.8 MB.
+        const std::size_t n = 1100000;
+        MetadataColumns md;
+        md.world_size = 4;
+        md.layout = "distcp";
+        md.checksum_block = 1 << 20;
+        md.files = {"__0_0.distcp", "__1_0.distcp", "__2_0.distcp", "__3_0.distcp"};
+        MetadataColumns::Entry e;
+        e.name = "u";
+        e.kind = ItemKind::array;
+        e.dtype = DType::f64;
+        e.global_shape = {static_cast<std::int64_t>(n), 8};
+        e.chunks = n;
+        md.entries.push_back(e);
+        md.add_chunks(n);
+        std::uint64_t x = 88172645463325252ull;
+        for (std::size_t c = 0; c < n; ++c) {
+            md.boxes.insert(md.boxes.end(), {static_cast<std::int64_t>(c), 0, 1, 8});
+            md.chunk_file[c] = static_cast<std::int64_t>(c % 4);
+            md.chunk_offset[c] = 64 * (c / 4);
+            md.chunk_length[c] = 64;
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            md.sums.push_back(x);
+            md.sum_begin[c] = c;
+            md.sum_count[c] = 1;
+        }
+        REQUIRE(n * 8 > metadata_dataset_above);
+        write_metadata_file(path, md, false);
+        CHECK(has_cairn_dataset(path, "chunk_checksums"));
+        CHECK_FALSE(has_cairn_attr(path, "chunk_checksums"));
+        CHECK(has_cairn_attr(path, "chunk_files"));
+        CHECK_FALSE(has_cairn_dataset(path, "chunk_files"));
+        const auto back = read_metadata_columns_file(path);
+        CHECK(back.format_version == 3);
+        CHECK(back.sums == md.sums);
+        CHECK(back.chunk_file == md.chunk_file);
+        CHECK(back.chunk_offset == md.chunk_offset);
+        CHECK(back.boxes == md.boxes);
+        CHECK(framed_bytes(path, std::size_t(8) << 20) == encode(back));
+    }
+    SECTION("every integer array a dataset: the same metadata, whole and framed")
+    {
+        const Metadata md = sample_with_checksums();
+        write_group_file(path, md, 0);
+        for (const char* a : {"global_shapes", "chunk_counts", "chunk_boxes", "chunk_files", "chunk_offsets",
+                              "chunk_lengths", "chunk_checksums"}) {
+            INFO(a);
+            CHECK(has_cairn_dataset(path, a));
+            CHECK_FALSE(has_cairn_attr(path, a));
+        }
+        auto back = read_metadata_file(path);
+        CHECK(back.format_version == 3);
+        back.format_version = md.format_version;
+        check_same(back, md);
+        CHECK(framed_bytes(path, 64) == encode(read_metadata_columns_file(path)));
+        // The same metadata as attributes: version 1, the same entries.
+        write_group_file(path, md, h5::never_dataset);
+        CHECK_FALSE(has_cairn_dataset(path, "chunk_checksums"));
+        CHECK(read_metadata_file(path).format_version == 1);
+    }
+    SECTION("an array stored both as an attribute and as a dataset is a FormatError naming it")
+    {
+        write_group_file(path, sample_with_checksums(), 0);
+        const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+        REQUIRE(f >= 0);
+        const hid_t g = H5Gopen2(f, "/cairn", H5P_DEFAULT);
+        h5::write_i64_attr(g, "chunk_counts", {1, 2, 3}, {3});
+        H5Gclose(g);
+        REQUIRE(H5Fclose(f) >= 0);
+        CHECK_THAT(read_error_of(path),
+                   StartsWith("OK:") && Contains(path) &&
+                       Contains("'chunk_counts' is stored both as an attribute and as a dataset"));
+    }
+    SECTION("a dataset that is not of integers is a FormatError naming it")
+    {
+        write_group_file(path, sample_with_checksums(), 0);
+        const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+        REQUIRE(f >= 0);
+        REQUIRE(H5Ldelete(f, "/cairn/chunk_checksums", H5P_DEFAULT) >= 0);
+        const hsize_t one = 1;
+        const double v = 1.5;
+        const hid_t sp = H5Screate_simple(1, &one, nullptr);
+        const hid_t d = H5Dcreate2(f, "/cairn/chunk_checksums", H5T_NATIVE_DOUBLE, sp, H5P_DEFAULT, H5P_DEFAULT,
+                                   H5P_DEFAULT);
+        REQUIRE(d >= 0);
+        CHECK(H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) >= 0);
+        H5Dclose(d);
+        H5Sclose(sp);
+        REQUIRE(H5Fclose(f) >= 0);
+        CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("dataset 'chunk_checksums' is not an integer"));
+    }
+    SECTION("a dataset whose extents claim more than it stores is a FormatError, before any allocation")
+    {
+        write_group_file(path, sample_with_checksums(), 0);
+        const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+        REQUIRE(f >= 0);
+        REQUIRE(H5Ldelete(f, "/cairn/chunk_checksums", H5P_DEFAULT) >= 0);
+        const hsize_t huge = hsize_t(1) << 58; // 2 EiB of uint64, never written: no storage
+        const hid_t sp = H5Screate_simple(1, &huge, nullptr);
+        const hid_t d = H5Dcreate2(f, "/cairn/chunk_checksums", H5T_NATIVE_UINT64, sp, H5P_DEFAULT, H5P_DEFAULT,
+                                   H5P_DEFAULT);
+        REQUIRE(d >= 0);
+        H5Dclose(d);
+        H5Sclose(sp);
+        REQUIRE(H5Fclose(f) >= 0);
+        CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains(path) &&
+                                            Contains("dataset 'chunk_checksums' has " + std::to_string(huge) +
+                                                     " values but stores 0 bytes"));
+    }
+}
+
 // What the coordinator of a load broadcasts: the columns read from the file,
 // encoded, are the same bytes as the structs read from it, encoded.
 TEST_CASE("metadata file: read as columns, encoded like the structs", "[h5meta][codec]")
@@ -845,7 +1004,9 @@ TEST_CASE("metadata file: the integrity header is checked before HDF5 parses any
         }
         CHECK(length == bytes.size());
         CHECK(sum == checksum(bytes.data() + metadata_header_bytes, bytes.size() - metadata_header_bytes));
-        big.format_version = 2;
+        // 8.8 MB of checksums: stored as a dataset, format version 3 (FORMAT.md 2.6).
+        CHECK(has_cairn_dataset(large, "chunk_checksums"));
+        big.format_version = 3;
         check_same(read_metadata_file(large), big);
         for (const std::size_t i : {(std::size_t(4) << 20) + metadata_header_bytes + 3, bytes.size() - 9}) {
             auto bad = bytes;

@@ -80,63 +80,82 @@ void write_string_attr(hid_t obj, const char* name, const std::string& value)
 }
 
 namespace {
-void write_array_attr(hid_t obj, const char* name, hid_t type, const void* data, const std::vector<hsize_t>& dims)
+// An attribute (or, above `dataset_above` bytes, a contiguous dataset) named
+// `name` on `obj` holding `data` of `type` with extents `dims`.
+bool write_array_attr(hid_t obj, const char* name, hid_t type, const void* data, const std::vector<hsize_t>& dims,
+                      std::size_t dataset_above = never_dataset)
 {
-    const std::string what = std::string("writing attribute '") + name + "'";
     bool empty = false;
-    for (auto d : dims)
+    std::size_t bytes = H5Tget_size(type);
+    for (auto d : dims) {
         empty = empty || d == 0;
+        bytes *= static_cast<std::size_t>(d);
+    }
+    const bool dataset = !empty && !dims.empty() && bytes > dataset_above;
+    const std::string what = std::string(dataset ? "writing dataset '" : "writing attribute '") + name + "'";
     // No dims: one value in a scalar dataspace; a zero extent: a null dataspace.
     Handle space(check(dims.empty() ? H5Screate(H5S_SCALAR)
                        : empty      ? H5Screate(H5S_NULL)
                                     : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
                        what, true));
+    if (dataset) {
+        // Contiguous, allocated when written, never filled: its bytes are
+        // written once (HDF5 1.10 writes a large attribute three times).
+        Handle dcpl(check(H5Pcreate(H5P_DATASET_CREATE), what, true));
+        check_status(H5Pset_layout(dcpl, H5D_CONTIGUOUS), what, true);
+        check_status(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), what, true);
+        Handle dset(check(H5Dcreate2(obj, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), what, true));
+        check_status(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), what, true);
+        return true;
+    }
     Handle attr(check(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), what, true));
     if (!empty)
         check_status(H5Awrite(attr, type, data), what, true);
+    return false;
 }
 } // namespace
 
-void write_i64_attr(hid_t obj, const char* name, const std::vector<std::int64_t>& values, const std::vector<hsize_t>& dims)
+bool write_i64_attr(hid_t obj, const char* name, const std::vector<std::int64_t>& values, const std::vector<hsize_t>& dims,
+                    std::size_t dataset_above)
 {
-    write_array_attr(obj, name, H5T_NATIVE_INT64, values.data(), dims);
+    return write_array_attr(obj, name, H5T_NATIVE_INT64, values.data(), dims, dataset_above);
 }
 
-void write_u64_attr(hid_t obj, const char* name, const std::vector<std::uint64_t>& values)
+bool write_u64_attr(hid_t obj, const char* name, const std::vector<std::uint64_t>& values, std::size_t dataset_above)
 {
-    write_array_attr(obj, name, H5T_NATIVE_UINT64, values.data(), {values.size()});
+    return write_array_attr(obj, name, H5T_NATIVE_UINT64, values.data(), {values.size()}, dataset_above);
 }
 
 namespace {
 // Writes `values` as `narrow` (32-bit) integers when they all lie in
 // [lo, hi], else as `wide` (64-bit) ones.
 template <class Narrow, class Wide>
-void write_column(hid_t obj, const char* name, const std::vector<Wide>& values, hid_t narrow, hid_t wide,
-                  bool may_narrow)
+bool write_column(hid_t obj, const char* name, const std::vector<Wide>& values, hid_t narrow, hid_t wide,
+                  bool may_narrow, std::size_t dataset_above)
 {
     const Wide lo = std::numeric_limits<Narrow>::min(), hi = std::numeric_limits<Narrow>::max();
     bool fits = may_narrow;
     for (const Wide v : values)
         fits = fits && v >= lo && v <= hi; // no early exit: vectorizes
-    if (!fits) {
-        write_array_attr(obj, name, wide, values.data(), {values.size()});
-        return;
-    }
+    if (!fits)
+        return write_array_attr(obj, name, wide, values.data(), {values.size()}, dataset_above);
     std::vector<Narrow> out(values.size());
     for (std::size_t i = 0; i < values.size(); ++i)
         out[i] = static_cast<Narrow>(values[i]);
-    write_array_attr(obj, name, narrow, out.data(), {out.size()});
+    return write_array_attr(obj, name, narrow, out.data(), {out.size()}, dataset_above);
 }
 } // namespace
 
-void write_i64_column(hid_t obj, const char* name, const std::vector<std::int64_t>& values, bool may_narrow)
+bool write_i64_column(hid_t obj, const char* name, const std::vector<std::int64_t>& values, bool may_narrow,
+                      std::size_t dataset_above)
 {
-    write_column<std::int32_t>(obj, name, values, H5T_NATIVE_INT32, H5T_NATIVE_INT64, may_narrow);
+    return write_column<std::int32_t>(obj, name, values, H5T_NATIVE_INT32, H5T_NATIVE_INT64, may_narrow,
+                                      dataset_above);
 }
 
-void write_u64_column(hid_t obj, const char* name, const std::vector<std::uint64_t>& values)
+bool write_u64_column(hid_t obj, const char* name, const std::vector<std::uint64_t>& values, std::size_t dataset_above)
 {
-    write_column<std::uint32_t>(obj, name, values, H5T_NATIVE_UINT32, H5T_NATIVE_UINT64, true);
+    return write_column<std::uint32_t>(obj, name, values, H5T_NATIVE_UINT32, H5T_NATIVE_UINT64, true, dataset_above);
 }
 
 void write_raw_attr(hid_t obj, const char* name, hid_t type, const void* data)
@@ -182,9 +201,8 @@ Handle open_attr(hid_t obj, const char* name, const std::string& where)
     return Handle(check(H5Aopen(obj, name, H5P_DEFAULT), where + ": opening attribute '" + name + "'", false));
 }
 
-std::size_t attr_points(hid_t attr, const std::string& what, std::vector<hsize_t>* dims)
+std::size_t space_points(hid_t space, const std::string& what, std::vector<hsize_t>* dims)
 {
-    Handle space(check(H5Aget_space(attr), what, false));
     const auto cls = H5Sget_simple_extent_type(space);
     if (dims)
         dims->clear();
@@ -200,10 +218,68 @@ std::size_t attr_points(hid_t attr, const std::string& what, std::vector<hsize_t
     if (dims)
         *dims = d;
     hsize_t n = 1;
-    for (auto x : d)
+    for (auto x : d) {
+        if (x != 0 && n > std::numeric_limits<hsize_t>::max() / x)
+            throw error::FormatError(what + ": extents whose product overflows");
         n *= x;
+    }
     return static_cast<std::size_t>(n);
 }
+
+std::size_t attr_points(hid_t attr, const std::string& what, std::vector<hsize_t>* dims)
+{
+    Handle space(check(H5Aget_space(attr), what, false));
+    return space_points(space, what, dims);
+}
+
+// An integer array of the metadata group: an attribute, or a dataset of
+// the same name (docs/FORMAT.md 2.6), never both.
+class IntArray {
+public:
+    IntArray(hid_t obj, const char* name, const std::string& where)
+    {
+        const bool attr = has_attr(obj, name);
+        Handle ds;
+        if (H5Lexists(obj, name, H5P_DEFAULT) > 0) {
+            Handle o(check(H5Oopen(obj, name, H5P_DEFAULT), where + ": opening '" + name + "'", false));
+            if (H5Iget_type(o) == H5I_DATASET)
+                ds = std::move(o);
+        }
+        if (attr && ds.valid())
+            throw error::FormatError(where + ": '" + name + "' is stored both as an attribute and as a dataset");
+        m_dataset = ds.valid();
+        m_what = where + (m_dataset ? ": dataset '" : ": attribute '") + name + "'";
+        m_h = m_dataset ? std::move(ds) : open_attr(obj, name, where);
+        Handle ftype(check(m_dataset ? H5Dget_type(m_h) : H5Aget_type(m_h), m_what, false));
+        if (H5Tget_class(ftype) != H5T_INTEGER)
+            throw error::FormatError(m_what + " is not an integer " + (m_dataset ? "dataset" : "attribute"));
+    }
+    std::size_t points(std::vector<hsize_t>* dims) const
+    {
+        Handle space(check(m_dataset ? H5Dget_space(m_h) : H5Aget_space(m_h), m_what, false));
+        const std::size_t n = space_points(space, m_what, dims);
+        if (m_dataset) {
+            // A dataset's extents are only a claim: what the file stores bounds
+            // them before anything is allocated for a read.
+            Handle ftype(check(H5Dget_type(m_h), m_what, false));
+            const std::size_t size = H5Tget_size(ftype), stored = H5Dget_storage_size(m_h);
+            if (size == 0 || n > stored / size)
+                throw error::FormatError(m_what + " has " + std::to_string(n) + " values but stores " +
+                                         std::to_string(stored) + " bytes");
+        }
+        return n;
+    }
+    void read(hid_t mtype, void* data) const
+    {
+        check_status(m_dataset ? H5Dread(m_h, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) : H5Aread(m_h, mtype, data),
+                     m_what, false);
+    }
+
+private:
+    Handle m_h;
+    bool m_dataset = false;
+    std::string m_what;
+};
 } // namespace
 
 std::string read_string_attr(hid_t obj, const char* name, const std::string& where)
@@ -235,28 +311,30 @@ std::string read_string_attr(hid_t obj, const char* name, const std::string& whe
 
 std::vector<std::int64_t> read_i64_attr(hid_t obj, const char* name, const std::string& where, std::vector<hsize_t>* dims)
 {
-    const std::string what = where + ": attribute '" + name + "'";
-    Handle attr = open_attr(obj, name, where);
-    Handle ftype(check(H5Aget_type(attr), what, false));
-    if (H5Tget_class(ftype) != H5T_INTEGER)
-        throw error::FormatError(what + " is not an integer attribute");
-    std::vector<std::int64_t> v(attr_points(attr, what, dims));
+    const IntArray a(obj, name, where);
+    std::vector<std::int64_t> v(a.points(dims));
     if (!v.empty())
-        check_status(H5Aread(attr, H5T_NATIVE_INT64, v.data()), what, false);
+        a.read(H5T_NATIVE_INT64, v.data());
     return v;
 }
 
 std::vector<std::uint64_t> read_u64_attr(hid_t obj, const char* name, const std::string& where)
 {
-    const std::string what = where + ": attribute '" + name + "'";
-    Handle attr = open_attr(obj, name, where);
-    Handle ftype(check(H5Aget_type(attr), what, false));
-    if (H5Tget_class(ftype) != H5T_INTEGER)
-        throw error::FormatError(what + " is not an integer attribute");
-    std::vector<std::uint64_t> v(attr_points(attr, what, nullptr));
+    const IntArray a(obj, name, where);
+    std::vector<std::uint64_t> v(a.points(nullptr));
     if (!v.empty())
-        check_status(H5Aread(attr, H5T_NATIVE_UINT64, v.data()), what, false);
+        a.read(H5T_NATIVE_UINT64, v.data());
     return v;
+}
+
+bool has_int_array(hid_t obj, const char* name)
+{
+    if (has_attr(obj, name))
+        return true;
+    if (H5Lexists(obj, name, H5P_DEFAULT) <= 0)
+        return false;
+    const Handle o(H5Oopen(obj, name, H5P_DEFAULT));
+    return o.valid() && H5Iget_type(o) == H5I_DATASET;
 }
 
 void read_raw_array_attr(hid_t obj, const char* name, hid_t type, void* data, std::size_t n, const std::string& where)

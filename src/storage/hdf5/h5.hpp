@@ -6,6 +6,7 @@
 
 #include <hdf5.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -61,15 +62,27 @@ hid_t check(hid_t id, const std::string& what, bool write);
 herr_t check_status(herr_t rc, const std::string& what, bool write);
 
 // Attributes on an object.
+//
+// Integer arrays of the metadata group (docs/FORMAT.md 2.6) are attributes,
+// or, when they hold more than `dataset_above` bytes, contiguous datasets of
+// the same name in the same group: HDF5 1.10 writes a large attribute three
+// times over (filled at creation, read back, written), a dataset once. The
+// writers return true when they stored a dataset; read_i64_attr and
+// read_u64_attr read either (never both: a FormatError).
+inline constexpr std::size_t never_dataset = static_cast<std::size_t>(-1);
 void write_string_attr(hid_t obj, const char* name, const std::string& value);
-void write_i64_attr(hid_t obj, const char* name, const std::vector<std::int64_t>& values, const std::vector<hsize_t>& dims);
-void write_u64_attr(hid_t obj, const char* name, const std::vector<std::uint64_t>& values);
+bool write_i64_attr(hid_t obj, const char* name, const std::vector<std::int64_t>& values, const std::vector<hsize_t>& dims,
+                    std::size_t dataset_above = never_dataset);
+bool write_u64_attr(hid_t obj, const char* name, const std::vector<std::uint64_t>& values,
+                    std::size_t dataset_above = never_dataset);
 /// A 1-d integer column (docs/FORMAT.md, section 2): stored as 32-bit
 /// integers of the same signedness when every value fits, else as 64-bit
 /// ones; read_i64_attr / read_u64_attr (and h5py) read either.
 /// `may_narrow` = false keeps 64 bits whatever the values.
-void write_i64_column(hid_t obj, const char* name, const std::vector<std::int64_t>& values, bool may_narrow = true);
-void write_u64_column(hid_t obj, const char* name, const std::vector<std::uint64_t>& values);
+bool write_i64_column(hid_t obj, const char* name, const std::vector<std::int64_t>& values, bool may_narrow = true,
+                      std::size_t dataset_above = never_dataset);
+bool write_u64_column(hid_t obj, const char* name, const std::vector<std::uint64_t>& values,
+                      std::size_t dataset_above = never_dataset);
 void write_raw_attr(hid_t obj, const char* name, hid_t type, const void* data);
 
 /// A 1-d array attribute of `n` elements of `type` (null dataspace when n = 0).
@@ -78,12 +91,15 @@ void write_raw_array_attr(hid_t obj, const char* name, hid_t type, const void* d
 void write_string_array_attr(hid_t obj, const char* name, const std::vector<std::string>& values);
 
 bool has_attr(hid_t obj, const char* name);
+/// Whether `obj` has an integer array `name`: an attribute or a dataset.
+bool has_int_array(hid_t obj, const char* name);
 /// Reads a 1-d array attribute that must hold exactly `n` elements, converted to `type`.
 void read_raw_array_attr(hid_t obj, const char* name, hid_t type, void* data, std::size_t n, const std::string& where);
 std::vector<std::string> read_string_array_attr(hid_t obj, const char* name, const std::string& where);
 std::string read_string_attr(hid_t obj, const char* name, const std::string& where);
-/// Reads an integer attribute of any integer type as int64 values; `dims`
-/// receives its extents (empty for a null or scalar dataspace).
+/// Reads an integer attribute (or a dataset of that name, above) of any
+/// integer type as int64 values; `dims` receives its extents (empty for a
+/// null or scalar dataspace).
 std::vector<std::int64_t> read_i64_attr(hid_t obj, const char* name, const std::string& where,
                                         std::vector<hsize_t>* dims = nullptr);
 std::vector<std::uint64_t> read_u64_attr(hid_t obj, const char* name, const std::string& where);

@@ -85,13 +85,16 @@ bool as_runs(const std::vector<T>& values, const std::vector<RowBlock>& blocks, 
     return encode_runs(values, blocks, values.size() / 24, runs); // 24 bytes a run, a quarter of 4 bytes a value
 }
 
+// Writes a column in its run form, or plain (`plain`); returns true when it
+// was stored as a dataset (FORMAT.md 2.6).
 template <class Plain>
-void write_runs_or(hid_t root, const char* name, bool as_runs, const std::vector<std::int64_t>& runs, Plain&& plain)
+bool write_runs_or(hid_t root, const char* name, bool as_runs, const std::vector<std::int64_t>& runs,
+                   std::size_t dataset_above, Plain&& plain)
 {
     if (as_runs)
-        h5::write_i64_attr(root, (std::string(name) + "_runs").c_str(), runs, {runs.size() / 3, 3});
-    else
-        plain();
+        return h5::write_i64_attr(root, (std::string(name) + "_runs").c_str(), runs, {runs.size() / 3, 3},
+                                  dataset_above);
+    return plain();
 }
 
 // A per-chunk column as stored, plain or in its run form (never both),
@@ -107,19 +110,21 @@ public:
     void read(hid_t root, const char* name, const std::vector<RowBlock>& blocks, const std::string& rw)
     {
         const std::string runs_name = std::string(name) + "_runs";
-        const bool plain = h5::has_attr(root, name), runs = h5::has_attr(root, runs_name.c_str());
+        const bool plain = h5::has_int_array(root, name), runs = h5::has_int_array(root, runs_name.c_str());
         if (plain && runs)
             throw error::FormatError(rw + ": both '" + name + "' and '" + runs_name + "'");
         m_runs = runs;
+        // (Stored as an attribute, or as a dataset: FORMAT.md 2.6.)
+        const char* as = h5::has_attr(root, runs ? runs_name.c_str() : name) ? ": attribute '" : ": dataset '";
         if (!runs) {
-            m_what = rw + ": attribute '" + name + "'";
+            m_what = rw + as + name + "'";
             if constexpr (std::is_signed_v<T>)
                 m_values = h5::read_i64_attr(root, name, rw);
             else
                 m_values = h5::read_u64_attr(root, name, rw);
             return;
         }
-        m_what = rw + ": attribute '" + runs_name + "'";
+        m_what = rw + as + runs_name + "'";
         std::vector<hsize_t> dims;
         m_triples = h5::read_i64_attr(root, runs_name.c_str(), rw, &dims);
         if (!m_triples.empty() && (dims.size() != 2 || dims[1] != 3))
@@ -179,7 +184,7 @@ private:
 
 void write_metadata_group(hid_t loc, const Metadata& md) { write_metadata_group(loc, to_columns(md)); }
 
-void write_metadata_group(hid_t loc, const MetadataColumns& md)
+void write_metadata_group(hid_t loc, const MetadataColumns& md, std::size_t dataset_above)
 {
     if (md.world_size < 1)
         throw error::WrongAPIUsage("metadata: world_size must be at least 1, not " + std::to_string(md.world_size));
@@ -264,9 +269,6 @@ void write_metadata_group(hid_t loc, const MetadataColumns& md)
     const bool any_runs = boxes_as_runs || files_as_runs || offsets_as_runs || lengths_as_runs;
 
     Handle root(check(H5Gcreate2(loc, "cairn", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating group /cairn", true));
-    // Version 2 only where a run form is used: other files stay readable by
-    // readers of version 1.
-    h5::write_i64_attr(root, "format_version", {any_runs ? 2 : 1}, {});
     h5::write_string_attr(root, "library_version", md.library_version);
     h5::write_i64_attr(root, "world_size", {md.world_size}, {});
     h5::write_string_attr(root, "layout", md.layout);
@@ -277,25 +279,31 @@ void write_metadata_group(hid_t loc, const MetadataColumns& md)
     h5::write_raw_array_attr(root, "kinds", kind_enum(), kinds.data(), n);
     h5::write_raw_array_attr(root, "dtypes", dtype_enum(), dtypes.data(), n);
     h5::write_raw_array_attr(root, "ndims", H5T_NATIVE_UINT8, ndims.data(), n);
-    h5::write_i64_attr(root, "global_shapes", shapes, {shapes.size()});
-    h5::write_i64_attr(root, "chunk_counts", counts, {counts.size()});
+    const std::size_t above = dataset_above;
+    bool any_dataset = h5::write_i64_attr(root, "global_shapes", shapes, {shapes.size()}, above);
+    any_dataset |= h5::write_i64_attr(root, "chunk_counts", counts, {counts.size()}, above);
     // The per-chunk columns in 32 bits where their values fit (FORMAT.md 2);
     // boxes only when every global extent does, so that a reader's
     // offset + extent cannot overflow either.
     const bool extents_fit = std::all_of(shapes.begin(), shapes.end(), [](std::int64_t e) {
         return e <= std::numeric_limits<std::int32_t>::max();
     });
-    write_runs_or(root, "chunk_boxes", boxes_as_runs, box_runs,
-                  [&] { h5::write_i64_column(root, "chunk_boxes", md.boxes, extents_fit); });
-    write_runs_or(root, "chunk_files", files_as_runs, file_runs,
-                  [&] { h5::write_i64_column(root, "chunk_files", md.chunk_file); });
-    write_runs_or(root, "chunk_offsets", offsets_as_runs, offset_runs,
-                  [&] { h5::write_u64_column(root, "chunk_offsets", md.chunk_offset); });
-    write_runs_or(root, "chunk_lengths", lengths_as_runs, length_runs,
-                  [&] { h5::write_u64_column(root, "chunk_lengths", md.chunk_length); });
+    any_dataset |= write_runs_or(root, "chunk_boxes", boxes_as_runs, box_runs, above, [&] {
+        return h5::write_i64_column(root, "chunk_boxes", md.boxes, extents_fit, above);
+    });
+    any_dataset |= write_runs_or(root, "chunk_files", files_as_runs, file_runs, above,
+                                 [&] { return h5::write_i64_column(root, "chunk_files", md.chunk_file, true, above); });
+    any_dataset |= write_runs_or(root, "chunk_offsets", offsets_as_runs, offset_runs, above,
+                                 [&] { return h5::write_u64_column(root, "chunk_offsets", md.chunk_offset, above); });
+    any_dataset |= write_runs_or(root, "chunk_lengths", lengths_as_runs, length_runs, above,
+                                 [&] { return h5::write_u64_column(root, "chunk_lengths", md.chunk_length, above); });
     h5::write_string_attr(root, "checksum_algorithm", md.checksum_block ? checksum_algorithm : "none");
     h5::write_i64_attr(root, "checksum_block_bytes", {static_cast<std::int64_t>(md.checksum_block)}, {});
-    h5::write_u64_attr(root, "chunk_checksums", sums);
+    any_dataset |= h5::write_u64_attr(root, "chunk_checksums", sums, above);
+    // The lowest version that describes the file: 3 where an array is a
+    // dataset (2.6), 2 where a column is in its run form (2.5), else 1, so
+    // that a file stays readable by older readers wherever it can.
+    h5::write_i64_attr(root, "format_version", {any_dataset ? 3 : any_runs ? 2 : 1}, {});
 
     // Scalars and strings: one attribute each, named by the entry, of its
     // natural type, so h5dump shows `"step" ... (0): 100`.

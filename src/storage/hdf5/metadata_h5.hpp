@@ -15,10 +15,16 @@ namespace cairn::detail {
 /// Writes `md` as the group "/cairn" (attributes) with one sub-group per
 /// entry under "/cairn/entries" into the open file or group `loc`.
 void write_metadata_group(hid_t loc, const Metadata& md);
-/// The same from columns (what the coordinator's columnar path builds).
+/// Integer arrays of the metadata group larger than this are stored as
+/// datasets (format version 3, docs/FORMAT.md 2.6): from about a million
+/// chunks.
+inline constexpr std::size_t metadata_dataset_above = std::size_t(8) << 20;
+
+/// The same from columns (what the coordinator's columnar path builds);
+/// arrays of more than `dataset_above` bytes as datasets.
 /// Throws error::WriteError when a chunk has no file or the wrong number of
 /// checksums, or the columns do not line up.
-void write_metadata_group(hid_t loc, const MetadataColumns& md);
+void write_metadata_group(hid_t loc, const MetadataColumns& md, std::size_t dataset_above = metadata_dataset_above);
 
 /// Reads the group written by write_metadata_group; `where` (the file name)
 /// prefixes every error. Validates the format version, kinds, dtypes, ranks
