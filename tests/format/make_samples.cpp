@@ -15,6 +15,8 @@
 // that the example's offsets into the columns are exercised.
 //
 //   mpiexec -n 2 cairn_format_samples DIR
+#include "../mpi/runs_checkpoint.hpp"
+
 #include <cairn/cairn.hpp>
 #include <mpi.h>
 
@@ -54,45 +56,24 @@ void save_rows(const std::string& dir, std::int64_t rows, std::int64_t cols, F v
     cairn::save(sd, dir, MPI_COMM_WORLD, o);
 }
 
-// The metadata and data files of a 20,000-rank save of a 20,000 x 4 array
-// split by rows (chunk columns as runs), written by this process alone.
-// With `big_rows`: also an entry "z_big" of that many rows, split into
-// 600,000 chunks of irregular heights, so that its boxes fill more than
-// 8 MiB and no runs (format version 3, chunk_boxes a dataset). Its data
-// files are not written: the example reads only "u".
+// As a 20,000-rank save of a 20,000 x 4 array split by rows would leave it
+// (chunk columns as runs), written by this process alone, plus "a_first" in
+// a file of its own. With `big`: also an entry "z_big" of 600,000 chunks of
+// irregular heights, so that the chunk boxes fill more than 8 MiB and no
+// runs (format version 3, chunk_boxes a dataset). The data of "z_big" is
+// not written: the example reads only "u".
 void write_synthetic_checkpoint(const std::string& dir, bool big)
 {
-    constexpr std::int64_t rows = 20000, cols = 4, nfiles = 64;
     std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    cairn::Metadata md;
-    md.world_size = static_cast<int>(rows);
-    md.layout = "distcp";
-    md.library_version = cairn::version();
-    cairn::EntryMeta e;
-    e.kind = cairn::ItemKind::array;
-    e.dtype = cairn::DType::f64;
-    e.global_shape = {rows, cols};
-    std::vector<std::vector<double>> files(nfiles);
-    for (std::int64_t k = 0; k < rows; ++k) {
-        auto& f = files[static_cast<std::size_t>(k % nfiles)];
-        const auto offset = static_cast<std::uint64_t>(f.size() * sizeof(double));
-        for (std::int64_t c = 0; c < cols; ++c)
-            f.push_back(static_cast<double>(10 * k + c));
-        e.chunks.push_back(cairn::ChunkMeta{cairn::Box{{k, 0}, {1, cols}},
-                                            cairn::StorageInfo{"__" + std::to_string(k % nfiles) + "_0.distcp",
-                                                               offset, cols * sizeof(double), {}}});
-    }
-    md.entries["u"] = e;
-    // "a_first": 3 f32 in file 0 after the rows of "u".
+    cairn::Metadata md = cairn_test::write_row_files(dir, 20000, 4, 64);
     cairn::EntryMeta a;
     a.kind = cairn::ItemKind::array;
     a.dtype = cairn::DType::f32;
     a.global_shape = {3};
     const std::vector<float> av = {1.5f, 2.5f, 3.5f};
-    const auto at = static_cast<std::uint64_t>(files[0].size() * sizeof(double));
-    a.chunks.push_back(cairn::ChunkMeta{cairn::Box{{0}, {3}}, cairn::StorageInfo{"__0_0.distcp", at, 12, {}}});
+    a.chunks.push_back(cairn::ChunkMeta{cairn::Box{{0}, {3}}, cairn::StorageInfo{"__a.distcp", 0, 12, {}}});
     md.entries["a_first"] = a;
+    std::ofstream(dir + "/__a.distcp", std::ios::binary).write(reinterpret_cast<const char*>(av.data()), 12);
     if (big) {
         cairn::EntryMeta z;
         z.kind = cairn::ItemKind::array;
@@ -109,13 +90,6 @@ void write_synthetic_checkpoint(const std::string& dir, bool big)
         }
         z.global_shape = {row, 1};
         md.entries["z_big"] = std::move(z);
-    }
-    for (std::int64_t k = 0; k < nfiles; ++k) {
-        std::ofstream f(dir + "/__" + std::to_string(k) + "_0.distcp", std::ios::binary);
-        const auto& v = files[static_cast<std::size_t>(k)];
-        f.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(double)));
-        if (k == 0)
-            f.write(reinterpret_cast<const char*>(av.data()), static_cast<std::streamsize>(av.size() * sizeof(float)));
     }
     cairn::write_metadata_file(dir + "/metadata.h5", md, false);
 }

@@ -1,6 +1,7 @@
 // The per-rank layout on disk: file names, several files per rank, alignment,
 // coalescing of small items, metadata readable by h5dump.
 #include "fixtures.hpp"
+#include "runs_checkpoint.hpp"
 
 #include <catch2/catch.hpp>
 #include <hdf5.h>
@@ -338,31 +339,7 @@ TEST_CASE("a checkpoint saved by 20,000 ranks (chunk columns as runs, format 2) 
     const std::string dir = fresh_dir("runs_" + std::to_string(w)) + "/ckpt";
     constexpr std::int64_t rows = 20000, cols = 4, nfiles = 64;
     if (r == 0) {
-        std::filesystem::create_directories(dir);
-        cairn::Metadata md;
-        md.world_size = static_cast<int>(rows);
-        md.layout = "distcp";
-        md.library_version = cairn::version();
-        cairn::EntryMeta e;
-        e.kind = cairn::ItemKind::array;
-        e.dtype = cairn::DType::f64;
-        e.global_shape = {rows, cols};
-        std::vector<std::vector<double>> files(nfiles);
-        for (std::int64_t k = 0; k < rows; ++k) {
-            auto& f = files[static_cast<std::size_t>(k % nfiles)];
-            const auto offset = static_cast<std::uint64_t>(f.size() * sizeof(double));
-            for (std::int64_t c = 0; c < cols; ++c)
-                f.push_back(static_cast<double>(10 * k + c));
-            e.chunks.push_back(cairn::ChunkMeta{cairn::Box{{k, 0}, {1, cols}},
-                                                cairn::StorageInfo{"__" + std::to_string(k % nfiles) + "_0.distcp",
-                                                                   offset, cols * sizeof(double), {}}});
-        }
-        md.entries["u"] = e;
-        for (std::int64_t k = 0; k < nfiles; ++k) {
-            std::ofstream f(dir + "/__" + std::to_string(k) + "_0.distcp", std::ios::binary);
-            f.write(reinterpret_cast<const char*>(files[static_cast<std::size_t>(k)].data()),
-                    static_cast<std::streamsize>(files[static_cast<std::size_t>(k)].size() * sizeof(double)));
-        }
+        const cairn::Metadata md = write_row_files(dir, rows, cols, nfiles);
         cairn::write_metadata_file(dir + "/metadata.h5", md);
         const hid_t f = H5Fopen((dir + "/metadata.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
         CHECK(f >= 0);
