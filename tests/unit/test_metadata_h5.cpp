@@ -610,6 +610,26 @@ TEST_CASE("metadata file: integer arrays above 8 MiB are datasets, format versio
         REQUIRE(H5Fclose(f) >= 0);
         CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("dataset 'chunk_checksums' is not an integer"));
     }
+    SECTION("a soft or external link in place of an array is a FormatError naming it, never followed")
+    {
+        for (const bool external : {false, true}) {
+            INFO((external ? "external" : "soft") << " link");
+            write_group_file(path, sample_with_checksums(), 0);
+            const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+            REQUIRE(f >= 0);
+            REQUIRE(H5Ldelete(f, "/cairn/chunk_checksums", H5P_DEFAULT) >= 0);
+            // Both point at a real integer dataset: following them would read it.
+            const herr_t rc = external ? H5Lcreate_external(path.c_str(), "/cairn/chunk_counts", f,
+                                                            "/cairn/chunk_checksums", H5P_DEFAULT, H5P_DEFAULT)
+                                       : H5Lcreate_soft("/cairn/chunk_counts", f, "/cairn/chunk_checksums",
+                                                        H5P_DEFAULT, H5P_DEFAULT);
+            REQUIRE(rc >= 0);
+            REQUIRE(H5Fclose(f) >= 0);
+            CHECK_THAT(read_error_of(path),
+                       StartsWith("OK:") && Contains(path) &&
+                           Contains("'chunk_checksums' is a soft or external link, not a dataset of this file"));
+        }
+    }
     SECTION("a dataset whose extents claim more than it stores is a FormatError, before any allocation")
     {
         write_group_file(path, sample_with_checksums(), 0);

@@ -234,13 +234,30 @@ std::size_t attr_points(hid_t attr, const std::string& what, std::vector<hsize_t
 
 // An integer array of the metadata group: an attribute, or a dataset of
 // the same name (docs/FORMAT.md 2.6), never both.
+//
+// Link `name` of `obj`: 0 none, 1 a hard link, -1 another kind (soft,
+// external, user-defined), which a metadata group never holds: opening an
+// external link would open another file.
+int link_kind(hid_t obj, const char* name)
+{
+    if (H5Lexists(obj, name, H5P_DEFAULT) <= 0)
+        return 0;
+    H5L_info_t info;
+    if (H5Lget_info(obj, name, &info, H5P_DEFAULT) < 0)
+        return -1;
+    return info.type == H5L_TYPE_HARD ? 1 : -1;
+}
+
 class IntArray {
 public:
     IntArray(hid_t obj, const char* name, const std::string& where)
     {
         const bool attr = has_attr(obj, name);
         Handle ds;
-        if (H5Lexists(obj, name, H5P_DEFAULT) > 0) {
+        const int link = link_kind(obj, name);
+        if (link < 0)
+            throw error::FormatError(where + ": '" + name + "' is a soft or external link, not a dataset of this file");
+        if (link > 0) {
             Handle o(check(H5Oopen(obj, name, H5P_DEFAULT), where + ": opening '" + name + "'", false));
             if (H5Iget_type(o) == H5I_DATASET)
                 ds = std::move(o);
@@ -331,8 +348,9 @@ bool has_int_array(hid_t obj, const char* name)
 {
     if (has_attr(obj, name))
         return true;
-    if (H5Lexists(obj, name, H5P_DEFAULT) <= 0)
-        return false;
+    const int link = link_kind(obj, name);
+    if (link <= 0)
+        return link < 0; // another kind of link: present, refused when read
     const Handle o(H5Oopen(obj, name, H5P_DEFAULT));
     return o.valid() && H5Iget_type(o) == H5I_DATASET;
 }
