@@ -232,9 +232,6 @@ std::size_t attr_points(hid_t attr, const std::string& what, std::vector<hsize_t
     return space_points(space, what, dims);
 }
 
-// An integer array of the metadata group: an attribute, or a dataset of
-// the same name (docs/FORMAT.md 2.6), never both.
-//
 // Link `name` of `obj`: 0 none, 1 a hard link, -1 another kind (soft,
 // external, user-defined), which a metadata group never holds: opening an
 // external link would open another file.
@@ -248,6 +245,8 @@ int link_kind(hid_t obj, const char* name)
     return info.type == H5L_TYPE_HARD ? 1 : -1;
 }
 
+// An integer array of the metadata group: an attribute, or a dataset of
+// the same name (docs/FORMAT.md 2.6), never both.
 class IntArray {
 public:
     IntArray(hid_t obj, const char* name, const std::string& where)
