@@ -266,6 +266,15 @@ void remove_path(const std::string& p)
     MPI_Barrier(g_comm);
 }
 
+// Removes `p` and creates it again, empty, on every rank's view.
+void fresh_path(const std::string& p)
+{
+    remove_path(p);
+    if (g_rank == 0)
+        stdfs::create_directories(p);
+    MPI_Barrier(g_comm);
+}
+
 void fsync_file(const std::string& p)
 {
     const int fd = ::open(p.c_str(), O_RDONLY);
@@ -991,9 +1000,7 @@ Results bench_workload(Workload& w)
     if (want("mpiio")) {
         cases.push_back({"mpiio-rank", [&](Results& r, int) {
                              const std::string p = base + "/mpiio_rank";
-                             remove_path(p);
-                             if (g_rank == 0)
-                                 stdfs::create_directories(p);
+                             fresh_path(p);
                              touch_state(w, false);
                              r.add("mpiio-rank-" + g_opt.io + "-save", T, timed([&] { mpiio_rank(w, p, true); }));
                              drop_caches();
@@ -1003,9 +1010,7 @@ Results bench_workload(Workload& w)
                          }});
         cases.push_back({"mpiio-shared", [&](Results& r, int) {
                              const std::string p = base + "/mpiio_shared";
-                             remove_path(p);
-                             if (g_rank == 0)
-                                 stdfs::create_directories(p);
+                             fresh_path(p);
                              touch_state(w, false);
                              r.add("mpiio-shared-" + g_opt.io + "-save", T, timed([&] { mpiio_shared(w, p, true); }));
                              drop_caches();
@@ -1030,10 +1035,6 @@ Results bench_workload(Workload& w)
         if (have_fio()) {
             cases.push_back({"fio", [&](Results& r, int) {
                                  const std::string p = base + "/fio";
-                                 remove_path(p);
-                                 if (g_rank == 0)
-                                     stdfs::create_directories(p);
-                                 MPI_Barrier(g_comm);
                                  const u64 per = T / static_cast<u64>(g_size);
                                  // Not pre-warmed before its write: with the pre-warm fio wrote
                                  // 2x slower here (1.16-1.25 s against 0.57-0.97 s for 1 GiB,
@@ -1043,29 +1044,31 @@ Results bench_workload(Workload& w)
                                  // reads of 1 MiB ran at 2.2-2.6 GB/s here, of 64 MiB at 3.4-3.5).
                                  // The limit is the better of the two, run by run (1 MiB only
                                  // when a rank's share is smaller than 64 MiB).
-                                 double best_w = NAN, best_r = NAN;
-                                 for (const char* bs : {"1M", "64M"}) {
-                                     if (bs[0] == '6' && per < (u64(64) << 20))
+                                 struct Block {
+                                     const char* name;
+                                     u64 bytes;
+                                 };
+                                 double best_w = HUGE_VAL, best_r = HUGE_VAL;
+                                 for (const Block bs : {Block{"1M", u64(1) << 20}, Block{"64M", u64(64) << 20}}) {
+                                     if (per < bs.bytes)
                                          continue; // fio refuses a file smaller than its block
-                                     const double ws = run_fio(p, per, true, bs);
+                                     fresh_path(p);
+                                     const double ws = run_fio(p, per, true, bs.name);
                                      drop_caches();
-                                     const double rs = run_fio(p, per, false, bs);
-                                     remove_path(p);
-                                     if (g_rank == 0)
-                                         stdfs::create_directories(p);
-                                     MPI_Barrier(g_comm);
+                                     const double rs = run_fio(p, per, false, bs.name);
+                                     const std::string c = std::string("fio-") + bs.name;
                                      if (ws > 0) {
-                                         r.add(std::string("fio-") + bs + "-write", per * g_size, ws);
-                                         best_w = std::isnan(best_w) ? ws : std::min(best_w, ws);
+                                         r.add(c + "-write", per * g_size, ws);
+                                         best_w = std::min(best_w, ws);
                                      }
                                      if (rs > 0) {
-                                         r.add(std::string("fio-") + bs + "-read", per * g_size, rs);
-                                         best_r = std::isnan(best_r) ? rs : std::min(best_r, rs);
+                                         r.add(c + "-read", per * g_size, rs);
+                                         best_r = std::min(best_r, rs);
                                      }
                                  }
-                                 if (best_w > 0)
+                                 if (best_w < HUGE_VAL)
                                      r.add("fio-write", per * g_size, best_w);
-                                 if (best_r > 0)
+                                 if (best_r < HUGE_VAL)
                                      r.add("fio-read", per * g_size, best_r);
                                  remove_path(p);
                              }});
@@ -1076,10 +1079,7 @@ Results bench_workload(Workload& w)
     if (is_large && want("torch") && !g_opt.python.empty() && !g_opt.torch_script.empty()) {
         cases.push_back({"torch", [&](Results& r, int) {
                              const std::string p = base + "/torch";
-                             remove_path(p);
-                             if (g_rank == 0)
-                                 stdfs::create_directories(p);
-                             MPI_Barrier(g_comm);
+                             fresh_path(p);
                              warm_page_cache(); // for its save (its load follows in the same process)
                              const auto [s, l] = run_torch(p, static_cast<double>(T) / 1048576.0);
                              if (s > 0)

@@ -121,6 +121,32 @@ void flip_bits(const std::string& file, std::streamoff pos, char mask)
     f.seekp(pos);
     f.write(&c, 1);
 }
+
+// The file holding the first byte of stored chunk `chunk` of `entry` in the
+// checkpoint `id`, and that byte's position: a per-rank data file at the
+// chunk's offset, or the container at its (contiguous) dataset's address
+// plus the row-major index of the box's first element times the element size.
+std::pair<std::string, std::streamoff> chunk_start(const std::string& id, const cairn::EntryMeta& entry,
+                                                   const cairn::ChunkMeta& chunk, bool container)
+{
+    if (!container)
+        return {id + "/" + chunk.storage.path, static_cast<std::streamoff>(chunk.storage.offset)};
+    haddr_t base = HADDR_UNDEF;
+    {
+        const hid_t f = H5Fopen(id.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+        REQUIRE(f >= 0);
+        const hid_t d = H5Dopen2(f, chunk.storage.path.c_str(), H5P_DEFAULT);
+        REQUIRE(d >= 0);
+        base = H5Dget_offset(d);
+        H5Dclose(d);
+        H5Fclose(f);
+    }
+    REQUIRE(base != HADDR_UNDEF);
+    std::int64_t lin = 0;
+    for (std::size_t d = 0; d < entry.global_shape.size(); ++d)
+        lin = lin * entry.global_shape[d] + chunk.box.offsets[d];
+    return {id, static_cast<std::streamoff>(base + static_cast<haddr_t>(lin) * cairn::dtype_size(entry.dtype))};
+}
 } // namespace
 
 TEST_CASE("checksums catch a flipped bit on load and in verify", "[storage][checksum]")
@@ -287,22 +313,8 @@ TEST_CASE("container checksums catch a flipped bit on load and in verify", "[sto
     // contiguous, so the element lies at the dataset's file offset plus its
     // row-major index times the element size.
     if (r == 0) {
-        haddr_t base = HADDR_UNDEF;
-        {
-            const hid_t f = H5Fopen(id.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-            REQUIRE(f >= 0);
-            const hid_t d = H5Dopen2(f, chunk.storage.path.c_str(), H5P_DEFAULT);
-            REQUIRE(d >= 0);
-            base = H5Dget_offset(d);
-            H5Dclose(d);
-            H5Fclose(f);
-        }
-        REQUIRE(base != HADDR_UNDEF);
-        std::int64_t lin = 0;
-        for (std::size_t d = 0; d < entry.global_shape.size(); ++d)
-            lin = lin * entry.global_shape[d] + chunk.box.offsets[d];
-        const auto pos = static_cast<std::streamoff>(base + static_cast<haddr_t>(lin) * es);
-        flip_bits(id, pos, 0x10);
+        const auto [file, pos] = chunk_start(id, entry, chunk, true);
+        flip_bits(file, pos, 0x10);
     }
     MPI_Barrier(MPI_COMM_WORLD);
 
@@ -414,20 +426,10 @@ TEST_CASE("checksums of more than 8 MiB are stored as a dataset (format 3) and s
             CHECK(all(b.errors() == 0));
         }
         // One flipped bit in the first chunk is caught by its 8-byte block.
-        const auto& chunk = md.entries.at("u").chunks.at(0);
+        const auto& entry = md.entries.at("u");
         if (r == 0) {
-            std::streamoff pos = static_cast<std::streamoff>(chunk.storage.offset) + 8 * 5;
-            std::string file = id + "/" + chunk.storage.path;
-            if (container) {
-                const hid_t f = H5Fopen(id.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-                const hid_t d = H5Dopen2(f, chunk.storage.path.c_str(), H5P_DEFAULT);
-                pos = static_cast<std::streamoff>(H5Dget_offset(d)) +
-                      8 * (chunk.box.offsets[0] * global[1] + chunk.box.offsets[1] + 5);
-                H5Dclose(d);
-                H5Fclose(f);
-                file = id;
-            }
-            flip_bits(file, pos, 0x01);
+            const auto [file, pos] = chunk_start(id, entry, entry.chunks.at(0), container);
+            flip_bits(file, pos + 8 * 5, 0x01); // element 5 of its first row
         }
         MPI_Barrier(MPI_COMM_WORLD);
         LocalArray b("u", cairn::DType::f64, global, decompose(global, Decomp::dim0, w, r), 0, 3);

@@ -510,6 +510,32 @@ Metadata sample_with_checksums()
             ch.storage.checksums = {x++ * 0x9e3779b97f4a7c15ull};
     return md;
 }
+
+// sample_with_checksums() with every integer array a dataset, then
+// `replace(file)` puts something in the place of /cairn/chunk_checksums.
+template <class F>
+void replace_checksums(const std::string& path, F&& replace)
+{
+    write_group_file(path, sample_with_checksums(), 0);
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    REQUIRE(f >= 0);
+    REQUIRE(H5Ldelete(f, "/cairn/chunk_checksums", H5P_DEFAULT) >= 0);
+    replace(f);
+    REQUIRE(H5Fclose(f) >= 0);
+}
+
+// A dataset /cairn/chunk_checksums of `n` values of `type`; `data` written
+// when given.
+void put_checksums_dataset(hid_t file, hid_t type, hsize_t n, const void* data)
+{
+    const hid_t sp = H5Screate_simple(1, &n, nullptr);
+    const hid_t d = H5Dcreate2(file, "/cairn/chunk_checksums", type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(d >= 0);
+    if (data)
+        CHECK(H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0);
+    H5Dclose(d);
+    H5Sclose(sp);
+}
 } // namespace
 
 TEST_CASE("metadata file: integer arrays above 8 MiB are datasets, format version 3", "[h5meta]")
@@ -594,37 +620,22 @@ TEST_CASE("metadata file: integer arrays above 8 MiB are datasets, format versio
     }
     SECTION("a dataset that is not of integers is a FormatError naming it")
     {
-        write_group_file(path, sample_with_checksums(), 0);
-        const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-        REQUIRE(f >= 0);
-        REQUIRE(H5Ldelete(f, "/cairn/chunk_checksums", H5P_DEFAULT) >= 0);
-        const hsize_t one = 1;
         const double v = 1.5;
-        const hid_t sp = H5Screate_simple(1, &one, nullptr);
-        const hid_t d = H5Dcreate2(f, "/cairn/chunk_checksums", H5T_NATIVE_DOUBLE, sp, H5P_DEFAULT, H5P_DEFAULT,
-                                   H5P_DEFAULT);
-        REQUIRE(d >= 0);
-        CHECK(H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) >= 0);
-        H5Dclose(d);
-        H5Sclose(sp);
-        REQUIRE(H5Fclose(f) >= 0);
+        replace_checksums(path, [&](hid_t f) { put_checksums_dataset(f, H5T_NATIVE_DOUBLE, 1, &v); });
         CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains("dataset 'chunk_checksums' is not an integer"));
     }
     SECTION("a soft or external link in place of an array is a FormatError naming it, never followed")
     {
         for (const bool external : {false, true}) {
             INFO((external ? "external" : "soft") << " link");
-            write_group_file(path, sample_with_checksums(), 0);
-            const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-            REQUIRE(f >= 0);
-            REQUIRE(H5Ldelete(f, "/cairn/chunk_checksums", H5P_DEFAULT) >= 0);
-            // Both point at a real integer dataset: following them would read it.
-            const herr_t rc = external ? H5Lcreate_external(path.c_str(), "/cairn/chunk_counts", f,
-                                                            "/cairn/chunk_checksums", H5P_DEFAULT, H5P_DEFAULT)
-                                       : H5Lcreate_soft("/cairn/chunk_counts", f, "/cairn/chunk_checksums",
-                                                        H5P_DEFAULT, H5P_DEFAULT);
-            REQUIRE(rc >= 0);
-            REQUIRE(H5Fclose(f) >= 0);
+            replace_checksums(path, [&](hid_t f) {
+                // Both point at a real integer dataset: following them would read it.
+                const herr_t rc = external ? H5Lcreate_external(path.c_str(), "/cairn/chunk_counts", f,
+                                                                "/cairn/chunk_checksums", H5P_DEFAULT, H5P_DEFAULT)
+                                           : H5Lcreate_soft("/cairn/chunk_counts", f, "/cairn/chunk_checksums",
+                                                            H5P_DEFAULT, H5P_DEFAULT);
+                REQUIRE(rc >= 0);
+            });
             CHECK_THAT(read_error_of(path),
                        StartsWith("OK:") && Contains(path) &&
                            Contains("'chunk_checksums' is a soft or external link, not a dataset of this file"));
@@ -632,18 +643,8 @@ TEST_CASE("metadata file: integer arrays above 8 MiB are datasets, format versio
     }
     SECTION("a dataset whose extents claim more than it stores is a FormatError, before any allocation")
     {
-        write_group_file(path, sample_with_checksums(), 0);
-        const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-        REQUIRE(f >= 0);
-        REQUIRE(H5Ldelete(f, "/cairn/chunk_checksums", H5P_DEFAULT) >= 0);
         const hsize_t huge = hsize_t(1) << 58; // 2 EiB of uint64, never written: no storage
-        const hid_t sp = H5Screate_simple(1, &huge, nullptr);
-        const hid_t d = H5Dcreate2(f, "/cairn/chunk_checksums", H5T_NATIVE_UINT64, sp, H5P_DEFAULT, H5P_DEFAULT,
-                                   H5P_DEFAULT);
-        REQUIRE(d >= 0);
-        H5Dclose(d);
-        H5Sclose(sp);
-        REQUIRE(H5Fclose(f) >= 0);
+        replace_checksums(path, [&](hid_t f) { put_checksums_dataset(f, H5T_NATIVE_UINT64, huge, nullptr); });
         CHECK_THAT(read_error_of(path), StartsWith("OK:") && Contains(path) &&
                                             Contains("dataset 'chunk_checksums' has " + std::to_string(huge) +
                                                      " values but stores 0 bytes"));

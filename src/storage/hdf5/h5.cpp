@@ -245,57 +245,6 @@ int link_kind(hid_t obj, const char* name)
     return info.type == H5L_TYPE_HARD ? 1 : -1;
 }
 
-// An integer array of the metadata group: an attribute, or a dataset of
-// the same name (docs/FORMAT.md 2.6), never both.
-class IntArray {
-public:
-    IntArray(hid_t obj, const char* name, const std::string& where)
-    {
-        const bool attr = has_attr(obj, name);
-        Handle ds;
-        const int link = link_kind(obj, name);
-        if (link < 0)
-            throw error::FormatError(where + ": '" + name + "' is a soft or external link, not a dataset of this file");
-        if (link > 0) {
-            Handle o(check(H5Oopen(obj, name, H5P_DEFAULT), where + ": opening '" + name + "'", false));
-            if (H5Iget_type(o) == H5I_DATASET)
-                ds = std::move(o);
-        }
-        if (attr && ds.valid())
-            throw error::FormatError(where + ": '" + name + "' is stored both as an attribute and as a dataset");
-        m_dataset = ds.valid();
-        m_what = where + (m_dataset ? ": dataset '" : ": attribute '") + name + "'";
-        m_h = m_dataset ? std::move(ds) : open_attr(obj, name, where);
-        Handle ftype(check(m_dataset ? H5Dget_type(m_h) : H5Aget_type(m_h), m_what, false));
-        if (H5Tget_class(ftype) != H5T_INTEGER)
-            throw error::FormatError(m_what + " is not an integer " + (m_dataset ? "dataset" : "attribute"));
-    }
-    std::size_t points(std::vector<hsize_t>* dims) const
-    {
-        Handle space(check(m_dataset ? H5Dget_space(m_h) : H5Aget_space(m_h), m_what, false));
-        const std::size_t n = space_points(space, m_what, dims);
-        if (m_dataset) {
-            // A dataset's extents are only a claim: what the file stores bounds
-            // them before anything is allocated for a read.
-            Handle ftype(check(H5Dget_type(m_h), m_what, false));
-            const std::size_t size = H5Tget_size(ftype), stored = H5Dget_storage_size(m_h);
-            if (size == 0 || n > stored / size)
-                throw error::FormatError(m_what + " has " + std::to_string(n) + " values but stores " +
-                                         std::to_string(stored) + " bytes");
-        }
-        return n;
-    }
-    void read(hid_t mtype, void* data) const
-    {
-        check_status(m_dataset ? H5Dread(m_h, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) : H5Aread(m_h, mtype, data),
-                     m_what, false);
-    }
-
-private:
-    Handle m_h;
-    bool m_dataset = false;
-    std::string m_what;
-};
 } // namespace
 
 std::string read_string_attr(hid_t obj, const char* name, const std::string& where)
@@ -325,33 +274,90 @@ std::string read_string_attr(hid_t obj, const char* name, const std::string& whe
     return s;
 }
 
+std::optional<IntArray> IntArray::find(hid_t obj, const char* name, const std::string& where)
+{
+    const bool attr = has_attr(obj, name);
+    Handle ds;
+    const int link = link_kind(obj, name);
+    if (link < 0)
+        throw error::FormatError(where + ": '" + name + "' is a soft or external link, not a dataset of this file");
+    if (link > 0) {
+        Handle o(check(H5Oopen(obj, name, H5P_DEFAULT), where + ": opening '" + name + "'", false));
+        if (H5Iget_type(o) == H5I_DATASET)
+            ds = std::move(o);
+    }
+    if (attr && ds.valid())
+        throw error::FormatError(where + ": '" + name + "' is stored both as an attribute and as a dataset");
+    if (ds.valid())
+        return IntArray(std::move(ds), true, where + ": dataset '" + name + "'");
+    if (attr)
+        return IntArray(open_attr(obj, name, where), false, where + ": attribute '" + name + "'");
+    return std::nullopt;
+}
+
+IntArray::IntArray(Handle h, bool dataset, std::string what) : m_h(std::move(h)), m_dataset(dataset), m_what(std::move(what))
+{
+    Handle ftype(check(m_dataset ? H5Dget_type(m_h) : H5Aget_type(m_h), m_what, false));
+    if (H5Tget_class(ftype) != H5T_INTEGER)
+        throw error::FormatError(m_what + " is not an integer " + (m_dataset ? "dataset" : "attribute"));
+    m_value_bytes = H5Tget_size(ftype);
+}
+
+std::size_t IntArray::points(std::vector<hsize_t>* dims) const
+{
+    Handle space(check(m_dataset ? H5Dget_space(m_h) : H5Aget_space(m_h), m_what, false));
+    const std::size_t n = space_points(space, m_what, dims);
+    if (m_dataset) {
+        // A dataset's extents are only a claim: what the file stores bounds
+        // them before anything is allocated for a read.
+        const std::size_t stored = H5Dget_storage_size(m_h);
+        if (m_value_bytes == 0 || n > stored / m_value_bytes)
+            throw error::FormatError(m_what + " has " + std::to_string(n) + " values but stores " +
+                                     std::to_string(stored) + " bytes");
+    }
+    return n;
+}
+
+void IntArray::read(hid_t mtype, void* data) const
+{
+    check_status(m_dataset ? H5Dread(m_h, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) : H5Aread(m_h, mtype, data),
+                 m_what, false);
+}
+
+std::vector<std::int64_t> IntArray::read_i64(std::vector<hsize_t>* dims) const
+{
+    std::vector<std::int64_t> v(points(dims));
+    if (!v.empty())
+        read(H5T_NATIVE_INT64, v.data());
+    return v;
+}
+
+std::vector<std::uint64_t> IntArray::read_u64() const
+{
+    std::vector<std::uint64_t> v(points(nullptr));
+    if (!v.empty())
+        read(H5T_NATIVE_UINT64, v.data());
+    return v;
+}
+
+namespace {
+IntArray find_int_array(hid_t obj, const char* name, const std::string& where)
+{
+    auto a = IntArray::find(obj, name, where);
+    if (!a)
+        throw error::FormatError(where + ": attribute '" + name + "' is missing");
+    return std::move(*a);
+}
+} // namespace
+
 std::vector<std::int64_t> read_i64_attr(hid_t obj, const char* name, const std::string& where, std::vector<hsize_t>* dims)
 {
-    const IntArray a(obj, name, where);
-    std::vector<std::int64_t> v(a.points(dims));
-    if (!v.empty())
-        a.read(H5T_NATIVE_INT64, v.data());
-    return v;
+    return find_int_array(obj, name, where).read_i64(dims);
 }
 
 std::vector<std::uint64_t> read_u64_attr(hid_t obj, const char* name, const std::string& where)
 {
-    const IntArray a(obj, name, where);
-    std::vector<std::uint64_t> v(a.points(nullptr));
-    if (!v.empty())
-        a.read(H5T_NATIVE_UINT64, v.data());
-    return v;
-}
-
-bool has_int_array(hid_t obj, const char* name)
-{
-    if (has_attr(obj, name))
-        return true;
-    const int link = link_kind(obj, name);
-    if (link <= 0)
-        return link < 0; // another kind of link: present, refused when read
-    const Handle o(H5Oopen(obj, name, H5P_DEFAULT));
-    return o.valid() && H5Iget_type(o) == H5I_DATASET;
+    return find_int_array(obj, name, where).read_u64();
 }
 
 void read_raw_array_attr(hid_t obj, const char* name, hid_t type, void* data, std::size_t n, const std::string& where)

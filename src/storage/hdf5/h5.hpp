@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,15 +92,42 @@ void write_raw_array_attr(hid_t obj, const char* name, hid_t type, const void* d
 void write_string_array_attr(hid_t obj, const char* name, const std::vector<std::string>& values);
 
 bool has_attr(hid_t obj, const char* name);
-/// Whether `obj` has an integer array `name`: an attribute or a dataset.
-bool has_int_array(hid_t obj, const char* name);
+
+/// An integer array of the metadata group (docs/FORMAT.md 2.6): the
+/// attribute `name` of `obj`, or a dataset of that name in it, never both.
+/// Local. find() and the reads throw error::FormatError, prefixed by
+/// `where`, for both forms at once, a soft or external link in the
+/// dataset's place (never followed), a type that is not an integer, or a
+/// dataset whose extents claim more values than it stores (checked before
+/// anything is allocated). The reads convert any stored integer type.
+class IntArray {
+public:
+    /// Opens the array; nullopt when `obj` holds neither form.
+    static std::optional<IntArray> find(hid_t obj, const char* name, const std::string& where);
+    /// "<where>: attribute '<name>'" or "<where>: dataset '<name>'".
+    const std::string& what() const noexcept { return m_what; }
+    /// Its values as int64; `dims` receives its extents (empty for a null
+    /// or scalar dataspace).
+    std::vector<std::int64_t> read_i64(std::vector<hsize_t>* dims = nullptr) const;
+    std::vector<std::uint64_t> read_u64() const;
+
+private:
+    IntArray(Handle h, bool dataset, std::string what);
+    std::size_t points(std::vector<hsize_t>* dims) const;
+    void read(hid_t mtype, void* data) const;
+
+    Handle m_h;
+    bool m_dataset = false;
+    std::string m_what;
+    std::size_t m_value_bytes = 0; // of the stored type
+};
+
 /// Reads a 1-d array attribute that must hold exactly `n` elements, converted to `type`.
 void read_raw_array_attr(hid_t obj, const char* name, hid_t type, void* data, std::size_t n, const std::string& where);
 std::vector<std::string> read_string_array_attr(hid_t obj, const char* name, const std::string& where);
 std::string read_string_attr(hid_t obj, const char* name, const std::string& where);
-/// Reads an integer attribute (or a dataset of that name, above) of any
-/// integer type as int64 values; `dims` receives its extents (empty for a
-/// null or scalar dataspace).
+/// Reads an integer array (IntArray) that must be present, as int64 values;
+/// `dims` receives its extents (empty for a null or scalar dataspace).
 std::vector<std::int64_t> read_i64_attr(hid_t obj, const char* name, const std::string& where,
                                         std::vector<hsize_t>* dims = nullptr);
 std::vector<std::uint64_t> read_u64_attr(hid_t obj, const char* name, const std::string& where);

@@ -110,23 +110,25 @@ public:
     void read(hid_t root, const char* name, const std::vector<RowBlock>& blocks, const std::string& rw)
     {
         const std::string runs_name = std::string(name) + "_runs";
-        const bool plain = h5::has_int_array(root, name), runs = h5::has_int_array(root, runs_name.c_str());
+        // Each an attribute or a dataset (FORMAT.md 2.6).
+        const auto plain = h5::IntArray::find(root, name, rw);
+        const auto runs = h5::IntArray::find(root, runs_name.c_str(), rw);
         if (plain && runs)
             throw error::FormatError(rw + ": both '" + name + "' and '" + runs_name + "'");
-        m_runs = runs;
-        // (Stored as an attribute, or as a dataset: FORMAT.md 2.6.)
-        const char* as = h5::has_attr(root, runs ? runs_name.c_str() : name) ? ": attribute '" : ": dataset '";
+        m_runs = runs.has_value();
         if (!runs) {
-            m_what = rw + as + name + "'";
+            if (!plain)
+                throw error::FormatError(rw + ": attribute '" + name + "' is missing");
+            m_what = plain->what();
             if constexpr (std::is_signed_v<T>)
-                m_values = h5::read_i64_attr(root, name, rw);
+                m_values = plain->read_i64();
             else
-                m_values = h5::read_u64_attr(root, name, rw);
+                m_values = plain->read_u64();
             return;
         }
-        m_what = rw + as + runs_name + "'";
+        m_what = runs->what();
         std::vector<hsize_t> dims;
-        m_triples = h5::read_i64_attr(root, runs_name.c_str(), rw, &dims);
+        m_triples = runs->read_i64(&dims);
         if (!m_triples.empty() && (dims.size() != 2 || dims[1] != 3))
             throw error::FormatError(m_what + " is not an array of (first, step, count) rows");
         if (too_many_values(blocks))
@@ -279,27 +281,29 @@ void write_metadata_group(hid_t loc, const MetadataColumns& md, std::size_t data
     h5::write_raw_array_attr(root, "kinds", kind_enum(), kinds.data(), n);
     h5::write_raw_array_attr(root, "dtypes", dtype_enum(), dtypes.data(), n);
     h5::write_raw_array_attr(root, "ndims", H5T_NATIVE_UINT8, ndims.data(), n);
-    const std::size_t above = dataset_above;
-    bool any_dataset = h5::write_i64_attr(root, "global_shapes", shapes, {shapes.size()}, above);
-    any_dataset |= h5::write_i64_attr(root, "chunk_counts", counts, {counts.size()}, above);
+    bool any_dataset = h5::write_i64_attr(root, "global_shapes", shapes, {shapes.size()}, dataset_above);
+    any_dataset |= h5::write_i64_attr(root, "chunk_counts", counts, {counts.size()}, dataset_above);
     // The per-chunk columns in 32 bits where their values fit (FORMAT.md 2);
     // boxes only when every global extent does, so that a reader's
     // offset + extent cannot overflow either.
     const bool extents_fit = std::all_of(shapes.begin(), shapes.end(), [](std::int64_t e) {
         return e <= std::numeric_limits<std::int32_t>::max();
     });
-    any_dataset |= write_runs_or(root, "chunk_boxes", boxes_as_runs, box_runs, above, [&] {
-        return h5::write_i64_column(root, "chunk_boxes", md.boxes, extents_fit, above);
+    any_dataset |= write_runs_or(root, "chunk_boxes", boxes_as_runs, box_runs, dataset_above, [&] {
+        return h5::write_i64_column(root, "chunk_boxes", md.boxes, extents_fit, dataset_above);
     });
-    any_dataset |= write_runs_or(root, "chunk_files", files_as_runs, file_runs, above,
-                                 [&] { return h5::write_i64_column(root, "chunk_files", md.chunk_file, true, above); });
-    any_dataset |= write_runs_or(root, "chunk_offsets", offsets_as_runs, offset_runs, above,
-                                 [&] { return h5::write_u64_column(root, "chunk_offsets", md.chunk_offset, above); });
-    any_dataset |= write_runs_or(root, "chunk_lengths", lengths_as_runs, length_runs, above,
-                                 [&] { return h5::write_u64_column(root, "chunk_lengths", md.chunk_length, above); });
+    any_dataset |= write_runs_or(root, "chunk_files", files_as_runs, file_runs, dataset_above, [&] {
+        return h5::write_i64_column(root, "chunk_files", md.chunk_file, true, dataset_above);
+    });
+    any_dataset |= write_runs_or(root, "chunk_offsets", offsets_as_runs, offset_runs, dataset_above, [&] {
+        return h5::write_u64_column(root, "chunk_offsets", md.chunk_offset, dataset_above);
+    });
+    any_dataset |= write_runs_or(root, "chunk_lengths", lengths_as_runs, length_runs, dataset_above, [&] {
+        return h5::write_u64_column(root, "chunk_lengths", md.chunk_length, dataset_above);
+    });
     h5::write_string_attr(root, "checksum_algorithm", md.checksum_block ? checksum_algorithm : "none");
     h5::write_i64_attr(root, "checksum_block_bytes", {static_cast<std::int64_t>(md.checksum_block)}, {});
-    any_dataset |= h5::write_u64_attr(root, "chunk_checksums", sums, above);
+    any_dataset |= h5::write_u64_attr(root, "chunk_checksums", sums, dataset_above);
     // The lowest version that describes the file: 3 where an array is a
     // dataset (2.6), 2 where a column is in its run form (2.5), else 1, so
     // that a file stays readable by older readers wherever it can.

@@ -12,18 +12,20 @@
 
 namespace cairn::detail {
 
-/// Writes `md` as the group "/cairn" (attributes) with one sub-group per
-/// entry under "/cairn/entries" into the open file or group `loc`.
-void write_metadata_group(hid_t loc, const Metadata& md);
 /// Integer arrays of the metadata group larger than this are stored as
 /// datasets (format version 3, docs/FORMAT.md 2.6): from about a million
 /// chunks.
 inline constexpr std::size_t metadata_dataset_above = std::size_t(8) << 20;
 
-/// The same from columns (what the coordinator's columnar path builds);
-/// arrays of more than `dataset_above` bytes as datasets.
+/// Writes `md` as the group "/cairn" (docs/FORMAT.md 2: a table of
+/// attributes; integer arrays of more than `dataset_above` bytes, by
+/// default metadata_dataset_above, as datasets) into the open file or group
+/// `loc`, with the lowest format version that describes it. Local (the
+/// caller's own HDF5 handle).
 /// Throws error::WriteError when a chunk has no file or the wrong number of
-/// checksums, or the columns do not line up.
+/// checksums, or the columns do not line up, and when HDF5 fails.
+void write_metadata_group(hid_t loc, const Metadata& md);
+/// The same from columns (what the coordinator's columnar path builds).
 void write_metadata_group(hid_t loc, const MetadataColumns& md, std::size_t dataset_above = metadata_dataset_above);
 
 /// Reads the group written by write_metadata_group; `where` (the file name)
