@@ -80,6 +80,7 @@ struct Options {
     std::string python;           // for bench/torch_dcp.py
     std::string torch_script;
     int small_arrays = 10000;     // mixed workload
+    long writeback_mib = -1;      // SaveOptions::writeback_bytes in MiB; -1: Cairn's default
 };
 Options g_opt;
 
@@ -137,6 +138,8 @@ void parse(int argc, char** argv)
             g_opt.plan_generic = true;
         else if (a == "--small-arrays")
             g_opt.small_arrays = std::stoi(next());
+        else if (a == "--writeback-mib")
+            g_opt.writeback_mib = std::stol(next());
         else if (a == "--python")
             g_opt.python = next();
         else if (a == "--torch-script")
@@ -930,6 +933,8 @@ Results bench_workload(Workload& w)
     const bool is_large = w.name == "large";
 
     cairn::SaveOptions so; // fsync on, checksums on (the defaults)
+    if (g_opt.writeback_mib >= 0)
+        so.writeback_bytes = static_cast<std::size_t>(g_opt.writeback_mib) << 20;
     cairn::LoadOptions lo; // verify checksums (the default)
 
     std::vector<Case> cases;

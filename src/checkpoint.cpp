@@ -55,11 +55,12 @@ std::shared_ptr<StorageWriter> default_writer(const SaveOptions& o, const std::s
         co.alignment = o.alignment;
         co.staging_bytes = o.staging_bytes;
         co.checksum_block = o.checksum_block;
+        co.writeback_bytes = o.writeback_bytes;
         co.tuning = o.container;
         return std::make_shared<ContainerWriter>(std::move(co));
     }
     return std::make_shared<DistcpWriter>(DistcpWriterOptions{o.fsync, o.files_per_rank, o.alignment, o.overwrite,
-                                                              o.staging_bytes, o.checksum_block});
+                                                              o.staging_bytes, o.checksum_block, o.writeback_bytes});
 }
 
 // Collective over `c` for Layout::automatic: the coordinator asks the

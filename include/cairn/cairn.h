@@ -173,6 +173,10 @@ int cairn_save_options_set_files_per_rank(cairn_save_options_t* options, int fil
 int cairn_save_options_set_alignment(cairn_save_options_t* options, size_t alignment);
 /** Bytes of host staging memory per rank (default 64 MiB). */
 int cairn_save_options_set_staging_bytes(cairn_save_options_t* options, size_t staging_bytes);
+/** With fsync: bytes per file written but not yet on the device while the
+ *  save goes on (early writeback, Linux sync_file_range; default 64 MiB;
+ *  0: off; see SaveOptions::writeback_bytes). */
+int cairn_save_options_set_writeback_bytes(cairn_save_options_t* options, size_t writeback_bytes);
 /** Keep the global plan for the next save and reuse the kept one when only
  *  data, scalar and string values and blob contents changed (default 0; see
  *  SaveOptions::reuse_plan). It takes effect only when every rank sets it. */

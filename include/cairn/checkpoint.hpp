@@ -63,6 +63,14 @@ struct SaveOptions {
     /// Bytes per checksum block: every stored chunk carries XXH3-64
     /// checksums of its blocks, computed as the data streams out. 0: none.
     std::uint64_t checksum_block = std::uint64_t(1) << 20;
+    /// With `fsync`: as a rank writes, start the device's writeback of each
+    /// piece it has written (Linux `sync_file_range`) and keep at most this
+    /// many bytes per file written but not yet on the device, so that
+    /// copying into the page cache and writing to the device overlap instead
+    /// of all bytes waiting for the final fsync. A hint: the fsync still
+    /// follows, so durability is the same; it does nothing where the system
+    /// lacks it. 0: off.
+    std::size_t writeback_bytes = std::size_t(64) << 20;
     /// async_save() only: how the data is staged.
     AsyncStaging async_staging = AsyncStaging::full_copy;
     /// Container layout: MPI-IO hints, file locking, metadata cache.

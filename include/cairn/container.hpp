@@ -69,6 +69,8 @@ struct ContainerWriterOptions {
     std::size_t staging_bytes = std::size_t(64) << 20;
     /// Bytes per checksum block (0: no checksums); see SaveOptions.
     std::uint64_t checksum_block = std::uint64_t(1) << 20;
+    /// Early writeback with fsync; see SaveOptions::writeback_bytes.
+    std::size_t writeback_bytes = std::size_t(64) << 20;
     ContainerTuning tuning;
 };
 

@@ -25,6 +25,8 @@ struct DistcpWriterOptions {
     std::size_t staging_bytes = std::size_t(64) << 20;
     /// Bytes per checksum block; 0: no checksums.
     std::uint64_t checksum_block = std::uint64_t(1) << 20;
+    /// Early writeback with fsync; see SaveOptions::writeback_bytes.
+    std::size_t writeback_bytes = std::size_t(64) << 20;
 };
 
 /// Writes the per-rank layout through MPI-IO (each rank opens its own files

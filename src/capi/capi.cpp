@@ -672,6 +672,12 @@ int cairn_save_options_set_staging_bytes(cairn_save_options_t* options, size_t s
                    [&] { handle(options, "the options handle").options.staging_bytes = staging_bytes; });
 }
 
+int cairn_save_options_set_writeback_bytes(cairn_save_options_t* options, size_t writeback_bytes)
+{
+    return guarded("cairn_save_options_set_writeback_bytes",
+                   [&] { handle(options, "the options handle").options.writeback_bytes = writeback_bytes; });
+}
+
 int cairn_save_options_set_reuse_plan(cairn_save_options_t* options, int reuse_plan)
 {
     return guarded("cairn_save_options_set_reuse_plan",

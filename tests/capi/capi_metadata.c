@@ -28,9 +28,10 @@ int main(int argc, char** argv)
     CHECK_OK(cairn_save_options_set_files_per_rank(so, 2));
     CHECK_OK(cairn_save_options_set_alignment(so, 512));
     CHECK_OK(cairn_save_options_set_staging_bytes(so, 4096));
-    CHECK_OK(cairn_save_options_set_fsync(so, 0));
+    CHECK_OK(cairn_save_options_set_writeback_bytes(so, 1 << 20));
     for (run = 0; run < 2; ++run) {
         cairn_save_result_t r;
+        CHECK_OK(cairn_save_options_set_fsync(so, run)); /* the second durable, with early writeback */
         for (k = 0; k < s[0]; ++k)
             a[k] = (double)(o[0] + k) + 0.25 * run;
         step = 12 + run;

@@ -71,7 +71,8 @@ program test_values
 
   call cairn_save_options_create(so)
   call cairn_save_options_set(so, overwrite=.true., fsync=.false., files_per_rank=2, &
-                              alignment=256_c_int64_t, staging_bytes=8192_c_int64_t, ierr=ierr)
+                              alignment=256_c_int64_t, staging_bytes=8192_c_int64_t, &
+                              writeback_bytes=1048576_c_int64_t, ierr=ierr)
   call check_ok(ierr, 'cairn_save_options_set')
   call cairn_save_options_set(so, files_per_rank=0, ierr=ierr)
   call check_err(ierr, CAIRN_ERR_USAGE, 'files_per_rank must be at least 1', 'files_per_rank 0')

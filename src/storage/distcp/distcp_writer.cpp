@@ -7,6 +7,7 @@
 #include "storage/builtin_writers.hpp"
 #include "storage/distcp/mpiio.hpp"
 #include "storage/fs.hpp"
+#include "storage/writeback.hpp"
 #include "storage/hdf5/metadata_h5.hpp"
 
 #include <algorithm>
@@ -53,8 +54,9 @@ std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return a <= 1 ? v : (
 // non-blocking call anyway, so a second buffer bought no overlap.
 class FileStream {
 public:
-    FileStream(MpiFile& file, detail::HostBuffer& buffer, detail::DeferredHashes& deferred)
-        : m_file(file), m_buf(buffer), m_deferred(deferred)
+    FileStream(MpiFile& file, detail::HostBuffer& buffer, detail::DeferredHashes& deferred,
+               detail::Writeback& writeback)
+        : m_file(file), m_buf(buffer), m_deferred(deferred), m_writeback(writeback)
     {
     }
 
@@ -73,7 +75,13 @@ public:
             return;
         if (ref.space == MemorySpace::host && detail::is_dense(v) && nbytes >= direct_min) {
             flush();
-            m_file.write_at(offset, v.data, nbytes);
+            const auto* p = static_cast<const char*>(v.data);
+            for (std::uint64_t done = 0; done < nbytes;) {
+                const auto n = m_writeback.piece(nbytes - done);
+                m_file.write_at(offset + done, p + done, n);
+                m_writeback.wrote(offset + done, n);
+                done += n;
+            }
             if (hasher) // hashed later, from the same memory (during the sync)
                 m_deferred.add(hasher, v.data, static_cast<std::size_t>(nbytes));
             return;
@@ -113,8 +121,10 @@ public:
     /// Writes what the buffer holds.
     void flush()
     {
-        if (m_len)
+        if (m_len) {
             m_file.write_at(m_start, m_buf.data(), m_len);
+            m_writeback.wrote(m_start, m_len);
+        }
         m_len = 0;
     }
 
@@ -122,6 +132,7 @@ private:
     MpiFile& m_file;
     detail::HostBuffer& m_buf;
     detail::DeferredHashes& m_deferred; // direct items, hashed by the caller later
+    detail::Writeback& m_writeback;
     std::uint64_t m_start = 0;
     std::uint64_t m_len = 0;
 };
@@ -244,7 +255,8 @@ std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlan
         MpiFile file(fs::join(im.write_dir, name), MpiFile::Mode::write);
         file.set_size(end);
         detail::DeferredHashes deferred;
-        FileStream stream(file, staging, deferred);
+        detail::Writeback writeback(file.path(), im.opt.fsync ? im.opt.writeback_bytes : 0);
+        FileStream stream(file, staging, deferred, writeback);
         // One hasher per item; those of items written straight from the
         // caller's memory are fed after the writes.
         std::vector<std::unique_ptr<detail::ChunkHasher>> hashers(bucket.size());
@@ -258,6 +270,7 @@ std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlan
             results[bucket[j]] = WriteResult{it.fqn, it.chunk, StorageInfo{name, offsets[j], it.nbytes, {}}};
         }
         stream.flush();
+        writeback.start_rest();
         if (im.opt.fsync)
             deferred.run_during([&] { file.sync(); }); // the sync mostly waits for the device
         else

@@ -22,6 +22,7 @@
 #include "storage/hdf5/container_h5.hpp"
 #include "storage/hdf5/h5.hpp"
 #include "storage/hdf5/metadata_h5.hpp"
+#include "storage/writeback.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -244,6 +245,11 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
         for (std::size_t d = 0; d < D; ++d)
             index.emplace(specs[d].fqn, d);
         const std::int64_t capacity_bytes = static_cast<std::int64_t>(im.opt.staging_bytes);
+        // The piece of early writeback (0: off), as detail::Writeback cuts it.
+        const std::int64_t piece_bytes =
+            im.opt.fsync && detail::Writeback::available()
+                ? static_cast<std::int64_t>(detail::Writeback::piece_of(im.opt.writeback_bytes))
+                : 0;
         for (const auto& it : plan.items) {
             if (it.kind != ItemKind::array && it.kind != ItemKind::bytes)
                 continue; // scalars and strings: written by finish() from the metadata
@@ -269,7 +275,15 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             t.view = ref.view;
             if (it.box.volume() > 0) {
                 t.mem = ct::view_space(ref.view, tmp + ": dataset '" + ds.path + "'", true);
-                if (t.mem.valid()) {
+                if (t.mem.valid() && piece_bytes > 0 && detail::is_dense(ref.view) &&
+                    static_cast<std::int64_t>(it.nbytes) > piece_bytes) {
+                    // Dense and large, with early writeback: written from
+                    // the caller's memory in pieces, each one's writeback
+                    // started as soon as it is in the file.
+                    t.mem = Handle();
+                    t.split = ct::Split(it.box, std::max<std::int64_t>(piece_bytes / es, 1));
+                    t.rounds = t.split.count();
+                } else if (t.mem.valid()) {
                     t.rounds = 1;
                 } else {
                     t.split = ct::Split(it.box, std::max<std::int64_t>(capacity_bytes / es, 1));
@@ -328,6 +342,9 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
     {
         const Handle fapl = ct::file_access(im.comm, im.opt.tuning, im.opt.alignment, tmp, true);
         Handle file(check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "creating " + tmp, true));
+        std::optional<detail::Writeback> writeback;
+        if (im.opt.fsync)
+            writeback.emplace(tmp, im.opt.writeback_bytes);
         // Injected faults (ct::inject) follow the real, collective calls: the
         // rank notes the error and takes part in the rest with empty selections.
         try {
@@ -363,6 +380,8 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                 direct.emplace(tmp, detail::MpiFile::Mode::write);
             detail::for_each_run(shape, t.item->box, [&](std::uint64_t first, std::uint64_t count) {
                 direct->write_at(at + first * es, src, count * es);
+                if (writeback)
+                    writeback->wrote(at + first * es, count * es);
                 src += count * es;
             });
         };
@@ -379,11 +398,29 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             std::int64_t first = 0, n = 0;
             const Box b = t.split.piece(p, first, n);
             ct::select_box(fspace, b, what, true);
-            buffer.resize(static_cast<std::size_t>(max_piece_bytes));
-            detail::pack_range(t.view, first, n, buffer.data());
             owned = ct::dense_space(static_cast<std::uint64_t>(n), what, true);
             mem = owned;
+            if (detail::is_dense(t.view)) { // a piece of a large dense chunk, in place
+                buf = static_cast<const char*>(t.view.data) + first * static_cast<std::int64_t>(t.view.elem_size);
+                return;
+            }
+            buffer.resize(static_cast<std::size_t>(max_piece_bytes));
+            detail::pack_range(t.view, first, n, buffer.data());
             buf = buffer.data();
+        };
+        // Starts the writeback of what this rank just wrote of task `t`
+        // (piece `p`, or all of it) into a dataset stored at `at`.
+        auto wrote = [&](const Task& t, std::int64_t p, const Shape& shape, haddr_t at, std::size_t es) {
+            if (!writeback || !writeback->active() || at == HADDR_UNDEF)
+                return;
+            Box b = t.item->box;
+            if (!t.mem.valid()) {
+                std::int64_t first = 0, n = 0;
+                b = t.split.piece(p, first, n);
+            }
+            detail::for_each_run(shape, b, [&](std::uint64_t first, std::uint64_t count) {
+                writeback->wrote(static_cast<std::uint64_t>(at) + first * es, count * es);
+            });
         };
 
         std::size_t cursor = 0;
@@ -407,13 +444,16 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             const std::int64_t rounds = sched[1 + d];
             const auto bytes = static_cast<std::uint64_t>(volume(ds.shape)) * dtype_size(stored_dtype(ds));
             const bool single = sched[1 + D + d] == -sched[1 + 2 * D + d];
+            const auto es = dtype_size(stored_dtype(ds));
+            // Where its bytes start (contiguous, allocated at creation): for
+            // early writeback of what this rank writes through HDF5.
+            const haddr_t stored_at = writeback && writeback->active() ? H5Dget_offset(dset) : HADDR_UNDEF;
             if (rounds > 0 && (single || bytes < im.opt.tuning.independent_below)) {
                 // Small, stored as in memory: straight to its address.
                 haddr_t at = HADDR_UNDEF;
                 if (bytes <= direct_max && H5Tequal(ftype, mtype) > 0)
                     at = H5Dget_offset(dset);
                 if (at != HADDR_UNDEF) {
-                    const auto es = dtype_size(stored_dtype(ds));
                     for (std::size_t ti = cursor; ti < end && !err; ++ti) {
                         try {
                             if (tasks[ti].rounds > 0)
@@ -433,6 +473,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                             prepare(tasks[ti], p, fspace, what, mem, buf, owned);
                             check_status(H5Dwrite(dset, mtype, mem, fspace, independent, buf), "writing " + what, true);
                             ct::inject(fault::h5_write, "writing " + what, true);
+                            wrote(tasks[ti], p, ds.shape, stored_at, es);
                         } catch (...) {
                             note();
                         }
@@ -466,6 +507,8 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                         }
                         check_status(H5Dwrite(dset, mtype, mem, fspace, collective, buf), "writing " + what, true);
                         ct::inject(fault::h5_write, "writing " + what, true);
+                        if (mine)
+                            wrote(tasks[ti], piece - 1, ds.shape, stored_at, es);
                     } catch (...) {
                         note();
                     }
@@ -475,6 +518,8 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             if (!dset.reset() && !err)
                 err = std::make_exception_ptr(error::WriteError("closing " + what + ": " + detail::h5::last_error()));
         }
+        if (writeback)
+            writeback->start_rest();
         if (direct) {
             try {
                 direct->close();
