@@ -480,6 +480,68 @@ TEST_CASE("an HDF5 failure on one rank while saving a container fails every rank
     CHECK(no_container_temp(file));
 }
 
+TEST_CASE("a write failure on one rank between the writeback pieces of a chunk fails every rank the same way",
+          "[.faults][writeback]")
+{
+    // Dense chunks of 2 MiB per rank with writeback_bytes 1 MiB: written in
+    // pieces of 1 MiB (container: collective rounds, per-rank: one MPI-IO
+    // write each). The second piece fails on one rank: every rank reports
+    // it, none hangs in the remaining rounds, and the checkpoint it was
+    // replacing is intact.
+    const int w = world_size(), r = world_rank();
+    const std::string base = fresh_dir("faults_writeback_" + std::to_string(w));
+    const std::vector<ArraySpec> specs{{"a.wide", cairn::DType::f64, {std::int64_t(w) * 4, 65536}, 51}};
+    auto options = [] {
+        cairn::SaveOptions o;
+        o.writeback_bytes = std::size_t(1) << 20;
+        o.staging_bytes = std::size_t(1) << 20; // per-rank: chunks of 128 KiB and more go straight from memory
+        o.overwrite = true;
+        REQUIRE(o.fsync);
+        return o;
+    };
+    auto holds = [&](const std::string& id, std::int64_t step) {
+        TestState back(specs, Decomp::grid, w, w - 1 - r, 0, false);
+        try {
+            cairn::load(back.dict, id, MPI_COMM_WORLD);
+        } catch (const std::exception& e) {
+            UNSCOPED_INFO("rank " << r << ": loading " << id << ": " << e.what());
+            return all(false);
+        }
+        const bool ok = back.step == step;
+        back.step = 4711; // errors() compares with the standard values
+        return all(ok && back.errors() == 0);
+    };
+    const Case cases[] = {
+        {"mpiio.write", false, 1, EIO, "write", "write of"},
+        {"h5.write", false, 1, ENOSPC, "write", "writing "},
+    };
+    for (const auto& c : cases) {
+        const bool container = std::string(c.point) == "h5.write";
+        const std::string id = base + (container ? "/ckpt.h5" : "/ckpt");
+        TestState good(specs, Decomp::dim0, w, r, 0, true);
+        cairn::save(good.dict, id, MPI_COMM_WORLD, options());
+        REQUIRE(holds(id, 4711));
+        for (const int rank : failing_ranks()) {
+            TestState s(specs, Decomp::dim0, w, r, 0, true);
+            s.step = 1;
+            MPI_Barrier(MPI_COMM_WORLD);
+            Outcome o;
+            {
+                cairn::testing::ScopedFault fault({c.point, rank, c.after, 1, c.error});
+                o = attempt([&] { cairn::save(s.dict, id, MPI_COMM_WORLD, options()); });
+                CHECK(all(cairn::testing::faults_fired() == (world_rank() == rank ? 1u : 0u)));
+            }
+            INFO(describe(c, rank) << ": " << o.what);
+            CHECK(same_error_everywhere(o, Kind::write));
+            CHECK(all(contains(o.what, "rank " + std::to_string(rank) + " (write): ")));
+            CHECK(all(contains(o.what, c.needle)));
+            CHECK(all(contains(o.what, container ? "a.wide" : "__" + std::to_string(rank) + "_0.distcp")));
+            CHECK(max_seconds(o) < k_bound_seconds);
+            CHECK(holds(id, 4711));
+        }
+    }
+}
+
 TEST_CASE("an HDF5 failure on one rank while loading a container fails every rank the same way",
           "[.faults][container]")
 {
