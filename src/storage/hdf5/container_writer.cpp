@@ -452,7 +452,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                 // Small, stored as in memory: straight to its address.
                 haddr_t at = HADDR_UNDEF;
                 if (bytes <= direct_max && H5Tequal(ftype, mtype) > 0)
-                    at = H5Dget_offset(dset);
+                    at = stored_at != HADDR_UNDEF ? stored_at : H5Dget_offset(dset);
                 if (at != HADDR_UNDEF) {
                     for (std::size_t ti = cursor; ti < end && !err; ++ti) {
                         try {
