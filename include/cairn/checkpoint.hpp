@@ -50,9 +50,10 @@ struct SaveOptions {
     /// Number of .distcp files each rank writes (items are balanced by size).
     int files_per_rank = 1;
     /// Chunks of at least this many bytes start at a multiple of it in their
-    /// file. Container layout: H5Pset_alignment(alignment, alignment), every
-    /// HDF5 object of at least this size starts at a multiple of it (set it to
-    /// the stripe size of a parallel file system).
+    /// file. Container layout: H5Pset_alignment(max(alignment, 64 KiB),
+    /// alignment), every HDF5 object of at least that size starts at a
+    /// multiple of it (set it to the stripe size of a parallel file system);
+    /// smaller objects are packed.
     std::size_t alignment = 4096;
     /// Replace a committed checkpoint at the same path. The old one stays
     /// intact until the new one is committed.

@@ -62,9 +62,10 @@ struct ContainerTuning {
 struct ContainerWriterOptions {
     bool fsync = true;
     bool overwrite = false;
-    /// H5Pset_alignment(threshold = alignment, alignment): every object of at
-    /// least this many bytes (datasets, metadata blocks) starts at a multiple
-    /// of it; set it to the stripe size of a parallel file system.
+    /// H5Pset_alignment(threshold = max(alignment, 64 KiB), alignment): every
+    /// object of at least the threshold (datasets, metadata blocks) starts at
+    /// a multiple of `alignment`; smaller ones are packed. Set it to the
+    /// stripe size of a parallel file system.
     std::size_t alignment = 4096;
     std::size_t staging_bytes = std::size_t(64) << 20;
     /// Bytes per checksum block (0: no checksums); see SaveOptions.

@@ -111,8 +111,13 @@ Handle file_access(MPI_Comm comm, const ContainerTuning& t, std::size_t alignmen
         check_status(H5Pset_coll_metadata_write(fapl, t.collective_metadata), what + ": collective metadata writes", write);
     }
     check_status(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST), what + ": library version bounds", write);
-    if (alignment > 1)
-        check_status(H5Pset_alignment(fapl, alignment, alignment), what + ": alignment", write);
+    if (alignment > 1) {
+        // Objects below 64 KiB (small datasets, from the small-data blocks
+        // below) are packed without padding, so that runs of adjacent small
+        // datasets are written with one call (write_small_datasets).
+        const hsize_t threshold = std::max<hsize_t>(alignment, hsize_t(64) * 1024);
+        check_status(H5Pset_alignment(fapl, threshold, alignment), what + ": alignment", write);
+    }
     if (comm != MPI_COMM_NULL) {
         // Metadata and small raw data are allocated from blocks of this size,
         // so that the many small objects of a save sit together and reach the

@@ -144,6 +144,164 @@ std::vector<std::uint64_t> chunk_checksums(const StridedView& view, const Box& b
     return hasher.finish();
 }
 
+// A small dataset written straight to its address: the same list, in
+// dataset order, on every rank; its tasks on this rank are [first_task,
+// end_task) of the rank's task list.
+struct SmallDataset {
+    std::size_t dataset = 0;
+    std::uint64_t at = 0; // the address of its contiguous storage
+    std::uint64_t bytes = 0;
+    std::size_t elem_size = 1;
+    std::size_t first_task = 0, end_task = 0;
+};
+
+// Small datasets are aggregated in groups of consecutive datasets of at most
+// this many bytes; each group is written by one rank, at most
+// k_small_owners groups per round.
+constexpr std::uint64_t k_small_group_bytes = std::uint64_t(2) << 20;
+constexpr int k_small_owners = 4;
+
+// Writes the small datasets (docs/FORMAT.md 7.4), collective over `comm`:
+// each group of consecutive datasets (their storage mostly adjacent in the
+// file) is written by one rank, its owner, which receives every rank's
+// pieces of the group (MPI_Alltoallv) and writes each run of adjacent bytes
+// with one call, instead of every rank writing its pieces one by one (7,500
+// writes of 5-10 KiB per rank in the mixed benchmark; the kernel's cost is
+// per write). Rounds of at most k_small_owners groups bound the memory: a
+// rank sends at most k_small_owners x k_small_group_bytes per round and
+// receives at most one group. `pack(sd, hdr, data)` appends this rank's runs
+// of dataset `sd` ((offset, length) pairs and bytes); `write(at, src, size)`
+// writes. A rank that `failed` earlier sends nothing and writes nothing but
+// takes part in every round. MPI failures throw; write failures throw after
+// the rounds.
+template <class Pack, class Write>
+void write_small_datasets(MPI_Comm comm, const std::string& tmp, const std::vector<SmallDataset>& smalls, bool failed,
+                          Pack&& pack, Write&& write)
+{
+    if (smalls.empty())
+        return;
+    int rank = 0, size = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    std::vector<std::size_t> group{0}; // group g: smalls[group[g], group[g + 1])
+    std::uint64_t acc = 0;
+    for (std::size_t i = 0; i < smalls.size(); ++i) {
+        if (acc > 0 && acc + smalls[i].bytes > k_small_group_bytes) {
+            group.push_back(i);
+            acc = 0;
+        }
+        acc += smalls[i].bytes;
+    }
+    group.push_back(smalls.size());
+    const std::size_t groups = group.size() - 1;
+    const std::size_t per_round = static_cast<std::size_t>(std::min(size, k_small_owners));
+    auto mpi = [&](int rc, const char* what) {
+        if (rc != MPI_SUCCESS)
+            throw error::WriteError(tmp + ": " + what + " of the small datasets failed");
+    };
+    std::exception_ptr write_error;
+    std::vector<std::uint64_t> hdr, rhdr;
+    std::vector<char> data, rdata, run;
+    std::vector<std::int64_t> counts(2 * static_cast<std::size_t>(size)), rcounts(counts.size());
+    std::vector<int> hc(static_cast<std::size_t>(size)), hd(hc.size()), dc(hc.size()), dd(hc.size());
+    std::vector<int> rhc(hc.size()), rhd(hc.size()), rdc(hc.size()), rdd(hc.size());
+    for (std::size_t first = 0; first < groups; first += per_round) {
+        const std::size_t last = std::min(groups, first + per_round);
+        // Pack in the order of the owners (group g: rank g % size), which is
+        // the order of the send displacements.
+        std::vector<std::pair<std::size_t, std::size_t>> owned; // (owner, group)
+        for (std::size_t g = first; g < last; ++g)
+            owned.emplace_back(g % static_cast<std::size_t>(size), g);
+        std::sort(owned.begin(), owned.end());
+        hdr.clear();
+        data.clear();
+        std::fill(counts.begin(), counts.end(), 0);
+        if (!failed) {
+            try {
+                for (const auto& [owner, g] : owned) {
+                    const auto h0 = hdr.size();
+                    const auto d0 = data.size();
+                    for (std::size_t i = group[g]; i < group[g + 1]; ++i)
+                        pack(smalls[i], hdr, data);
+                    counts[2 * owner] = static_cast<std::int64_t>(hdr.size() - h0);
+                    counts[2 * owner + 1] = static_cast<std::int64_t>(data.size() - d0);
+                }
+            } catch (...) {
+                failed = true;
+                if (!write_error)
+                    write_error = std::current_exception();
+                hdr.clear();
+                data.clear();
+                std::fill(counts.begin(), counts.end(), 0);
+            }
+        }
+        mpi(MPI_Alltoall(counts.data(), 2, MPI_INT64_T, rcounts.data(), 2, MPI_INT64_T, comm), "MPI_Alltoall");
+        int hoff = 0, doff = 0, rhoff = 0, rdoff = 0;
+        for (int k = 0; k < size; ++k) {
+            const auto u = static_cast<std::size_t>(k);
+            hc[u] = static_cast<int>(counts[2 * u]);
+            dc[u] = static_cast<int>(counts[2 * u + 1]);
+            rhc[u] = static_cast<int>(rcounts[2 * u]);
+            rdc[u] = static_cast<int>(rcounts[2 * u + 1]);
+            hd[u] = hoff;
+            dd[u] = doff;
+            rhd[u] = rhoff;
+            rdd[u] = rdoff;
+            hoff += hc[u];
+            doff += dc[u];
+            rhoff += rhc[u];
+            rdoff += rdc[u];
+        }
+        rhdr.resize(static_cast<std::size_t>(rhoff));
+        rdata.resize(static_cast<std::size_t>(rdoff));
+        mpi(MPI_Alltoallv(hdr.data(), hc.data(), hd.data(), MPI_UINT64_T, rhdr.data(), rhc.data(), rhd.data(),
+                          MPI_UINT64_T, comm),
+            "MPI_Alltoallv (offsets)");
+        mpi(MPI_Alltoallv(data.data(), dc.data(), dd.data(), MPI_BYTE, rdata.data(), rdc.data(), rdd.data(), MPI_BYTE,
+                          comm),
+            "MPI_Alltoallv (bytes)");
+        if (failed || rhdr.empty())
+            continue;
+        // This rank's group: every piece, by offset; adjacent ones in one write.
+        struct Piece {
+            std::uint64_t at, size;
+            const char* src;
+        };
+        std::vector<Piece> pieces;
+        pieces.reserve(rhdr.size() / 2);
+        const char* src = rdata.data();
+        for (std::size_t j = 0; j + 1 < rhdr.size(); j += 2) {
+            pieces.push_back(Piece{rhdr[j], rhdr[j + 1], src});
+            src += rhdr[j + 1];
+        }
+        std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.at < b.at; });
+        try {
+            std::size_t j = 0;
+            while (j < pieces.size()) {
+                std::size_t k = j + 1;
+                std::uint64_t end = pieces[j].at + pieces[j].size;
+                while (k < pieces.size() && pieces[k].at == end)
+                    end += pieces[k++].size;
+                if (k == j + 1) {
+                    write(pieces[j].at, pieces[j].src, pieces[j].size);
+                } else {
+                    run.clear();
+                    for (std::size_t m = j; m < k; ++m)
+                        run.insert(run.end(), pieces[m].src, pieces[m].src + pieces[m].size);
+                    write(pieces[j].at, run.data(), run.size());
+                }
+                j = k;
+            }
+        } catch (...) {
+            failed = true;
+            if (!write_error)
+                write_error = std::current_exception();
+        }
+    }
+    if (write_error)
+        std::rethrow_exception(write_error);
+}
+
 } // namespace
 
 struct ContainerWriter::Impl {
@@ -366,9 +524,14 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
         // use, closed before the flush, whose MPI_File_sync makes them durable).
         std::optional<detail::MpiFile> direct;
         std::vector<char> packed; // strided small chunks, packed
-        const std::uint64_t direct_max = std::min<std::uint64_t>(ct::direct_max_bytes, im.opt.staging_bytes);
-        // Writes task `t` of a dataset of `shape` stored contiguously at `at`.
-        auto write_direct = [&](const Task& t, const Shape& shape, std::uint64_t at, std::size_t es) {
+        // The same on every rank (it does not depend on per-rank options):
+        // the small datasets form one list, aggregated after the loop.
+        const std::uint64_t direct_max = ct::direct_max_bytes;
+        std::vector<SmallDataset> smalls;
+        // Appends the runs of task `t` (a dataset of `shape` stored at `at`)
+        // to `hdr` (file offset, length) and their bytes to `data`.
+        auto pack_small = [&](const Task& t, const Shape& shape, std::uint64_t at, std::size_t es,
+                              std::vector<std::uint64_t>& hdr, std::vector<char>& data) {
             const auto n = static_cast<std::size_t>(t.item->box.volume());
             const char* src = static_cast<const char*>(t.view.data);
             if (!detail::is_dense(t.view)) {
@@ -376,14 +539,20 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                 detail::pack_range(t.view, 0, static_cast<std::int64_t>(n), packed.data());
                 src = packed.data();
             }
-            if (!direct)
-                direct.emplace(tmp, detail::MpiFile::Mode::write);
             detail::for_each_run(shape, t.item->box, [&](std::uint64_t first, std::uint64_t count) {
-                direct->write_at(at + first * es, src, count * es);
-                if (writeback)
-                    writeback->wrote(at + first * es, count * es);
+                hdr.push_back(at + first * es);
+                hdr.push_back(count * es);
+                data.insert(data.end(), src, src + count * es);
                 src += count * es;
             });
+        };
+        // Writes `size` bytes at `at` through this rank's own handle.
+        auto write_direct = [&](std::uint64_t at, const char* src, std::uint64_t size) {
+            if (!direct)
+                direct.emplace(tmp, detail::MpiFile::Mode::write);
+            direct->write_at(at, src, size);
+            if (writeback)
+                writeback->wrote(at, size);
         };
 
         // Selects piece `p` of task `t` in `fspace`; the memory side in `mem` / `buf`.
@@ -454,10 +623,10 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                 if (bytes <= direct_max && H5Tequal(ftype, mtype) > 0)
                     at = stored_at != HADDR_UNDEF ? stored_at : H5Dget_offset(dset);
                 if (at != HADDR_UNDEF) {
+                    // Written after the loop, aggregated (write_small_datasets).
+                    smalls.push_back(SmallDataset{d, static_cast<std::uint64_t>(at), bytes, es, cursor, end});
                     for (std::size_t ti = cursor; ti < end && !err; ++ti) {
                         try {
-                            if (tasks[ti].rounds > 0)
-                                write_direct(tasks[ti], ds.shape, static_cast<std::uint64_t>(at), es);
                             ct::inject(fault::h5_write, "writing " + what, true);
                         } catch (...) {
                             note();
@@ -517,6 +686,16 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             cursor = end;
             if (!dset.reset() && !err)
                 err = std::make_exception_ptr(error::WriteError("closing " + what + ": " + detail::h5::last_error()));
+        }
+        try {
+            write_small_datasets(im.comm, tmp, smalls, err != nullptr, [&](const SmallDataset& sd, std::vector<std::uint64_t>& hdr,
+                                                                         std::vector<char>& data) {
+                for (std::size_t ti = sd.first_task; ti < sd.end_task; ++ti)
+                    if (tasks[ti].rounds > 0)
+                        pack_small(tasks[ti], specs[sd.dataset].shape, sd.at, sd.elem_size, hdr, data);
+            }, write_direct);
+        } catch (...) {
+            note();
         }
         if (writeback)
             writeback->start_rest();
