@@ -178,11 +178,20 @@ template <class Pack, class Write>
 void write_small_datasets(MPI_Comm comm, const std::string& tmp, const std::vector<SmallDataset>& smalls, bool failed,
                           Pack&& pack, Write&& write)
 {
-    if (smalls.empty())
-        return;
     int rank = 0, size = 1;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
+    // The rounds below are collective: every rank must see the same list
+    // (it follows from the agreed schedule and the shared dataset list; a
+    // difference would be a bug, reported the same way on every rank).
+    std::int64_t n[2] = {static_cast<std::int64_t>(smalls.size()), -static_cast<std::int64_t>(smalls.size())};
+    if (MPI_Allreduce(MPI_IN_PLACE, n, 2, MPI_INT64_T, MPI_MAX, comm) != MPI_SUCCESS)
+        throw error::WriteError(tmp + ": MPI_Allreduce of the small datasets failed");
+    if (n[0] != -n[1])
+        throw error::WriteError(tmp + ": the ranks list between " + std::to_string(-n[1]) + " and " +
+                                std::to_string(n[0]) + " small datasets (internal error)");
+    if (smalls.empty())
+        return;
     std::vector<std::size_t> group{0}; // group g: smalls[group[g], group[g + 1])
     std::uint64_t acc = 0;
     for (std::size_t i = 0; i < smalls.size(); ++i) {
