@@ -48,11 +48,12 @@ std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return a <= 1 ? v : (
 // `MPI_File_write_at`; dense host items of at least `direct_min` bytes go
 // straight from the caller's memory, in pieces of early writeback (every
 // write is reported to the file's Writeback, which starts the device on
-// it). Extra host memory: the buffer, whatever the state. The writes are blocking on purpose: OpenMPI's `ompio` completes
-// an `MPI_File_iwrite_at` at about 0.25 GB/s here (measured: 0.2-0.25 s in
-// MPI_Wait for the 3 buffers of the mixed benchmark's small items, 0.01 s
-// with blocking writes), and ROMIO's ufs driver writes inside the
-// non-blocking call anyway, so a second buffer bought no overlap.
+// it). Extra host memory: the buffer, whatever the state. The writes are
+// blocking on purpose: OpenMPI's `ompio` completes an `MPI_File_iwrite_at`
+// at about 0.25 GB/s here (measured: 0.2-0.25 s in MPI_Wait for the 3
+// buffers of the mixed benchmark's small items, 0.01 s with blocking
+// writes), and ROMIO's ufs driver writes inside the non-blocking call
+// anyway, so a second buffer bought no overlap.
 class FileStream {
 public:
     FileStream(MpiFile& file, detail::HostBuffer& buffer, detail::DeferredHashes& deferred,

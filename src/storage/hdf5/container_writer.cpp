@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <map>
 #include <memory>
@@ -151,7 +152,6 @@ struct SmallDataset {
     std::size_t dataset = 0;
     std::uint64_t at = 0; // the address of its contiguous storage
     std::uint64_t bytes = 0;
-    std::size_t elem_size = 1;
     std::size_t first_task = 0, end_task = 0;
 };
 
@@ -178,15 +178,17 @@ template <class Pack, class Write>
 void write_small_datasets(MPI_Comm comm, const std::string& tmp, const std::vector<SmallDataset>& smalls, bool failed,
                           Pack&& pack, Write&& write)
 {
-    int rank = 0, size = 1;
-    MPI_Comm_rank(comm, &rank);
+    int size = 1;
     MPI_Comm_size(comm, &size);
+    auto mpi = [&](int rc, const char* what) {
+        if (rc != MPI_SUCCESS)
+            throw error::WriteError(tmp + ": " + what + " of the small datasets failed");
+    };
     // The rounds below are collective: every rank must see the same list
     // (it follows from the agreed schedule and the shared dataset list; a
     // difference would be a bug, reported the same way on every rank).
     std::int64_t n[2] = {static_cast<std::int64_t>(smalls.size()), -static_cast<std::int64_t>(smalls.size())};
-    if (MPI_Allreduce(MPI_IN_PLACE, n, 2, MPI_INT64_T, MPI_MAX, comm) != MPI_SUCCESS)
-        throw error::WriteError(tmp + ": MPI_Allreduce of the small datasets failed");
+    mpi(MPI_Allreduce(MPI_IN_PLACE, n, 2, MPI_INT64_T, MPI_MAX, comm), "MPI_Allreduce");
     if (n[0] != -n[1])
         throw error::WriteError(tmp + ": the ranks list between " + std::to_string(-n[1]) + " and " +
                                 std::to_string(n[0]) + " small datasets (internal error)");
@@ -204,10 +206,6 @@ void write_small_datasets(MPI_Comm comm, const std::string& tmp, const std::vect
     group.push_back(smalls.size());
     const std::size_t groups = group.size() - 1;
     const std::size_t per_round = static_cast<std::size_t>(std::min(size, k_small_owners));
-    auto mpi = [&](int rc, const char* what) {
-        if (rc != MPI_SUCCESS)
-            throw error::WriteError(tmp + ": " + what + " of the small datasets failed");
-    };
     std::exception_ptr write_error;
     std::vector<std::uint64_t> hdr, rhdr;
     std::vector<char> data, rdata, run;
@@ -399,6 +397,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
     std::vector<Task> tasks;
     std::vector<WriteResult> results;
     std::vector<std::int64_t> sched(1 + 3 * D, 0);
+    const std::uint64_t writeback_limit = im.opt.fsync ? im.opt.writeback_bytes : 0; // early writeback: with fsync only
     std::int64_t max_piece_bytes = 0;
     std::exception_ptr failed;
     std::vector<char> scratch; // packing strided data for checksums
@@ -414,9 +413,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
         const std::int64_t capacity_bytes = static_cast<std::int64_t>(im.opt.staging_bytes);
         // The piece of early writeback (0: off), as detail::Writeback cuts it.
         const std::int64_t piece_bytes =
-            im.opt.fsync && detail::Writeback::available()
-                ? static_cast<std::int64_t>(detail::Writeback::piece_of(im.opt.writeback_bytes))
-                : 0;
+            detail::Writeback::available() ? static_cast<std::int64_t>(detail::Writeback::piece_of(writeback_limit)) : 0;
         for (const auto& it : plan.items) {
             if (it.kind != ItemKind::array && it.kind != ItemKind::bytes)
                 continue; // scalars and strings: written by finish() from the metadata
@@ -509,9 +506,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
     {
         const Handle fapl = ct::file_access(im.comm, im.opt.tuning, im.opt.alignment, tmp, true);
         Handle file(check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "creating " + tmp, true));
-        std::optional<detail::Writeback> writeback;
-        if (im.opt.fsync)
-            writeback.emplace(tmp, im.opt.writeback_bytes);
+        detail::Writeback writeback(tmp, writeback_limit);
         // Injected faults (ct::inject) follow the real, collective calls: the
         // rank notes the error and takes part in the rest with empty selections.
         try {
@@ -532,27 +527,25 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
         // through this rank's own MPI-IO handle on the file (opened on first
         // use, closed before the flush, whose MPI_File_sync makes them durable).
         std::optional<detail::MpiFile> direct;
-        std::vector<char> packed; // strided small chunks, packed
         // The same on every rank (it does not depend on per-rank options):
         // the small datasets form one list, aggregated after the loop.
         const std::uint64_t direct_max = ct::direct_max_bytes;
         std::vector<SmallDataset> smalls;
         // Appends the runs of task `t` (a dataset of `shape` stored at `at`)
-        // to `hdr` (file offset, length) and their bytes to `data`.
+        // to `hdr` (file offset, length) and its bytes, in the chunk's
+        // row-major order (the order of the runs), to `data`.
         auto pack_small = [&](const Task& t, const Shape& shape, std::uint64_t at, std::size_t es,
                               std::vector<std::uint64_t>& hdr, std::vector<char>& data) {
             const auto n = static_cast<std::size_t>(t.item->box.volume());
-            const char* src = static_cast<const char*>(t.view.data);
-            if (!detail::is_dense(t.view)) {
-                packed.resize(n * es);
-                detail::pack_range(t.view, 0, static_cast<std::int64_t>(n), packed.data());
-                src = packed.data();
-            }
+            const auto start = data.size();
+            data.resize(start + n * es);
+            if (detail::is_dense(t.view))
+                std::memcpy(data.data() + start, t.view.data, n * es);
+            else
+                detail::pack_range(t.view, 0, static_cast<std::int64_t>(n), data.data() + start);
             detail::for_each_run(shape, t.item->box, [&](std::uint64_t first, std::uint64_t count) {
                 hdr.push_back(at + first * es);
                 hdr.push_back(count * es);
-                data.insert(data.end(), src, src + count * es);
-                src += count * es;
             });
         };
         // Writes `size` bytes at `at` through this rank's own handle.
@@ -560,8 +553,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             if (!direct)
                 direct.emplace(tmp, detail::MpiFile::Mode::write);
             direct->write_at(at, src, size);
-            if (writeback)
-                writeback->wrote(at, size);
+            writeback.wrote(at, size);
         };
 
         // Selects piece `p` of task `t` in `fspace`; the memory side in `mem` / `buf`.
@@ -589,7 +581,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
         // Starts the writeback of what this rank just wrote of task `t`
         // (piece `p`, or all of it) into a dataset stored at `at`.
         auto wrote = [&](const Task& t, std::int64_t p, const Shape& shape, haddr_t at, std::size_t es) {
-            if (!writeback || !writeback->active() || at == HADDR_UNDEF)
+            if (at == HADDR_UNDEF) // writeback off
                 return;
             Box b = t.item->box;
             if (!t.mem.valid()) {
@@ -597,7 +589,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                 b = t.split.piece(p, first, n);
             }
             detail::for_each_run(shape, b, [&](std::uint64_t first, std::uint64_t count) {
-                writeback->wrote(static_cast<std::uint64_t>(at) + first * es, count * es);
+                writeback.wrote(static_cast<std::uint64_t>(at) + first * es, count * es);
             });
         };
 
@@ -625,7 +617,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             const auto es = dtype_size(stored_dtype(ds));
             // Where its bytes start (contiguous, allocated at creation): for
             // early writeback of what this rank writes through HDF5.
-            const haddr_t stored_at = writeback && writeback->active() ? H5Dget_offset(dset) : HADDR_UNDEF;
+            const haddr_t stored_at = writeback.active() ? H5Dget_offset(dset) : HADDR_UNDEF;
             if (rounds > 0 && (single || bytes < im.opt.tuning.independent_below)) {
                 // Small, stored as in memory: straight to its address.
                 haddr_t at = HADDR_UNDEF;
@@ -633,7 +625,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                     at = stored_at != HADDR_UNDEF ? stored_at : H5Dget_offset(dset);
                 if (at != HADDR_UNDEF) {
                     // Written after the loop, aggregated (write_small_datasets).
-                    smalls.push_back(SmallDataset{d, static_cast<std::uint64_t>(at), bytes, es, cursor, end});
+                    smalls.push_back(SmallDataset{d, static_cast<std::uint64_t>(at), bytes, cursor, end});
                     for (std::size_t ti = cursor; ti < end && !err; ++ti) {
                         try {
                             ct::inject(fault::h5_write, "writing " + what, true);
@@ -701,13 +693,13 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                                                                          std::vector<char>& data) {
                 for (std::size_t ti = sd.first_task; ti < sd.end_task; ++ti)
                     if (tasks[ti].rounds > 0)
-                        pack_small(tasks[ti], specs[sd.dataset].shape, sd.at, sd.elem_size, hdr, data);
+                        pack_small(tasks[ti], specs[sd.dataset].shape, sd.at,
+                                   dtype_size(stored_dtype(specs[sd.dataset])), hdr, data);
             }, write_direct);
         } catch (...) {
             note();
         }
-        if (writeback)
-            writeback->start_rest();
+        writeback.start_rest();
         if (direct) {
             try {
                 direct->close();
