@@ -1,6 +1,7 @@
 #include "cairn/state_dict.hpp"
 
 #include "cairn/errors.hpp"
+#include "stage/stage.hpp"
 
 namespace cairn {
 
@@ -35,6 +36,11 @@ void check_shard(const std::string& name, const ArrayShard& s)
         fail("box " + s.box.str() + " lies outside the global shape " + shape_str(s.global_shape));
     if (s.data == nullptr && !s.box.empty())
         fail("null data pointer for the non-empty box " + s.box.str());
+    if (s.space == MemorySpace::cuda)
+        detail::note_device_memory();
+    if (s.space == MemorySpace::cuda && !s.box.empty() && !detail::cuda_pointer_usable(s.data))
+        fail("declared in CUDA device memory (MemorySpace::cuda), but its data pointer is pageable host memory; "
+             "declare it MemorySpace::host");
 }
 } // namespace
 

@@ -14,8 +14,9 @@ namespace cairn::detail::cuda {
 void copy_out(const StridedView& device_src, std::int64_t first, std::int64_t count, void* host_dst);
 /// Copies `count` elements from host memory into the device view at `first`.
 void copy_in(const StridedView& device_dst, std::int64_t first, std::int64_t count, const void* host_src);
-/// True when `p` is device (or managed) memory.
-bool is_device_pointer(const void* p) noexcept;
+/// True when CUDA's copies can read and write `p`: device, managed or
+/// page-locked host memory (not plain pageable host memory).
+bool is_accessible(const void* p) noexcept;
 /// Number of usable devices (0 when the driver or device is missing).
 int device_count() noexcept;
 /// Page-locked host memory; nullptr when it cannot be had.

@@ -9,6 +9,7 @@
 #include "stage/cuda_stage.hpp"
 #endif
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -25,9 +26,16 @@ namespace {
 }
 #endif
 
+// Set by the first shard declared in device memory: until then Cairn makes
+// no CUDA call that could create a context (a host-only program on a GPU node
+// leaves the devices alone), and its buffers are plain host memory.
+std::atomic<bool> g_device_memory_seen{false};
+
 [[maybe_unused]] bool use_pinned() noexcept
 {
 #if CAIRN_HAVE_CUDA
+    if (!g_device_memory_seen.load(std::memory_order_relaxed))
+        return false;
     static const bool pinned = cuda::device_count() > 0;
     return pinned;
 #else
@@ -69,6 +77,7 @@ void stage_out(const DataRef& src, std::int64_t first, std::int64_t count, void*
         return;
     }
 #if CAIRN_HAVE_CUDA
+    note_device_memory();
     cuda::copy_out(src.view, first, count, dst);
 #else
     no_cuda();
@@ -82,6 +91,7 @@ void stage_in(const DataRef& dst, std::int64_t first, std::int64_t count, const 
         return;
     }
 #if CAIRN_HAVE_CUDA
+    note_device_memory();
     cuda::copy_in(dst.view, first, count, src);
 #else
     no_cuda();
@@ -110,15 +120,28 @@ bool cuda_staging_available() noexcept
 #endif
 }
 
+void note_device_memory() noexcept { g_device_memory_seen.store(true, std::memory_order_relaxed); }
+
+bool cuda_pointer_usable(const void* p) noexcept
+{
+#if CAIRN_HAVE_CUDA
+    return cuda::device_count() == 0 || cuda::is_accessible(p);
+#else
+    (void)p;
+    return true;
+#endif
+}
+
 HostBuffer::HostBuffer(std::size_t size)
 {
     {
         auto& p = pool();
         std::lock_guard<std::mutex> lock(p.mutex);
         // Reuse the smallest free buffer that is large enough, unless it is
-        // more than a quarter larger than asked for (the bound must hold).
+        // more than a quarter larger than asked for (the bound must hold), or
+        // pageable where page-locked memory is wanted now.
         auto it = p.free.lower_bound(size);
-        if (it != p.free.end() && it->first <= size + size / 4 + 4096) {
+        if (it != p.free.end() && it->first <= size + size / 4 + 4096 && (it->second.second || !use_pinned())) {
             m_capacity = it->first;
             m_data = it->second.first;
             m_pinned = it->second.second;

@@ -23,8 +23,21 @@ void stage_in(const DataRef& dst, std::int64_t first, std::int64_t count, const 
 /// True when this build can stage CUDA device memory.
 bool cuda_staging_available() noexcept;
 
-/// A host buffer from a process-wide pool: page-locked when CUDA is in use,
-/// reused across saves and loads, returned to the pool on destruction.
+/// Records that the process uses device memory: from then on HostBuffers
+/// are page-locked (where a device is present). Called for every shard
+/// declared MemorySpace::cuda, and by staging.
+void note_device_memory() noexcept;
+
+/// False when `p`, declared MemorySpace::cuda, is plain pageable host memory
+/// that CUDA's copies cannot read or write. True otherwise, and whenever it
+/// cannot be told (no CUDA in this build, no device): staging then reports the
+/// error. Never creates a CUDA context that the caller has not created: memory
+/// in MemorySpace::cuda implies one.
+bool cuda_pointer_usable(const void* p) noexcept;
+
+/// A host buffer from a process-wide pool, reused across saves and loads,
+/// returned to the pool on destruction. Page-locked once the process has
+/// declared device memory (note_device_memory) and a device is present.
 class HostBuffer {
 public:
     HostBuffer() = default;
