@@ -12,6 +12,7 @@
 #include "core/checksum.hpp"
 #include "core/fault.hpp"
 #include "core/strided.hpp"
+#include "stage/stage.hpp"
 #include "storage/distcp/mpiio.hpp"
 #include "storage/builtin_readers.hpp"
 #include "storage/fs.hpp"
@@ -145,6 +146,7 @@ struct Task {
     const ReadItem* item = nullptr;
     std::size_t dataset = 0;
     StridedView view;
+    MemorySpace space = MemorySpace::host; // of the destination (bytes entries: host)
     Handle mem; // valid: read directly into the destination
     ct::Split split;
     std::int64_t rounds = 0;
@@ -162,8 +164,8 @@ struct Task {
 using Fetch = std::function<void(const Box&, std::int64_t, char*)>;
 
 std::uint64_t read_verified(const Fetch& fetch, std::uint64_t block, const ChunkMeta& ch, std::size_t es, const Box* O,
-                            const Box* I, const StridedView* dst, std::size_t staging, std::vector<char>& buffer,
-                            const std::string& what, const std::string& fqn)
+                            const Box* I, const StridedView* dst, MemorySpace space, std::size_t staging,
+                            std::vector<char>& buffer, const std::string& what, const std::string& fqn)
 {
     const Box& C = ch.box;
     const std::size_t nd = C.ndim();
@@ -197,7 +199,7 @@ std::uint64_t read_verified(const Fetch& fetch, std::uint64_t block, const Chunk
         // read in place (and hashed there); others go through the buffer
         // (sized on first use).
         char* at = nullptr;
-        if (X && X->volume() == P.volume()) {
+        if (X && X->volume() == P.volume() && space == MemorySpace::host) {
             const StridedView d = detail::subview(*dst, *I, P);
             if (detail::is_dense(d))
                 at = static_cast<char*>(d.data);
@@ -216,7 +218,15 @@ std::uint64_t read_verified(const Fetch& fetch, std::uint64_t block, const Chunk
         bytes += hi - lo;
         if (X && !in_place) {
             const StridedView src{buffer.data(), es, P.shape, row_major_strides(P.shape)};
-            copy_strided(detail::subview(*dst, *I, *X), detail::subview(src, P, *X));
+            if (space == MemorySpace::host) {
+                copy_strided(detail::subview(*dst, *I, *X), detail::subview(src, P, *X));
+            } else if (X->volume() == P.volume()) { // the whole piece, dense in the buffer
+                detail::stage_in(DataRef{detail::subview(*dst, *I, *X), space}, 0, X->volume(), buffer.data());
+            } else { // packed first: staging copies from dense host memory
+                std::vector<char> part(static_cast<std::size_t>(X->volume()) * es);
+                detail::pack_range(detail::subview(src, P, *X), 0, X->volume(), part.data());
+                detail::stage_in(DataRef{detail::subview(*dst, *I, *X), space}, 0, X->volume(), part.data());
+            }
         }
     }
     const auto sums = hasher.finish();
@@ -491,12 +501,11 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
                     throw error::WrongAPIUsage("array '" + item.fqn + "': region " + item.box.str() +
                                                " is outside its global shape " + shape_str(em.global_shape));
                 const DataRef dst = planner.resolve_destination(item);
-                if (dst.space != MemorySpace::host)
-                    throw error::WrongAPIUsage("array '" + item.fqn + "': device memory cannot be loaded into by this build");
                 if (dst.view.elem_size != static_cast<std::size_t>(es) || dst.view.shape != item.box.shape)
                     throw error::WrongAPIUsage("array '" + item.fqn +
                                                "': the planner's destination does not match the region " + item.box.str());
                 t.view = dst.view;
+                t.space = dst.space;
             }
             if (volume(t.view.shape) == 0)
                 continue; // nothing to read (an empty blob is delivered below)
@@ -511,7 +520,8 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
                 tasks.push_back(std::move(t));
                 continue;
             }
-            t.mem = ct::view_space(t.view, what, false);
+            if (t.space == MemorySpace::host) // device memory: never handed to HDF5, staged in pieces
+                t.mem = ct::view_space(t.view, what, false);
             if (t.mem.valid()) {
                 t.rounds = 1;
             } else {
@@ -568,7 +578,8 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
         const Handle independent(check(H5Pcreate(H5P_DATASET_XFER), path + ": transfer properties", false));
         check_status(H5Pset_dxpl_mpio(independent, H5FD_MPIO_INDEPENDENT), path + ": independent transfers", false);
         const Handle none = ct::dense_space(0, path, false);
-        std::vector<char> buffer;
+        std::vector<char> buffer;            // read_verified's, and small strided or device regions
+        detail::HostBuffer staged;           // pieces of regions not read in place (page-locked with CUDA)
         static char dummy = 0;
         // Small datasets stored as in memory are read straight from their
         // address through this rank's own MPI-IO handle (opened on first use);
@@ -607,17 +618,19 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
                                     const auto O = I.ndim() ? intersect(ch.box, I) : std::optional<Box>(I);
                                     if (O)
                                         im.bytes_read += read_verified(fetch, md.checksum_block, ch, es, &*O, &I,
-                                                                       &t.view, im.staging, buffer, what, t.item->fqn);
+                                                                       &t.view, t.space, im.staging, buffer, what,
+                                                                       t.item->fqn);
                                 }
                             } else {
                                 const auto n = static_cast<std::size_t>(I.volume());
-                                if (detail::is_dense(t.view)) {
+                                if (detail::is_dense(t.view) && t.space == MemorySpace::host) {
                                     read_box_direct(*direct, at, em.global_shape, es, I, static_cast<char*>(t.view.data),
                                                     what);
                                 } else {
                                     buffer.resize(n * es);
                                     read_box_direct(*direct, at, em.global_shape, es, I, buffer.data(), what);
-                                    detail::unpack_range(t.view, 0, static_cast<std::int64_t>(n), buffer.data());
+                                    detail::stage_in(DataRef{t.view, t.space}, 0, static_cast<std::int64_t>(n),
+                                                     buffer.data());
                                 }
                                 im.bytes_read += n * es;
                             }
@@ -660,15 +673,16 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
                 }
                 const Box b = t.split.piece(p, first, n);
                 ct::select_box(fspace, b, what, false);
-                buffer.resize(static_cast<std::size_t>(max_piece_bytes));
+                if (!staged.data())
+                    staged = detail::HostBuffer(static_cast<std::size_t>(max_piece_bytes));
                 owned = ct::dense_space(static_cast<std::uint64_t>(n), what, false);
                 mem = owned;
-                buf = buffer.data();
+                buf = staged.data();
                 packed = &t;
             };
             auto done = [&](Task* packed, std::int64_t first, std::int64_t n) {
                 if (packed)
-                    detail::unpack_range(packed->view, first, n, buffer.data());
+                    detail::stage_in(DataRef{packed->view, packed->space}, first, n, staged.data());
                 im.bytes_read += static_cast<std::uint64_t>(n) * es;
             };
             const std::int64_t nrounds = rounds[1 + d];
@@ -685,7 +699,7 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
                             const auto O = I.ndim() ? intersect(ch.box, I) : std::optional<Box>(I);
                             if (O)
                                 im.bytes_read += read_verified(hdf5_fetch(dset, mtype, fspace, independent, what),
-                                                               md.checksum_block, ch, es, &*O, &I, &t.view,
+                                                               md.checksum_block, ch, es, &*O, &I, &t.view, t.space,
                                                                im.staging, buffer, what, t.item->fqn);
                         }
                     } catch (...) {
@@ -794,8 +808,7 @@ std::uint64_t ContainerReader::verify_chunk(const std::string& fqn, const EntryM
     const Handle mtype = memory_type(ftype, stored_dtype(entry));
     const auto es = dtype_size(stored_dtype(entry));
     return read_verified(hdf5_fetch(dset, mtype, fspace, H5P_DEFAULT, what), im.md->checksum_block, chunk, es, nullptr,
-                         nullptr, nullptr,
-                         im.staging, im.buffer, what, fqn);
+                         nullptr, nullptr, MemorySpace::host, im.staging, im.buffer, what, fqn);
 }
 
 std::uint64_t ContainerReader::bytes_read() const noexcept { return m_impl->bytes_read; }

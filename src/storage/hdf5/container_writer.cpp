@@ -16,6 +16,7 @@
 #include "core/codec.hpp"
 #include "core/fault.hpp"
 #include "core/strided.hpp"
+#include "stage/stage.hpp"
 #include "storage/builtin_writers.hpp"
 #include "storage/distcp/mpiio.hpp"
 #include "storage/fs.hpp"
@@ -111,11 +112,14 @@ Handle dataset_creation(const std::string& what)
 DType stored_dtype(const DatasetSpec& s) { return s.kind == ItemKind::bytes ? DType::u8 : s.dtype; }
 
 // What this rank writes into one dataset: its view, written either directly
-// (one round, a memory hyperslab) or in pieces packed into the staging buffer.
+// (one round, a memory hyperslab) or in pieces packed into the staging buffer
+// (always for CUDA device memory, staged through it).
 struct Task {
     const WriteItem* item = nullptr;
     std::size_t dataset = 0;
     StridedView view;
+    MemorySpace space = MemorySpace::host;
+    detail::ChunkHasher* hash = nullptr; // device memory: hashed as its pieces are staged
     Handle mem; // valid: direct
     ct::Split split;
     std::int64_t rounds = 0;
@@ -123,7 +127,7 @@ struct Task {
 
 // The checksums of a chunk (docs/FORMAT.md, "Checksums"): its bytes in
 // row-major order over its box, hashed straight from a dense view or packed
-// piece by piece (at most `staging` bytes) from a strided one.
+// piece by piece (at most `staging` bytes) from a strided one. Host memory.
 std::vector<std::uint64_t> chunk_checksums(const StridedView& view, const Box& box, std::size_t es,
                                            std::uint64_t block, std::size_t staging, std::vector<char>& scratch)
 {
@@ -428,8 +432,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                                         std::to_string(it.nbytes) + " bytes does not fit its global shape " +
                                         shape_str(ds.shape));
             const DataRef ref = planner.resolve_data(it);
-            if (ref.space != MemorySpace::host)
-                throw error::WrongAPIUsage("entry '" + it.fqn + "': device memory cannot be written by this build");
+            const bool on_host = ref.space == MemorySpace::host;
             if (ref.view.elem_size != static_cast<std::size_t>(es) || ref.view.shape != it.box.shape)
                 throw error::WriteError(tmp + ": dataset '" + ds.path + "': the planner's data does not match chunk " +
                                         it.box.str());
@@ -437,8 +440,10 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             t.item = &it;
             t.dataset = found->second;
             t.view = ref.view;
+            t.space = ref.space;
             if (it.box.volume() > 0) {
-                t.mem = ct::view_space(ref.view, tmp + ": dataset '" + ds.path + "'", true);
+                if (on_host) // device memory: never handed to HDF5, staged in pieces
+                    t.mem = ct::view_space(ref.view, tmp + ": dataset '" + ds.path + "'", true);
                 if (t.mem.valid() && piece_bytes > 0 && detail::is_dense(ref.view) &&
                     static_cast<std::int64_t>(it.nbytes) > piece_bytes) {
                     // Dense and large, with early writeback: written from
@@ -450,6 +455,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                 } else if (t.mem.valid()) {
                     t.rounds = 1;
                 } else {
+                    // Strided or on the device: through the staging buffer.
                     t.split = ct::Split(it.box, std::max<std::int64_t>(capacity_bytes / es, 1));
                     t.rounds = t.split.count();
                     max_piece_bytes = std::max(max_piece_bytes, t.split.max_elements() * es);
@@ -463,9 +469,13 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             res.storage.length = it.nbytes;
             hashers.emplace_back();
             if (im.opt.checksum_block && it.box.volume() > 0) {
-                if (detail::is_dense(ref.view)) { // hashed later, from the same memory
+                const bool dense = detail::is_dense(ref.view);
+                if (dense || !on_host)
                     hashers.back() = std::make_unique<detail::ChunkHasher>(
                         detail::checksum_span(it.box.shape, static_cast<std::size_t>(es), im.opt.checksum_block));
+                if (!on_host) { // from the host copies, piece by piece, as they are staged
+                    t.hash = hashers.back().get();
+                } else if (dense) { // hashed later, from the same memory
                     deferred.add(hashers.back().get(), ref.view.data, static_cast<std::size_t>(it.nbytes));
                 } else {
                     res.storage.checksums = chunk_checksums(ref.view, it.box, static_cast<std::size_t>(es),
@@ -521,7 +531,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
         const Handle independent(check(H5Pcreate(H5P_DATASET_XFER), tmp + ": transfer properties", true));
         check_status(H5Pset_dxpl_mpio(independent, H5FD_MPIO_INDEPENDENT), tmp + ": independent transfers", true);
         const Handle none = ct::dense_space(0, tmp, true);
-        std::vector<char> buffer;
+        detail::HostBuffer buffer; // the staging buffer (page-locked with CUDA), on first use
         static const char dummy = 0; // H5Dwrite wants a buffer even for an empty selection
         // Small datasets written independently go straight to their address
         // through this rank's own MPI-IO handle on the file (opened on first
@@ -539,10 +549,12 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             const auto n = static_cast<std::size_t>(t.item->box.volume());
             const auto start = data.size();
             data.resize(start + n * es);
-            if (detail::is_dense(t.view))
+            if (detail::is_dense(t.view) && t.space == MemorySpace::host)
                 std::memcpy(data.data() + start, t.view.data, n * es);
             else
-                detail::pack_range(t.view, 0, static_cast<std::int64_t>(n), data.data() + start);
+                detail::stage_out(DataRef{t.view, t.space}, 0, static_cast<std::int64_t>(n), data.data() + start);
+            if (t.hash)
+                t.hash->update(data.data() + start, n * es);
             detail::for_each_run(shape, t.item->box, [&](std::uint64_t first, std::uint64_t count) {
                 hdr.push_back(at + first * es);
                 hdr.push_back(count * es);
@@ -570,12 +582,15 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             ct::select_box(fspace, b, what, true);
             owned = ct::dense_space(static_cast<std::uint64_t>(n), what, true);
             mem = owned;
-            if (detail::is_dense(t.view)) { // a piece of a large dense chunk, in place
+            if (detail::is_dense(t.view) && t.space == MemorySpace::host) { // a piece of a large dense chunk, in place
                 buf = static_cast<const char*>(t.view.data) + first * static_cast<std::int64_t>(t.view.elem_size);
                 return;
             }
-            buffer.resize(static_cast<std::size_t>(max_piece_bytes));
-            detail::pack_range(t.view, first, n, buffer.data());
+            if (!buffer.data())
+                buffer = detail::HostBuffer(static_cast<std::size_t>(max_piece_bytes));
+            detail::stage_out(DataRef{t.view, t.space}, first, n, buffer.data());
+            if (t.hash) // pieces come in order: p = 0, 1, ...
+                t.hash->update(buffer.data(), static_cast<std::size_t>(n) * t.view.elem_size);
             buf = buffer.data();
         };
         // Starts the writeback of what this rank just wrote of task `t`
