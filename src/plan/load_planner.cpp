@@ -76,9 +76,11 @@ LoadPlan DefaultLoadPlanner::create_local_plan()
             if (a->global_shape != em.global_shape)
                 throw error::Mismatch("array '" + fe.fqn + "': global shape " + shape_str(a->global_shape) +
                                       " in the state vs. " + shape_str(em.global_shape) + " in the checkpoint");
-            if (a->space != MemorySpace::host && !detail::cuda_staging_available())
-                throw error::WrongAPIUsage("array '" + fe.fqn +
-                                           "' is in CUDA device memory, but this Cairn was built without CUDA");
+            if (a->space != MemorySpace::host) {
+                const std::string why = detail::cuda_unavailable_reason();
+                if (!why.empty())
+                    throw error::WrongAPIUsage("array '" + fe.fqn + "' is in CUDA device memory, but " + why);
+            }
             std::int64_t covered = 0;
             for (std::size_t c = 0; c < em.chunks.size(); ++c) {
                 if (auto overlap = intersect(a->box, em.chunks[c].box)) {

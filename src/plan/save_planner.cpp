@@ -117,9 +117,11 @@ SavePlan DefaultSavePlanner::create_local_plan()
         it.fqn = fe.fqn;
         const Entry& e = *fe.entry;
         if (auto* a = std::get_if<ArrayShard>(&e)) {
-            if (a->space != MemorySpace::host && !detail::cuda_staging_available())
-                throw error::WrongAPIUsage("array '" + fe.fqn +
-                                           "' is in CUDA device memory, but this Cairn was built without CUDA");
+            if (a->space != MemorySpace::host) {
+                const std::string why = detail::cuda_unavailable_reason();
+                if (!why.empty())
+                    throw error::WrongAPIUsage("array '" + fe.fqn + "' is in CUDA device memory, but " + why);
+            }
             it.kind = ItemKind::array;
             it.dtype = a->dtype;
             it.global_shape = a->global_shape;

@@ -161,6 +161,17 @@ int device_count() noexcept
     return n;
 }
 
+std::string device_problem()
+{
+    int n = 0;
+    const cudaError_t rc = cudaGetDeviceCount(&n);
+    if (rc != cudaSuccess) {
+        cudaGetLastError();
+        return std::string("no CUDA device is usable in this process (") + cudaGetErrorString(rc) + ")";
+    }
+    return n > 0 ? std::string() : std::string("no CUDA device is usable in this process");
+}
+
 void* alloc_pinned(std::size_t size) noexcept
 {
     void* p = nullptr;

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace cairn::detail::cuda {
 
@@ -19,6 +20,8 @@ void copy_in(const StridedView& device_dst, std::int64_t first, std::int64_t cou
 bool is_accessible(const void* p) noexcept;
 /// Number of usable devices (0 when the driver or device is missing).
 int device_count() noexcept;
+/// Why no device is usable ("" when one is), with CUDA's reason.
+std::string device_problem();
 /// Page-locked host memory; nullptr when it cannot be had.
 void* alloc_pinned(std::size_t size) noexcept;
 void free_pinned(void* p) noexcept;

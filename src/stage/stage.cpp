@@ -120,6 +120,15 @@ bool cuda_staging_available() noexcept
 #endif
 }
 
+std::string cuda_unavailable_reason()
+{
+#if CAIRN_HAVE_CUDA
+    return cuda::device_problem();
+#else
+    return "this Cairn was built without CUDA (CAIRN_USE_CUDA)";
+#endif
+}
+
 void note_device_memory() noexcept { g_device_memory_seen.store(true, std::memory_order_relaxed); }
 
 bool cuda_pointer_usable(const void* p) noexcept

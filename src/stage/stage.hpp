@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace cairn::detail {
 
@@ -22,6 +23,10 @@ void stage_in(const DataRef& dst, std::int64_t first, std::int64_t count, const 
 
 /// True when this build can stage CUDA device memory.
 bool cuda_staging_available() noexcept;
+
+/// Why device memory cannot be staged in this process: this build has no
+/// CUDA, or no device is usable (with CUDA's reason). Empty when it can.
+std::string cuda_unavailable_reason();
 
 /// Records that the process uses device memory: from then on HostBuffers
 /// are page-locked (where a device is present). Called for every shard
