@@ -134,6 +134,22 @@ int cairn_state_add_array(cairn_state_t* state, const char* name, int dtype, int
                           const int64_t* global_shape, const int64_t* offsets, const int64_t* shape, void* data,
                           const int64_t* strides);
 
+/** Like cairn_state_add_array, for memory a CUDA device can access
+ *  (cudaMalloc, managed or page-locked host memory; from Fortran, e.g. a
+ *  CUDA Fortran `device` array or OpenACC's acc_deviceptr): saves and loads
+ *  stage it through page-locked host buffers, in both layouts. Call
+ *  cudaSetDevice before. Local. Returns CAIRN_ERR_USAGE as
+ *  cairn_state_add_array does, and for plain pageable host memory where a
+ *  device is present. Where this Cairn was built without CUDA, or no device
+ *  is usable, saves and loads of the array fail on every rank. */
+int cairn_state_add_device_array(cairn_state_t* state, const char* name, int dtype, int ndim,
+                                 const int64_t* global_shape, const int64_t* offsets, const int64_t* shape, void* data,
+                                 const int64_t* strides);
+
+/** 1 when this Cairn was built with CUDA and a device is usable, else 0.
+ *  Creates no CUDA context. */
+int cairn_cuda_device_available(void);
+
 /** Adds a whole dense row-major array of `shape`, held identically by every
  *  rank that adds it (replicated, stored once). Local. */
 int cairn_state_add_replicated(cairn_state_t* state, const char* name, int dtype, int ndim,

@@ -395,7 +395,7 @@ std::string dtype_error(int dtype)
 
 void add_array(cairn_state& state, const std::string& name, int dtype, int ndim, const std::int64_t* global_shape,
                const std::int64_t* offsets, const std::int64_t* shape, void* data, const std::int64_t* strides,
-               std::size_t elem_size, const void* true_value, const void* false_value)
+               std::size_t elem_size, const void* true_value, const void* false_value, MemorySpace space)
 {
     settle_staged(state);
     const std::string what = "array '" + name + "': ";
@@ -408,10 +408,10 @@ void add_array(cairn_state& state, const std::string& name, int dtype, int ndim,
     Box box{Shape(offsets, offsets + (ndim ? n : 0)), Shape(shape, shape + (ndim ? n : 0))};
     Shape st = strides ? Shape(strides, strides + n) : Shape{};
     if (!true_value) {
-        state.dict.add_array(name, ArrayShard{DType(dtype), std::move(gs), std::move(box), data, std::move(st),
-                                              MemorySpace::host});
+        state.dict.add_array(name, ArrayShard{DType(dtype), std::move(gs), std::move(box), data, std::move(st), space});
         return;
     }
+    require(space == MemorySpace::host, what + "converted logical arrays are host memory");
     require(DType(dtype) == DType::boolean, what + "a converted logical array must have the dtype bool");
     require(data != nullptr || box.empty(), what + "null data pointer for the non-empty box " + box.str());
     for (auto e : box.shape)
@@ -594,6 +594,18 @@ int cairn_state_add_array(cairn_state_t* state, const char* name, int dtype, int
                                offsets, shape, data, strides, 0, nullptr, nullptr);
     });
 }
+
+int cairn_state_add_device_array(cairn_state_t* state, const char* name, int dtype, int ndim,
+                                 const int64_t* global_shape, const int64_t* offsets, const int64_t* shape, void* data,
+                                 const int64_t* strides)
+{
+    return guarded("cairn_state_add_device_array", [&] {
+        cairn::capi::add_array(handle(state, "the state"), name_arg(name), dtype, ndim, global_shape, offsets, shape,
+                               data, strides, 0, nullptr, nullptr, cairn::MemorySpace::cuda);
+    });
+}
+
+int cairn_cuda_device_available(void) { return cairn::cuda_device_available() ? 1 : 0; }
 
 int cairn_state_add_replicated(cairn_state_t* state, const char* name, int dtype, int ndim,
                                const int64_t* shape, void* data)

@@ -105,7 +105,8 @@ void require(bool cond, const std::string& what);
 /// logicals. See cairn_f_state_add_array.
 void add_array(cairn_state& state, const std::string& name, int dtype, int ndim, const std::int64_t* global_shape,
                const std::int64_t* offsets, const std::int64_t* shape, void* data, const std::int64_t* strides,
-               std::size_t elem_size, const void* true_value, const void* false_value);
+               std::size_t elem_size, const void* true_value, const void* false_value,
+               MemorySpace space = MemorySpace::host);
 
 /// Adds a scalar, with an optional conversion of logicals.
 void add_scalar(cairn_state& state, const std::string& name, int dtype, void* value, std::size_t elem_size,
