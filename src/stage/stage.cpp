@@ -111,15 +111,6 @@ bool cairn::cuda_device_available() noexcept
 
 namespace cairn::detail {
 
-bool cuda_staging_available() noexcept
-{
-#if CAIRN_HAVE_CUDA
-    return true;
-#else
-    return false;
-#endif
-}
-
 std::string cuda_unavailable_reason()
 {
 #if CAIRN_HAVE_CUDA

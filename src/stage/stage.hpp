@@ -21,9 +21,6 @@ void stage_out(const DataRef& src, std::int64_t first, std::int64_t count, void*
 /// starting at row-major element `first` of its box. Host or CUDA memory.
 void stage_in(const DataRef& dst, std::int64_t first, std::int64_t count, const void* src);
 
-/// True when this build can stage CUDA device memory.
-bool cuda_staging_available() noexcept;
-
 /// Why device memory cannot be staged in this process: this build has no
 /// CUDA, or no device is usable (with CUDA's reason). Empty when it can.
 std::string cuda_unavailable_reason();

@@ -578,8 +578,8 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
         const Handle independent(check(H5Pcreate(H5P_DATASET_XFER), path + ": transfer properties", false));
         check_status(H5Pset_dxpl_mpio(independent, H5FD_MPIO_INDEPENDENT), path + ": independent transfers", false);
         const Handle none = ct::dense_space(0, path, false);
-        std::vector<char> buffer;            // read_verified's, and small strided or device regions
-        detail::HostBuffer staged;           // pieces of regions not read in place (page-locked with CUDA)
+        std::vector<char> buffer;  // read_verified's, and small strided or device regions
+        detail::HostBuffer staged; // pieces of regions not read in place (page-locked with CUDA)
         static char dummy = 0;
         // Small datasets stored as in memory are read straight from their
         // address through this rank's own MPI-IO handle (opened on first use);
