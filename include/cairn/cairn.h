@@ -147,7 +147,7 @@ int cairn_state_add_device_array(cairn_state_t* state, const char* name, int dty
                                  const int64_t* strides);
 
 /** 1 when this Cairn was built with CUDA and a device is usable, else 0.
- *  Creates no CUDA context. */
+ *  Local; asks CUDA once per process and creates no CUDA context. */
 int cairn_cuda_device_available(void);
 
 /** Adds a whole dense row-major array of `shape`, held identically by every

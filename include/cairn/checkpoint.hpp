@@ -185,7 +185,8 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
 Metadata read_metadata(const std::string& checkpoint_id);
 
 /// True when this build of Cairn stages CUDA device memory (CAIRN_USE_CUDA)
-/// and a CUDA device is usable in this process. Local.
+/// and a CUDA device is usable in this process. Local; asks CUDA once per
+/// process (cudaGetDeviceCount) and creates no CUDA context.
 bool cuda_device_available() noexcept;
 
 /// The library version, "major.minor.patch".

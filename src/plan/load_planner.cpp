@@ -77,7 +77,7 @@ LoadPlan DefaultLoadPlanner::create_local_plan()
                 throw error::Mismatch("array '" + fe.fqn + "': global shape " + shape_str(a->global_shape) +
                                       " in the state vs. " + shape_str(em.global_shape) + " in the checkpoint");
             if (a->space != MemorySpace::host) {
-                const std::string why = detail::cuda_unavailable_reason();
+                const std::string& why = detail::cuda_unavailable_reason();
                 if (!why.empty())
                     throw error::WrongAPIUsage("array '" + fe.fqn + "' is in CUDA device memory, but " + why);
             }

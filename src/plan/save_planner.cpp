@@ -118,7 +118,7 @@ SavePlan DefaultSavePlanner::create_local_plan()
         const Entry& e = *fe.entry;
         if (auto* a = std::get_if<ArrayShard>(&e)) {
             if (a->space != MemorySpace::host) {
-                const std::string why = detail::cuda_unavailable_reason();
+                const std::string& why = detail::cuda_unavailable_reason();
                 if (!why.empty())
                     throw error::WrongAPIUsage("array '" + fe.fqn + "' is in CUDA device memory, but " + why);
             }

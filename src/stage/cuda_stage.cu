@@ -151,16 +151,6 @@ bool is_accessible(const void* p) noexcept
     return attr.type != cudaMemoryTypeUnregistered;
 }
 
-int device_count() noexcept
-{
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return n;
-}
-
 std::string device_problem()
 {
     int n = 0;

@@ -18,9 +18,8 @@ void copy_in(const StridedView& device_dst, std::int64_t first, std::int64_t cou
 /// True when CUDA's copies can read and write `p`: device, managed or
 /// page-locked host memory (not plain pageable host memory).
 bool is_accessible(const void* p) noexcept;
-/// Number of usable devices (0 when the driver or device is missing).
-int device_count() noexcept;
-/// Why no device is usable ("" when one is), with CUDA's reason.
+/// Why no device is usable ("" when one is), with CUDA's reason
+/// (cudaGetDeviceCount: creates no context).
 std::string device_problem();
 /// Page-locked host memory; nullptr when it cannot be had.
 void* alloc_pinned(std::size_t size) noexcept;

@@ -33,14 +33,7 @@ std::atomic<bool> g_device_memory_seen{false};
 
 [[maybe_unused]] bool use_pinned() noexcept
 {
-#if CAIRN_HAVE_CUDA
-    if (!g_device_memory_seen.load(std::memory_order_relaxed))
-        return false;
-    static const bool pinned = cuda::device_count() > 0;
-    return pinned;
-#else
-    return false;
-#endif
+    return g_device_memory_seen.load(std::memory_order_relaxed) && cuda_unavailable_reason().empty();
 }
 
 // Free buffers by size; a buffer returns here when its HostBuffer dies.
@@ -100,24 +93,20 @@ void stage_in(const DataRef& dst, std::int64_t first, std::int64_t count, const 
 
 } // namespace cairn::detail
 
-bool cairn::cuda_device_available() noexcept
-{
-#if CAIRN_HAVE_CUDA
-    return detail::cuda::device_count() > 0;
-#else
-    return false;
-#endif
-}
+bool cairn::cuda_device_available() noexcept { return detail::cuda_unavailable_reason().empty(); }
 
 namespace cairn::detail {
 
-std::string cuda_unavailable_reason()
+const std::string& cuda_unavailable_reason()
 {
+    // Asked of CUDA once: whether a device is usable does not change while
+    // the process runs, and the planners ask for every device array.
 #if CAIRN_HAVE_CUDA
-    return cuda::device_problem();
+    static const std::string why = cuda::device_problem();
 #else
-    return "this Cairn was built without CUDA (CAIRN_USE_CUDA)";
+    static const std::string why = "this Cairn was built without CUDA (CAIRN_USE_CUDA)";
 #endif
+    return why;
 }
 
 void note_device_memory() noexcept { g_device_memory_seen.store(true, std::memory_order_relaxed); }
@@ -125,7 +114,7 @@ void note_device_memory() noexcept { g_device_memory_seen.store(true, std::memor
 bool cuda_pointer_usable(const void* p) noexcept
 {
 #if CAIRN_HAVE_CUDA
-    return cuda::device_count() == 0 || cuda::is_accessible(p);
+    return !cuda_unavailable_reason().empty() || cuda::is_accessible(p);
 #else
     (void)p;
     return true;

@@ -23,7 +23,8 @@ void stage_in(const DataRef& dst, std::int64_t first, std::int64_t count, const 
 
 /// Why device memory cannot be staged in this process: this build has no
 /// CUDA, or no device is usable (with CUDA's reason). Empty when it can.
-std::string cuda_unavailable_reason();
+/// Asked of CUDA on the first call only; creates no CUDA context.
+const std::string& cuda_unavailable_reason();
 
 /// Records that the process uses device memory: from then on HostBuffers
 /// are page-locked (where a device is present). Called for every shard

@@ -10,8 +10,10 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -26,6 +28,12 @@ namespace {
     } while (0)
 
 double value(std::int64_t i, std::int64_t j) { return static_cast<double>((i * 7 + j * 13) % 101) + 0.25; }
+
+// Block `p` of `n` elements cut into `parts`: {first, count}.
+std::pair<std::int64_t, std::int64_t> block(std::int64_t n, int parts, int p)
+{
+    return {p * (n / parts) + std::min<std::int64_t>(p, n % parts), n / parts + (p < n % parts ? 1 : 0)};
+}
 
 // How many devices have an active primary context in this process, through
 // the driver API (dlopen: the test links and skips without a driver); -1
@@ -105,9 +113,14 @@ int main(int argc, char** argv)
     // dataset (aggregated, read straight from its address); 1000 x 700 goes
     // through HDF5 in pieces.
     for (const auto [nx, ny] : {std::pair<std::int64_t, std::int64_t>{300, 200}, {1000, 700}}) {
-        const std::int64_t lnx = nx / size + (rank < nx % size ? 1 : 0);
-        const std::int64_t i0 = rank * (nx / size) + std::min<std::int64_t>(rank, nx % size);
+        const auto [i0, lnx] = block(nx, size, rank);
         const std::int64_t ld = ny + 2; // one ghost layer
+        // This rank's rows, interior of a device array with a ghost layer at `base`.
+        const auto device_rows = [nx = nx, ny = ny, i0 = i0, lnx = lnx, ld](double* base) {
+            const cairn::Box rows{{i0, 0}, {lnx, ny}};
+            return cairn::ArrayShard{cairn::DType::f64, {nx, ny}, rows, base + ld + 1, {ld, 1},
+                                     cairn::MemorySpace::cuda};
+        };
         std::vector<double> host(static_cast<std::size_t>((lnx + 2) * ld), -1.0);
         for (std::int64_t i = 0; i < lnx; ++i)
             for (std::int64_t j = 0; j < ny; ++j)
@@ -121,12 +134,7 @@ int main(int argc, char** argv)
             const bool container = run >= 3;
             const std::string ck = dir + "/ckpt" + std::to_string(mode) + (container ? ".h5" : "");
             cairn::StateDict sd;
-            sd.add_array("u", cairn::ArrayShard{cairn::DType::f64,
-                                                {nx, ny},
-                                                cairn::Box{{i0, 0}, {lnx, ny}},
-                                                dev + ld + 1,
-                                                {ld, 1},
-                                                cairn::MemorySpace::cuda});
+            sd.add_array("u", device_rows(dev));
             cairn::SaveOptions o;
             o.overwrite = true;
             o.layout = container ? cairn::Layout::container : cairn::Layout::per_rank;
@@ -139,8 +147,7 @@ int main(int argc, char** argv)
             }
             // Load columns [rank-th block of ny] on the host, and the same rows back
             // into device memory.
-            const std::int64_t lny = ny / size + (rank < ny % size ? 1 : 0);
-            const std::int64_t j0 = rank * (ny / size) + std::min<std::int64_t>(rank, ny % size);
+            const auto [j0, lny] = block(ny, size, rank);
             std::vector<double> cols(static_cast<std::size_t>(nx * lny), 0.0);
             cairn::StateDict in;
             in.add_array<double>("u", cols.data(), {nx, ny}, cairn::Box{{0, j0}, {nx, lny}});
@@ -154,12 +161,7 @@ int main(int argc, char** argv)
             CHECK_CUDA(cudaMalloc(&dev2, host.size() * sizeof(double)));
             CHECK_CUDA(cudaMemset(dev2, 0, host.size() * sizeof(double)));
             cairn::StateDict in2;
-            in2.add_array("u", cairn::ArrayShard{cairn::DType::f64,
-                                                 {nx, ny},
-                                                 cairn::Box{{i0, 0}, {lnx, ny}},
-                                                 dev2 + ld + 1,
-                                                 {ld, 1},
-                                                 cairn::MemorySpace::cuda});
+            in2.add_array("u", device_rows(dev2));
             cairn::load(in2, ck, MPI_COMM_WORLD);
             std::vector<double> back(host.size());
             CHECK_CUDA(cudaMemcpy(back.data(), dev2, back.size() * sizeof(double), cudaMemcpyDeviceToHost));

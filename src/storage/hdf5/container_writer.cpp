@@ -469,14 +469,13 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             res.storage.length = it.nbytes;
             hashers.emplace_back();
             if (im.opt.checksum_block && it.box.volume() > 0) {
-                const bool dense = detail::is_dense(ref.view);
-                if (dense || !on_host)
+                if (!on_host || detail::is_dense(ref.view)) {
                     hashers.back() = std::make_unique<detail::ChunkHasher>(
                         detail::checksum_span(it.box.shape, static_cast<std::size_t>(es), im.opt.checksum_block));
-                if (!on_host) { // from the host copies, piece by piece, as they are staged
-                    t.hash = hashers.back().get();
-                } else if (dense) { // hashed later, from the same memory
-                    deferred.add(hashers.back().get(), ref.view.data, static_cast<std::size_t>(it.nbytes));
+                    if (on_host) // hashed later, from the same memory
+                        deferred.add(hashers.back().get(), ref.view.data, static_cast<std::size_t>(it.nbytes));
+                    else // from the host copies, piece by piece, as they are staged
+                        t.hash = hashers.back().get();
                 } else {
                     res.storage.checksums = chunk_checksums(ref.view, it.box, static_cast<std::size_t>(es),
                                                             im.opt.checksum_block, im.opt.staging_bytes, scratch);
@@ -568,18 +567,20 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             writeback.wrote(at, size);
         };
 
-        // Selects piece `p` of task `t` in `fspace`; the memory side in `mem` / `buf`.
+        // Selects piece `p` of task `t` in `fspace` (its box: `region`); the
+        // memory side in `mem` / `buf`.
         auto prepare = [&](Task& t, std::int64_t p, hid_t fspace, const std::string& what, hid_t& mem, const void*& buf,
-                           Handle& owned) {
+                           Handle& owned, Box& region) {
             if (t.mem.valid()) {
-                ct::select_box(fspace, t.item->box, what, true);
+                region = t.item->box;
+                ct::select_box(fspace, region, what, true);
                 mem = t.mem;
                 buf = t.view.data;
                 return;
             }
             std::int64_t first = 0, n = 0;
-            const Box b = t.split.piece(p, first, n);
-            ct::select_box(fspace, b, what, true);
+            region = t.split.piece(p, first, n);
+            ct::select_box(fspace, region, what, true);
             owned = ct::dense_space(static_cast<std::uint64_t>(n), what, true);
             mem = owned;
             if (detail::is_dense(t.view) && t.space == MemorySpace::host) { // a piece of a large dense chunk, in place
@@ -593,17 +594,12 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                 t.hash->update(buffer.data(), static_cast<std::size_t>(n) * t.view.elem_size);
             buf = buffer.data();
         };
-        // Starts the writeback of what this rank just wrote of task `t`
-        // (piece `p`, or all of it) into a dataset stored at `at`.
-        auto wrote = [&](const Task& t, std::int64_t p, const Shape& shape, haddr_t at, std::size_t es) {
+        // Starts the writeback of `region`, just written by this rank into a
+        // dataset of `shape` stored at `at`.
+        auto wrote = [&](const Box& region, const Shape& shape, haddr_t at, std::size_t es) {
             if (at == HADDR_UNDEF) // writeback off
                 return;
-            Box b = t.item->box;
-            if (!t.mem.valid()) {
-                std::int64_t first = 0, n = 0;
-                b = t.split.piece(p, first, n);
-            }
-            detail::for_each_run(shape, b, [&](std::uint64_t first, std::uint64_t count) {
+            detail::for_each_run(shape, region, [&](std::uint64_t first, std::uint64_t count) {
                 writeback.wrote(static_cast<std::uint64_t>(at) + first * es, count * es);
             });
         };
@@ -627,9 +623,9 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             while (end < tasks.size() && tasks[end].dataset == d)
                 ++end;
             const std::int64_t rounds = sched[1 + d];
-            const auto bytes = static_cast<std::uint64_t>(volume(ds.shape)) * dtype_size(stored_dtype(ds));
-            const bool single = sched[1 + D + d] == -sched[1 + 2 * D + d];
             const auto es = dtype_size(stored_dtype(ds));
+            const auto bytes = static_cast<std::uint64_t>(volume(ds.shape)) * es;
+            const bool single = sched[1 + D + d] == -sched[1 + 2 * D + d];
             // Where its bytes start (contiguous, allocated at creation): for
             // early writeback of what this rank writes through HDF5.
             const haddr_t stored_at = writeback.active() ? H5Dget_offset(dset) : HADDR_UNDEF;
@@ -655,10 +651,11 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                             hid_t mem = none;
                             const void* buf = &dummy;
                             Handle owned;
-                            prepare(tasks[ti], p, fspace, what, mem, buf, owned);
+                            Box region;
+                            prepare(tasks[ti], p, fspace, what, mem, buf, owned, region);
                             check_status(H5Dwrite(dset, mtype, mem, fspace, independent, buf), "writing " + what, true);
                             ct::inject(fault::h5_write, "writing " + what, true);
-                            wrote(tasks[ti], p, ds.shape, stored_at, es);
+                            wrote(region, ds.shape, stored_at, es);
                         } catch (...) {
                             note();
                         }
@@ -674,10 +671,11 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                     hid_t mem = none;
                     const void* buf = &dummy;
                     Handle owned;
+                    Box region;
                     bool mine = !err && ti < end;
                     if (mine) {
                         try {
-                            prepare(tasks[ti], piece, fspace, what, mem, buf, owned);
+                            prepare(tasks[ti], piece, fspace, what, mem, buf, owned, region);
                         } catch (...) {
                             note();
                             mine = false;
@@ -693,7 +691,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                         check_status(H5Dwrite(dset, mtype, mem, fspace, collective, buf), "writing " + what, true);
                         ct::inject(fault::h5_write, "writing " + what, true);
                         if (mine)
-                            wrote(tasks[ti], piece - 1, ds.shape, stored_at, es);
+                            wrote(region, ds.shape, stored_at, es);
                     } catch (...) {
                         note();
                     }
@@ -704,13 +702,13 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                 err = std::make_exception_ptr(error::WriteError("closing " + what + ": " + detail::h5::last_error()));
         }
         try {
-            write_small_datasets(im.comm, tmp, smalls, err != nullptr, [&](const SmallDataset& sd, std::vector<std::uint64_t>& hdr,
-                                                                         std::vector<char>& data) {
+            const auto pack = [&](const SmallDataset& sd, std::vector<std::uint64_t>& hdr, std::vector<char>& data) {
                 for (std::size_t ti = sd.first_task; ti < sd.end_task; ++ti)
                     if (tasks[ti].rounds > 0)
                         pack_small(tasks[ti], specs[sd.dataset].shape, sd.at,
                                    dtype_size(stored_dtype(specs[sd.dataset])), hdr, data);
-            }, write_direct);
+            };
+            write_small_datasets(im.comm, tmp, smalls, err != nullptr, pack, write_direct);
         } catch (...) {
             note();
         }
