@@ -15,6 +15,14 @@
 namespace cairn {
 
 /// Where the memory of a shard lives.
+///  - host: memory the CPU reads and writes (pageable or page-locked).
+///  - cuda: memory a CUDA device can access (cudaMalloc, managed, or
+///    page-locked host memory), staged through page-locked host buffers of
+///    the staging bound, in both layouts. Call cudaSetDevice before adding
+///    such a shard: Cairn's buffers and stream belong to the current device.
+///    Where a device is usable, StateDict::add_array throws
+///    error::WrongAPIUsage for pageable host memory declared cuda; where none
+///    is (or without CAIRN_USE_CUDA), save and load throw it on every rank.
 enum class MemorySpace : std::uint8_t { host = 0, cuda = 1 };
 
 /// The part of a global N-d array that this rank holds.
