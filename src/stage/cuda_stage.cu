@@ -1,7 +1,9 @@
 // CUDA staging: strided device views to and from host buffers with
-// cudaMemcpy2DAsync on one dedicated non-blocking stream. CUDA errors are
-// thrown as cairn errors naming the operation and CUDA's reason.
+// cudaMemcpyAsync / cudaMemcpy2DAsync (cut by copy_runs.hpp) on one
+// dedicated non-blocking stream. CUDA errors are thrown as cairn errors
+// naming the operation and CUDA's reason.
 #include "stage/cuda_stage.hpp"
+#include "stage/copy_runs.hpp"
 
 #include "cairn/errors.hpp"
 
@@ -31,101 +33,26 @@ cudaStream_t stream()
     return s;
 }
 
-struct Dims {
-    std::vector<std::int64_t> shape, strides; // collapsed, element strides
-};
-
-Dims collapse(const StridedView& v)
-{
-    Dims d;
-    for (std::size_t i = 0; i < v.shape.size(); ++i) {
-        if (v.shape[i] == 1)
-            continue;
-        if (!d.shape.empty() && d.strides.back() == v.strides[i] * v.shape[i]) {
-            d.shape.back() *= v.shape[i];
-            d.strides.back() = v.strides[i];
-        } else {
-            d.shape.push_back(v.shape[i]);
-            d.strides.push_back(v.strides[i]);
-        }
-    }
-    if (d.shape.empty()) {
-        d.shape = {1};
-        d.strides = {1};
-    }
-    return d;
-}
-
-// Walks `count` elements from row-major index `first`, issuing one 2-D copy
-// per run of the innermost dimension (or per block of full rows).
+// Copies elements [first, first + count) of `v` to or from `host`: one
+// linear copy or one 2-D copy per run (copy_runs.hpp), then waits.
 void walk(const StridedView& v, std::int64_t first, std::int64_t count, char* host, bool to_host)
 {
-    if (count <= 0)
-        return;
-    const Dims d = collapse(v);
-    const std::size_t n = d.shape.size();
-    const auto es = static_cast<std::int64_t>(v.elem_size);
-    std::vector<std::int64_t> idx(n, 0);
-    auto rem = first;
-    for (std::size_t k = n; k-- > 0;) {
-        idx[k] = rem % d.shape[k];
-        rem /= d.shape[k];
-    }
     char* base = static_cast<char*>(v.data);
     const auto kind = to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
-    auto left = count;
-    while (left > 0) {
-        std::int64_t off = 0;
-        for (std::size_t k = 0; k < n; ++k)
-            off += idx[k] * d.strides[k];
-        char* dev = base + off * es;
-        const auto inner = d.shape[n - 1];
-        std::int64_t done;
-        if (n >= 2 && idx[n - 1] == 0 && d.strides[n - 1] == 1 && left >= inner) {
-            // Several full rows at once: rows of `inner` elements, pitch = stride of dim n-2.
-            const auto rows = std::min(left / inner, d.shape[n - 2] - idx[n - 2]);
-            const auto width = static_cast<std::size_t>(inner * es);
-            const auto pitch = static_cast<std::size_t>(d.strides[n - 2] * es);
-            if (to_host)
-                check(cudaMemcpy2DAsync(host, width, dev, pitch, width, static_cast<std::size_t>(rows), kind, stream()), "copy");
-            else
-                check(cudaMemcpy2DAsync(dev, pitch, host, width, width, static_cast<std::size_t>(rows), kind, stream()), "copy");
-            done = rows * inner;
-            idx[n - 2] += rows;
+    for_each_copy_run(v, first, count, [&](const CopyRun& r) {
+        char* dev = base + r.view_offset;
+        char* h = host + r.buffer_offset;
+        if (r.rows == 1) {
+            // One linear copy. A 2-D copy of one-element rows (pitch = width)
+            // staged 1 GiB at 3.2 GB/s on an H100, the linear copy at 27 GB/s
+            // (docs/BENCHMARKS.md, "CUDA staging").
+            check(cudaMemcpyAsync(to_host ? h : dev, to_host ? dev : h, r.width, kind, stream()), "copy");
+        } else if (to_host) {
+            check(cudaMemcpy2DAsync(h, r.width, dev, r.pitch, r.width, r.rows, kind, stream()), "copy");
         } else {
-            const auto run = std::min(inner - idx[n - 1], left);
-            const auto w = static_cast<std::size_t>(es);
-            if (d.strides[n - 1] == 1) {
-                // Contiguous: one linear copy. A 2-D copy of one-element rows
-                // (pitch = width) staged 1 GiB at 3.2 GB/s on an H100, the
-                // linear copy at 27 GB/s (docs/BENCHMARKS.md, "CUDA staging").
-                const auto bytes = static_cast<std::size_t>(run) * w;
-                if (to_host)
-                    check(cudaMemcpyAsync(host, dev, bytes, kind, stream()), "copy");
-                else
-                    check(cudaMemcpyAsync(dev, host, bytes, kind, stream()), "copy");
-            } else { // a gather of single elements
-                const auto spitch = static_cast<std::size_t>(d.strides[n - 1] * es);
-                if (to_host)
-                    check(cudaMemcpy2DAsync(host, w, dev, spitch, w, static_cast<std::size_t>(run), kind, stream()),
-                          "copy");
-                else
-                    check(cudaMemcpy2DAsync(dev, spitch, host, w, w, static_cast<std::size_t>(run), kind, stream()),
-                          "copy");
-            }
-            done = run;
-            idx[n - 1] += run;
+            check(cudaMemcpy2DAsync(dev, r.pitch, h, r.width, r.width, r.rows, kind, stream()), "copy");
         }
-        host += done * es;
-        left -= done;
-        // carry
-        for (std::size_t k = n; k-- > 1;) {
-            if (idx[k] < d.shape[k])
-                break;
-            idx[k] = 0;
-            ++idx[k - 1];
-        }
-    }
+    });
     check(cudaStreamSynchronize(stream()), "stream synchronize");
 }
 
