@@ -128,7 +128,7 @@ ArrayShard shard(const Kokkos::View<DataType, Properties...>& view, const Shape&
     s.box.offsets = offsets;
     s.box.shape.resize(rank);
     s.strides.resize(rank);
-    for (std::size_t d = 0; d < rank; ++d) {
+    for (std::size_t d = 0; d < s.box.shape.size(); ++d) { // not `d < rank`: nvcc warns of it for rank 0
         s.box.shape[d] = static_cast<std::int64_t>(view.extent(d));
         s.strides[d] = static_cast<std::int64_t>(view.stride(d));
     }

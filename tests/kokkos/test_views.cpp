@@ -1,8 +1,12 @@
 // The Kokkos::View adapter: shards of views of both layouts with their true
 // strides, subviews with ghost layers, and save on N ranks / load on M ranks
-// with another decomposition and the other layout.
+// with another decomposition and the other layout. Where Kokkos has its CUDA
+// backend and Cairn its CUDA staging, the same round trips run with views in
+// Kokkos::CudaSpace (device memory), alone and mixed with host views, in both
+// storage layouts.
 #include "fixtures.hpp"
 
+#include <cairn/config.hpp>
 #include <cairn/kokkos.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -18,6 +22,12 @@
 #include <vector>
 
 using namespace cairn_test;
+
+#if defined(KOKKOS_ENABLE_CUDA) && CAIRN_HAVE_CUDA
+#define CAIRN_TEST_KOKKOS_CUDA 1
+#else
+#define CAIRN_TEST_KOKKOS_CUDA 0
+#endif
 
 namespace {
 
@@ -95,8 +105,9 @@ std::int64_t linear_index(const cairn::Shape& shape, const std::array<std::int64
 constexpr std::int64_t ghost_value = -1;
 constexpr std::int64_t unloaded_value = -2;
 
-// One rank's part of a global array, in a host view of layout L with `ghost`
-// extra cells on each side of every dimension.
+// One rank's part of a global array, in a view of layout L in memory space
+// Space, with `ghost` extra cells on each side of every dimension. The values
+// are set and checked in a host mirror (the view itself for host spaces).
 struct AnyField {
     virtual ~AnyField() = default;
     /// Interior: the known values; ghosts: ghost_value.
@@ -109,13 +120,13 @@ struct AnyField {
     virtual void add_to(cairn::StateDict& state) = 0;
 };
 
-template <class T, std::size_t R, class L>
+template <class T, std::size_t R, class L, class Space = Kokkos::HostSpace>
 struct Field : AnyField {
-    using View = Kokkos::View<typename nd<T, R>::type, L, Kokkos::HostSpace>;
+    using View = Kokkos::View<typename nd<T, R>::type, L, Space>;
 
     Field(std::string name_, cairn::Shape global_, cairn::Box box_, std::size_t ghost_, int salt_)
         : name(std::move(name_)), global(std::move(global_)), box(std::move(box_)), ghost(ghost_), salt(salt_),
-          full(make(std::make_index_sequence<R>{}))
+          full(make(std::make_index_sequence<R>{})), mirror(Kokkos::create_mirror_view(full))
     {
     }
 
@@ -155,22 +166,25 @@ struct Field : AnyField {
 
     void fill() override
     {
-        for_each_index(extents(), [&](const auto& i) { at(full, i) = expected(i, true); });
+        for_each_index(extents(), [&](const auto& i) { at(mirror, i) = expected(i, true); });
+        Kokkos::deep_copy(full, mirror);
     }
     void clear() override
     {
-        for_each_index(extents(), [&](const auto& i) { at(full, i) = expected(i, false); });
+        for_each_index(extents(), [&](const auto& i) { at(mirror, i) = expected(i, false); });
+        Kokkos::deep_copy(full, mirror);
     }
     std::int64_t errors() const override
     {
+        Kokkos::deep_copy(mirror, full);
         std::int64_t n = 0;
         for_each_index(extents(), [&](const auto& i) {
-            if (at(full, i) != expected(i, true))
+            if (at(mirror, i) != expected(i, true))
                 ++n;
         });
         if (n != 0)
-            UNSCOPED_INFO("rank " << world_rank() << ": " << n << " wrong elements in " << name << " (" << R << "-d, box "
-                                  << box.str() << ", ghost " << ghost << ")");
+            UNSCOPED_INFO("rank " << world_rank() << ": " << n << " wrong elements in " << name << " (" << R << "-d, "
+                                  << Space::name() << ", box " << box.str() << ", ghost " << ghost << ")");
         return n;
     }
     void add_to(cairn::StateDict& state) override
@@ -184,35 +198,71 @@ struct Field : AnyField {
     std::size_t ghost;
     int salt;
     View full;
+    typename View::HostMirror mirror;
 };
 
+// Where a state's views live: all in host memory, all in device memory, or
+// alternating (from device) view by view.
+enum class Where { host, device, alternate };
+
+const char* name_of(Where w)
+{
+    switch (w) {
+    case Where::host: return "HostSpace";
+    case Where::device: return "CudaSpace";
+    case Where::alternate: return "CudaSpace and HostSpace alternating";
+    }
+    return "?";
+}
+
+template <class T, std::size_t R, class Space>
+std::unique_ptr<AnyField> make_field_in(Layout l, const std::string& name, const cairn::Shape& g, const cairn::Box& box,
+                                        std::size_t ghost, int salt)
+{
+    if (l == Layout::right)
+        return std::make_unique<Field<T, R, Kokkos::LayoutRight, Space>>(name, g, box, ghost, salt);
+    return std::make_unique<Field<T, R, Kokkos::LayoutLeft, Space>>(name, g, box, ghost, salt);
+}
+
 template <class T, std::size_t R>
-std::unique_ptr<AnyField> make_field(Layout l, const std::string& name, const cairn::Shape& g, Decomp d, int p, int r,
-                                     int ghost, int salt)
+std::unique_ptr<AnyField> make_field(Layout l, bool device, const std::string& name, const cairn::Shape& g, Decomp d,
+                                     int p, int r, int ghost, int salt)
 {
     const cairn::Box box = decompose(g, d, p, r);
     const auto gh = static_cast<std::size_t>(ghost);
-    if (l == Layout::right)
-        return std::make_unique<Field<T, R, Kokkos::LayoutRight>>(name, g, box, gh, salt);
-    return std::make_unique<Field<T, R, Kokkos::LayoutLeft>>(name, g, box, gh, salt);
+#if CAIRN_TEST_KOKKOS_CUDA
+    if (device)
+        return make_field_in<T, R, Kokkos::CudaSpace>(l, name, g, box, gh, salt);
+#else
+    REQUIRE_FALSE(device); // no device cases without CUDA
+#endif
+    return make_field_in<T, R, Kokkos::HostSpace>(l, name, g, box, gh, salt);
 }
 
 // The test state: views of ranks 1, 2, 3 and 8 and several dtypes, decomposed
-// by `d` over `p` ranks, with layouts alternating from `first`.
+// by `d` over `p` ranks, with layouts alternating from `first`, in memory
+// spaces chosen by `where`.
 struct State {
-    State(Decomp d, Layout first, int ghost, int p, int r, bool fill)
+    State(Decomp d, Layout first, Where where, int ghost, int p, int r, bool fill)
     {
         Layout l = first;
+        bool device = where != Where::host;
         auto next = [&] {
             const Layout now = l;
             l = other(l);
             return now;
         };
-        fields.push_back(make_field<double, 1>(next(), "k1", {29}, d, p, r, ghost, 1));
-        fields.push_back(make_field<float, 2>(next(), "grid.k2", {11, 7}, d, p, r, ghost, 2));
-        fields.push_back(make_field<std::int32_t, 3>(next(), "k3", {5, 6, 4}, d, p, r, ghost, 3));
-        fields.push_back(make_field<double, 8>(next(), "k8", {3, 2, 2, 3, 2, 1, 2, 2}, d, p, r, ghost, 4));
-        fields.push_back(make_field<std::int64_t, 2>(next(), "k2b", {4, 9}, d, p, r, ghost, 5));
+        auto dev = [&] {
+            const bool now = device;
+            if (where == Where::alternate)
+                device = !device;
+            return now;
+        };
+        fields.push_back(make_field<double, 1>(next(), dev(), "k1", {29}, d, p, r, ghost, 1));
+        fields.push_back(make_field<float, 2>(next(), dev(), "grid.k2", {11, 7}, d, p, r, ghost, 2));
+        fields.push_back(make_field<std::int32_t, 3>(next(), dev(), "k3", {5, 6, 4}, d, p, r, ghost, 3));
+        fields.push_back(make_field<double, 8>(next(), dev(), "k8", {3, 2, 2, 3, 2, 1, 2, 2}, d, p, r, ghost, 4));
+        fields.push_back(make_field<std::int64_t, 2>(next(), dev(), "k2b", {4, 9}, d, p, r, ghost, 5));
         for (auto& f : fields) {
             if (fill)
                 f->fill();
@@ -236,24 +286,35 @@ struct Side {
     Decomp decomp;
     Layout layout;
     int ghost;
+    Where where = Where::host;
 };
+
+std::string describe(const Side& s)
+{
+    return std::string(name_of(s.decomp)) + ", first view " + name_of(s.layout) + ", ghost " +
+           std::to_string(s.ghost) + ", " + name_of(s.where);
+}
 
 // Saves the state on the first `n` ranks, loads it on the first `m`; true on
 // every rank when the save left its views alone and the load got every value
 // without touching a ghost cell.
-bool round_trip(const std::string& dir, int n, Side save, int m, Side load)
+bool round_trip(const std::string& dir, int n, Side save, int m, Side load,
+                cairn::Layout layout = cairn::Layout::automatic)
 {
     const bool saved = run_on(n, [&](SubComm& c) {
-        State s(save.decomp, save.layout, save.ghost, c.size(), c.rank(), true);
+        State s(save.decomp, save.layout, save.where, save.ghost, c.size(), c.rank(), true);
         cairn::SaveOptions o;
         o.fsync = false;
+        o.layout = layout;
         Kokkos::fence();
         const auto r = cairn::save(s.dict, dir, c.get(), o);
         return r.entries == s.fields.size() && s.errors() == 0;
     });
     return saved && run_on(m, [&](SubComm& c) {
-        State s(load.decomp, load.layout, load.ghost, c.size(), c.rank(), false);
-        cairn::load(s.dict, dir, c.get());
+        State s(load.decomp, load.layout, load.where, load.ghost, c.size(), c.rank(), false);
+        cairn::LoadOptions o;
+        o.layout = layout;
+        cairn::load(s.dict, dir, c.get(), o);
         return s.errors() == 0;
     });
 }
@@ -324,7 +385,7 @@ TEST_CASE("a view's shard has the view's extents, data and true strides", "[kokk
     } catch (const cairn::error::WrongAPIUsage&) {
     }
     expect(sd.size() == 0, "nothing added after errors");
-    CHECK(all(ok));
+    CHECK(cairn_test::all(ok));
 }
 
 TEST_CASE("views of both layouts with ghost cells round-trip and reshard", "[kokkos][reshard]")
@@ -343,14 +404,52 @@ TEST_CASE("views of both layouts with ghost cells round-trip and reshard", "[kok
             for (std::size_t k = 0; k < cases.size(); ++k) {
                 const Side& s = cases[k].first;
                 const Side& l = cases[k].second;
-                INFO("save on " << n << " ranks (" << name_of(s.decomp) << ", first view " << name_of(s.layout)
-                                << ", ghost " << s.ghost << "), load on " << m << " (" << name_of(l.decomp)
-                                << ", first view " << name_of(l.layout) << ", ghost " << l.ghost << ")");
+                INFO("save on " << n << " ranks (" << describe(s) << "), load on " << m << " (" << describe(l) << ")");
                 CHECK(round_trip(dir + std::to_string(k), n, s, m, l));
             }
         }
     }
 }
+
+#if CAIRN_TEST_KOKKOS_CUDA
+TEST_CASE("views in CUDA device memory are staged, resharded and loaded into either space", "[kokkos][cuda]")
+{
+    using cairn::Shape;
+    // The memory spaces of Kokkos' CUDA backend.
+    CHECK(cairn::kokkos::detail::memory_space_of<Kokkos::CudaSpace>("x") == cairn::MemorySpace::cuda);
+    CHECK(cairn::kokkos::detail::memory_space_of<Kokkos::CudaUVMSpace>("x") == cairn::MemorySpace::host);
+    CHECK(cairn::kokkos::detail::memory_space_of<Kokkos::CudaHostPinnedSpace>("x") == cairn::MemorySpace::host);
+    Kokkos::View<double**, Kokkos::CudaSpace> d("d", 6, 4); // LayoutLeft, CUDA's default
+    auto sd = cairn::kokkos::shard(Kokkos::subview(d, Kokkos::pair<int, int>(1, 5), Kokkos::pair<int, int>(1, 3)),
+                                   {4, 2}, {0, 0});
+    CHECK(sd.space == cairn::MemorySpace::cuda);
+    CHECK(sd.strides == Shape{1, 6});
+    CHECK(sd.data == d.data() + 7);
+
+    const int w = world_size();
+    const std::vector<std::pair<Side, Side>> cases = {
+        {{Decomp::dim0, Layout::left, 1, Where::device}, {Decomp::last_dim, Layout::right, 2, Where::device}},
+        {{Decomp::grid, Layout::right, 2, Where::device}, {Decomp::dim0, Layout::left, 0, Where::host}},
+        {{Decomp::single_owner, Layout::left, 0, Where::host}, {Decomp::grid, Layout::left, 1, Where::device}},
+        {{Decomp::last_dim, Layout::left, 1, Where::alternate}, {Decomp::replicated, Layout::right, 1, Where::alternate}},
+    };
+    const std::vector<std::pair<cairn::Layout, const char*>> layouts = {{cairn::Layout::per_rank, "per-rank"},
+                                                                        {cairn::Layout::container, "container"}};
+    for (const auto& [layout, layout_name] : layouts) {
+        for (const auto& [n, m] : std::vector<std::pair<int, int>>{{w, w}, {w, w > 1 ? w - 1 : 1}, {1, w}}) {
+            const std::string dir = fresh_dir("kokkos_cuda_" + std::to_string(w)) + "/" + layout_name + "_" +
+                                    std::to_string(n) + "_" + std::to_string(m) + "_";
+            for (std::size_t k = 0; k < cases.size(); ++k) {
+                const Side& s = cases[k].first;
+                const Side& l = cases[k].second;
+                INFO(layout_name << " layout: save on " << n << " ranks (" << describe(s) << "), load on " << m << " ("
+                                 << describe(l) << ")");
+                CHECK(round_trip(dir + std::to_string(k), n, s, m, l, layout));
+            }
+        }
+    }
+}
+#endif
 
 TEST_CASE("views are stored in index order, whatever their layout", "[kokkos][format]")
 {
@@ -377,7 +476,7 @@ TEST_CASE("views are stored in index order, whatever their layout", "[kokkos][fo
     bool ok = true;
     for (std::size_t i = 0; i < plain.size(); ++i)
         ok = ok && plain[i] == value_at(static_cast<std::int64_t>(i), 7);
-    CHECK(all(ok));
+    CHECK(cairn_test::all(ok));
 
     // Plain row-major buffers -> LayoutLeft subviews.
     {
@@ -390,7 +489,7 @@ TEST_CASE("views are stored in index order, whatever their layout", "[kokkos][fo
     cairn::StateDict sd;
     f.add_to(sd);
     cairn::load(sd, dir + "/plain", MPI_COMM_WORLD);
-    CHECK(all(f.errors() == 0));
+    CHECK(cairn_test::all(f.errors() == 0));
 }
 
 TEST_CASE("replicated views are stored once and load into the other layout", "[kokkos][replicated]")
