@@ -1,6 +1,8 @@
 # cairn_find_kokkos(<found_var>): finds Kokkos and makes sure the target
 # Kokkos::kokkos can be linked. Sets <found_var> to TRUE or FALSE in the
-# caller's scope, and CAIRN_KOKKOS_VERSION to the version found.
+# caller's scope, CAIRN_KOKKOS_VERSION to the version found, and
+# CAIRN_KOKKOS_DEVICES / CAIRN_KOKKOS_CXX_COMPILER_ID to Kokkos' backends and
+# compiler where its config names them (empty otherwise).
 #
 # Used by Cairn's own build (cmake/CairnKokkos.cmake) and installed beside
 # CairnConfig.cmake, so that projects using Cairn::kokkos get the same fixes:
@@ -91,5 +93,11 @@ function(cairn_find_kokkos found_var)
   endif()
 
   set(CAIRN_KOKKOS_VERSION "${version}" PARENT_SCOPE)
+  # The backends and the compiler Kokkos was built with, where its config
+  # says (e.g. "SERIAL;CUDA" and NVIDIA): a CUDA build compiles device code
+  # with nvcc, whose defaults differ from the host compiler's (see
+  # examples/heat2d_kokkos).
+  set(CAIRN_KOKKOS_DEVICES "${Kokkos_DEVICES}" PARENT_SCOPE)
+  set(CAIRN_KOKKOS_CXX_COMPILER_ID "${Kokkos_CXX_COMPILER_ID}" PARENT_SCOPE)
   set(${found_var} TRUE PARENT_SCOPE)
 endfunction()
