@@ -28,6 +28,16 @@ int cairn_f_state_add_array(cairn_state_t* state, const char* name, size_t name_
                             const int64_t* global_shape, int global_len, const int64_t* offsets, int offsets_len,
                             const void* true_value, const void* false_value);
 
+/** Adds an array in CUDA device memory (cairn_state_add_device_array) of
+ *  `ndim` dimensions in Fortran order = Cairn order. `data` is the device
+ *  address of its first element; `strides` its element strides
+ *  (`strides_len` = -1: dense column-major, 1, shape[0], ...); global shape
+ *  and offsets as for cairn_f_state_add_array. */
+int cairn_f_state_add_device_array(cairn_state_t* state, const char* name, size_t name_len, int dtype, int ndim,
+                                   const int64_t* shape, void* data, const int64_t* strides, int strides_len,
+                                   const int64_t* global_shape, int global_len, const int64_t* offsets,
+                                   int offsets_len);
+
 /** Adds a scalar; logical conversion as for arrays. */
 int cairn_f_state_add_scalar(cairn_state_t* state, const char* name, size_t name_len, int dtype, void* value,
                              size_t elem_size, const void* true_value, const void* false_value);

@@ -6,7 +6,10 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 using cairn::capi::guarded;
@@ -38,6 +41,32 @@ MPI_Comm comm_arg(MPI_Fint comm)
     return initialized && !finalized ? MPI_Comm_f2c(comm) : MPI_COMM_NULL;
 }
 
+// The global shape and offsets of a Fortran array of extents `shape`, in
+// Fortran order = Cairn order: `global_len` -1, replicated (the global shape
+// is the array's, offsets must be absent); `offsets_len` -1, offsets all 0.
+// `what` ("array 'u': ") starts every error.
+std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>
+global_and_offsets(const std::string& what, std::size_t nd, const std::int64_t* shape, const std::int64_t* global_shape,
+                   int global_len, const std::int64_t* offsets, int offsets_len)
+{
+    const int ndim = static_cast<int>(nd);
+    std::vector<std::int64_t> gs(shape, shape + nd), off(nd, 0);
+    if (global_len < 0) {
+        require(offsets_len < 0, what + "offsets given without a global shape");
+    } else {
+        require(global_len == ndim, what + "the global shape has " + std::to_string(global_len) +
+                                        " extents, the array has rank " + std::to_string(ndim));
+        gs.assign(global_shape, global_shape + nd);
+    }
+    if (offsets_len >= 0) {
+        require(offsets_len == ndim,
+                what + "offsets has " + std::to_string(offsets_len) + " values, the array has rank " +
+                    std::to_string(ndim));
+        off.assign(offsets, offsets + nd);
+    }
+    return {std::move(gs), std::move(off)};
+}
+
 } // namespace
 
 extern "C" {
@@ -61,20 +90,7 @@ int cairn_f_state_add_array(cairn_state_t* state, const char* name, size_t name_
                         std::string(cairn::dtype_name(cairn::DType(dtype))));
         require(elem_size > 0, what + "zero element size");
 
-        // Global shape and offsets, in Fortran order = Cairn order.
-        std::vector<std::int64_t> gs(shape, shape + nd), off(nd, 0);
-        if (global_len < 0) {
-            require(offsets_len < 0, what + "offsets given without a global shape");
-        } else {
-            require(global_len == ndim, what + "the global shape has " + std::to_string(global_len) +
-                                            " extents, the array has rank " + std::to_string(ndim));
-            gs.assign(global_shape, global_shape + nd);
-        }
-        if (offsets_len >= 0) {
-            require(offsets_len == ndim, what + "offsets has " + std::to_string(offsets_len) +
-                                             " values, the array has rank " + std::to_string(ndim));
-            off.assign(offsets, offsets + nd);
-        }
+        const auto [gs, off] = global_and_offsets(what, nd, shape, global_shape, global_len, offsets, offsets_len);
 
         // Element strides from the addresses of neighbouring elements.
         std::int64_t volume = 1;
@@ -99,6 +115,33 @@ int cairn_f_state_add_array(cairn_state_t* state, const char* name, size_t name_
         }
         cairn::capi::add_array(s, n, dtype, ndim, gs.data(), off.data(), shape, volume > 0 ? base : nullptr,
                                strides.data(), elem_size, true_value, false_value);
+    });
+}
+
+int cairn_f_state_add_device_array(cairn_state_t* state, const char* name, size_t name_len, int dtype, int ndim,
+                                   const int64_t* shape, void* data, const int64_t* strides, int strides_len,
+                                   const int64_t* global_shape, int global_len, const int64_t* offsets,
+                                   int offsets_len)
+{
+    return guarded("cairn_state_add_device_array", [&] {
+        cairn_state& s = state_arg(state);
+        const std::string n = fstring(name, name_len, "the entry name");
+        const std::string what = "array '" + n + "': ";
+        require(ndim >= 1 && ndim <= CAIRN_MAX_NDIM, what + "invalid rank " + std::to_string(ndim));
+        const auto nd = static_cast<std::size_t>(ndim);
+        const auto [gs, off] = global_and_offsets(what, nd, shape, global_shape, global_len, offsets, offsets_len);
+        // Element strides: given, or those of a dense column-major array.
+        std::vector<std::int64_t> st(nd, 1);
+        if (strides_len >= 0) {
+            require(strides_len == ndim, what + "strides has " + std::to_string(strides_len) +
+                                             " values, the array has rank " + std::to_string(ndim));
+            st.assign(strides, strides + nd);
+        } else {
+            for (std::size_t d = 1; d < nd; ++d)
+                st[d] = st[d - 1] * std::max<std::int64_t>(shape[d - 1], 1);
+        }
+        cairn::capi::add_array(s, n, dtype, ndim, gs.data(), off.data(), shape, data, st.data(), 0, nullptr, nullptr,
+                               cairn::MemorySpace::cuda);
     });
 }
 
