@@ -198,7 +198,7 @@ struct Field : AnyField {
     std::size_t ghost;
     int salt;
     View full;
-    typename View::HostMirror mirror;
+    decltype(Kokkos::create_mirror_view(std::declval<View>())) mirror; // View::HostMirror, renamed in Kokkos 4.x
 };
 
 // Where a state's views live: all in host memory, all in device memory, or
