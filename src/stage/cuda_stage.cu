@@ -33,9 +33,9 @@ cudaStream_t stream()
     return s;
 }
 
-// Copies elements [first, first + count) of `v` to or from `host`: one
-// linear copy or one 2-D copy per run (copy_runs.hpp), then waits.
-void walk(const StridedView& v, std::int64_t first, std::int64_t count, char* host, bool to_host)
+// Queues the copies of elements [first, first + count) of `v` to or from
+// `host`: one linear copy or one 2-D copy per run (copy_runs.hpp).
+void queue(const StridedView& v, std::int64_t first, std::int64_t count, char* host, bool to_host)
 {
     char* base = static_cast<char*>(v.data);
     const auto kind = to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
@@ -53,19 +53,27 @@ void walk(const StridedView& v, std::int64_t first, std::int64_t count, char* ho
             check(cudaMemcpy2DAsync(dev, r.pitch, h, r.width, r.width, r.rows, kind, stream()), "copy");
         }
     });
-    check(cudaStreamSynchronize(stream()), "stream synchronize");
 }
 
 } // namespace
 
+void synchronize() { check(cudaStreamSynchronize(stream()), "stream synchronize"); }
+
 void copy_out(const StridedView& src, std::int64_t first, std::int64_t count, void* dst)
 {
-    walk(src, first, count, static_cast<char*>(dst), true);
+    queue(src, first, count, static_cast<char*>(dst), true);
+    synchronize();
+}
+
+void copy_out_async(const StridedView& src, std::int64_t first, std::int64_t count, void* dst)
+{
+    queue(src, first, count, static_cast<char*>(dst), true);
 }
 
 void copy_in(const StridedView& dst, std::int64_t first, std::int64_t count, const void* src)
 {
-    walk(dst, first, count, const_cast<char*>(static_cast<const char*>(src)), false);
+    queue(dst, first, count, const_cast<char*>(static_cast<const char*>(src)), false);
+    synchronize();
 }
 
 bool is_accessible(const void* p) noexcept

@@ -77,6 +77,28 @@ void stage_out(const DataRef& src, std::int64_t first, std::int64_t count, void*
 #endif
 }
 
+void stage_out_start(const DataRef& src, std::int64_t first, std::int64_t count, void* dst)
+{
+    if (src.space == MemorySpace::host) {
+        pack_range(src.view, first, count, dst);
+        return;
+    }
+#if CAIRN_HAVE_CUDA
+    note_device_memory();
+    cuda::copy_out_async(src.view, first, count, dst);
+#else
+    no_cuda();
+#endif
+}
+
+void stage_wait()
+{
+#if CAIRN_HAVE_CUDA
+    if (g_device_memory_seen.load(std::memory_order_relaxed))
+        cuda::synchronize();
+#endif
+}
+
 void stage_in(const DataRef& dst, std::int64_t first, std::int64_t count, const void* src)
 {
     if (dst.space == MemorySpace::host) {

@@ -17,6 +17,16 @@ namespace cairn::detail {
 /// Throws error::WrongAPIUsage for device memory in a build without CUDA.
 void stage_out(const DataRef& src, std::int64_t first, std::int64_t count, void* dst);
 
+/// Starts stage_out: for CUDA memory the copies are queued on Cairn's stream
+/// and run while the caller goes on (where `dst` is page-locked, as
+/// HostBuffers are once device memory is declared); `dst` must not be read
+/// or reused before stage_wait(). Host memory is copied before it returns.
+void stage_out_start(const DataRef& src, std::int64_t first, std::int64_t count, void* dst);
+
+/// Waits for the copies stage_out_start queued (all of the process's).
+/// Throws on a CUDA error; does nothing without CUDA.
+void stage_wait();
+
 /// Copies `count` elements from the dense host buffer `src` into `dst`,
 /// starting at row-major element `first` of its box. Host or CUDA memory.
 void stage_in(const DataRef& dst, std::int64_t first, std::int64_t count, const void* src);
