@@ -56,6 +56,14 @@ class Cairn(CMakePackage):
     depends_on("xxhash")  # XXH3 checksums of stored data
     depends_on("kokkos", when="+kokkos")
     depends_on("cuda", when="+cuda")
+    # A Kokkos with its CUDA backend puts views in CUDA device memory by
+    # default (Kokkos::CudaSpace), which only a Cairn built +cuda can stage:
+    # without it every save and load of such a view fails at run time.
+    conflicts(
+        "~cuda",
+        when="+kokkos ^kokkos+cuda",
+        msg="Kokkos with CUDA keeps views in device memory: build cairn +cuda to stage them",
+    )
     depends_on("cli11@2:", type="build", when="+tools")  # header-only
 
     depends_on("catch2@2", type="test")
