@@ -90,7 +90,12 @@ void Writeback::start(std::uint64_t lo, std::uint64_t hi) noexcept
         disable(); // unsupported here: the fsync does it all
         return;
     }
-    m_started.emplace_back(lo, hi);
+    try {
+        m_started.emplace_back(lo, hi);
+    } catch (...) { // out of memory: early writeback is an optimisation, the fsync does it all
+        disable();
+        return;
+    }
     m_in_flight += hi - lo;
     while (m_in_flight > m_limit && !m_started.empty()) {
         const auto [a, b] = m_started.front();
