@@ -141,7 +141,10 @@ int cairn_state_add_array(cairn_state_t* state, const char* name, int dtype, int
  *  cudaSetDevice before. Local. Returns CAIRN_ERR_USAGE as
  *  cairn_state_add_array does, and for plain pageable host memory where a
  *  device is present. Where this Cairn was built without CUDA, or no device
- *  is usable, saves and loads of the array fail on every rank. */
+ *  is usable, saves and loads of the array fail on every rank. Cairn copies
+ *  on a non-blocking stream of its own: finish the work writing the memory
+ *  (cudaDeviceSynchronize, or your stream's) before the save; a load's
+ *  copies are complete when it returns. */
 int cairn_state_add_device_array(cairn_state_t* state, const char* name, int dtype, int ndim,
                                  const int64_t* global_shape, const int64_t* offsets, const int64_t* shape, void* data,
                                  const int64_t* strides);

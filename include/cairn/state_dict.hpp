@@ -23,6 +23,12 @@ namespace cairn {
 ///    Where a device is usable, StateDict::add_array throws
 ///    error::WrongAPIUsage for pageable host memory declared cuda; where none
 ///    is (or without CAIRN_USE_CUDA), save and load throw it on every rank.
+///    Cairn copies on a stream of its own, created non-blocking (it does not
+///    wait for the legacy default stream): work that writes the memory must
+///    be complete before save or async_save is called (cudaStreamSynchronize,
+///    cudaDeviceSynchronize, Kokkos::fence), and the memory may be written
+///    again once save returns or async_save's staged future is ready. load's
+///    copies into device memory are complete when it returns.
 enum class MemorySpace : std::uint8_t { host = 0, cuda = 1 };
 
 /// The part of a global N-d array that this rank holds.
