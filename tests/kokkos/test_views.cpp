@@ -431,7 +431,8 @@ TEST_CASE("views in CUDA device memory are staged, resharded and loaded into eit
         {{Decomp::dim0, Layout::left, 1, Where::device}, {Decomp::last_dim, Layout::right, 2, Where::device}},
         {{Decomp::grid, Layout::right, 2, Where::device}, {Decomp::dim0, Layout::left, 0, Where::host}},
         {{Decomp::single_owner, Layout::left, 0, Where::host}, {Decomp::grid, Layout::left, 1, Where::device}},
-        {{Decomp::last_dim, Layout::left, 1, Where::alternate}, {Decomp::replicated, Layout::right, 1, Where::alternate}},
+        {{Decomp::last_dim, Layout::left, 1, Where::alternate},
+         {Decomp::replicated, Layout::right, 1, Where::alternate}},
     };
     const std::vector<std::pair<cairn::Layout, const char*>> layouts = {{cairn::Layout::per_rank, "per-rank"},
                                                                         {cairn::Layout::container, "container"}};
