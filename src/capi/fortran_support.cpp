@@ -41,6 +41,24 @@ MPI_Comm comm_arg(MPI_Fint comm)
     return initialized && !finalized ? MPI_Comm_f2c(comm) : MPI_COMM_NULL;
 }
 
+// The arguments every array of the module starts with: the state, the
+// entry's name, "array '<name>': " for errors, and the rank (1..CAIRN_MAX_NDIM).
+struct ArrayArgs {
+    cairn_state& state;
+    std::string name;
+    std::string what;
+    std::size_t nd;
+};
+
+ArrayArgs array_args(cairn_state_t* state, const char* name, std::size_t name_len, int ndim)
+{
+    cairn_state& s = state_arg(state);
+    std::string n = fstring(name, name_len, "the entry name");
+    std::string what = "array '" + n + "': ";
+    require(ndim >= 1 && ndim <= CAIRN_MAX_NDIM, what + "invalid rank " + std::to_string(ndim));
+    return {s, std::move(n), std::move(what), static_cast<std::size_t>(ndim)};
+}
+
 // The global shape and offsets of a Fortran array of extents `shape`, in
 // Fortran order = Cairn order: `global_len` -1, replicated (the global shape
 // is the array's, offsets must be absent); `offsets_len` -1, offsets all 0.
@@ -77,11 +95,7 @@ int cairn_f_state_add_array(cairn_state_t* state, const char* name, size_t name_
                             const void* true_value, const void* false_value)
 {
     return guarded("cairn_state_add_array", [&] {
-        cairn_state& s = state_arg(state);
-        const std::string n = fstring(name, name_len, "the entry name");
-        const std::string what = "array '" + n + "': ";
-        require(ndim >= 1 && ndim <= CAIRN_MAX_NDIM, what + "invalid rank " + std::to_string(ndim));
-        const auto nd = static_cast<std::size_t>(ndim);
+        const auto [s, n, what, nd] = array_args(state, name, name_len, ndim);
         require(cairn::dtype_valid(dtype), what + cairn::capi::dtype_error(dtype));
         require((true_value == nullptr) == (false_value == nullptr), what + "give both logical patterns or neither");
         if (!true_value)
@@ -124,11 +138,7 @@ int cairn_f_state_add_device_array(cairn_state_t* state, const char* name, size_
                                    int offsets_len)
 {
     return guarded("cairn_state_add_device_array", [&] {
-        cairn_state& s = state_arg(state);
-        const std::string n = fstring(name, name_len, "the entry name");
-        const std::string what = "array '" + n + "': ";
-        require(ndim >= 1 && ndim <= CAIRN_MAX_NDIM, what + "invalid rank " + std::to_string(ndim));
-        const auto nd = static_cast<std::size_t>(ndim);
+        const auto [s, n, what, nd] = array_args(state, name, name_len, ndim);
         const auto [gs, off] = global_and_offsets(what, nd, shape, global_shape, global_len, offsets, offsets_len);
         // Element strides: given, or those of a dense column-major array.
         std::vector<std::int64_t> st(nd, 1);

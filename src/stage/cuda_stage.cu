@@ -59,12 +59,6 @@ void queue(const StridedView& v, std::int64_t first, std::int64_t count, char* h
 
 void synchronize() { check(cudaStreamSynchronize(stream()), "stream synchronize"); }
 
-void copy_out(const StridedView& src, std::int64_t first, std::int64_t count, void* dst)
-{
-    queue(src, first, count, static_cast<char*>(dst), true);
-    synchronize();
-}
-
 void copy_out_async(const StridedView& src, std::int64_t first, std::int64_t count, void* dst)
 {
     queue(src, first, count, static_cast<char*>(dst), true);

@@ -10,12 +10,10 @@
 
 namespace cairn::detail::cuda {
 
-/// Copies elements [first, first + count) of the device view into host
-/// memory (pinned for best speed), on Cairn's stream; returns when done.
-void copy_out(const StridedView& device_src, std::int64_t first, std::int64_t count, void* host_dst);
-/// As copy_out, but returns once the copies are queued on Cairn's stream;
-/// `host_dst` must be page-locked for them to run in the background, and
-/// must not be read before synchronize().
+/// Queues on Cairn's stream the copies of elements [first, first + count)
+/// of the device view into host memory and returns; `host_dst` must be
+/// page-locked for them to run in the background, and must not be read
+/// before synchronize().
 void copy_out_async(const StridedView& device_src, std::int64_t first, std::int64_t count, void* host_dst);
 /// Waits for every copy queued on Cairn's stream.
 void synchronize();

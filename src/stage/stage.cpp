@@ -65,16 +65,9 @@ void free_memory(char* p, bool pinned) noexcept
 
 void stage_out(const DataRef& src, std::int64_t first, std::int64_t count, void* dst)
 {
-    if (src.space == MemorySpace::host) {
-        pack_range(src.view, first, count, dst);
-        return;
-    }
-#if CAIRN_HAVE_CUDA
-    note_device_memory();
-    cuda::copy_out(src.view, first, count, dst);
-#else
-    no_cuda();
-#endif
+    stage_out_start(src, first, count, dst);
+    if (src.space != MemorySpace::host)
+        stage_wait();
 }
 
 void stage_out_start(const DataRef& src, std::int64_t first, std::int64_t count, void* dst)
