@@ -2,13 +2,38 @@
 # registers `mpiexec -n <n> <target> ARGS` with PROCESSORS <n>, so `ctest -j`
 # never runs more ranks than cores at once.
 set(CAIRN_MPIEXEC_PREFLAGS "" CACHE STRING "Extra flags for mpiexec in tests")
-if(NOT DEFINED CAIRN_MPIEXEC_IS_OPENMPI)
-  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _cairn_mpiexec_version ERROR_QUIET)
-  if(_cairn_mpiexec_version MATCHES "Open MPI|OpenRTE")
-    set(CAIRN_MPIEXEC_IS_OPENMPI TRUE CACHE INTERNAL "")
-  else()
-    set(CAIRN_MPIEXEC_IS_OPENMPI FALSE CACHE INTERNAL "")
+# Which MPI mpiexec and the library are (Open MPI, MPICH and its derivatives,
+# or unknown: srun, a site's launcher): an mpiexec of another MPI than the
+# one Cairn links (on Debian with both, FindMPI can take /usr/bin/mpiexec,
+# Open MPI's, for MPICH) would start every rank as a singleton, and every
+# multi-rank test would fail for no reason of Cairn's.
+execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _cairn_mpiexec_version
+  ERROR_VARIABLE _cairn_mpiexec_version TIMEOUT 60)
+set(_cairn_mpiexec_kind "")
+if(_cairn_mpiexec_version MATCHES "Open MPI|OpenRTE")
+  set(_cairn_mpiexec_kind "Open MPI")
+elseif(_cairn_mpiexec_version MATCHES "HYDRA|Hydra|MPICH")
+  set(_cairn_mpiexec_kind "MPICH")
+endif()
+set(_cairn_mpi_kind "")
+foreach(_cairn_dir IN LISTS MPI_C_HEADER_DIR MPI_C_INCLUDE_DIRS)
+  if(NOT _cairn_mpi_kind AND EXISTS "${_cairn_dir}/mpi.h")
+    file(STRINGS "${_cairn_dir}/mpi.h" _cairn_mpi_defines REGEX "define +(OPEN_MPI|MPICH_VERSION) ")
+    if(_cairn_mpi_defines MATCHES "OPEN_MPI")
+      set(_cairn_mpi_kind "Open MPI")
+    elseif(_cairn_mpi_defines MATCHES "MPICH_VERSION")
+      set(_cairn_mpi_kind "MPICH")
+    endif()
   endif()
+endforeach()
+if(_cairn_mpiexec_kind AND _cairn_mpi_kind AND NOT _cairn_mpiexec_kind STREQUAL _cairn_mpi_kind)
+  message(FATAL_ERROR "The tests' mpiexec (${MPIEXEC_EXECUTABLE}) is ${_cairn_mpiexec_kind}'s, the MPI "
+    "Cairn links (${MPI_C_COMPILER}) is ${_cairn_mpi_kind}: set MPIEXEC_EXECUTABLE to the same MPI's "
+    "mpiexec (Debian: mpiexec.mpich, mpiexec.openmpi), or BUILD_TESTING=OFF.")
+endif()
+set(CAIRN_MPIEXEC_IS_OPENMPI FALSE)
+if(_cairn_mpiexec_kind STREQUAL "Open MPI")
+  set(CAIRN_MPIEXEC_IS_OPENMPI TRUE)
 endif()
 set(_cairn_mpiexec_flags ${MPIEXEC_PREFLAGS} ${CAIRN_MPIEXEC_PREFLAGS})
 if(CAIRN_MPIEXEC_IS_OPENMPI)

@@ -5,11 +5,25 @@
 # find_package(Cairn COMPONENTS fortran) requires it.
 set(Cairn_fortran_FOUND FALSE)
 if(CMAKE_Fortran_COMPILER_LOADED)
+  # As for C in CairnConfig.cmake: FindMPI is pointed at the Fortran wrapper
+  # of Cairn's MPI unless the project chose one, and another MPI is refused.
   if(NOT TARGET MPI::MPI_Fortran)
+    if(NOT DEFINED CACHE{MPI_Fortran_COMPILER} AND NOT DEFINED MPI_Fortran_COMPILER
+       AND NOT MPI_HOME AND NOT DEFINED ENV{MPI_HOME} AND EXISTS "${Cairn_MPI_Fortran_COMPILER}")
+      set(MPI_Fortran_COMPILER "${Cairn_MPI_Fortran_COMPILER}" CACHE FILEPATH
+        "MPI Fortran compiler wrapper (default: the one Cairn was built with)")
+    endif()
     find_package(MPI 3.0 QUIET COMPONENTS Fortran)
   endif()
+  set(_cairn_mpi_missing "")
   if(TARGET MPI::MPI_Fortran)
+    cairn_mpi_mismatch(_cairn_mpi_missing Cairn_MPI_C_LIBRARIES MPI_Fortran_LIBRARIES)
+  endif()
+  if(_cairn_mpi_missing)
+    message(WARNING "Cairn's Fortran module is left out: this project's MPI for Fortran (${MPI_Fortran_COMPILER}) is another MPI than Cairn's (${Cairn_MPI_Fortran_COMPILER}, library ${_cairn_mpi_missing}); set MPI_Fortran_COMPILER=${Cairn_MPI_Fortran_COMPILER}")
+  elseif(TARGET MPI::MPI_Fortran)
     include("${CMAKE_CURRENT_LIST_DIR}/CairnFortranTargets.cmake")
     set(Cairn_fortran_FOUND TRUE)
   endif()
+  unset(_cairn_mpi_missing)
 endif()

@@ -8,11 +8,23 @@
 #     "downstream: OK <version>";
 #  3. compile downstream/main.cpp with CXX $(pkg-config --cflags --libs cairn)
 #     (PKG_CONFIG_PATH=WORK_DIR/prefix/LIBDIR/pkgconfig) and run it the same
-#     way. Skipped, with a message, when --pkg-config is empty.
+#     way. Skipped, with a message, when --pkg-config is empty;
+#  4. with --c-project=DIR (downstream_cf/) and --cc=CC: configure, build and
+#     run its C program the same way, and with --fc=FC (Cairn was built with
+#     its Fortran module) its Fortran program too: CairnConfig.cmake's paths
+#     for projects that find MPI for C and for Fortran;
+#  5. with --other-mpi-project=DIR (other_mpi/), configure that project,
+#     which uses another MPI than Cairn's, and check that find_package(Cairn)
+#     refuses it with a message naming both: once as a project that found MPI
+#     itself at a path that is not Cairn's, and, with --other-mpi-cxx=WRAPPER
+#     (a second MPI installed, e.g. Debian's MPICH beside Open MPI), once
+#     through FindMPI.
 #
 # usage: install_test.sh --build-dir=DIR --work-dir=DIR --downstream=DIR
 #          --libdir=LIBDIR --version=X.Y.Z --cmake=CMAKE --cxx=CXX
 #          [--config=CFG] [--generator=GEN] [--pkg-config=PKG_CONFIG]
+#          [--c-project=DIR --cc=CC [--fc=FC]]
+#          [--other-mpi-project=DIR [--other-mpi-cxx=WRAPPER]]
 #          --mpiexec MPIEXEC NUMPROC_FLAG [MPIEXEC_FLAGS...]   (last)
 # WORK_DIR is emptied first; give each build its own (ctest does).
 set -euo pipefail
@@ -23,7 +35,7 @@ fail() {
 }
 
 build_dir="" work_dir="" downstream="" libdir="" version="" cmake="" cxx=""
-config="" generator="" pkg_config="" mpiexec=()
+config="" generator="" pkg_config="" other_mpi_project="" other_mpi_cxx="" c_project="" cc="" fc="" mpiexec=()
 while [ "$#" -gt 0 ]; do
     case $1 in
         --build-dir=*) build_dir=${1#*=} ;;
@@ -36,8 +48,13 @@ while [ "$#" -gt 0 ]; do
         --config=*) config=${1#*=} ;;
         --generator=*) generator=${1#*=} ;;
         --pkg-config=*) pkg_config=${1#*=} ;;
+        --other-mpi-project=*) other_mpi_project=${1#*=} ;;
+        --c-project=*) c_project=${1#*=} ;;
+        --cc=*) cc=${1#*=} ;;
+        --fc=*) fc=${1#*=} ;;
+        --other-mpi-cxx=*) other_mpi_cxx=${1#*=} ;;
         --mpiexec) shift; mpiexec=("$@"); break ;;
-        *) sed -n '2,19p' "$0" >&2; fail "unknown argument '$1'" ;;
+        *) sed -n '2,31p' "$0" >&2; fail "unknown argument '$1'" ;;
     esac
     shift
 done
@@ -112,6 +129,56 @@ else
     run_checked compile-pc "$cxx" -std=c++17 "$downstream/main.cpp" -o "$work_dir/downstream-pc" \
         "${pc_flags[@]}" "-Wl,-rpath,$pc_libdir"
     run_downstream run-pc "$work_dir/downstream-pc"
+fi
+
+# ---- 4. C and Fortran ----------------------------------------------------------
+if [ -n "$c_project" ]; then
+    [ -n "$cc" ] || fail "--c-project needs --cc"
+    cf_args=(-S "$c_project" -B "$work_dir/build-cf" -DCMAKE_PREFIX_PATH="$prefix"
+             -DCMAKE_C_COMPILER="$cc" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+    [ -z "$fc" ] || cf_args+=(-DWITH_FORTRAN=ON -DCMAKE_Fortran_COMPILER="$fc")
+    [ -z "$generator" ] || cf_args+=(-G "$generator")
+    [ -z "$config" ] || cf_args+=(-DCMAKE_BUILD_TYPE="$config")
+    run_checked configure-cf "$cmake" "${cf_args[@]}"
+    cf_build=(--build "$work_dir/build-cf")
+    [ -z "$config" ] || cf_build+=(--config "$config")
+    run_checked build-cf "$cmake" "${cf_build[@]}"
+    progs=(downstream_c)
+    [ -z "$fc" ] || progs+=(downstream_f)
+    for prog in "${progs[@]}"; do
+        exe=$(find "$work_dir/build-cf" -type f -name "$prog" -perm -u+x | head -n 1)
+        [ -n "$exe" ] || fail "the C/Fortran downstream build made no $prog"
+        run_downstream "run-$prog" "$exe"
+    done
+fi
+
+# ---- 5. another MPI is refused -------------------------------------------------
+# run_refused NAME CMAKE_ARGS...: configures other_mpi/, which must fail with
+# CairnConfig.cmake's message.
+run_refused() {
+    local name=$1
+    shift
+    local args=(-S "$other_mpi_project" -B "$work_dir/build-$name"
+                -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_COMPILER="$cxx"
+                -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF "$@")
+    [ -z "$generator" ] || args+=(-G "$generator")
+    echo "+ $cmake ${args[*]}"
+    local rc=0
+    "$cmake" "${args[@]}" >"$work_dir/$name.log" 2>&1 || rc=$?
+    sed 's/^/  | /' "$work_dir/$name.log"
+    [ "$rc" -ne 0 ] || fail "$name: the project using another MPI configured"
+    tr -s ' \n' ' ' <"$work_dir/$name.log" | grep -q "Cairn was built with another MPI" ||
+        fail "$name: configure failed without Cairn's message about another MPI"
+}
+if [ -n "$other_mpi_project" ]; then
+    mkdir -p "$work_dir/other-mpi/lib"
+    : >"$work_dir/other-mpi/lib/libmpi.so"
+    run_refused refused-found "-DOTHER_MPI_LIBRARY=$work_dir/other-mpi/lib/libmpi.so"
+    if [ -n "$other_mpi_cxx" ]; then
+        run_refused refused-findmpi "-DOTHER_MPI_CXX_COMPILER=$other_mpi_cxx"
+    else
+        echo "install_test: no second MPI installed: not checking that a real one is refused"
+    fi
 fi
 
 echo "install_test: PASS"

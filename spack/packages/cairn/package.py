@@ -85,6 +85,9 @@ class Cairn(CMakePackage):
             self.define("MPIEXEC_EXECUTABLE", join_path(spec["mpi"].prefix.bin, "mpiexec")),
             self.define("HDF5_ROOT", spec["hdf5"].prefix),
         ]
+        if spec.satisfies("+fortran"):
+            # Cairn refuses an MPI for Fortran other than its MPI for C.
+            args.append(self.define("MPI_Fortran_COMPILER", spec["mpi"].mpifc))
         if spec.satisfies("+cuda"):
             args.append(self.define("CMAKE_CUDA_COMPILER", join_path(spec["cuda"].prefix.bin, "nvcc")))
         return args
