@@ -16,31 +16,9 @@ cd "$cairn_root"
 
 cairn_packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools catch2 libxxhash-dev libcli11-dev python3 python3-h5py python3-numpy libtrilinos-kokkos-dev clang libclang-rt-14-dev)
 
-cairn_missing=()
-if command -v dpkg-query >/dev/null 2>&1; then
-    for cairn_pkg in "${cairn_packages[@]}"; do
-        cairn_status=$(dpkg-query -W -f='${db:Status-Abbrev}' "$cairn_pkg" 2>/dev/null || true)
-        case $cairn_status in
-            ii*) ;;
-            *) cairn_missing+=("$cairn_pkg") ;;
-        esac
-    done
-else
-    echo "setup.sh: no dpkg-query (not Debian?): not checking packages; need: ${cairn_packages[*]}" >&2
-fi
-
-if [ "${#cairn_missing[@]}" -gt 0 ]; then
-    if [ "$(id -u)" -eq 0 ]; then
-        echo "setup.sh: installing ${cairn_missing[*]}"
-        apt-get update
-        DEBIAN_FRONTEND=noninteractive apt-get install -y "${cairn_missing[@]}"
-    else
-        echo "setup.sh: missing packages: ${cairn_missing[*]}" >&2
-        echo "setup.sh: install them as root:" >&2
-        echo "  apt-get update && apt-get install -y ${cairn_missing[*]}" >&2
-        exit 1
-    fi
-fi
+# shellcheck source=scripts/packages.sh
+source scripts/packages.sh
+cairn_ensure_packages "${cairn_packages[@]}"
 
 if [ "$(id -u)" -eq 0 ]; then
     # Open MPI refuses to run as root without these.

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds Cairn against MPICH into build-mpich/ and runs its tests there.
+# Cairn must work with any MPI; scripts/setup.sh builds it with Open MPI, this
+# is the second implementation. On Debian: mpich, libmpich-dev and
+# libhdf5-mpich-dev (parallel HDF5 built with MPICH), installed when missing
+# (scripts/packages.sh); Open MPI stays the default (`mpicc`, `mpiexec`), so
+# every MPICH tool is named explicitly: the .mpich wrappers, mpiexec.mpich
+# and h5pcc.mpich. CUDA is off here (scripts/setup.sh's build compiles it).
+#
+#   scripts/test-mpich.sh [ctest arguments]     (e.g. -R heat2d)
+#
+# Exits with ctest's status. scripts/test.sh runs it on full runs
+# (CAIRN_SKIP_MPICH=1 skips it there).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# shellcheck source=scripts/packages.sh
+source scripts/packages.sh
+cairn_ensure_packages build-essential cmake mpich libmpich-dev libhdf5-mpich-dev
+
+tool() {   # tool NAME: the MPICH tool NAME.mpich, or a clear failure
+    command -v "$1.mpich" || { echo "test-mpich.sh: $1.mpich not found (Debian's mpich packages)" >&2; exit 1; }
+}
+cmake -S . -B build-mpich -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCAIRN_USE_CUDA=OFF \
+    -DMPI_C_COMPILER="$(tool mpicc)" \
+    -DMPI_Fortran_COMPILER="$(tool mpif90)" -DMPIEXEC_EXECUTABLE="$(tool mpiexec)" \
+    -DHDF5_C_COMPILER_EXECUTABLE="$(tool h5pcc)"
+cmake --build build-mpich -j"$(nproc)"
+ctest --test-dir build-mpich --output-on-failure -j"$(nproc)" "$@"
