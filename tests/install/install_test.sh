@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install test of Cairn: what a user of an installed Cairn does.
 #
-#  1. cmake --install BUILD_DIR --prefix WORK_DIR/prefix
+#  1. cmake --install BUILD_DIR --prefix WORK_DIR/prefix; the installed
+#     `cairn` tool (where built) runs without LD_LIBRARY_PATH;
 #  2. configure, build and run (mpiexec, 2 ranks) downstream/ with
 #     find_package(Cairn REQUIRED) and CMAKE_PREFIX_PATH=WORK_DIR/prefix;
 #     check that it found the Cairn just installed and that it prints
@@ -54,7 +55,7 @@ while [ "$#" -gt 0 ]; do
         --fc=*) fc=${1#*=} ;;
         --other-mpi-cxx=*) other_mpi_cxx=${1#*=} ;;
         --mpiexec) shift; mpiexec=("$@"); break ;;
-        *) sed -n '2,31p' "$0" >&2; fail "unknown argument '$1'" ;;
+        *) sed -n '2,32p' "$0" >&2; fail "unknown argument '$1'" ;;
     esac
     shift
 done
@@ -94,6 +95,13 @@ install_args=(--install "$build_dir" --prefix "$prefix")
 run_checked install "$cmake" "${install_args[@]}"
 [ -f "$prefix/$libdir/cmake/Cairn/CairnConfig.cmake" ] || fail "no CairnConfig.cmake in $prefix/$libdir/cmake/Cairn"
 [ -f "$prefix/$libdir/pkgconfig/cairn.pc" ] || fail "no cairn.pc in $prefix/$libdir/pkgconfig"
+
+# The installed tool runs without LD_LIBRARY_PATH: its rpath finds libcairn in
+# the prefix, libcairn's the HDF5 and MPI it was linked with.
+if [ -x "$prefix/bin/cairn" ]; then
+    run_checked tool-version env -u LD_LIBRARY_PATH "$prefix/bin/cairn" --version
+    grep -q "$version" "$work_dir/tool-version.log" || fail "the installed cairn tool did not print $version"
+fi
 
 # ---- 2. find_package(Cairn) ---------------------------------------------------
 cfg_args=(-S "$downstream" -B "$work_dir/build-cmake" -DCMAKE_PREFIX_PATH="$prefix"
