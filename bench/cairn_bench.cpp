@@ -67,7 +67,7 @@ struct Options {
     int runs = 3;
     int warmup = 1; // untimed-for-the-figures rounds of every case before the runs
     std::string dir = "/work/bench-scratch";
-    std::string io = "ompio";     // the OpenMPI io component in use (label)
+    std::string io = "ompio";     // MPI-IO label: Open MPI's component, romio (MPICH), mpiio
     std::set<std::string> only;   // workloads/parts to run; empty: all
     bool drop_caches = true;
     bool warm_cache = true; // the page-cache pre-warm before every timed write and cold read
@@ -97,8 +97,16 @@ void usage()
 
 void parse(int argc, char** argv)
 {
+    // The MPI-IO implementation, for the labels: Open MPI's component
+    // (OMPI_MCA_io, default ompio), or ROMIO for MPICH and its derivatives.
+    char library[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+    int length = 0;
+    MPI_Get_library_version(library, &length);
+    const std::string lib(library, static_cast<std::size_t>(length));
     const char* io = std::getenv("OMPI_MCA_io");
-    if (io && *io)
+    if (lib.find("Open MPI") == std::string::npos)
+        g_opt.io = lib.find("MPICH") != std::string::npos ? "romio" : "mpiio";
+    else if (io && *io)
         g_opt.io = io;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
