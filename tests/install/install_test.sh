@@ -147,6 +147,17 @@ if [ -n "$c_project" ]; then
     [ -z "$fc" ] || cf_args+=(-DWITH_FORTRAN=ON -DCMAKE_Fortran_COMPILER="$fc")
     [ -z "$generator" ] || cf_args+=(-G "$generator")
     [ -z "$config" ] || cf_args+=(-DCMAKE_BUILD_TYPE="$config")
+    if [ -f "$prefix/$libdir/libcairn.a" ]; then
+        # A static libcairn: refused to a project without CXX, by name.
+        rc=0
+        "$cmake" "${cf_args[@]}" >"$work_dir/configure-cf-no-cxx.log" 2>&1 || rc=$?
+        sed 's/^/  | /' "$work_dir/configure-cf-no-cxx.log"
+        [ "$rc" -ne 0 ] || fail "a C-only project configured against a static Cairn"
+        tr -s ' \n' ' ' <"$work_dir/configure-cf-no-cxx.log" | grep -q "Cairn is a static C++ library here" ||
+            fail "a C-only project against a static Cairn failed without Cairn's message"
+        rm -rf "$work_dir/build-cf"
+        cf_args+=(-DWITH_CXX=ON -DCMAKE_CXX_COMPILER="$cxx")
+    fi
     run_checked configure-cf "$cmake" "${cf_args[@]}"
     cf_build=(--build "$work_dir/build-cf")
     [ -z "$config" ] || cf_build+=(--config "$config")
