@@ -95,7 +95,18 @@ function(cairn_install_pkg_config)
     set(CAIRN_PC_LIBS "${mpi_libs}")
     set(CAIRN_PC_LIBS_PRIVATE "${other_libs}")
   else()
-    set(CAIRN_PC_LIBS "${mpi_libs}${other_libs}")
+    # A static libcairn is C++: a C or Fortran program linking it needs the
+    # C++ runtime, which only the C++ compiler links by itself (with GCC:
+    # -lstdc++ -lm).
+    set(cxx_runtime "")
+    foreach(lib IN LISTS CMAKE_CXX_IMPLICIT_LINK_LIBRARIES)
+      if(NOT lib IN_LIST CMAKE_C_IMPLICIT_LINK_LIBRARIES)
+        list(APPEND cxx_runtime "${lib}")
+      endif()
+    endforeach()
+    list(REMOVE_DUPLICATES cxx_runtime)
+    _cairn_pc_libs(cxx_libs ${cxx_runtime})
+    set(CAIRN_PC_LIBS "${mpi_libs}${other_libs}${cxx_libs}")
     set(CAIRN_PC_LIBS_PRIVATE "")
   endif()
 

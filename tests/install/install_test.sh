@@ -9,7 +9,8 @@
 #     "downstream: OK <version>";
 #  3. compile downstream/main.cpp with CXX $(pkg-config --cflags --libs cairn)
 #     (PKG_CONFIG_PATH=WORK_DIR/prefix/LIBDIR/pkgconfig) and run it the same
-#     way. Skipped, with a message, when --pkg-config is empty;
+#     way, and with --c-project and --cc the C program of step 4 with CC.
+#     Skipped, with a message, when --pkg-config is empty;
 #  4. with --c-project=DIR (downstream_cf/) and --cc=CC: configure, build and
 #     run its C program the same way, and with --fc=FC (Cairn was built with
 #     its Fortran module) its Fortran program too: CairnConfig.cmake's paths
@@ -55,7 +56,7 @@ while [ "$#" -gt 0 ]; do
         --fc=*) fc=${1#*=} ;;
         --other-mpi-cxx=*) other_mpi_cxx=${1#*=} ;;
         --mpiexec) shift; mpiexec=("$@"); break ;;
-        *) sed -n '2,32p' "$0" >&2; fail "unknown argument '$1'" ;;
+        *) sed -n '2,33p' "$0" >&2; fail "unknown argument '$1'" ;;
     esac
     shift
 done
@@ -137,6 +138,12 @@ else
     run_checked compile-pc "$cxx" -std=c++17 "$downstream/main.cpp" -o "$work_dir/downstream-pc" \
         "${pc_flags[@]}" "-Wl,-rpath,$pc_libdir"
     run_downstream run-pc "$work_dir/downstream-pc"
+    if [ -n "$c_project" ] && [ -n "$cc" ]; then
+        # The C program the same way, with the C compiler.
+        run_checked compile-pc-c "$cc" "$c_project/main.c" -o "$work_dir/downstream-pc-c" \
+            "${pc_flags[@]}" "-Wl,-rpath,$pc_libdir"
+        run_downstream run-pc-c "$work_dir/downstream-pc-c"
+    fi
 fi
 
 # ---- 4. C and Fortran ----------------------------------------------------------
