@@ -21,9 +21,13 @@ cairn_ensure_packages build-essential cmake mpich libmpich-dev libhdf5-mpich-dev
 tool() {   # tool NAME: the MPICH tool NAME.mpich, or a clear failure
     command -v "$1.mpich" || { echo "test-mpich.sh: $1.mpich not found (Debian's mpich packages)" >&2; exit 1; }
 }
+# Assignments, so that a missing tool stops the script (set -e).
+mpicc=$(tool mpicc)
+mpif90=$(tool mpif90)
+mpiexec=$(tool mpiexec)
+h5pcc=$(tool h5pcc)
 cmake -S . -B build-mpich -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCAIRN_USE_CUDA=OFF \
-    -DMPI_C_COMPILER="$(tool mpicc)" \
-    -DMPI_Fortran_COMPILER="$(tool mpif90)" -DMPIEXEC_EXECUTABLE="$(tool mpiexec)" \
-    -DHDF5_C_COMPILER_EXECUTABLE="$(tool h5pcc)"
+    -DMPI_C_COMPILER="$mpicc" -DMPI_Fortran_COMPILER="$mpif90" \
+    -DMPIEXEC_EXECUTABLE="$mpiexec" -DHDF5_C_COMPILER_EXECUTABLE="$h5pcc"
 cmake --build build-mpich -j"$(nproc)"
 ctest --test-dir build-mpich --output-on-failure -j"$(nproc)" "$@"
