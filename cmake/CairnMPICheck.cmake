@@ -12,6 +12,20 @@
 # Used by Cairn's build (its Fortran module) and by CairnConfig.cmake.
 include_guard(GLOBAL)
 
+# cairn_mpi_hint(<lang> <wrapper>): points FindMPI at <wrapper> (the MPI
+# compiler wrapper Cairn was built with) for <lang>, as the cache default of
+# MPI_<lang>_COMPILER, unless the project chose an MPI itself
+# (MPI_<lang>_COMPILER, MPI_HOME) or has found MPI for <lang> already.
+# A macro: the cache entry is the caller's to see.
+macro(cairn_mpi_hint lang wrapper)
+  if(NOT TARGET MPI::MPI_${lang} AND NOT DEFINED CACHE{MPI_${lang}_COMPILER}
+     AND NOT DEFINED MPI_${lang}_COMPILER AND NOT MPI_HOME AND NOT DEFINED ENV{MPI_HOME}
+     AND EXISTS "${wrapper}")
+    set(MPI_${lang}_COMPILER "${wrapper}" CACHE FILEPATH
+      "MPI ${lang} compiler wrapper (default: the one Cairn was built with)")
+  endif()
+endmacro()
+
 function(cairn_mpi_mismatch out want_var have_var)
   set(have "")
   foreach(lib IN LISTS ${have_var})
@@ -33,6 +47,23 @@ function(cairn_mpi_mismatch out want_var have_var)
     endforeach()
   endif()
   set(${out} "${missing}" PARENT_SCOPE)
+endfunction()
+
+# cairn_mpi_kind(<out>): "Open MPI" or "MPICH" (and its derivatives) for the
+# MPI found for C, from the defines of its mpi.h; "" when neither.
+function(cairn_mpi_kind out)
+  set(kind "")
+  foreach(dir IN LISTS MPI_C_HEADER_DIR MPI_C_INCLUDE_DIRS)
+    if(NOT kind AND EXISTS "${dir}/mpi.h")
+      file(STRINGS "${dir}/mpi.h" defines REGEX "define +(OPEN_MPI|MPICH_VERSION) ")
+      if(defines MATCHES "OPEN_MPI")
+        set(kind "Open MPI")
+      elseif(defines MATCHES "MPICH_VERSION")
+        set(kind "MPICH")
+      endif()
+    endif()
+  endforeach()
+  set(${out} "${kind}" PARENT_SCOPE)
 endfunction()
 
 # cairn_check_hdf5_mpi(<hdf5-libs-var> <mpi-libs-var>)

@@ -61,9 +61,7 @@ function(cairn_install_pkg_config)
   endforeach()
   set(CAIRN_PC_CFLAGS "${cflags}")
 
-  string(STRIP "${MPI_C_LINK_FLAGS}" mpi_link_flags)
-  separate_arguments(mpi_link_flags UNIX_COMMAND "${mpi_link_flags}")
-  _cairn_pc_libs(mpi_libs ${mpi_link_flags} ${MPI_C_LIBRARIES})
+  _cairn_pc_libs(mpi_libs ${CAIRN_MPI_C_LINK_OPTIONS} ${MPI_C_LIBRARIES})
   # Every other library libcairn links (HDF5, and whatever is added later):
   # files and -l flags as they are, imported targets by their location.
   get_target_property(linked cairn LINK_LIBRARIES)

@@ -8,11 +8,7 @@ if(CMAKE_Fortran_COMPILER_LOADED)
   # As for C in CairnConfig.cmake: FindMPI is pointed at the Fortran wrapper
   # of Cairn's MPI unless the project chose one, and another MPI is refused.
   if(NOT TARGET MPI::MPI_Fortran)
-    if(NOT DEFINED CACHE{MPI_Fortran_COMPILER} AND NOT DEFINED MPI_Fortran_COMPILER
-       AND NOT MPI_HOME AND NOT DEFINED ENV{MPI_HOME} AND EXISTS "${Cairn_MPI_Fortran_COMPILER}")
-      set(MPI_Fortran_COMPILER "${Cairn_MPI_Fortran_COMPILER}" CACHE FILEPATH
-        "MPI Fortran compiler wrapper (default: the one Cairn was built with)")
-    endif()
+    cairn_mpi_hint(Fortran "${Cairn_MPI_Fortran_COMPILER}")
     find_package(MPI 3.0 QUIET COMPONENTS Fortran)
   endif()
   set(_cairn_mpi_missing "")

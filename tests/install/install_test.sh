@@ -90,6 +90,38 @@ run_downstream() {
     [ -f "$work_dir/ckpt-$name/metadata.h5" ] || fail "$name left no committed checkpoint"
 }
 
+# configure_args SOURCE_DIR BUILD_NAME [CMAKE_ARGS...]: sets cfg to the
+# arguments that configure SOURCE_DIR into WORK_DIR/BUILD_NAME against the
+# installed prefix, with the build's generator and configuration.
+configure_args() {
+    cfg=(-S "$1" -B "$work_dir/$2" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF "${@:3}")
+    [ -z "$generator" ] || cfg+=(-G "$generator")
+    [ -z "$config" ] || cfg+=(-DCMAKE_BUILD_TYPE="$config")
+}
+
+# build_and_find BUILD_NAME PROGRAM: builds WORK_DIR/BUILD_NAME and sets exe
+# to the PROGRAM it made.
+build_and_find() {
+    local args=(--build "$work_dir/$1")
+    [ -z "$config" ] || args+=(--config "$config")
+    run_checked "$1.build" "$cmake" "${args[@]}"
+    exe=$(find "$work_dir/$1" -type f -name "$2" -perm -u+x | head -n 1)
+    [ -n "$exe" ] || fail "the build in $1 made no $2"
+}
+
+# expect_refused NAME MESSAGE CMAKE_ARGS...: configuring must fail, and the
+# output (lines joined: CMake wraps messages) must hold MESSAGE.
+expect_refused() {
+    local name=$1 message=$2 rc=0
+    shift 2
+    echo "+ $cmake $*"
+    "$cmake" "$@" >"$work_dir/$name.log" 2>&1 || rc=$?
+    sed 's/^/  | /' "$work_dir/$name.log"
+    [ "$rc" -ne 0 ] || fail "$name: configured; expected a refusal: $message"
+    tr -s ' \n' ' ' <"$work_dir/$name.log" | grep -qF "$message" ||
+        fail "$name: configure failed without the message: $message"
+}
+
 # ---- 1. install -------------------------------------------------------------
 install_args=(--install "$build_dir" --prefix "$prefix")
 [ -z "$config" ] || install_args+=(--config "$config")
@@ -105,21 +137,14 @@ if [ -x "$prefix/bin/cairn" ]; then
 fi
 
 # ---- 2. find_package(Cairn) ---------------------------------------------------
-cfg_args=(-S "$downstream" -B "$work_dir/build-cmake" -DCMAKE_PREFIX_PATH="$prefix"
-          -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
-[ -z "$generator" ] || cfg_args+=(-G "$generator")
-[ -z "$config" ] || cfg_args+=(-DCMAKE_BUILD_TYPE="$config")
-run_checked configure "$cmake" "${cfg_args[@]}"
+configure_args "$downstream" build-cmake -DCMAKE_CXX_COMPILER="$cxx"
+run_checked configure "$cmake" "${cfg[@]}"
 found_dir=$(sed -n 's/^Cairn_DIR:PATH=//p' "$work_dir/build-cmake/CMakeCache.txt")
 case $found_dir in
     "$prefix"/*) ;;
     *) fail "the downstream project found Cairn in '$found_dir', not under $prefix" ;;
 esac
-build_args=(--build "$work_dir/build-cmake")
-[ -z "$config" ] || build_args+=(--config "$config")
-run_checked build "$cmake" "${build_args[@]}"
-exe=$(find "$work_dir/build-cmake" -type f -name downstream -perm -u+x | head -n 1)
-[ -n "$exe" ] || fail "the downstream build made no executable"
+build_and_find build-cmake downstream
 run_downstream run-cmake "$exe"
 
 # ---- 3. pkg-config -------------------------------------------------------------
@@ -149,52 +174,29 @@ fi
 # ---- 4. C and Fortran ----------------------------------------------------------
 if [ -n "$c_project" ]; then
     [ -n "$cc" ] || fail "--c-project needs --cc"
-    cf_args=(-S "$c_project" -B "$work_dir/build-cf" -DCMAKE_PREFIX_PATH="$prefix"
-             -DCMAKE_C_COMPILER="$cc" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
-    [ -z "$fc" ] || cf_args+=(-DWITH_FORTRAN=ON -DCMAKE_Fortran_COMPILER="$fc")
-    [ -z "$generator" ] || cf_args+=(-G "$generator")
-    [ -z "$config" ] || cf_args+=(-DCMAKE_BUILD_TYPE="$config")
+    cf_extra=(-DCMAKE_C_COMPILER="$cc")
+    [ -z "$fc" ] || cf_extra+=(-DWITH_FORTRAN=ON -DCMAKE_Fortran_COMPILER="$fc")
     if [ -f "$prefix/$libdir/libcairn.a" ]; then
         # A static libcairn: refused to a project without CXX, by name.
-        rc=0
-        "$cmake" "${cf_args[@]}" >"$work_dir/configure-cf-no-cxx.log" 2>&1 || rc=$?
-        sed 's/^/  | /' "$work_dir/configure-cf-no-cxx.log"
-        [ "$rc" -ne 0 ] || fail "a C-only project configured against a static Cairn"
-        tr -s ' \n' ' ' <"$work_dir/configure-cf-no-cxx.log" | grep -q "Cairn is a static C++ library here" ||
-            fail "a C-only project against a static Cairn failed without Cairn's message"
-        rm -rf "$work_dir/build-cf"
-        cf_args+=(-DWITH_CXX=ON -DCMAKE_CXX_COMPILER="$cxx")
+        configure_args "$c_project" build-cf-no-cxx "${cf_extra[@]}"
+        expect_refused configure-cf-no-cxx "Cairn is a static C++ library here" "${cfg[@]}"
+        cf_extra+=(-DWITH_CXX=ON -DCMAKE_CXX_COMPILER="$cxx")
     fi
-    run_checked configure-cf "$cmake" "${cf_args[@]}"
-    cf_build=(--build "$work_dir/build-cf")
-    [ -z "$config" ] || cf_build+=(--config "$config")
-    run_checked build-cf "$cmake" "${cf_build[@]}"
+    configure_args "$c_project" build-cf "${cf_extra[@]}"
+    run_checked configure-cf "$cmake" "${cfg[@]}"
     progs=(downstream_c)
     [ -z "$fc" ] || progs+=(downstream_f)
     for prog in "${progs[@]}"; do
-        exe=$(find "$work_dir/build-cf" -type f -name "$prog" -perm -u+x | head -n 1)
-        [ -n "$exe" ] || fail "the C/Fortran downstream build made no $prog"
+        build_and_find build-cf "$prog"
         run_downstream "run-$prog" "$exe"
     done
 fi
 
 # ---- 5. another MPI is refused -------------------------------------------------
-# run_refused NAME CMAKE_ARGS...: configures other_mpi/, which must fail with
-# CairnConfig.cmake's message.
+# other_mpi/ must fail with CairnConfig.cmake's message.
 run_refused() {
-    local name=$1
-    shift
-    local args=(-S "$other_mpi_project" -B "$work_dir/build-$name"
-                -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_COMPILER="$cxx"
-                -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF "$@")
-    [ -z "$generator" ] || args+=(-G "$generator")
-    echo "+ $cmake ${args[*]}"
-    local rc=0
-    "$cmake" "${args[@]}" >"$work_dir/$name.log" 2>&1 || rc=$?
-    sed 's/^/  | /' "$work_dir/$name.log"
-    [ "$rc" -ne 0 ] || fail "$name: the project using another MPI configured"
-    tr -s ' \n' ' ' <"$work_dir/$name.log" | grep -q "Cairn was built with another MPI" ||
-        fail "$name: configure failed without Cairn's message about another MPI"
+    configure_args "$other_mpi_project" "build-$1" -DCMAKE_CXX_COMPILER="$cxx" "${@:2}"
+    expect_refused "$1" "Cairn was built with another MPI" "${cfg[@]}"
 }
 if [ -n "$other_mpi_project" ]; then
     mkdir -p "$work_dir/other-mpi/lib"
