@@ -178,6 +178,30 @@ int cairn_state_add_bytes(cairn_state_t* state, const char* name, void* data, si
 
 /* ---- options ------------------------------------------------------------- */
 
+/** Storage layouts (cairn::Layout) of save and load options and of the
+ *  checkpoints a manager writes (a manager reads both). */
+enum cairn_layout {
+    CAIRN_LAYOUT_PER_RANK = 0,  /**< a directory of .distcp files and metadata.h5 (manager: root/step_<N>/) */
+    CAIRN_LAYOUT_CONTAINER = 1, /**< one parallel HDF5 file (manager: root/step_<N>.h5) */
+    CAIRN_LAYOUT_AUTOMATIC = 2  /**< save and load options only (their default): from the checkpoint id, a
+                                     container for ids ending in ".h5" or ".hdf5" or naming a regular file */
+};
+
+/** How cairn_async_save stages the data (cairn::AsyncStaging). */
+enum cairn_async_staging {
+    CAIRN_ASYNC_STAGING_FULL_COPY = 0, /**< copy it all to host memory before returning (default) */
+    CAIRN_ASYNC_STAGING_BOUNDED = 1    /**< copy through the staging buffer while writing: host memory stays
+                                            within the staging bytes; the data may change only once
+                                            cairn_async_wait_staged returned */
+};
+
+/** HDF5 file locking of the container layout (cairn::FileLocking). */
+enum cairn_file_locking {
+    CAIRN_FILE_LOCKING_BEST_EFFORT = 0, /**< lock, unlocked where the file system has no locks (default) */
+    CAIRN_FILE_LOCKING_ON = 1,          /**< lock; fail where the file system cannot */
+    CAIRN_FILE_LOCKING_OFF = 2          /**< never lock */
+};
+
 /** Options of cairn_save (cairn::SaveOptions); defaults as in C++. */
 typedef struct cairn_save_options cairn_save_options_t;
 int cairn_save_options_create(cairn_save_options_t** options);
@@ -200,6 +224,31 @@ int cairn_save_options_set_writeback_bytes(cairn_save_options_t* options, size_t
  *  data, scalar and string values and blob contents changed (default 0; see
  *  SaveOptions::reuse_plan). It takes effect only when every rank sets it. */
 int cairn_save_options_set_reuse_plan(cairn_save_options_t* options, int reuse_plan);
+/** CAIRN_LAYOUT_AUTOMATIC (default), CAIRN_LAYOUT_PER_RANK or CAIRN_LAYOUT_CONTAINER. */
+int cairn_save_options_set_layout(cairn_save_options_t* options, int layout);
+/** Bytes per checksum block (default 1 MiB); 0: no checksums. */
+int cairn_save_options_set_checksum_block(cairn_save_options_t* options, uint64_t checksum_block);
+/** How cairn_async_save stages: CAIRN_ASYNC_STAGING_FULL_COPY (default) or
+ *  CAIRN_ASYNC_STAGING_BOUNDED. */
+int cairn_save_options_set_async_staging(cairn_save_options_t* options, int async_staging);
+
+/** The container layout's settings (cairn::ContainerTuning), on save options
+ *  and load options alike. An MPI-IO hint given to the container's file
+ *  (e.g. "striping_factor" "16", "striping_unit" "1048576", "cb_nodes" "8");
+ *  a key set again gets the new value, a NULL value removes it. Hints the MPI
+ *  library does not know are ignored by it. CAIRN_ERR_USAGE, naming the hint,
+ *  for a NULL or empty key, or a key or value longer than MPI allows
+ *  (MPI_MAX_INFO_KEY - 1, MPI_MAX_INFO_VAL - 1). */
+int cairn_save_options_set_container_hint(cairn_save_options_t* options, const char* key, const char* value);
+/** CAIRN_FILE_LOCKING_BEST_EFFORT (default), _ON or _OFF. */
+int cairn_save_options_set_container_file_locking(cairn_save_options_t* options, int file_locking);
+/** Datasets of fewer bytes are transferred independently (default 1 MiB;
+ *  0: every dataset with several writers collectively). */
+int cairn_save_options_set_container_independent_below(cairn_save_options_t* options, size_t bytes);
+/** Collective metadata reads and writes (default 1). */
+int cairn_save_options_set_container_collective_metadata(cairn_save_options_t* options, int collective);
+/** Initial size of HDF5's metadata cache (default 32 MiB). */
+int cairn_save_options_set_container_metadata_cache_bytes(cairn_save_options_t* options, size_t bytes);
 
 /** Options of cairn_load (cairn::LoadOptions); defaults as in C++. */
 typedef struct cairn_load_options cairn_load_options_t;
@@ -209,6 +258,17 @@ int cairn_load_options_free(cairn_load_options_t** options);
 int cairn_load_options_set_partial(cairn_load_options_t* options, int partial);
 /** Bytes of host memory per rank for read buffers (default 64 MiB). */
 int cairn_load_options_set_staging_bytes(cairn_load_options_t* options, size_t staging_bytes);
+/** CAIRN_LAYOUT_AUTOMATIC (default), CAIRN_LAYOUT_PER_RANK or CAIRN_LAYOUT_CONTAINER. */
+int cairn_load_options_set_layout(cairn_load_options_t* options, int layout);
+/** Check the checksums of what is read (default 1); a mismatch fails the
+ *  load with CAIRN_ERR_INTEGRITY. */
+int cairn_load_options_set_verify_checksums(cairn_load_options_t* options, int verify);
+/** The container layout's settings, as cairn_save_options_set_container_*. */
+int cairn_load_options_set_container_hint(cairn_load_options_t* options, const char* key, const char* value);
+int cairn_load_options_set_container_file_locking(cairn_load_options_t* options, int file_locking);
+int cairn_load_options_set_container_independent_below(cairn_load_options_t* options, size_t bytes);
+int cairn_load_options_set_container_collective_metadata(cairn_load_options_t* options, int collective);
+int cairn_load_options_set_container_metadata_cache_bytes(cairn_load_options_t* options, size_t bytes);
 
 /* ---- save and load ------------------------------------------------------- */
 
@@ -353,12 +413,6 @@ int cairn_async_test_committed(cairn_async_save_t* handle, int* flag, cairn_save
 int cairn_async_free(cairn_async_save_t** handle);
 
 /* ---- checkpoint manager ---------------------------------------------------- */
-
-/** Layouts of the checkpoints a manager writes (it reads both). */
-enum cairn_layout {
-    CAIRN_LAYOUT_PER_RANK = 0, /**< root/step_<N>/: a directory of .distcp files and metadata.h5 */
-    CAIRN_LAYOUT_CONTAINER = 1 /**< root/step_<N>.h5: one parallel HDF5 file */
-};
 
 /** Options of a checkpoint manager (cairn::ManagerOptions). */
 typedef struct cairn_manager_options cairn_manager_options_t;

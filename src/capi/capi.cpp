@@ -4,6 +4,7 @@
 #include "capi/capi_internal.hpp"
 
 #include "cairn/dtype.hpp"
+#include "storage/hdf5/container_h5.hpp"
 
 #include <mpi.h>
 
@@ -567,6 +568,70 @@ int destroy(T** h)
 
 } // namespace
 
+namespace {
+
+cairn::Layout layout_arg(int layout)
+{
+    switch (layout) {
+    case CAIRN_LAYOUT_AUTOMATIC:
+        return cairn::Layout::automatic;
+    case CAIRN_LAYOUT_PER_RANK:
+        return cairn::Layout::per_rank;
+    case CAIRN_LAYOUT_CONTAINER:
+        return cairn::Layout::container;
+    default:
+        throw cairn::error::WrongAPIUsage("invalid layout " + std::to_string(layout) +
+                                   " (CAIRN_LAYOUT_PER_RANK = 0, CAIRN_LAYOUT_CONTAINER = 1 or "
+                                   "CAIRN_LAYOUT_AUTOMATIC = 2)");
+    }
+}
+
+// The container settings of save and load options alike.
+void set_hint(cairn::ContainerTuning& t, const char* key, const char* value)
+{
+    require(key != nullptr && *key != '\0', "MPI-IO hint: the key is NULL or empty");
+    const std::string k(key);
+    auto& hints = t.mpi_hints;
+    const auto at = std::find_if(hints.begin(), hints.end(), [&](const auto& h) { return h.first == k; });
+    if (!value) {
+        if (at != hints.end())
+            hints.erase(at);
+        return;
+    }
+    cairn::ContainerTuning one;
+    one.mpi_hints = {{k, value}};
+    cairn::detail::container::check_tuning(one); // the key's and value's lengths, named
+    if (at != hints.end())
+        at->second = value;
+    else
+        hints.emplace_back(k, value);
+}
+
+cairn::FileLocking file_locking_arg(int locking)
+{
+    switch (locking) {
+    case CAIRN_FILE_LOCKING_BEST_EFFORT:
+        return cairn::FileLocking::best_effort;
+    case CAIRN_FILE_LOCKING_ON:
+        return cairn::FileLocking::on;
+    case CAIRN_FILE_LOCKING_OFF:
+        return cairn::FileLocking::off;
+    default:
+        throw cairn::error::WrongAPIUsage("invalid file locking " + std::to_string(locking) +
+                                   " (CAIRN_FILE_LOCKING_BEST_EFFORT = 0, CAIRN_FILE_LOCKING_ON = 1 or "
+                                   "CAIRN_FILE_LOCKING_OFF = 2)");
+    }
+}
+
+// Applies `set` to the container settings of `options` (save or load).
+template <class Options, class Set>
+int set_container(const char* function, Options* options, Set&& set)
+{
+    return guarded(function, [&] { set(handle(options, "the options handle").options.container); });
+}
+
+} // namespace
+
 extern "C" {
 
 int cairn_state_create(cairn_state_t** state) { return create("cairn_state_create", state); }
@@ -696,6 +761,59 @@ int cairn_save_options_set_reuse_plan(cairn_save_options_t* options, int reuse_p
                    [&] { handle(options, "the options handle").options.reuse_plan = reuse_plan != 0; });
 }
 
+int cairn_save_options_set_layout(cairn_save_options_t* options, int layout)
+{
+    return guarded("cairn_save_options_set_layout",
+                   [&] { handle(options, "the options handle").options.layout = layout_arg(layout); });
+}
+
+int cairn_save_options_set_checksum_block(cairn_save_options_t* options, uint64_t checksum_block)
+{
+    return guarded("cairn_save_options_set_checksum_block",
+                   [&] { handle(options, "the options handle").options.checksum_block = checksum_block; });
+}
+
+int cairn_save_options_set_async_staging(cairn_save_options_t* options, int async_staging)
+{
+    return guarded("cairn_save_options_set_async_staging", [&] {
+        require(async_staging == CAIRN_ASYNC_STAGING_FULL_COPY || async_staging == CAIRN_ASYNC_STAGING_BOUNDED,
+                "invalid async staging " + std::to_string(async_staging) +
+                    " (CAIRN_ASYNC_STAGING_FULL_COPY = 0 or CAIRN_ASYNC_STAGING_BOUNDED = 1)");
+        handle(options, "the options handle").options.async_staging =
+            async_staging == CAIRN_ASYNC_STAGING_BOUNDED ? cairn::AsyncStaging::bounded : cairn::AsyncStaging::full_copy;
+    });
+}
+
+int cairn_save_options_set_container_hint(cairn_save_options_t* options, const char* key, const char* value)
+{
+    return set_container("cairn_save_options_set_container_hint", options,
+                         [&](cairn::ContainerTuning& t) { set_hint(t, key, value); });
+}
+
+int cairn_save_options_set_container_file_locking(cairn_save_options_t* options, int file_locking)
+{
+    return set_container("cairn_save_options_set_container_file_locking", options,
+                         [&](cairn::ContainerTuning& t) { t.file_locking = file_locking_arg(file_locking); });
+}
+
+int cairn_save_options_set_container_independent_below(cairn_save_options_t* options, size_t bytes)
+{
+    return set_container("cairn_save_options_set_container_independent_below", options,
+                         [&](cairn::ContainerTuning& t) { t.independent_below = bytes; });
+}
+
+int cairn_save_options_set_container_collective_metadata(cairn_save_options_t* options, int collective)
+{
+    return set_container("cairn_save_options_set_container_collective_metadata", options,
+                         [&](cairn::ContainerTuning& t) { t.collective_metadata = collective != 0; });
+}
+
+int cairn_save_options_set_container_metadata_cache_bytes(cairn_save_options_t* options, size_t bytes)
+{
+    return set_container("cairn_save_options_set_container_metadata_cache_bytes", options,
+                         [&](cairn::ContainerTuning& t) { t.metadata_cache_bytes = bytes; });
+}
+
 int cairn_load_options_create(cairn_load_options_t** options) { return create("cairn_load_options_create", options); }
 int cairn_load_options_free(cairn_load_options_t** options) { return destroy(options); }
 
@@ -709,6 +827,48 @@ int cairn_load_options_set_staging_bytes(cairn_load_options_t* options, size_t s
 {
     return guarded("cairn_load_options_set_staging_bytes",
                    [&] { handle(options, "the options handle").options.staging_bytes = staging_bytes; });
+}
+
+int cairn_load_options_set_layout(cairn_load_options_t* options, int layout)
+{
+    return guarded("cairn_load_options_set_layout",
+                   [&] { handle(options, "the options handle").options.layout = layout_arg(layout); });
+}
+
+int cairn_load_options_set_verify_checksums(cairn_load_options_t* options, int verify)
+{
+    return guarded("cairn_load_options_set_verify_checksums",
+                   [&] { handle(options, "the options handle").options.verify_checksums = verify != 0; });
+}
+
+int cairn_load_options_set_container_hint(cairn_load_options_t* options, const char* key, const char* value)
+{
+    return set_container("cairn_load_options_set_container_hint", options,
+                         [&](cairn::ContainerTuning& t) { set_hint(t, key, value); });
+}
+
+int cairn_load_options_set_container_file_locking(cairn_load_options_t* options, int file_locking)
+{
+    return set_container("cairn_load_options_set_container_file_locking", options,
+                         [&](cairn::ContainerTuning& t) { t.file_locking = file_locking_arg(file_locking); });
+}
+
+int cairn_load_options_set_container_independent_below(cairn_load_options_t* options, size_t bytes)
+{
+    return set_container("cairn_load_options_set_container_independent_below", options,
+                         [&](cairn::ContainerTuning& t) { t.independent_below = bytes; });
+}
+
+int cairn_load_options_set_container_collective_metadata(cairn_load_options_t* options, int collective)
+{
+    return set_container("cairn_load_options_set_container_collective_metadata", options,
+                         [&](cairn::ContainerTuning& t) { t.collective_metadata = collective != 0; });
+}
+
+int cairn_load_options_set_container_metadata_cache_bytes(cairn_load_options_t* options, size_t bytes)
+{
+    return set_container("cairn_load_options_set_container_metadata_cache_bytes", options,
+                         [&](cairn::ContainerTuning& t) { t.metadata_cache_bytes = bytes; });
 }
 
 // ---- save and load ----

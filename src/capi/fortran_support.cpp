@@ -87,6 +87,24 @@ global_and_offsets(const std::string& what, std::size_t nd, const std::int64_t* 
 
 } // namespace
 
+namespace {
+// Calls `set(options, key, value)` with NUL-terminated copies of the Fortran
+// strings (value NULL without one).
+template <class Options, class Set>
+int set_hint(const char* function, Options* options, const char* key, size_t key_len, const char* value,
+             size_t value_len, int has_value, Set set)
+{
+    std::string k, v;
+    if (int rc = guarded(function, [&] {
+            k.assign(key ? key : "", key ? key_len : 0);
+            if (has_value)
+                v.assign(value ? value : "", value ? value_len : 0);
+        }))
+        return rc;
+    return set(options, k.c_str(), has_value ? v.c_str() : nullptr);
+}
+} // namespace
+
 extern "C" {
 
 int cairn_f_state_add_array(cairn_state_t* state, const char* name, size_t name_len, int dtype, int ndim,
@@ -192,6 +210,20 @@ int cairn_f_save(cairn_state_t* state, const char* path, size_t path_len, MPI_Fi
     if (!state)
         bad = "the state is not created (call cairn_state_create first)";
     return cairn::capi::save("cairn_save", state, &id, comm_arg(comm), options, result, std::move(bad));
+}
+
+int cairn_f_save_options_set_container_hint(cairn_save_options_t* options, const char* key, size_t key_len,
+                                            const char* value, size_t value_len, int has_value)
+{
+    return set_hint("cairn_save_options_set_container_hint", options, key, key_len, value, value_len, has_value,
+                    cairn_save_options_set_container_hint);
+}
+
+int cairn_f_load_options_set_container_hint(cairn_load_options_t* options, const char* key, size_t key_len,
+                                            const char* value, size_t value_len, int has_value)
+{
+    return set_hint("cairn_load_options_set_container_hint", options, key, key_len, value, value_len, has_value,
+                    cairn_load_options_set_container_hint);
 }
 
 int cairn_f_load(cairn_state_t* state, const char* path, size_t path_len, MPI_Fint comm,

@@ -1,0 +1,286 @@
+/* C API: the save and load options beyond the basics.
+ *  - the layout chosen explicitly (a container under a name without ".h5", a
+ *    per-rank directory under one with it), read back with the explicit
+ *    layout and with the automatic one;
+ *  - checksums: a flipped bit fails a verified load with CAIRN_ERR_INTEGRITY
+ *    naming the array, a load with verification off returns the damaged
+ *    value, and a checkpoint saved without checksums loads it unchecked;
+ *  - async save with bounded staging: the caller changes its data once
+ *    staged, the checkpoint holds the old values;
+ *  - the container settings (MPI-IO hints, file locking, independent
+ *    transfers, collective metadata, metadata cache) in a round trip, on
+ *    save and load options alike, and invalid values refused by name. */
+#include "common.h"
+
+enum { N = 1 << 16 }; /* doubles per rank: 512 KiB */
+
+static double value(int64_t i, int version) { return 0.5 * (double)i + 1000.0 * (double)version; }
+
+/* This rank's block of the global vector "x" (N per rank). */
+typedef struct {
+    double* x;
+    cairn_state_t* state;
+} Vec;
+
+static void vec_init(Vec* v, int version)
+{
+    const int64_t g = (int64_t)N * test_size, o = (int64_t)N * test_rank, s = N;
+    int64_t i;
+    v->x = (double*)malloc(N * sizeof(double));
+    if (!v->x)
+        FAIL_AT("out of memory");
+    for (i = 0; i < N; ++i)
+        v->x[i] = version < 0 ? -1.0 : value(o + i, version);
+    CHECK_OK(cairn_state_create(&v->state));
+    CHECK_OK(cairn_state_add_array(v->state, "x", CAIRN_F64, 1, &g, &o, &s, v->x, NULL));
+}
+
+static void vec_free(Vec* v)
+{
+    CHECK_OK(cairn_state_free(&v->state));
+    free(v->x);
+}
+
+/* Elements of `v` that differ from `version`'s values, summed over the ranks. */
+static long vec_wrong(const Vec* v, int version)
+{
+    const int64_t o = (int64_t)N * test_rank;
+    long wrong = 0, total = 0;
+    int64_t i;
+    for (i = 0; i < N; ++i)
+        wrong += v->x[i] != value(o + i, version);
+    MPI_Allreduce(&wrong, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    return total;
+}
+
+/* The layout string of the committed checkpoint `id` ("distcp", "container"). */
+static void check_layout(const char* id, const char* want)
+{
+    cairn_metadata_t* md = NULL;
+    const char* layout = NULL;
+    CHECK_OK(cairn_metadata_read(id, &md));
+    CHECK_OK(cairn_metadata_strings(md, NULL, &layout, NULL));
+    CHECK(strcmp(layout, want) == 0);
+    CHECK_OK(cairn_metadata_free(&md));
+}
+
+/* XORs the byte in the middle of `file` with 0x10 (rank 0 only). */
+static void flip_middle(const char* file)
+{
+    if (test_rank == 0) {
+        struct stat sb;
+        FILE* f;
+        long at;
+        int c;
+        CHECK(stat(file, &sb) == 0);
+        at = (long)(sb.st_size / 2);
+        f = fopen(file, "r+b");
+        CHECK(f != NULL);
+        CHECK(fseek(f, at, SEEK_SET) == 0);
+        c = fgetc(f);
+        CHECK(c != EOF);
+        CHECK(fseek(f, at, SEEK_SET) == 0);
+        CHECK(fputc(c ^ 0x10, f) != EOF);
+        CHECK(fclose(f) == 0);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static void layouts(void)
+{
+    char a[4200], b[4200];
+    Vec v, back;
+    cairn_save_options_t* so = NULL;
+    cairn_load_options_t* lo = NULL;
+    vec_init(&v, 1);
+    CHECK_OK(cairn_save_options_create(&so));
+    CHECK_OK(cairn_load_options_create(&lo));
+
+    /* A container under a name without ".h5": one regular file. */
+    CHECK_OK(cairn_save_options_set_layout(so, CAIRN_LAYOUT_CONTAINER));
+    test_path(a, sizeof a, "container_ckpt");
+    CHECK_OK(cairn_save(v.state, a, MPI_COMM_WORLD, so, NULL));
+    CHECK(path_is(a, 0));
+    check_layout(a, "container");
+    /* A per-rank directory under a name ending in ".h5". */
+    CHECK_OK(cairn_save_options_set_layout(so, CAIRN_LAYOUT_PER_RANK));
+    test_path(b, sizeof b, "per_rank.h5");
+    CHECK_OK(cairn_save(v.state, b, MPI_COMM_WORLD, so, NULL));
+    CHECK(path_is(b, 1));
+    check_layout(b, "distcp");
+
+    /* Read back: automatically (a regular file is a container, a directory
+     * per-rank), and with the layout named. */
+    vec_init(&back, -1);
+    CHECK_OK(cairn_load(back.state, a, MPI_COMM_WORLD, NULL, NULL));
+    CHECK(vec_wrong(&back, 1) == 0);
+    vec_free(&back);
+    vec_init(&back, -1);
+    CHECK_OK(cairn_load_options_set_layout(lo, CAIRN_LAYOUT_PER_RANK));
+    CHECK_OK(cairn_load(back.state, b, MPI_COMM_WORLD, lo, NULL));
+    CHECK(vec_wrong(&back, 1) == 0);
+    vec_free(&back);
+    vec_init(&back, -1);
+    CHECK_OK(cairn_load_options_set_layout(lo, CAIRN_LAYOUT_AUTOMATIC));
+    CHECK_OK(cairn_load(back.state, b, MPI_COMM_WORLD, lo, NULL));
+    CHECK(vec_wrong(&back, 1) == 0);
+    vec_free(&back);
+    /* The container read as a per-rank checkpoint: refused, nothing loaded. */
+    vec_init(&back, -1);
+    CHECK_OK(cairn_load_options_set_layout(lo, CAIRN_LAYOUT_PER_RANK));
+    CHECK(cairn_load(back.state, a, MPI_COMM_WORLD, lo, NULL) != CAIRN_SUCCESS);
+    check_same_message(MPI_COMM_WORLD, cairn_last_error());
+    vec_free(&back);
+
+    /* Invalid layouts, named. */
+    CHECK_ERR(cairn_save_options_set_layout(so, 3), CAIRN_ERR_USAGE, "invalid layout 3");
+    CHECK_ERR(cairn_load_options_set_layout(lo, -1), CAIRN_ERR_USAGE, "invalid layout -1");
+    CHECK_ERR(cairn_save_options_set_layout(NULL, CAIRN_LAYOUT_CONTAINER), CAIRN_ERR_USAGE,
+              "the options handle is NULL");
+    CHECK_OK(cairn_save_options_free(&so));
+    CHECK_OK(cairn_load_options_free(&lo));
+    vec_free(&v);
+}
+
+static void checksums(void)
+{
+    char id[4200], file[4300], plain[4200], plain_file[4300];
+    Vec v, back;
+    cairn_save_options_t* so = NULL;
+    cairn_load_options_t* lo = NULL;
+    vec_init(&v, 2);
+    CHECK_OK(cairn_save_options_create(&so));
+    CHECK_OK(cairn_save_options_set_checksum_block(so, 4096));
+    test_path(id, sizeof id, "checked");
+    CHECK_OK(cairn_save(v.state, id, MPI_COMM_WORLD, so, NULL));
+    snprintf(file, sizeof file, "%s/__0_0.distcp", id);
+    flip_middle(file);
+
+    /* Verified (the default): refused on every rank, naming the array. */
+    vec_init(&back, -1);
+    CHECK_ERR(cairn_load(back.state, id, MPI_COMM_WORLD, NULL, NULL), CAIRN_ERR_INTEGRITY, "'x'");
+    check_same_message(MPI_COMM_WORLD, cairn_last_error());
+    vec_free(&back);
+    /* Not verified: loads, one element damaged (on rank 0's block). */
+    vec_init(&back, -1);
+    CHECK_OK(cairn_load_options_create(&lo));
+    CHECK_OK(cairn_load_options_set_verify_checksums(lo, 0));
+    CHECK_OK(cairn_load(back.state, id, MPI_COMM_WORLD, lo, NULL));
+    CHECK(vec_wrong(&back, 2) == 1);
+    vec_free(&back);
+    /* Verification on again: refused again. */
+    vec_init(&back, -1);
+    CHECK_OK(cairn_load_options_set_verify_checksums(lo, 1));
+    CHECK_ERR(cairn_load(back.state, id, MPI_COMM_WORLD, lo, NULL), CAIRN_ERR_INTEGRITY, "checksum mismatch in 'x'");
+    vec_free(&back);
+
+    /* Saved without checksums: the damage goes unnoticed, as documented. */
+    CHECK_OK(cairn_save_options_set_checksum_block(so, 0));
+    test_path(plain, sizeof plain, "unchecked");
+    CHECK_OK(cairn_save(v.state, plain, MPI_COMM_WORLD, so, NULL));
+    snprintf(plain_file, sizeof plain_file, "%s/__0_0.distcp", plain);
+    flip_middle(plain_file);
+    vec_init(&back, -1);
+    CHECK_OK(cairn_load(back.state, plain, MPI_COMM_WORLD, NULL, NULL));
+    CHECK(vec_wrong(&back, 2) == 1);
+    vec_free(&back);
+    CHECK_OK(cairn_save_options_free(&so));
+    CHECK_OK(cairn_load_options_free(&lo));
+    vec_free(&v);
+}
+
+static void bounded_async(void)
+{
+    char id[4200];
+    Vec v, back;
+    int64_t i;
+    cairn_save_options_t* so = NULL;
+    cairn_async_save_t* h = NULL;
+    vec_init(&v, 3);
+    CHECK_OK(cairn_save_options_create(&so));
+    CHECK_OK(cairn_save_options_set_async_staging(so, CAIRN_ASYNC_STAGING_BOUNDED));
+    CHECK_OK(cairn_save_options_set_staging_bytes(so, 64 * 1024)); /* several pieces per rank */
+    test_path(id, sizeof id, "bounded");
+    CHECK_OK(cairn_async_save(v.state, id, MPI_COMM_WORLD, so, &h));
+    CHECK_OK(cairn_async_wait_staged(h));
+    for (i = 0; i < N; ++i) /* the caller's next step */
+        v.x[i] = -2.0;
+    CHECK_OK(cairn_async_wait_committed(h, NULL));
+    CHECK_OK(cairn_async_free(&h));
+    vec_init(&back, -1);
+    CHECK_OK(cairn_load(back.state, id, MPI_COMM_WORLD, NULL, NULL));
+    CHECK(vec_wrong(&back, 3) == 0);
+    vec_free(&back);
+    CHECK_ERR(cairn_save_options_set_async_staging(so, 2), CAIRN_ERR_USAGE, "invalid async staging 2");
+    CHECK_OK(cairn_save_options_free(&so));
+    vec_free(&v);
+}
+
+static void container_settings(void)
+{
+    char id[4200], long_key[512];
+    Vec v, back;
+    int collective;
+    cairn_save_options_t* so = NULL;
+    cairn_load_options_t* lo = NULL;
+    vec_init(&v, 4);
+    for (collective = 1; collective >= 0; --collective) {
+        CHECK_OK(cairn_save_options_create(&so));
+        CHECK_OK(cairn_load_options_create(&lo));
+        CHECK_OK(cairn_save_options_set_container_hint(so, "romio_cb_write", "enable"));
+        CHECK_OK(cairn_save_options_set_container_hint(so, "cb_buffer_size", "1048576"));
+        CHECK_OK(cairn_save_options_set_container_hint(so, "cairn_unknown_hint", "1"));
+        CHECK_OK(cairn_save_options_set_container_hint(so, "cairn_unknown_hint", "2")); /* replaced */
+        CHECK_OK(cairn_save_options_set_container_hint(so, "cb_buffer_size", NULL));      /* removed */
+        CHECK_OK(cairn_save_options_set_container_hint(so, "no_such_hint", NULL));        /* nothing to remove */
+        CHECK_OK(cairn_save_options_set_container_file_locking(so, CAIRN_FILE_LOCKING_OFF));
+        CHECK_OK(cairn_save_options_set_container_independent_below(so, collective ? 0 : (size_t)1 << 20));
+        CHECK_OK(cairn_save_options_set_container_collective_metadata(so, collective));
+        CHECK_OK(cairn_save_options_set_container_metadata_cache_bytes(so, (size_t)8 << 20));
+        CHECK_OK(cairn_load_options_set_container_hint(lo, "romio_cb_read", "enable"));
+        CHECK_OK(cairn_load_options_set_container_file_locking(lo, CAIRN_FILE_LOCKING_OFF));
+        CHECK_OK(cairn_load_options_set_container_independent_below(lo, collective ? 0 : (size_t)1 << 20));
+        CHECK_OK(cairn_load_options_set_container_collective_metadata(lo, collective));
+        CHECK_OK(cairn_load_options_set_container_metadata_cache_bytes(lo, (size_t)8 << 20));
+        test_path(id, sizeof id, collective ? "tuned_collective.h5" : "tuned_independent.h5");
+        CHECK_OK(cairn_save(v.state, id, MPI_COMM_WORLD, so, NULL));
+        CHECK(path_is(id, 0));
+        vec_init(&back, -1);
+        CHECK_OK(cairn_load(back.state, id, MPI_COMM_WORLD, lo, NULL));
+        CHECK(vec_wrong(&back, 4) == 0);
+        vec_free(&back);
+        CHECK_OK(cairn_save_options_free(&so));
+        CHECK_OK(cairn_load_options_free(&lo));
+    }
+
+    /* Refused by name when set, before any save. */
+    CHECK_OK(cairn_save_options_create(&so));
+    CHECK_OK(cairn_load_options_create(&lo));
+    memset(long_key, 'k', sizeof long_key - 1);
+    long_key[sizeof long_key - 1] = '\0';
+    CHECK_ERR(cairn_save_options_set_container_hint(so, long_key, "1"), CAIRN_ERR_USAGE, "MPI-IO hint 'kkkk");
+    CHECK_ERR(cairn_load_options_set_container_hint(lo, "cb_nodes", long_key), CAIRN_ERR_USAGE,
+              "MPI-IO hint 'cb_nodes'");
+    CHECK_ERR(cairn_save_options_set_container_hint(so, "", "1"), CAIRN_ERR_USAGE, "the key is NULL or empty");
+    CHECK_ERR(cairn_load_options_set_container_hint(lo, NULL, "1"), CAIRN_ERR_USAGE, "the key is NULL or empty");
+    CHECK_ERR(cairn_save_options_set_container_file_locking(so, 7), CAIRN_ERR_USAGE, "invalid file locking 7");
+    CHECK_ERR(cairn_load_options_set_container_file_locking(lo, -3), CAIRN_ERR_USAGE, "invalid file locking -3");
+    CHECK_ERR(cairn_load_options_set_container_collective_metadata(NULL, 1), CAIRN_ERR_USAGE,
+              "the options handle is NULL");
+    /* The refused hints were not kept: these options still save. */
+    test_path(id, sizeof id, "after_refusals.h5");
+    CHECK_OK(cairn_save(v.state, id, MPI_COMM_WORLD, so, NULL));
+    CHECK_OK(cairn_save_options_free(&so));
+    CHECK_OK(cairn_load_options_free(&lo));
+    vec_free(&v);
+}
+
+int main(int argc, char** argv)
+{
+    test_init_thread(&argc, &argv, MPI_THREAD_MULTIPLE);
+    layouts();
+    checksums();
+    bounded_async();
+    container_settings();
+    return test_finish("capi_options");
+}

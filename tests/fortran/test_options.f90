@@ -1,0 +1,143 @@
+! Fortran module: the save and load options beyond the basics. The layout
+! chosen explicitly (a container under a name without ".h5", a per-rank
+! directory under one with it); checksums (a flipped bit fails a verified
+! load naming the array, a load without verification returns the damaged
+! value); the container settings (hints, file locking, independent
+! transfers, collective metadata, metadata cache) in a round trip; invalid
+! values refused by name.
+program test_options
+  use, intrinsic :: iso_c_binding
+  use mpi
+  use cairn
+  use test_support
+  implicit none
+  integer(c_int64_t), parameter :: n = 8192 ! doubles per rank
+  type(cairn_state) :: st, back_st
+  type(cairn_save_options) :: so
+  type(cairn_load_options) :: lo
+  real(c_double), target :: x(n), back(n)
+  integer(c_int64_t) :: i, off
+  integer :: ierr, wrong
+  logical :: there
+  character(len=:), allocatable :: dir
+
+  call test_init()
+  dir = test_dir()
+  off = n * test_rank
+  x = [(0.5d0 * (off + i - 1) + 7.0d0, i = 1, n)]
+  call cairn_state_create(st)
+  call cairn_state_add_array(st, 'x', x, [n * test_size], [off])
+  call cairn_state_create(back_st)
+  call cairn_state_add_array(back_st, 'x', back, [n * test_size], [off])
+  call cairn_save_options_create(so)
+  call cairn_load_options_create(lo)
+
+  ! ---- layouts ----------------------------------------------------------------
+  call cairn_save_options_set(so, layout=CAIRN_LAYOUT_CONTAINER, ierr=ierr)
+  call check_ok(ierr, 'layout container')
+  call cairn_save(st, dir // '/opt_container', MPI_COMM_WORLD, so, ierr=ierr)
+  call check_ok(ierr, 'save as a container')
+  inquire (file=dir // '/opt_container/metadata.h5', exist=there)
+  call check(.not. there, 'a container is one file, not a directory')
+  call cairn_load_options_set(lo, layout=CAIRN_LAYOUT_CONTAINER)
+  back = -1
+  call cairn_load(back_st, dir // '/opt_container', MPI_COMM_WORLD, lo, ierr=ierr)
+  call check_ok(ierr, 'load the container')
+  call check(all(back == x), 'container round trip')
+  call cairn_load_options_set(lo, layout=CAIRN_LAYOUT_PER_RANK)
+  call cairn_load(back_st, dir // '/opt_container', MPI_COMM_WORLD, lo, ierr=ierr)
+  call check(ierr /= CAIRN_SUCCESS, 'a container read as per-rank is refused')
+
+  call cairn_save_options_set(so, layout=CAIRN_LAYOUT_PER_RANK)
+  call cairn_save(st, dir // '/opt_rank.h5', MPI_COMM_WORLD, so, ierr=ierr)
+  call check_ok(ierr, 'save per rank under .h5')
+  inquire (file=dir // '/opt_rank.h5/metadata.h5', exist=there)
+  call check(there, 'per-rank: a directory with metadata.h5')
+  call cairn_load_options_set(lo, layout=CAIRN_LAYOUT_AUTOMATIC)
+  back = -1
+  call cairn_load(back_st, dir // '/opt_rank.h5', MPI_COMM_WORLD, lo, ierr=ierr)
+  call check_ok(ierr, 'load per rank, automatic')
+  call check(all(back == x), 'per-rank round trip')
+
+  ! ---- checksums ----------------------------------------------------------------
+  call cairn_save_options_set(so, checksum_block=4096_c_int64_t, ierr=ierr)
+  call check_ok(ierr, 'checksum_block')
+  call cairn_save(st, dir // '/opt_sum', MPI_COMM_WORLD, so)
+  call flip_middle(dir // '/opt_sum/__0_0.distcp')
+  call cairn_load(back_st, dir // '/opt_sum', MPI_COMM_WORLD, ierr=ierr)
+  call check_err(ierr, CAIRN_ERR_INTEGRITY, "checksum mismatch in 'x'", 'verified load of a flipped bit')
+  call cairn_load_options_set(lo, verify_checksums=.false., ierr=ierr)
+  call check_ok(ierr, 'verify_checksums')
+  back = -1
+  call cairn_load(back_st, dir // '/opt_sum', MPI_COMM_WORLD, lo, ierr=ierr)
+  call check_ok(ierr, 'unverified load')
+  wrong = count(back /= x)
+  call MPI_Allreduce(MPI_IN_PLACE, wrong, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
+  call check(wrong == 1, 'unverified load: the one damaged value')
+  call cairn_load_options_set(lo, verify_checksums=.true.)
+
+  ! ---- container settings ------------------------------------------------------------
+  call cairn_save_options_set(so, layout=CAIRN_LAYOUT_AUTOMATIC, async_staging=CAIRN_ASYNC_STAGING_BOUNDED, &
+                              container_file_locking=CAIRN_FILE_LOCKING_OFF, &
+                              container_independent_below=0_c_int64_t, container_collective_metadata=.false., &
+                              container_metadata_cache_bytes=8388608_c_int64_t, ierr=ierr)
+  call check_ok(ierr, 'container settings (save)')
+  call cairn_save_options_set_container_hint(so, 'romio_cb_write', 'enable', ierr)
+  call check_ok(ierr, 'hint')
+  call cairn_save_options_set_container_hint(so, 'cairn_unknown_hint  ', '1  ', ierr) ! trailing blanks dropped
+  call check_ok(ierr, 'unknown hint')
+  call cairn_save_options_set_container_hint(so, 'romio_cb_write', ierr=ierr)
+  call check_ok(ierr, 'hint removed')
+  call cairn_load_options_set(lo, container_file_locking=CAIRN_FILE_LOCKING_OFF, &
+                              container_independent_below=0_c_int64_t, container_collective_metadata=.false., &
+                              container_metadata_cache_bytes=8388608_c_int64_t, ierr=ierr)
+  call check_ok(ierr, 'container settings (load)')
+  call cairn_load_options_set_container_hint(lo, 'romio_cb_read', 'enable', ierr)
+  call check_ok(ierr, 'load hint')
+  call cairn_save(st, dir // '/opt_tuned.h5', MPI_COMM_WORLD, so, ierr=ierr)
+  call check_ok(ierr, 'tuned container save')
+  back = -1
+  call cairn_load(back_st, dir // '/opt_tuned.h5', MPI_COMM_WORLD, lo, ierr=ierr)
+  call check_ok(ierr, 'tuned container load')
+  call check(all(back == x), 'tuned container round trip')
+
+  ! ---- refused by name ------------------------------------------------------------------
+  call cairn_save_options_set(so, layout=5, ierr=ierr)
+  call check_err(ierr, CAIRN_ERR_USAGE, 'invalid layout 5', 'layout 5')
+  call cairn_load_options_set(lo, layout=-1, ierr=ierr)
+  call check_err(ierr, CAIRN_ERR_USAGE, 'invalid layout -1', 'layout -1')
+  call cairn_save_options_set(so, async_staging=4, ierr=ierr)
+  call check_err(ierr, CAIRN_ERR_USAGE, 'invalid async staging 4', 'async staging 4')
+  call cairn_load_options_set(lo, container_file_locking=9, ierr=ierr)
+  call check_err(ierr, CAIRN_ERR_USAGE, 'invalid file locking 9', 'file locking 9')
+  call cairn_save_options_set_container_hint(so, '   ', '1', ierr)
+  call check_err(ierr, CAIRN_ERR_USAGE, 'the key is NULL or empty', 'blank hint key')
+  call cairn_load_options_set_container_hint(lo, repeat('k', 300), '1', ierr)
+  call check_err(ierr, CAIRN_ERR_USAGE, "MPI-IO hint 'kkk", 'long hint key')
+
+  call cairn_save_options_free(so)
+  call cairn_load_options_free(lo)
+  call cairn_state_free(st)
+  call cairn_state_free(back_st)
+  call test_finish('fortran_options')
+
+contains
+
+  ! Rank 0 XORs the byte in the middle of `file` with 16; every rank returns after.
+  subroutine flip_middle(file)
+    character(len=*), intent(in) :: file
+    integer :: u, ierr2
+    integer(c_int64_t) :: sz
+    integer(c_int8_t) :: b
+    if (test_rank == 0) then
+      open (newunit=u, file=file, access='stream', form='unformatted', action='readwrite', status='old')
+      inquire (unit=u, size=sz)
+      read (u, pos=sz / 2 + 1) b
+      b = ieor(b, 16_c_int8_t)
+      write (u, pos=sz / 2 + 1) b
+      close (u)
+    end if
+    call MPI_Barrier(MPI_COMM_WORLD, ierr2)
+  end subroutine flip_middle
+
+end program test_options
