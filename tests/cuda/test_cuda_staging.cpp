@@ -14,7 +14,7 @@
 // run (CI has no GPU); the device-only checks are left out there.
 #include <cairn/cairn.hpp>
 
-#include <hdf5.h>
+#include "../damage.hpp"
 
 #ifdef CAIRN_CUDA_TEST_ON_HOST
 #include <cstdlib>
@@ -27,7 +27,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -154,43 +153,6 @@ struct DeviceArray {
     }
 };
 
-// XORs byte `pos` of `file` with `mask`; false when the file cannot be opened.
-bool flip_bits(const std::string& file, std::streamoff pos, char mask)
-{
-    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    char c = 0;
-    if (!f.seekg(pos).read(&c, 1))
-        return false;
-    c = static_cast<char>(c ^ mask);
-    return static_cast<bool>(f.seekp(pos).write(&c, 1).flush());
-}
-
-// Where the first byte of stored chunk `ch` of `e` lies: the per-rank data
-// file at the chunk's offset, or the container at its dataset's address plus
-// the row-major index of the chunk's first element.
-std::pair<std::string, std::streamoff> chunk_start(const std::string& id, const cairn::EntryMeta& e,
-                                                   const cairn::ChunkMeta& ch, bool container)
-{
-    if (!container)
-        return {id + "/" + ch.storage.path, static_cast<std::streamoff>(ch.storage.offset)};
-    haddr_t base = HADDR_UNDEF;
-    const hid_t f = H5Fopen(id.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f >= 0) {
-        const hid_t d = H5Dopen2(f, ch.storage.path.c_str(), H5P_DEFAULT);
-        if (d >= 0) {
-            base = H5Dget_offset(d);
-            H5Dclose(d);
-        }
-        H5Fclose(f);
-    }
-    if (base == HADDR_UNDEF)
-        return {id, -1};
-    std::int64_t lin = 0;
-    for (std::size_t d = 0; d < e.global_shape.size(); ++d)
-        lin = lin * e.global_shape[d] + ch.box.offsets[d];
-    return {id, static_cast<std::streamoff>(base + static_cast<haddr_t>(lin) * cairn::dtype_size(e.dtype))};
-}
-
 // 3-d device shards, a replicated device array and many small device arrays,
 // saved in both layouts (synchronously and with async_save bounded) and
 // loaded on another decomposition into device memory; then a flipped bit.
@@ -305,8 +267,8 @@ int three_d_and_small(const std::string& dir, int rank, int size)
             const auto md = cairn::read_metadata(ck);
             const auto& e = md.entries.at("t3");
             if (rank == 0) {
-                const auto [file, pos] = chunk_start(ck, e, e.chunks.at(0), container);
-                if (pos < 0 || !flip_bits(file, pos + 8, 0x10)) {
+                const auto [file, pos] = cairn_test::chunk_start(ck, e, e.chunks.at(0), container);
+                if (pos < 0 || !cairn_test::flip_bits(file, pos + 8, 0x10)) {
                     std::printf("rank 0: cannot damage %s\n", file.c_str());
                     ++failures;
                 }

@@ -1,6 +1,7 @@
 // The per-rank layout on disk: file names, several files per rank, alignment,
 // coalescing of small items, metadata readable by h5dump.
 #include "fixtures.hpp"
+#include "../damage.hpp"
 #include "runs_checkpoint.hpp"
 
 #include <catch2/catch.hpp>
@@ -107,45 +108,19 @@ TEST_CASE("the metadata is an HDF5 attribute group h5dump can read", "[storage][
 }
 
 namespace {
-// XORs the byte at `pos` of `file` with `mask`.
-void flip_bits(const std::string& file, std::streamoff pos, char mask)
+// A bit flip at `pos` of `file`, which must succeed.
+void flip(const std::string& file, std::streamoff pos, char mask)
 {
-    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    CHECK(f.is_open()); // no REQUIRE: called on one rank, the others would wait
-    if (!f)
-        return;
-    f.seekg(pos);
-    char c = 0;
-    f.read(&c, 1);
-    c = static_cast<char>(c ^ mask);
-    f.seekp(pos);
-    f.write(&c, 1);
+    CHECK(cairn_test::flip_bits(file, pos, mask)); // no REQUIRE: called on one rank, the others would wait
 }
 
-// The file holding the first byte of stored chunk `chunk` of `entry` in the
-// checkpoint `id`, and that byte's position: a per-rank data file at the
-// chunk's offset, or the container at its (contiguous) dataset's address
-// plus the row-major index of the box's first element times the element size.
-std::pair<std::string, std::streamoff> chunk_start(const std::string& id, const cairn::EntryMeta& entry,
-                                                   const cairn::ChunkMeta& chunk, bool container)
+// cairn_test::chunk_start, which must find the byte.
+std::pair<std::string, std::streamoff> first_byte(const std::string& id, const cairn::EntryMeta& entry,
+                                                  const cairn::ChunkMeta& chunk, bool container)
 {
-    if (!container)
-        return {id + "/" + chunk.storage.path, static_cast<std::streamoff>(chunk.storage.offset)};
-    haddr_t base = HADDR_UNDEF;
-    {
-        const hid_t f = H5Fopen(id.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-        REQUIRE(f >= 0);
-        const hid_t d = H5Dopen2(f, chunk.storage.path.c_str(), H5P_DEFAULT);
-        REQUIRE(d >= 0);
-        base = H5Dget_offset(d);
-        H5Dclose(d);
-        H5Fclose(f);
-    }
-    REQUIRE(base != HADDR_UNDEF);
-    std::int64_t lin = 0;
-    for (std::size_t d = 0; d < entry.global_shape.size(); ++d)
-        lin = lin * entry.global_shape[d] + chunk.box.offsets[d];
-    return {id, static_cast<std::streamoff>(base + static_cast<haddr_t>(lin) * cairn::dtype_size(entry.dtype))};
+    auto at = cairn_test::chunk_start(id, entry, chunk, container);
+    REQUIRE(at.second >= 0);
+    return at;
 }
 } // namespace
 
@@ -169,7 +144,7 @@ TEST_CASE("checksums catch a flipped bit on load and in verify", "[storage][chec
     const std::string file = dir + "/" + chunk.storage.path;
     const auto pos = static_cast<std::streamoff>(chunk.storage.offset + chunk.storage.length / 2);
     if (r == 0) {
-        flip_bits(file, pos, 0x10);
+        flip(file, pos, 0x10);
     }
     MPI_Barrier(MPI_COMM_WORLD);
 
@@ -223,7 +198,7 @@ TEST_CASE("direct reads of a large chunk in pieces of the staging bound verify e
     REQUIRE(chunk.storage.length >= std::uint64_t(2) << 20);
     if (r == 0) {
         const auto pos = static_cast<std::streamoff>(chunk.storage.offset + chunk.storage.length * 7 / 8);
-        flip_bits(dir + "/" + chunk.storage.path, pos, 0x08);
+        flip(dir + "/" + chunk.storage.path, pos, 0x08);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     for (const std::size_t bound : {std::size_t(4096), std::size_t(64) << 20}) {
@@ -347,8 +322,8 @@ TEST_CASE("container checksums catch a flipped bit on load and in verify", "[sto
     // contiguous, so the element lies at the dataset's file offset plus its
     // row-major index times the element size.
     if (r == 0) {
-        const auto [file, pos] = chunk_start(id, entry, chunk, true);
-        flip_bits(file, pos, 0x10);
+        const auto [file, pos] = first_byte(id, entry, chunk, true);
+        flip(file, pos, 0x10);
     }
     MPI_Barrier(MPI_COMM_WORLD);
 
@@ -462,8 +437,8 @@ TEST_CASE("checksums of more than 8 MiB are stored as a dataset (format 3) and s
         // One flipped bit in the first chunk is caught by its 8-byte block.
         const auto& entry = md.entries.at("u");
         if (r == 0) {
-            const auto [file, pos] = chunk_start(id, entry, entry.chunks.at(0), container);
-            flip_bits(file, pos + 8 * 5, 0x01); // element 5 of its first row
+            const auto [file, pos] = first_byte(id, entry, entry.chunks.at(0), container);
+            flip(file, pos + 8 * 5, 0x01); // element 5 of its first row
         }
         MPI_Barrier(MPI_COMM_WORLD);
         LocalArray b("u", cairn::DType::f64, global, decompose(global, Decomp::dim0, w, r), 0, 3);
