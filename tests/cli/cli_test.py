@@ -193,6 +193,16 @@ cairn("convert", p("rich"), p("rich_c.h5"), expect=2)            # exists
 cairn("convert", "--force", p("rich"), p("rich_c.h5"))
 cairn("convert", "--layout", "container", p("minimal"), p("minimal_container"))
 check(os.path.isfile(p("minimal_container")), "convert --layout container writes one file")
+# MPI-IO hints for the containers read and written, and no checksums in DST.
+cairn("convert", "--hint", "romio_cb_write=enable", "--hint", "cairn_unknown_hint=1", "--checksum-block", "0",
+      p("rich"), p("rich_plain.h5"))
+check(json.loads(cairn("ls", "--json", p("rich_plain.h5")).stdout)["checksum_block"] == 0,
+      "convert --checksum-block 0: a container without checksums")
+check(json.loads(cairn("ls", "--json", p("rich_c.h5")).stdout)["checksum_block"] == 1 << 20,
+      "convert: checksums per MiB by default")
+cairn("convert", "--hint", "cb_nodes=1", p("rich_plain.h5"), p("rich_plain_back"))
+r = cairn("diff", p("rich"), p("rich_plain_back"), expect=0)
+check("are equal" in r.stdout, "convert with hints, without checksums, and back: equal", r.stdout)
 
 r = cairn("diff", p("rich"), p("rich_mod"), expect=1)
 check("grid: 1 of 105 elements differ, first at [5, 4, 2]: 542 vs -1" in r.stdout, "diff: changed grid value",
@@ -231,6 +241,9 @@ for args, needle in ((["ls", p("nothing")], p("nothing")),
                      (["verify", p("nothing")], p("nothing")),
                      (["diff", p("rich"), p("nothing")], p("nothing")),
                      (["convert", p("nothing"), p("x.h5")], p("nothing")),
+                     (["convert", "--hint", "striping_factor", p("rich"), p("y.h5")], "--hint must be KEY=VALUE"),
+                     (["convert", "--hint", "=4", p("rich"), p("y.h5")], "--hint must be KEY=VALUE, not '=4'"),
+                     (["convert", "--hint", "k" * 300 + "=1", p("rich_c.h5"), p("y.h5")], "MPI-IO hint 'kkk"),
                      (["cat", p("rich"), "nope"], "no entry 'nope'"),
                      (["cat", p("rich"), "grid", "--slice", "0:2,x"], "bad slice '0:2,x'"),
                      (["cat", p("rich"), "grid", "--slice", "1,2,3,4"], "bad slice"),

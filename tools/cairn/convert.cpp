@@ -22,6 +22,13 @@ int cmd_convert(const Context& ctx, const ConvertArgs& args)
     else if (args.layout != "auto")
         throw ToolError("--layout must be auto, per-rank or container, not '" + args.layout + "'");
     save_options.overwrite = args.force;
+    save_options.checksum_block = args.checksum_block;
+    for (const auto& h : args.hints) {
+        const auto eq = h.find('=');
+        if (eq == std::string::npos || eq == 0)
+            throw ToolError("--hint must be KEY=VALUE, not '" + h + "'");
+        save_options.container.mpi_hints.emplace_back(h.substr(0, eq), h.substr(eq + 1));
+    }
 
     const cairn::Metadata md = open_checkpoint(ctx, args.src);
     agree(ctx, [&] {
@@ -68,6 +75,7 @@ int cmd_convert(const Context& ctx, const ConvertArgs& args)
 
     ProgressBar bar(ctx, "convert", 2 * mine);
     cairn::LoadOptions load_options;
+    load_options.container = save_options.container;
     load_options.progress = bar.callback(0);
     const cairn::LoadResult loaded = cairn::load(state, args.src, ctx.comm, load_options);
     bar.update(mine);

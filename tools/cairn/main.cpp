@@ -83,6 +83,11 @@ int main(int argc, char** argv)
     c_convert->add_option("--layout", convert.layout, "auto (from DST's name), per-rank or container")
         ->check(CLI::IsMember({"auto", "per-rank", "container"}));
     c_convert->add_flag("-f,--force", convert.force, "Replace an existing DST");
+    c_convert->add_option("--hint", convert.hints,
+                          "KEY=VALUE, repeatable: an MPI-IO hint of the container files read and written "
+                          "(e.g. striping_factor=16)");
+    c_convert->add_option("--checksum-block", convert.checksum_block,
+                          "Bytes per checksum block of DST, 0: no checksums (default 1048576)");
 
     int rc = exit_ok;
     try {

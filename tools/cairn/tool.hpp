@@ -178,6 +178,8 @@ struct ConvertArgs {
     std::string src, dst;
     std::string layout = "auto";
     bool force = false;
+    std::vector<std::string> hints;          ///< KEY=VALUE: MPI-IO hints of the containers read and written
+    std::uint64_t checksum_block = 1u << 20; ///< of DST; 0: no checksums
 };
 int cmd_convert(const Context& ctx, const ConvertArgs& args);
 
