@@ -218,7 +218,7 @@ static void bounded_async(void)
 
 static void container_settings(void)
 {
-    char id[4200], long_key[512];
+    char id[4200], long_key[512], long_value[MPI_MAX_INFO_VAL + 16];
     Vec v, back;
     int collective;
     cairn_save_options_t* so = NULL;
@@ -256,10 +256,14 @@ static void container_settings(void)
     /* Refused by name when set, before any save. */
     CHECK_OK(cairn_save_options_create(&so));
     CHECK_OK(cairn_load_options_create(&lo));
+    /* Longer than any MPI's MPI_MAX_INFO_KEY (Open MPI 36, MPICH 255) and than
+     * this MPI's MPI_MAX_INFO_VAL (Open MPI 256, MPICH 1024). */
     memset(long_key, 'k', sizeof long_key - 1);
     long_key[sizeof long_key - 1] = '\0';
+    memset(long_value, 'v', sizeof long_value - 1);
+    long_value[sizeof long_value - 1] = '\0';
     CHECK_ERR(cairn_save_options_set_container_hint(so, long_key, "1"), CAIRN_ERR_USAGE, "MPI-IO hint 'kkkk");
-    CHECK_ERR(cairn_load_options_set_container_hint(lo, "cb_nodes", long_key), CAIRN_ERR_USAGE,
+    CHECK_ERR(cairn_load_options_set_container_hint(lo, "cb_nodes", long_value), CAIRN_ERR_USAGE,
               "MPI-IO hint 'cb_nodes'");
     CHECK_ERR(cairn_save_options_set_container_hint(so, "", "1"), CAIRN_ERR_USAGE, "the key is NULL or empty");
     CHECK_ERR(cairn_load_options_set_container_hint(lo, NULL, "1"), CAIRN_ERR_USAGE, "the key is NULL or empty");
