@@ -327,11 +327,16 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
         //    leave out their name table when every rank's is the same bytes
         //    (the names of what each wrote: usually those of its plan).
         s.log.begin(Phase::commit);
+        // A progress callback may cancel as the commit begins, on any rank:
+        // that is agreed before the coordinator commits.
+        run_phase(c, "commit", [&] {
+            s.log.started();
+            s.log.raise();
+        });
         const bool same_names = c.size > 1 && same_everywhere(c, names_hash);
         const std::vector<Bytes> all_results =
             gather_bytes(c, same_names && !coord ? strip_name_table(results) : results);
         run_phase(c, "commit", [&] {
-            s.log.started();
             if (coord && s.columnar) {
                 s.columnar->attach_results(all_results);
                 detail::BuiltinWriters::finish(*s.storage, s.columnar->metadata());
@@ -342,8 +347,8 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
                 attach_results(s.metadata, rs);
                 s.storage->finish(s.metadata, rs);
             }
-            s.log.finished();
         });
+        s.log.finished_after_commit();
         s.log.end();
 
         SaveResult result;

@@ -60,8 +60,14 @@ struct Progress {
 /// comes in (per-rank layout: after each item; container layout: only at the
 /// phase's ends), and once when the phase ends on this rank (done = total).
 /// `done` never decreases within a phase. It must be cheap and must not call
-/// Cairn or MPI on the same communicator; an exception it throws fails the
-/// save / load like any other error of that rank (every rank throws).
+/// Cairn or MPI on the same communicator. An exception it throws, in any
+/// phase and on any rank, cancels the save / load: it fails like any other
+/// error of that rank (every rank throws it), and a cancelled save leaves
+/// the last committed checkpoint as it was. A rank whose callback throws as
+/// a phase begins still takes part in that phase's collective calls (the
+/// container's writes and reads): the call fails at the phase's end, or at
+/// the next item of the per-rank layout. At the end of the commit phase the
+/// checkpoint is committed: an exception thrown then is ignored.
 using ProgressCallback = std::function<void(const Progress&)>;
 
 } // namespace cairn

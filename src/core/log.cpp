@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 #include <utility>
 
@@ -108,12 +109,19 @@ void PhaseLog::started(std::uint64_t total)
 {
     m_total = total;
     m_done = 0;
-    if (m_progress)
+    m_cancel = nullptr;
+    if (!m_progress)
+        return;
+    try {
         m_progress(Progress{m_phase, 0, total});
+    } catch (...) {
+        m_cancel = std::current_exception(); // thrown by progress() or finished()
+    }
 }
 
 void PhaseLog::progress(std::uint64_t done)
 {
+    raise();
     if (!m_progress || done <= m_done)
         return;
     m_done = done < m_total ? done : m_total;
@@ -122,9 +130,24 @@ void PhaseLog::progress(std::uint64_t done)
 
 void PhaseLog::finished()
 {
+    raise();
     m_done = m_total;
     if (m_progress)
         m_progress(Progress{m_phase, m_total, m_total});
+}
+
+void PhaseLog::raise() const
+{
+    if (m_cancel)
+        std::rethrow_exception(m_cancel);
+}
+
+void PhaseLog::finished_after_commit() noexcept
+{
+    try {
+        finished();
+    } catch (...) {
+    }
 }
 
 void PhaseLog::end(std::uint64_t all_bytes, const char* label)

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <string>
 
 namespace cairn::detail {
@@ -25,13 +26,26 @@ public:
     /// `phase` begins on this rank: starts its clock. Never throws.
     void begin(Phase phase) noexcept;
     /// Calls the progress callback with done = 0 of `total`, this rank's
-    /// bytes of the phase. Call it (and progress(), finished()) inside the
-    /// phase's error-agreed section: the callback may throw.
+    /// bytes of the phase. Never throws: an exception of the callback is kept
+    /// and thrown by the phase's next progress() or finished(), so that a
+    /// rank whose callback cancels still takes part in the collective calls
+    /// between started() and finished() (a container's writes and reads, the
+    /// plan exchange) instead of leaving the other ranks in them. Call all
+    /// three inside the phase's error-agreed section.
     void started(std::uint64_t total = 0);
     /// This rank's bytes of the current phase done so far (callback only).
+    /// Throws the callback's exception (or the one started() kept): call it
+    /// only where a rank may fail alone (per-item progress of the per-rank
+    /// layout, of verify).
     void progress(std::uint64_t done);
     /// Calls the callback with done = total: the phase is over on this rank.
+    /// Throws the callback's exception, or the one started() kept.
     void finished();
+    /// Throws the exception started() kept, if any.
+    void raise() const;
+    /// finished() once the checkpoint is committed: too late to cancel, so
+    /// an exception of the callback is ignored. Never throws.
+    void finished_after_commit() noexcept;
     /// The phase ended on every rank (after its error agreement). `all_bytes`:
     /// the bytes of all ranks when the coordinator knows them (0: none).
     /// `label` overrides the phase's name in the log.
@@ -50,6 +64,7 @@ private:
     Phase m_phase = Phase::plan;
     std::uint64_t m_total = 0;
     std::uint64_t m_done = 0;
+    std::exception_ptr m_cancel; // the callback's exception in started()
     std::chrono::steady_clock::time_point m_t0;
     std::chrono::steady_clock::time_point m_phase_t0;
 };

@@ -4,7 +4,9 @@
 //
 // Checks the phases reported by save, load and verify, that `done` grows to
 // this rank's `total`, that set_log_level() prints (and stops printing) the
-// phase lines, and that a callback that throws fails the save on every rank.
+// phase lines, and that a callback that throws on one rank, in any phase and
+// either layout, fails the save or load on every rank (and leaves the
+// committed checkpoint as it was).
 #include <cairn/checkpoint.hpp>
 #include <cairn/errors.hpp>
 #include <cairn/log.hpp>
@@ -13,9 +15,11 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -173,6 +177,79 @@ int main(int argc, char** argv)
         }
         check(error.find("stop here") != std::string::npos, "a throwing callback fails the save on every rank: '" +
                                                                 error + "'");
+
+        // The same in every phase, also as it begins (before the phase's
+        // collective calls: the container writes and reads collectively), on
+        // one rank, in both layouts: every rank fails with the callback's
+        // message, and the committed checkpoint is left as it was.
+        for (const bool container : {false, true}) {
+            const std::string id = dir + (container ? "/cancel.h5" : "/cancel");
+            cairn::SaveOptions base;
+            base.overwrite = true;
+            base.layout = container ? cairn::Layout::container : cairn::Layout::per_rank;
+            cairn::save(state, id, MPI_COMM_WORLD, base);
+            const auto stop_in = [](cairn::Phase phase) {
+                return [phase](const cairn::Progress& p) {
+                    if (rank == size - 1 && p.phase == phase && p.done == 0)
+                        throw std::runtime_error(std::string("stop in ") + cairn::phase_name(phase));
+                };
+            };
+            const auto fails = [&](const std::string& what, const std::string& expect, auto&& call) {
+                std::string message;
+                try {
+                    call();
+                } catch (const cairn::Error& e) {
+                    message = e.what();
+                }
+                check(message.find(expect) != std::string::npos,
+                      what + ": fails on every rank with the callback's message: '" + message + "'");
+            };
+            const std::string where = container ? "container" : "per-rank";
+            for (const auto phase : {cairn::Phase::plan, cairn::Phase::exchange, cairn::Phase::write,
+                                     cairn::Phase::commit}) {
+                cairn::SaveOptions o = base;
+                o.progress = stop_in(phase);
+                std::fill(data[0].begin(), data[0].end(), -5.0); // not to be committed
+                fails(where + " save, " + cairn::phase_name(phase), std::string("stop in ") + cairn::phase_name(phase),
+                      [&] { cairn::save(state, id, MPI_COMM_WORLD, o); });
+                std::fill(data[0].begin(), data[0].end(), 1.0 + rank);
+            }
+            for (const auto phase : {cairn::Phase::plan, cairn::Phase::read}) {
+                cairn::LoadOptions o;
+                o.progress = stop_in(phase);
+                fails(where + " load, " + cairn::phase_name(phase), std::string("stop in ") + cairn::phase_name(phase),
+                      [&] { cairn::load(state, id, MPI_COMM_WORLD, o); });
+            }
+            std::vector<double> back(static_cast<std::size_t>(n), 0.0);
+            cairn::StateDict in;
+            in.add_array<double>("a0", back.data(), {n * size}, cairn::Box{{n * rank}, {n}});
+            cairn::LoadOptions partial;
+            partial.partial = true;
+            cairn::load(in, id, MPI_COMM_WORLD, partial);
+            check(back == std::vector<double>(static_cast<std::size_t>(n), 1.0 + rank),
+                  where + ": the checkpoint is the one committed before the cancelled saves");
+
+            // At the end of the commit phase the checkpoint is committed: too
+            // late to cancel, the exception is ignored and the save succeeds.
+            cairn::SaveOptions late = base;
+            auto commit_calls = std::make_shared<int>(0);
+            late.progress = [commit_calls](const cairn::Progress& p) {
+                // The commit phase has no bytes (done = total = 0): its second call is its end.
+                if (p.phase == cairn::Phase::commit && ++*commit_calls == 2 && rank == size - 1)
+                    throw std::runtime_error("too late");
+            };
+            std::fill(data[0].begin(), data[0].end(), 7.0);
+            std::string late_error;
+            try {
+                cairn::save(state, id, MPI_COMM_WORLD, late);
+            } catch (const cairn::Error& e) {
+                late_error = e.what();
+            }
+            std::fill(data[0].begin(), data[0].end(), 1.0 + rank);
+            check(late_error.empty(), where + ": a throw once committed does not fail the save: '" + late_error + "'");
+            cairn::load(in, id, MPI_COMM_WORLD, partial);
+            check(back == std::vector<double>(static_cast<std::size_t>(n), 7.0), where + ": that save is committed");
+        }
     } catch (const std::exception& e) {
         check(false, std::string("unexpected exception: ") + e.what());
     }
