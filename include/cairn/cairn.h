@@ -202,6 +202,32 @@ enum cairn_file_locking {
     CAIRN_FILE_LOCKING_OFF = 2          /**< never lock */
 };
 
+/** Phases of a save or load (cairn::Phase), as progress callbacks get them. */
+enum cairn_phase {
+    CAIRN_PHASE_PLAN = 0,     /**< save: local plans; load: metadata read and broadcast, local plans */
+    CAIRN_PHASE_EXCHANGE = 1, /**< save: plans to the coordinator, global plan, final plans back */
+    CAIRN_PHASE_WRITE = 2,    /**< save: every rank writes its data */
+    CAIRN_PHASE_COMMIT = 3,   /**< save: write results to the coordinator, which commits */
+    CAIRN_PHASE_READ = 4      /**< load: every rank reads what it needs */
+};
+
+/** A progress callback (cairn::ProgressCallback): `done` and `total` are this
+ *  rank's bytes of the data phase (write, read) done so far and in all
+ *  (`total` 0 for the other phases); `user` as given to the setter. Called on
+ *  **every rank** with its own progress, on the thread that runs the phase
+ *  (the caller's; cairn_async_save's background thread for write and
+ *  commit): once when each phase begins (done = 0), as data moves (per-rank
+ *  layout: after each item; container layout: at the phase's ends), and once
+ *  when the phase ends on this rank (done = total); `done` never decreases
+ *  within a phase. It must be cheap and must not call Cairn or MPI on the
+ *  same communicator. It returns 0 to go on; anything else cancels the save
+ *  or load: it fails on every rank with CAIRN_ERR_OTHER, "progress callback
+ *  returned <n> in phase '<phase>'", at the end of that phase at the latest,
+ *  and a cancelled save leaves the last committed checkpoint as it was. At
+ *  the end of the commit phase the checkpoint is committed: the return value
+ *  is then ignored. */
+typedef int (*cairn_progress_fn)(int phase, uint64_t done, uint64_t total, void* user);
+
 /** Options of cairn_save (cairn::SaveOptions); defaults as in C++. */
 typedef struct cairn_save_options cairn_save_options_t;
 int cairn_save_options_create(cairn_save_options_t** options);
@@ -231,6 +257,9 @@ int cairn_save_options_set_checksum_block(cairn_save_options_t* options, uint64_
 /** How cairn_async_save stages: CAIRN_ASYNC_STAGING_FULL_COPY (default) or
  *  CAIRN_ASYNC_STAGING_BOUNDED. */
 int cairn_save_options_set_async_staging(cairn_save_options_t* options, int async_staging);
+/** Calls `callback(phase, done, total, user)` as the save goes on (see
+ *  cairn_progress_fn); a NULL callback: none (default). */
+int cairn_save_options_set_progress(cairn_save_options_t* options, cairn_progress_fn callback, void* user);
 
 /** The container layout's settings (cairn::ContainerTuning), on save options
  *  and load options alike. An MPI-IO hint given to the container's file
@@ -263,6 +292,8 @@ int cairn_load_options_set_layout(cairn_load_options_t* options, int layout);
 /** Check the checksums of what is read (default 1); a mismatch fails the
  *  load with CAIRN_ERR_INTEGRITY. */
 int cairn_load_options_set_verify_checksums(cairn_load_options_t* options, int verify);
+/** As cairn_save_options_set_progress, for loads. */
+int cairn_load_options_set_progress(cairn_load_options_t* options, cairn_progress_fn callback, void* user);
 /** The container layout's settings, as cairn_save_options_set_container_*. */
 int cairn_load_options_set_container_hint(cairn_load_options_t* options, const char* key, const char* value);
 int cairn_load_options_set_container_file_locking(cairn_load_options_t* options, int file_locking);

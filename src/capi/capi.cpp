@@ -4,6 +4,7 @@
 #include "capi/capi_internal.hpp"
 
 #include "cairn/dtype.hpp"
+#include "cairn/log.hpp"
 #include "storage/hdf5/container_h5.hpp"
 
 #include <mpi.h>
@@ -623,6 +624,19 @@ cairn::FileLocking file_locking_arg(int locking)
     }
 }
 
+// A C progress callback as a cairn::ProgressCallback (empty without one): a
+// nonzero return cancels, as an exception would.
+cairn::ProgressCallback progress_arg(cairn_progress_fn callback, void* user)
+{
+    if (!callback)
+        return {};
+    return [callback, user](const cairn::Progress& p) {
+        if (const int rc = callback(static_cast<int>(p.phase), p.done, p.total, user))
+            throw cairn::Error(cairn::Error::Kind::generic, "progress callback returned " + std::to_string(rc) +
+                                                                " in phase '" + cairn::phase_name(p.phase) + "'");
+    };
+}
+
 // Applies `set` to the container settings of `options` (save or load).
 template <class Options, class Set>
 int set_container(const char* function, Options* options, Set&& set)
@@ -784,6 +798,12 @@ int cairn_save_options_set_async_staging(cairn_save_options_t* options, int asyn
     });
 }
 
+int cairn_save_options_set_progress(cairn_save_options_t* options, cairn_progress_fn callback, void* user)
+{
+    return guarded("cairn_save_options_set_progress",
+                   [&] { handle(options, "the options handle").options.progress = progress_arg(callback, user); });
+}
+
 int cairn_save_options_set_container_hint(cairn_save_options_t* options, const char* key, const char* value)
 {
     return set_container("cairn_save_options_set_container_hint", options,
@@ -839,6 +859,12 @@ int cairn_load_options_set_verify_checksums(cairn_load_options_t* options, int v
 {
     return guarded("cairn_load_options_set_verify_checksums",
                    [&] { handle(options, "the options handle").options.verify_checksums = verify != 0; });
+}
+
+int cairn_load_options_set_progress(cairn_load_options_t* options, cairn_progress_fn callback, void* user)
+{
+    return guarded("cairn_load_options_set_progress",
+                   [&] { handle(options, "the options handle").options.progress = progress_arg(callback, user); });
 }
 
 int cairn_load_options_set_container_hint(cairn_load_options_t* options, const char* key, const char* value)

@@ -9,7 +9,10 @@
  *    staged, the checkpoint holds the old values;
  *  - the container settings (MPI-IO hints, file locking, independent
  *    transfers, collective metadata, metadata cache) in a round trip, on
- *    save and load options alike, and invalid values refused by name. */
+ *    save and load options alike, and invalid values refused by name;
+ *  - progress callbacks: the phases of a save and a load with this rank's
+ *    bytes, and a nonzero return cancelling a save (the old checkpoint
+ *    stays) or a load on every rank. */
 #include "common.h"
 
 enum { N = 1 << 16 }; /* doubles per rank: 512 KiB */
@@ -279,6 +282,100 @@ static void container_settings(void)
     vec_free(&v);
 }
 
+/* What a progress callback saw on this rank, by phase. */
+typedef struct {
+    int calls[8];
+    uint64_t last_done[8], total[8];
+    int backwards;  /* `done` decreased within a phase */
+    int cancel_in;  /* return nonzero in this phase (-1: never) */
+} Seen;
+
+static int record(int phase, uint64_t done, uint64_t total, void* user)
+{
+    Seen* s = (Seen*)user;
+    if (phase < 0 || phase > 7)
+        return 99;
+    if (s->calls[phase] > 0 && done < s->last_done[phase])
+        s->backwards = 1;
+    ++s->calls[phase];
+    s->last_done[phase] = done;
+    s->total[phase] = total;
+    return phase == s->cancel_in ? 7 : 0;
+}
+
+static void progress(void)
+{
+    char id[4200];
+    Vec v, back;
+    Seen seen;
+    int layout;
+    cairn_save_options_t* so = NULL;
+    cairn_load_options_t* lo = NULL;
+    for (layout = CAIRN_LAYOUT_PER_RANK; layout <= CAIRN_LAYOUT_CONTAINER; ++layout) {
+        vec_init(&v, 5);
+        CHECK_OK(cairn_save_options_create(&so));
+        CHECK_OK(cairn_load_options_create(&lo));
+        CHECK_OK(cairn_save_options_set_layout(so, layout));
+        CHECK_OK(cairn_save_options_set_overwrite(so, 1));
+        CHECK_OK(cairn_load_options_set_layout(lo, layout));
+        test_path(id, sizeof id, layout == CAIRN_LAYOUT_CONTAINER ? "progress_c" : "progress_r");
+
+        /* Every phase of a save, ending with all of this rank's bytes written. */
+        memset(&seen, 0, sizeof seen);
+        seen.cancel_in = -1;
+        CHECK_OK(cairn_save_options_set_progress(so, record, &seen));
+        CHECK_OK(cairn_save(v.state, id, MPI_COMM_WORLD, so, NULL));
+        CHECK(seen.calls[CAIRN_PHASE_PLAN] >= 2 && seen.calls[CAIRN_PHASE_EXCHANGE] >= 2);
+        CHECK(seen.calls[CAIRN_PHASE_WRITE] >= 2 && seen.calls[CAIRN_PHASE_COMMIT] >= 2);
+        CHECK(seen.calls[CAIRN_PHASE_READ] == 0);
+        CHECK(seen.total[CAIRN_PHASE_WRITE] == N * sizeof(double));
+        CHECK(seen.last_done[CAIRN_PHASE_WRITE] == seen.total[CAIRN_PHASE_WRITE]);
+        CHECK(!seen.backwards);
+
+        /* A load: plan and read, all of this rank's bytes read. */
+        memset(&seen, 0, sizeof seen);
+        seen.cancel_in = -1;
+        CHECK_OK(cairn_load_options_set_progress(lo, record, &seen));
+        vec_init(&back, -1);
+        CHECK_OK(cairn_load(back.state, id, MPI_COMM_WORLD, lo, NULL));
+        CHECK(vec_wrong(&back, 5) == 0);
+        vec_free(&back);
+        CHECK(seen.calls[CAIRN_PHASE_PLAN] >= 2 && seen.calls[CAIRN_PHASE_READ] >= 2);
+        CHECK(seen.calls[CAIRN_PHASE_WRITE] == 0);
+        CHECK(seen.total[CAIRN_PHASE_READ] == N * sizeof(double));
+        CHECK(seen.last_done[CAIRN_PHASE_READ] == seen.total[CAIRN_PHASE_READ]);
+        CHECK(!seen.backwards);
+
+        /* Cancelled by the last rank while writing a new version over it: the
+         * save fails on every rank, naming the callback, and the checkpoint
+         * keeps the old values. */
+        vec_free(&v);
+        vec_init(&v, 6);
+        memset(&seen, 0, sizeof seen);
+        seen.cancel_in = test_rank == test_size - 1 ? CAIRN_PHASE_WRITE : -1;
+        CHECK_ERR(cairn_save(v.state, id, MPI_COMM_WORLD, so, NULL), CAIRN_ERR_OTHER,
+                  "progress callback returned 7 in phase 'write'");
+        check_same_message(MPI_COMM_WORLD, cairn_last_error());
+        CHECK_OK(cairn_load_options_set_progress(lo, NULL, NULL)); /* none */
+        vec_init(&back, -1);
+        CHECK_OK(cairn_load(back.state, id, MPI_COMM_WORLD, lo, NULL));
+        CHECK(vec_wrong(&back, 5) == 0);
+        vec_free(&back);
+
+        /* Cancelling a load: every rank fails. */
+        memset(&seen, 0, sizeof seen);
+        seen.cancel_in = test_rank == 0 ? CAIRN_PHASE_READ : -1;
+        CHECK_OK(cairn_load_options_set_progress(lo, record, &seen));
+        vec_init(&back, -1);
+        CHECK_ERR(cairn_load(back.state, id, MPI_COMM_WORLD, lo, NULL), CAIRN_ERR_OTHER,
+                  "progress callback returned 7 in phase 'read'");
+        vec_free(&back);
+        CHECK_OK(cairn_save_options_free(&so));
+        CHECK_OK(cairn_load_options_free(&lo));
+        vec_free(&v);
+    }
+}
+
 int main(int argc, char** argv)
 {
     test_init_thread(&argc, &argv, MPI_THREAD_MULTIPLE);
@@ -286,5 +383,6 @@ int main(int argc, char** argv)
     checksums();
     bounded_async();
     container_settings();
+    progress();
     return test_finish("capi_options");
 }

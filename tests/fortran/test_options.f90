@@ -4,14 +4,44 @@
 ! load naming the array, a load without verification returns the damaged
 ! value); the container settings (hints, file locking, independent
 ! transfers, collective metadata, metadata cache) in a round trip; invalid
-! values refused by name.
+! values refused by name; progress callbacks (the phases of a save and a
+! load through the `user` pointer, and a cancelled save).
+module options_progress
+  use, intrinsic :: iso_c_binding
+  implicit none
+  private
+  !> What the callback saw, by phase (0-based phases at index phase + 1).
+  type, bind(C), public :: seen_t
+    integer(c_int) :: calls(8) = 0
+    integer(c_int64_t) :: last_done(8) = 0, total(8) = 0
+    integer(c_int) :: cancel_in = -1 ! return 3 in this phase
+  end type seen_t
+  public :: record
+contains
+  function record(phase, done, total, user) bind(C) result(rc)
+    integer(c_int), value :: phase
+    integer(c_int64_t), value :: done, total
+    type(c_ptr), value :: user
+    integer(c_int) :: rc
+    type(seen_t), pointer :: s
+    call c_f_pointer(user, s)
+    s%calls(phase + 1) = s%calls(phase + 1) + 1
+    s%last_done(phase + 1) = done
+    s%total(phase + 1) = total
+    rc = 0
+    if (phase == s%cancel_in) rc = 3
+  end function record
+end module options_progress
+
 program test_options
   use, intrinsic :: iso_c_binding
   use mpi
   use cairn
   use test_support
+  use options_progress
   implicit none
   integer(c_int64_t), parameter :: n = 8192 ! doubles per rank
+  type(seen_t), target :: seen
   type(cairn_state) :: st, back_st
   type(cairn_save_options) :: so
   type(cairn_load_options) :: lo
@@ -100,6 +130,41 @@ program test_options
   call cairn_load(back_st, dir // '/opt_tuned.h5', MPI_COMM_WORLD, lo, ierr=ierr)
   call check_ok(ierr, 'tuned container load')
   call check(all(back == x), 'tuned container round trip')
+
+  ! ---- progress callbacks ---------------------------------------------------------------
+  call cairn_save_options_set(so, layout=CAIRN_LAYOUT_PER_RANK, overwrite=.true.)
+  seen = seen_t()
+  call cairn_save_options_set_progress(so, record, c_loc(seen), ierr)
+  call check_ok(ierr, 'save progress')
+  call cairn_save(st, dir // '/opt_progress', MPI_COMM_WORLD, so, ierr=ierr)
+  call check_ok(ierr, 'save with progress')
+  call check(all(seen%calls(CAIRN_PHASE_PLAN + 1:CAIRN_PHASE_COMMIT + 1) >= 2), 'save: every phase begins and ends')
+  call check(seen%total(CAIRN_PHASE_WRITE + 1) == 8 * n, 'save: this rank writes its bytes')
+  call check(seen%last_done(CAIRN_PHASE_WRITE + 1) == 8 * n, 'save: write done = total')
+  call check(seen%calls(CAIRN_PHASE_READ + 1) == 0, 'save: no read phase')
+  seen = seen_t()
+  call cairn_load_options_set_progress(lo, record, c_loc(seen), ierr)
+  call check_ok(ierr, 'load progress')
+  back = -1
+  call cairn_load(back_st, dir // '/opt_progress', MPI_COMM_WORLD, lo, ierr=ierr)
+  call check_ok(ierr, 'load with progress')
+  call check(all(back == x), 'load with progress: values')
+  call check(seen%last_done(CAIRN_PHASE_READ + 1) == 8 * n, 'load: read done = total')
+  ! Cancelled by the last rank as the write begins: refused on every rank,
+  ! the checkpoint keeps its values.
+  seen = seen_t()
+  if (test_rank == test_size - 1) seen%cancel_in = CAIRN_PHASE_WRITE
+  x = -x
+  call cairn_save(st, dir // '/opt_progress', MPI_COMM_WORLD, so, ierr=ierr)
+  call check_err(ierr, CAIRN_ERR_OTHER, "progress callback returned 3 in phase 'write'", 'cancelled save')
+  x = -x
+  call cairn_load_options_set_progress(lo, ierr=ierr) ! none
+  call check_ok(ierr, 'progress removed')
+  back = -1
+  call cairn_load(back_st, dir // '/opt_progress', MPI_COMM_WORLD, lo, ierr=ierr)
+  call check_ok(ierr, 'load after the cancelled save')
+  call check(all(back == x), 'the cancelled save left the checkpoint as it was')
+  call cairn_save_options_set_progress(so)
 
   ! ---- refused by name ------------------------------------------------------------------
   call cairn_save_options_set(so, layout=5, ierr=ierr)
