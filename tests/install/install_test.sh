@@ -2,7 +2,9 @@
 # Install test of Cairn: what a user of an installed Cairn does.
 #
 #  1. cmake --install BUILD_DIR --prefix WORK_DIR/prefix; the installed
-#     `cairn` tool (where built) runs without LD_LIBRARY_PATH;
+#     `cairn` tool (where built) runs without LD_LIBRARY_PATH (with
+#     --relocatable-rpath=OFF, a packager's run path: with this prefix's
+#     libdir in LD_LIBRARY_PATH);
 #  2. configure, build and run (mpiexec, 2 ranks) downstream/ with
 #     find_package(Cairn REQUIRED) and CMAKE_PREFIX_PATH=WORK_DIR/prefix;
 #     check that it found the Cairn just installed and that it prints
@@ -24,7 +26,7 @@
 #
 # usage: install_test.sh --build-dir=DIR --work-dir=DIR --downstream=DIR
 #          --libdir=LIBDIR --version=X.Y.Z --cmake=CMAKE --cxx=CXX
-#          [--config=CFG] [--generator=GEN] [--pkg-config=PKG_CONFIG]
+#          [--relocatable-rpath=ON|OFF] [--config=CFG] [--generator=GEN] [--pkg-config=PKG_CONFIG]
 #          [--c-project=DIR --cc=CC [--fc=FC]]
 #          [--other-mpi-project=DIR [--other-mpi-cxx=WRAPPER]]
 #          --mpiexec MPIEXEC NUMPROC_FLAG [MPIEXEC_FLAGS...]   (last)
@@ -38,6 +40,7 @@ fail() {
 
 build_dir="" work_dir="" downstream="" libdir="" version="" cmake="" cxx=""
 config="" generator="" pkg_config="" other_mpi_project="" other_mpi_cxx="" c_project="" cc="" fc="" mpiexec=()
+relocatable_rpath=ON
 while [ "$#" -gt 0 ]; do
     case $1 in
         --build-dir=*) build_dir=${1#*=} ;;
@@ -45,6 +48,7 @@ while [ "$#" -gt 0 ]; do
         --downstream=*) downstream=${1#*=} ;;
         --libdir=*) libdir=${1#*=} ;;
         --version=*) version=${1#*=} ;;
+        --relocatable-rpath=*) relocatable_rpath=${1#*=} ;;
         --cmake=*) cmake=${1#*=} ;;
         --cxx=*) cxx=${1#*=} ;;
         --config=*) config=${1#*=} ;;
@@ -130,9 +134,17 @@ run_checked install "$cmake" "${install_args[@]}"
 [ -f "$prefix/$libdir/pkgconfig/cairn.pc" ] || fail "no cairn.pc in $prefix/$libdir/pkgconfig"
 
 # The installed tool runs without LD_LIBRARY_PATH: its rpath finds libcairn in
-# the prefix, libcairn's the HDF5 and MPI it was linked with.
+# the prefix, libcairn's the HDF5 and MPI it was linked with. Where the
+# packager set the run path (CMAKE_INSTALL_RPATH, e.g. Spack: its final
+# prefix, not this one), the tool is run with this prefix's libdir instead.
 if [ -x "$prefix/bin/cairn" ]; then
-    run_checked tool-version env -u LD_LIBRARY_PATH "$prefix/bin/cairn" --version
+    if [ "$relocatable_rpath" = ON ]; then
+        run_checked tool-version env -u LD_LIBRARY_PATH "$prefix/bin/cairn" --version
+    else
+        echo "install_test: the run path is the packager's (CMAKE_INSTALL_RPATH): the tool runs with LD_LIBRARY_PATH here"
+        run_checked tool-version env LD_LIBRARY_PATH="$prefix/$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+            "$prefix/bin/cairn" --version
+    fi
     grep -q "$version" "$work_dir/tool-version.log" || fail "the installed cairn tool did not print $version"
 fi
 
