@@ -123,36 +123,6 @@ inline void copy_elems(char* dst, std::int64_t dstride, const char* src, std::in
     }
 }
 
-// A pair of views with the same extents, with dims of extent 1 dropped and
-// dims merged where both views are contiguous across them.
-struct Collapsed {
-    Shape shape, a, b;
-};
-
-Collapsed collapse2(const Shape& shape, const Shape& sa, const Shape& sb)
-{
-    Collapsed c;
-    for (std::size_t d = 0; d < shape.size(); ++d) {
-        if (shape[d] == 1)
-            continue;
-        if (!c.shape.empty() && c.a.back() == sa[d] * shape[d] && c.b.back() == sb[d] * shape[d]) {
-            c.shape.back() *= shape[d];
-            c.a.back() = sa[d];
-            c.b.back() = sb[d];
-        } else {
-            c.shape.push_back(shape[d]);
-            c.a.push_back(sa[d]);
-            c.b.push_back(sb[d]);
-        }
-    }
-    if (c.shape.empty()) {
-        c.shape = {1};
-        c.a = {1};
-        c.b = {1};
-    }
-    return c;
-}
-
 // Walks `count` elements in row-major order of `shape` starting at linear
 // index `first`, copying between a strided view (strides `vs`, base `vbase`)
 // and a dense buffer. `to_dense` selects the direction.
@@ -161,7 +131,7 @@ void range_copy(const StridedView& view, std::int64_t first, std::int64_t count,
     if (count <= 0)
         return;
     const auto dense_strides = row_major_strides(view.shape);
-    const auto c = collapse2(view.shape, view.strides, dense_strides);
+    const auto c = detail::collapse(view.shape, view.strides, dense_strides);
     const std::size_t n = c.shape.size();
     const auto es = view.elem_size;
     // multi-index of `first` in the collapsed shape
@@ -202,7 +172,7 @@ void copy_strided(const StridedView& dst, const StridedView& src)
         throw std::invalid_argument("cairn::copy_strided: views differ in shape, element size or rank");
     if (volume(src.shape) == 0)
         return;
-    const auto c = collapse2(src.shape, dst.strides, src.strides);
+    const auto c = detail::collapse(src.shape, dst.strides, src.strides);
     const std::size_t n = c.shape.size();
     const auto es = static_cast<std::int64_t>(src.elem_size);
     Shape idx(n, 0);
@@ -225,6 +195,30 @@ void copy_strided(const StridedView& dst, const StridedView& src)
 }
 
 namespace detail {
+
+Collapsed collapse(const Shape& shape, const Shape& sa, const Shape& sb)
+{
+    Collapsed c;
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+        if (shape[d] == 1)
+            continue;
+        if (!c.shape.empty() && c.a.back() == sa[d] * shape[d] && c.b.back() == sb[d] * shape[d]) {
+            c.shape.back() *= shape[d];
+            c.a.back() = sa[d];
+            c.b.back() = sb[d];
+        } else {
+            c.shape.push_back(shape[d]);
+            c.a.push_back(sa[d]);
+            c.b.push_back(sb[d]);
+        }
+    }
+    if (c.shape.empty()) {
+        c.shape = {1};
+        c.a = {1};
+        c.b = {1};
+    }
+    return c;
+}
 
 bool is_dense(const StridedView& view) noexcept
 {

@@ -8,6 +8,15 @@
 
 namespace cairn::detail {
 
+/// Two views of the same extents (element strides `a` and `b`) as copies see
+/// them: dimensions of extent 1 dropped, and each dimension merged into the
+/// one outside it where both views are contiguous across the two. Never
+/// empty (a single element is {1} / {1} / {1}).
+struct Collapsed {
+    Shape shape, a, b;
+};
+Collapsed collapse(const Shape& shape, const Shape& a, const Shape& b);
+
 /// True when the view's elements are one dense row-major block.
 bool is_dense(const StridedView& view) noexcept;
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "cairn/box.hpp"
+#include "core/strided.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -27,34 +28,6 @@ struct CopyRun {
     std::size_t rows = 0;
 };
 
-/// The dimensions of a view as copies see them: extents of 1 dropped, and
-/// each dimension merged into the one outside it where the two are
-/// contiguous. Never empty (a single element is {1} / {1}).
-struct CollapsedDims {
-    std::vector<std::int64_t> shape, strides; // element strides
-};
-
-inline CollapsedDims collapse_dims(const StridedView& v)
-{
-    CollapsedDims d;
-    for (std::size_t i = 0; i < v.shape.size(); ++i) {
-        if (v.shape[i] == 1)
-            continue;
-        if (!d.shape.empty() && d.strides.back() == v.strides[i] * v.shape[i]) {
-            d.shape.back() *= v.shape[i];
-            d.strides.back() = v.strides[i];
-        } else {
-            d.shape.push_back(v.shape[i]);
-            d.strides.push_back(v.strides[i]);
-        }
-    }
-    if (d.shape.empty()) {
-        d.shape = {1};
-        d.strides = {1};
-    }
-    return d;
-}
-
 /// Calls `f(const CopyRun&)` for the copies that move elements
 /// [first, first + count) (row-major order of the view's box) between the
 /// view and a dense buffer, in order, each non-empty and the buffer offsets
@@ -67,32 +40,36 @@ void for_each_copy_run(const StridedView& v, std::int64_t first, std::int64_t co
 {
     if (count <= 0)
         return;
-    const CollapsedDims d = collapse_dims(v);
-    const std::size_t n = d.shape.size();
+    // The view's dimensions as copies see them (against the dense buffer,
+    // which merges wherever the view does).
+    const Collapsed c = collapse(v.shape, v.strides, row_major_strides(v.shape));
+    const Shape& shape = c.shape;
+    const Shape& strides = c.a;
+    const std::size_t n = shape.size();
     const auto es = static_cast<std::int64_t>(v.elem_size);
     // The multi-index of element `first`.
     std::vector<std::int64_t> idx(n, 0);
     auto rem = first;
     for (std::size_t k = n; k-- > 0;) {
-        idx[k] = rem % d.shape[k];
-        rem /= d.shape[k];
+        idx[k] = rem % shape[k];
+        rem /= shape[k];
     }
-    const auto inner = d.shape[n - 1];
-    const auto inner_stride = d.strides[n - 1];
+    const auto inner = shape[n - 1];
+    const auto inner_stride = strides[n - 1];
     std::size_t buffer = 0;
     for (auto left = count; left > 0;) {
         std::int64_t off = 0;
         for (std::size_t k = 0; k < n; ++k)
-            off += idx[k] * d.strides[k];
+            off += idx[k] * strides[k];
         CopyRun r;
         r.view_offset = off * es;
         r.buffer_offset = buffer;
         std::int64_t done = 0;
         if (n >= 2 && idx[n - 1] == 0 && inner_stride == 1 && left >= inner) {
             // Full rows, up to the end of the dimension outside them.
-            const auto rows = std::min(left / inner, d.shape[n - 2] - idx[n - 2]);
+            const auto rows = std::min(left / inner, shape[n - 2] - idx[n - 2]);
             r.width = static_cast<std::size_t>(inner * es);
-            r.pitch = static_cast<std::size_t>(d.strides[n - 2] * es);
+            r.pitch = static_cast<std::size_t>(strides[n - 2] * es);
             r.rows = static_cast<std::size_t>(rows);
             done = rows * inner;
             idx[n - 2] += rows;
@@ -120,7 +97,7 @@ void for_each_copy_run(const StridedView& v, std::int64_t first, std::int64_t co
         // Carry, innermost first, through every dimension that reached its
         // extent (the full-rows case fills dimension n-2, not n-1).
         for (std::size_t k = n; k-- > 1;) {
-            if (idx[k] >= d.shape[k]) {
+            if (idx[k] >= shape[k]) {
                 idx[k] = 0;
                 ++idx[k - 1];
             }
