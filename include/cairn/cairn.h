@@ -343,6 +343,25 @@ int cairn_state_missing(const cairn_state_t* state, size_t index, const char** n
  *  `state` did not ask for; valid until the next load or free. Local. */
 int cairn_state_skipped(const cairn_state_t* state, size_t index, const char** name);
 
+/** What cairn_verify reports (the same on every rank). */
+typedef struct {
+    uint64_t chunks; /**< stored chunks read */
+    uint64_t bytes;  /**< bytes read and checked */
+    int checksums;   /**< 1: the checkpoint has checksums (0: only read) */
+    size_t problems; /**< damaged chunks (0: intact) */
+} cairn_verify_result_t;
+
+/** Reads every stored chunk of `checkpoint_id` and checks every checksum
+ *  block (cairn::verify), the chunks spread over the ranks of `comm`.
+ *  **Collective over `comm`.** Returns CAIRN_SUCCESS when it is intact;
+ *  CAIRN_ERR_INTEGRITY on every rank when a chunk is damaged, the message
+ *  holding one line per damaged chunk (entry, file, bytes, rank); a missing
+ *  or unreadable checkpoint as cairn_load. `result` (may be NULL) is filled
+ *  in both of the first two cases. `options` may be NULL; its staging bytes,
+ *  container settings and progress callback apply. */
+int cairn_verify(const char* checkpoint_id, MPI_Comm comm, const cairn_load_options_t* options,
+                 cairn_verify_result_t* result);
+
 /* ---- metadata of a committed checkpoint ---------------------------------- */
 
 /** The metadata of a committed checkpoint (cairn::Metadata). */

@@ -64,6 +64,10 @@ int cairn_f_save_options_set_container_hint(cairn_save_options_t* options, const
 int cairn_f_load_options_set_container_hint(cairn_load_options_t* options, const char* key, size_t key_len,
                                             const char* value, size_t value_len, int has_value);
 
+/** cairn_verify with a Fortran path and communicator. */
+int cairn_f_verify(const char* path, size_t path_len, MPI_Fint comm, const cairn_load_options_t* options,
+                   cairn_verify_result_t* result);
+
 /** cairn_metadata_read / cairn_metadata_find with Fortran strings. */
 int cairn_f_metadata_read(const char* path, size_t path_len, cairn_metadata_t** metadata);
 int cairn_f_metadata_find(const cairn_metadata_t* metadata, const char* name, size_t name_len, size_t* index);

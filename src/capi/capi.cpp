@@ -533,6 +533,28 @@ int load(const char* function, cairn_state* state, const std::string* checkpoint
     });
 }
 
+int verify(const char* function, const std::string& checkpoint_id, MPI_Comm comm, const cairn_load_options* options,
+           cairn_verify_result_t* result, std::string arg_error) noexcept
+{
+    if (int rc = check_comm(function, comm))
+        return rc;
+    if (int rc = agree_arguments(function, comm, arg_error.empty() ? CAIRN_SUCCESS : CAIRN_ERR_USAGE, arg_error))
+        return rc;
+    return guarded(function, [&] {
+        // Every rank gets every problem: the same result and error everywhere.
+        const VerifyReport r = cairn::verify(checkpoint_id, comm, options ? options->options : LoadOptions{});
+        if (result)
+            *result = cairn_verify_result_t{r.chunks, r.bytes, r.checksums ? 1 : 0, r.problems.size()};
+        if (r.ok())
+            return;
+        std::string lines;
+        for (const auto& p : r.problems)
+            lines += "\n" + p;
+        throw error::IntegrityError(checkpoint_id + ": " + std::to_string(r.problems.size()) + " damaged chunk" +
+                                    (r.problems.size() == 1 ? "" : "s") + ":" + lines);
+    });
+}
+
 } // namespace cairn::capi
 
 // ---- the C functions ----------------------------------------------------------
@@ -925,6 +947,20 @@ int cairn_load(cairn_state_t* state, const char* checkpoint_id, MPI_Comm comm, c
         }))
         return rc;
     return cairn::capi::load("cairn_load", state, &id, comm, options, result, std::move(bad));
+}
+
+int cairn_verify(const char* checkpoint_id, MPI_Comm comm, const cairn_load_options_t* options,
+                 cairn_verify_result_t* result)
+{
+    std::string id, bad;
+    if (int rc = guarded("cairn_verify", [&] {
+            if (checkpoint_id)
+                id = checkpoint_id;
+            else
+                bad = "the checkpoint id is NULL";
+        }))
+        return rc;
+    return cairn::capi::verify("cairn_verify", id, comm, options, result, std::move(bad));
 }
 
 namespace {

@@ -150,6 +150,9 @@ int save(const char* function, cairn_state* state, const std::string* checkpoint
          const cairn_save_options* options, cairn_save_result_t* result, std::string arg_error) noexcept;
 int load(const char* function, cairn_state* state, const std::string* checkpoint_id, MPI_Comm comm,
          const cairn_load_options* options, cairn_load_result_t* result, std::string arg_error) noexcept;
+/// cairn_verify (also from the Fortran module); `arg_error` as for save().
+int verify(const char* function, const std::string& checkpoint_id, MPI_Comm comm, const cairn_load_options* options,
+           cairn_verify_result_t* result, std::string arg_error) noexcept;
 
 /// cairn_async_save and cairn_manager_create with the checkpoint id / root
 /// as a string (also from the Fortran module); `arg_error` as for save().

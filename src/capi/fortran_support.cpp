@@ -237,6 +237,15 @@ int cairn_f_load(cairn_state_t* state, const char* path, size_t path_len, MPI_Fi
     return cairn::capi::load("cairn_load", state, &id, comm_arg(comm), options, result, std::move(bad));
 }
 
+int cairn_f_verify(const char* path, size_t path_len, MPI_Fint comm, const cairn_load_options_t* options,
+                   cairn_verify_result_t* result)
+{
+    std::string id;
+    if (int rc = guarded("cairn_verify", [&] { id.assign(path ? path : "", path ? path_len : 0); }))
+        return rc;
+    return cairn::capi::verify("cairn_verify", id, comm_arg(comm), options, result, {});
+}
+
 int cairn_f_metadata_read(const char* path, size_t path_len, cairn_metadata_t** metadata)
 {
     std::string id;

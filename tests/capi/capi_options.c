@@ -12,7 +12,10 @@
  *    save and load options alike, and invalid values refused by name;
  *  - progress callbacks: the phases of a save and a load with this rank's
  *    bytes, and a nonzero return cancelling a save (the old checkpoint
- *    stays) or a load on every rank. */
+ *    stays) or a load on every rank;
+ *  - cairn_verify: intact checkpoints of both layouts, a flipped bit
+ *    (CAIRN_ERR_INTEGRITY naming array and file), a checkpoint without
+ *    checksums, none at all. */
 #include "common.h"
 
 enum { N = 1 << 16 }; /* doubles per rank: 512 KiB */
@@ -376,6 +379,34 @@ static void progress(void)
     }
 }
 
+/* cairn_verify of the checkpoints the other cases left. */
+static void verify_checkpoints(void)
+{
+    char id[4200];
+    cairn_verify_result_t r;
+    /* Intact, both layouts (a container saved with tuned settings). */
+    memset(&r, 0xff, sizeof r);
+    CHECK_OK(cairn_verify(test_path(id, sizeof id, "per_rank.h5"), MPI_COMM_WORLD, NULL, &r));
+    CHECK(r.problems == 0 && r.checksums == 1 && r.chunks == (uint64_t)test_size);
+    CHECK(r.bytes == (uint64_t)N * sizeof(double) * (uint64_t)test_size);
+    CHECK_OK(cairn_verify(test_path(id, sizeof id, "tuned_collective.h5"), MPI_COMM_WORLD, NULL, &r));
+    CHECK(r.problems == 0 && r.checksums == 1);
+    /* A flipped bit (checksums): refused on every rank, naming array and file. */
+    memset(&r, 0, sizeof r);
+    CHECK_ERR(cairn_verify(test_path(id, sizeof id, "checked"), MPI_COMM_WORLD, NULL, &r), CAIRN_ERR_INTEGRITY,
+              "1 damaged chunk:");
+    CHECK(strstr(cairn_last_error(), "'x'") && strstr(cairn_last_error(), "__0_0.distcp"));
+    check_same_message(MPI_COMM_WORLD, cairn_last_error());
+    CHECK(r.problems == 1 && r.checksums == 1);
+    /* Without checksums the same damage cannot be seen: read, reported as such. */
+    CHECK_OK(cairn_verify(test_path(id, sizeof id, "unchecked"), MPI_COMM_WORLD, NULL, &r));
+    CHECK(r.problems == 0 && r.checksums == 0);
+    /* No checkpoint, no id. */
+    CHECK_ERR(cairn_verify(test_path(id, sizeof id, "nothing_here"), MPI_COMM_WORLD, NULL, NULL), CAIRN_ERR_NOT_FOUND,
+              "nothing_here");
+    CHECK_ERR(cairn_verify(NULL, MPI_COMM_WORLD, NULL, NULL), CAIRN_ERR_USAGE, "the checkpoint id is NULL");
+}
+
 int main(int argc, char** argv)
 {
     test_init_thread(&argc, &argv, MPI_THREAD_MULTIPLE);
@@ -384,5 +415,6 @@ int main(int argc, char** argv)
     bounded_async();
     container_settings();
     progress();
+    verify_checkpoints();
     return test_finish("capi_options");
 }

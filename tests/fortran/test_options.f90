@@ -5,7 +5,7 @@
 ! value); the container settings (hints, file locking, independent
 ! transfers, collective metadata, metadata cache) in a round trip; invalid
 ! values refused by name; progress callbacks (the phases of a save and a
-! load through the `user` pointer, and a cancelled save).
+! load through the `user` pointer, and a cancelled save); cairn_verify.
 module options_progress
   use, intrinsic :: iso_c_binding
   implicit none
@@ -42,6 +42,7 @@ program test_options
   implicit none
   integer(c_int64_t), parameter :: n = 8192 ! doubles per rank
   type(seen_t), target :: seen
+  type(cairn_verify_result) :: vr
   type(cairn_state) :: st, back_st
   type(cairn_save_options) :: so
   type(cairn_load_options) :: lo
@@ -165,6 +166,15 @@ program test_options
   call check_ok(ierr, 'load after the cancelled save')
   call check(all(back == x), 'the cancelled save left the checkpoint as it was')
   call cairn_save_options_set_progress(so)
+
+  ! ---- verify --------------------------------------------------------------------------
+  call cairn_verify(dir // '/opt_tuned.h5', MPI_COMM_WORLD, result=vr, ierr=ierr)
+  call check_ok(ierr, 'verify an intact container')
+  call check(vr%problems == 0 .and. vr%checksums == 1 .and. vr%bytes == 8 * n * test_size, 'verify: intact')
+  call cairn_verify(dir // '/opt_sum', MPI_COMM_WORLD, lo, vr, ierr)
+  call check_err(ierr, CAIRN_ERR_INTEGRITY, "1 damaged chunk:", 'verify the flipped bit')
+  call check(index(cairn_last_error(), "'x'") > 0, 'verify names the array')
+  call check(vr%problems == 1, 'verify: one damaged chunk')
 
   ! ---- refused by name ------------------------------------------------------------------
   call cairn_save_options_set(so, layout=5, ierr=ierr)
