@@ -344,7 +344,7 @@ int cairn_state_missing(const cairn_state_t* state, size_t index, const char** n
 int cairn_state_skipped(const cairn_state_t* state, size_t index, const char** name);
 
 /** What cairn_verify reports (the same on every rank). */
-typedef struct {
+typedef struct cairn_verify_result {
     uint64_t chunks; /**< stored chunks read */
     uint64_t bytes;  /**< bytes read and checked */
     int checksums;   /**< 1: the checkpoint has checksums (0: only read) */
