@@ -202,6 +202,18 @@ enum cairn_file_locking {
     CAIRN_FILE_LOCKING_OFF = 2          /**< never lock */
 };
 
+/** What Cairn prints on stderr (cairn::LogLevel). */
+enum cairn_log_level {
+    CAIRN_LOG_OFF = 0,  /**< nothing (the default) */
+    CAIRN_LOG_INFO = 1, /**< rank 0: a line per phase of each save, load and verify, with its time and rate */
+    CAIRN_LOG_DEBUG = 2 /**< as INFO, and every rank its own time and bytes of each phase */
+};
+
+/** Sets this process's log level, overriding the environment variable
+ *  CAIRN_LOG ("off", "info", "debug"). **Local**: ranks may differ.
+ *  CAIRN_ERR_USAGE for another value. */
+int cairn_set_log_level(int level);
+
 /** Phases of a save or load (cairn::Phase), as progress callbacks get them. */
 enum cairn_phase {
     CAIRN_PHASE_PLAN = 0,     /**< save: local plans; load: metadata read and broadcast, local plans */

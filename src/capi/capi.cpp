@@ -820,6 +820,16 @@ int cairn_save_options_set_async_staging(cairn_save_options_t* options, int asyn
     });
 }
 
+int cairn_set_log_level(int level)
+{
+    return guarded("cairn_set_log_level", [&] {
+        require(level >= CAIRN_LOG_OFF && level <= CAIRN_LOG_DEBUG,
+                "invalid log level " + std::to_string(level) +
+                    " (CAIRN_LOG_OFF = 0, CAIRN_LOG_INFO = 1 or CAIRN_LOG_DEBUG = 2)");
+        cairn::set_log_level(static_cast<cairn::LogLevel>(level));
+    });
+}
+
 int cairn_save_options_set_progress(cairn_save_options_t* options, cairn_progress_fn callback, void* user)
 {
     return guarded("cairn_save_options_set_progress",

@@ -15,8 +15,11 @@
  *    stays) or a load on every rank;
  *  - cairn_verify: intact checkpoints of both layouts, a flipped bit
  *    (CAIRN_ERR_INTEGRITY naming array and file), a checkpoint without
- *    checksums, none at all. */
+ *    checksums, none at all;
+ *  - cairn_set_log_level: the phase lines on stderr, and none when off. */
 #include "common.h"
+
+#include <unistd.h>
 
 enum { N = 1 << 16 }; /* doubles per rank: 512 KiB */
 
@@ -379,6 +382,54 @@ static void progress(void)
     }
 }
 
+/* Runs a save of `v` as `id` with stderr going to `file`; returns 1 when
+ * what it printed holds `text`. */
+static int save_prints(Vec* v, const char* id, const char* file, const char* text)
+{
+    char buf[8192];
+    size_t n;
+    FILE* f;
+    int saved;
+    cairn_save_options_t* so = NULL;
+    CHECK_OK(cairn_save_options_create(&so));
+    CHECK_OK(cairn_save_options_set_overwrite(so, 1));
+    fflush(stderr);
+    saved = dup(2);
+    f = fopen(file, "w");
+    CHECK(f != NULL && saved >= 0);
+    dup2(fileno(f), 2);
+    CHECK_OK(cairn_save(v->state, id, MPI_COMM_WORLD, so, NULL));
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fclose(f);
+    CHECK_OK(cairn_save_options_free(&so));
+    f = fopen(file, "r");
+    CHECK(f != NULL);
+    n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return strstr(buf, text) != NULL;
+}
+
+/* cairn_set_log_level: rank 0 prints the phases with INFO, nothing with OFF. */
+static void log_level(void)
+{
+    char id[4200], file[4300];
+    Vec v;
+    vec_init(&v, 7);
+    test_path(id, sizeof id, "logged");
+    snprintf(file, sizeof file, "%s.stderr.%d", id, test_rank);
+    CHECK_OK(cairn_set_log_level(CAIRN_LOG_INFO));
+    CHECK(save_prints(&v, id, file, "cairn: save '") == (test_rank == 0));
+    CHECK_OK(cairn_set_log_level(CAIRN_LOG_DEBUG));
+    CHECK(save_prints(&v, id, file, "cairn: [rank "));
+    CHECK_OK(cairn_set_log_level(CAIRN_LOG_OFF));
+    CHECK(!save_prints(&v, id, file, "cairn:"));
+    CHECK_ERR(cairn_set_log_level(3), CAIRN_ERR_USAGE, "invalid log level 3");
+    vec_free(&v);
+}
+
 /* cairn_verify of the checkpoints the other cases left. */
 static void verify_checkpoints(void)
 {
@@ -416,5 +467,6 @@ int main(int argc, char** argv)
     container_settings();
     progress();
     verify_checkpoints();
+    log_level();
     return test_finish("capi_options");
 }

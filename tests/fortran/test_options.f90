@@ -189,6 +189,10 @@ program test_options
   call check_err(ierr, CAIRN_ERR_USAGE, 'the key is NULL or empty', 'blank hint key')
   call cairn_load_options_set_container_hint(lo, repeat('k', 300), '1', ierr)
   call check_err(ierr, CAIRN_ERR_USAGE, "MPI-IO hint 'kkk", 'long hint key')
+  call cairn_set_log_level(CAIRN_LOG_OFF, ierr)
+  call check_ok(ierr, 'log level off')
+  call cairn_set_log_level(5, ierr)
+  call check_err(ierr, CAIRN_ERR_USAGE, 'invalid log level 5', 'log level 5')
 
   call cairn_save_options_free(so)
   call cairn_load_options_free(lo)
