@@ -240,7 +240,11 @@ enum cairn_phase {
  *  is then ignored. */
 typedef int (*cairn_progress_fn)(int phase, uint64_t done, uint64_t total, void* user);
 
-/** Options of cairn_save (cairn::SaveOptions); defaults as in C++. */
+/** Options of cairn_save (cairn::SaveOptions); defaults as in C++. The
+ *  setters of save and load options are **local**: they record the value
+ *  (refusing, with CAIRN_ERR_USAGE, only what they can tell alone: a value
+ *  out of range, a NULL handle, a hint MPI cannot hold); the save or load
+ *  that gets the options uses them. */
 typedef struct cairn_save_options cairn_save_options_t;
 int cairn_save_options_create(cairn_save_options_t** options);
 int cairn_save_options_free(cairn_save_options_t** options);

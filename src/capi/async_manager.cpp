@@ -17,6 +17,7 @@
 
 using cairn::capi::guarded;
 using cairn::capi::require;
+using cairn::capi::string_arg;
 
 namespace {
 
@@ -160,12 +161,7 @@ int cairn_async_save(cairn_state_t* state, const char* checkpoint_id, MPI_Comm c
                      const cairn_save_options_t* options, cairn_async_save_t** handle)
 {
     std::string id, bad;
-    if (int rc = guarded("cairn_async_save", [&] {
-            if (checkpoint_id)
-                id = checkpoint_id;
-            else
-                bad = "the checkpoint id is NULL";
-        }))
+    if (int rc = string_arg("cairn_async_save", checkpoint_id, "checkpoint id", id, bad))
         return rc;
     return cairn::capi::async_save("cairn_async_save", state, id, comm, options, handle, std::move(bad));
 }
@@ -296,12 +292,7 @@ int cairn_manager_create(const char* root, MPI_Comm comm, const cairn_manager_op
                          cairn_manager_t** manager)
 {
     std::string r, bad;
-    if (int rc = guarded("cairn_manager_create", [&] {
-            if (root)
-                r = root;
-            else
-                bad = "the root directory is NULL";
-        }))
+    if (int rc = string_arg("cairn_manager_create", root, "root directory", r, bad))
         return rc;
     return cairn::capi::manager_create("cairn_manager_create", &r, comm, options, manager, std::move(bad));
 }

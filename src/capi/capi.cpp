@@ -18,6 +18,7 @@ using cairn::capi::Binding;
 using cairn::capi::fail;
 using cairn::capi::guarded;
 using cairn::capi::require;
+using cairn::capi::string_arg;
 
 // ---- errors ------------------------------------------------------------------
 
@@ -533,6 +534,16 @@ int load(const char* function, cairn_state* state, const std::string* checkpoint
     });
 }
 
+int string_arg(const char* function, const char* s, const char* what, std::string& out, std::string& bad) noexcept
+{
+    return guarded(function, [&] {
+        if (s)
+            out = s;
+        else
+            bad = std::string("the ") + what + " is NULL";
+    });
+}
+
 int verify(const char* function, const std::string& checkpoint_id, MPI_Comm comm, const cairn_load_options* options,
            cairn_verify_result_t* result, std::string arg_error) noexcept
 {
@@ -935,12 +946,7 @@ int cairn_save(cairn_state_t* state, const char* checkpoint_id, MPI_Comm comm, c
                cairn_save_result_t* result)
 {
     std::string id, bad;
-    if (int rc = guarded("cairn_save", [&] {
-            if (checkpoint_id)
-                id = checkpoint_id;
-            else
-                bad = "the checkpoint id is NULL";
-        }))
+    if (int rc = string_arg("cairn_save", checkpoint_id, "checkpoint id", id, bad))
         return rc;
     return cairn::capi::save("cairn_save", state, &id, comm, options, result, std::move(bad));
 }
@@ -949,12 +955,7 @@ int cairn_load(cairn_state_t* state, const char* checkpoint_id, MPI_Comm comm, c
                cairn_load_result_t* result)
 {
     std::string id, bad;
-    if (int rc = guarded("cairn_load", [&] {
-            if (checkpoint_id)
-                id = checkpoint_id;
-            else
-                bad = "the checkpoint id is NULL";
-        }))
+    if (int rc = string_arg("cairn_load", checkpoint_id, "checkpoint id", id, bad))
         return rc;
     return cairn::capi::load("cairn_load", state, &id, comm, options, result, std::move(bad));
 }
@@ -963,12 +964,7 @@ int cairn_verify(const char* checkpoint_id, MPI_Comm comm, const cairn_load_opti
                  cairn_verify_result_t* result)
 {
     std::string id, bad;
-    if (int rc = guarded("cairn_verify", [&] {
-            if (checkpoint_id)
-                id = checkpoint_id;
-            else
-                bad = "the checkpoint id is NULL";
-        }))
+    if (int rc = string_arg("cairn_verify", checkpoint_id, "checkpoint id", id, bad))
         return rc;
     return cairn::capi::verify("cairn_verify", id, comm, options, result, std::move(bad));
 }

@@ -142,6 +142,12 @@ int prepare_load(const char* function, cairn_state* state, MPI_Comm comm, std::s
 /// lists of missing and skipped keys.
 LoadOptions load_options_for(cairn_state& state, const cairn_load_options* options);
 
+/// A string argument of a collective call (checkpoint id, root directory):
+/// copied into `out`; NULL leaves it empty and sets `bad` to "the <what> is
+/// NULL", the argument error that the call then agrees on between the ranks.
+/// Nonzero only when the copy fails (out of memory), as `function`'s error.
+int string_arg(const char* function, const char* s, const char* what, std::string& out, std::string& bad) noexcept;
+
 /// The collective save and load of the C API and the Fortran module.
 /// `arg_error` is a local argument error found by the caller (empty: none):
 /// it is agreed between the ranks first, so that a bad argument on one rank

@@ -9,6 +9,7 @@
 #include "stage/cuda_stage.hpp"
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -212,6 +213,17 @@ void HostBuffer::release() noexcept
     }
     free_memory(m_data, m_pinned);
     m_data = nullptr;
+}
+
+char* grow(HostBuffer& b, std::size_t n, std::size_t limit)
+{
+    if (b.size() < n || !b.data()) {
+        std::size_t want = 4096;
+        while (want < n)
+            want *= 2;
+        b = HostBuffer(std::max(n, std::min(want, limit)));
+    }
+    return b.data();
 }
 
 void release_buffer_pool() noexcept

@@ -70,6 +70,13 @@ private:
     bool m_pinned = false;
 };
 
+/// Makes `b` hold at least `n` bytes and returns its memory: keeps it when it
+/// does, else replaces it (contents not kept) with a buffer of `n` rounded up
+/// to a power of two, but not past `limit` (never below `n`), so that a
+/// buffer grown for one load comes back from the pool at the size the next
+/// one asks for.
+char* grow(HostBuffer& b, std::size_t n, std::size_t limit);
+
 /// Frees the buffers held by the pool (e.g. before measuring memory).
 void release_buffer_pool() noexcept;
 

@@ -193,6 +193,15 @@ int three_d_and_small(const std::string& dir, int rank, int size)
                 mine[static_cast<std::size_t>(a * small_n + i)] = small_value(a, rank * small_n + i);
         const DeviceArray<std::int32_t> dsmall(mine);
         const DeviceArray<float> drep(rep);
+        // The replicated array and this rank's block `b` of each small array.
+        const auto add_rep_and_small = [&](cairn::StateDict& sd, float* rep_p, std::int32_t* small_p, int b) {
+            sd.add_array("rep", cairn::ArrayShard{cairn::DType::f32, {1000}, cairn::Box{{0}, {1000}}, rep_p, {},
+                                                  dev_space});
+            for (int a = 0; a < nsmall; ++a)
+                sd.add_array("small_" + std::to_string(a),
+                             cairn::ArrayShard{cairn::DType::i32, {small_n * size}, cairn::Box{{b * small_n}, {small_n}},
+                                               small_p + a * small_n, {}, dev_space});
+        };
 
         for (int run = 0; run < 4; ++run) {
             const bool container = run >= 2, async = run % 2 == 1;
@@ -202,12 +211,7 @@ int three_d_and_small(const std::string& dir, int rank, int size)
             sd.add_array("t3", cairn::ArrayShard{cairn::DType::f64, global, cairn::Box{{k0, j0, 0}, {lz, ly, G[2]}},
                                                  dsrc.p + (sy + 1) * sx + 1, {sy * sx, sx, 1},
                                                  dev_space});
-            sd.add_array("rep", cairn::ArrayShard{cairn::DType::f32, {1000}, cairn::Box{{0}, {1000}}, drep.p, {},
-                                                  dev_space});
-            for (int a = 0; a < nsmall; ++a)
-                sd.add_array("small_" + std::to_string(a),
-                             cairn::ArrayShard{cairn::DType::i32, {small_n * size}, cairn::Box{{rank * small_n}, {small_n}},
-                                               dsmall.p + a * small_n, {}, dev_space});
+            add_rep_and_small(sd, drep.p, dsmall.p, rank);
             cairn::SaveOptions o;
             o.overwrite = true;
             o.layout = container ? cairn::Layout::container : cairn::Layout::per_rank;
@@ -228,12 +232,7 @@ int three_d_and_small(const std::string& dir, int rank, int size)
             in.add_array("t3", cairn::ArrayShard{cairn::DType::f64, global, cairn::Box{{0, m0, i0}, {G[0], my, lx}},
                                                  dst.p + 2 * G[0] * my, {1, G[0], G[0] * my},
                                                  dev_space});
-            in.add_array("rep", cairn::ArrayShard{cairn::DType::f32, {1000}, cairn::Box{{0}, {1000}}, drep2.p, {},
-                                                  dev_space});
-            for (int a = 0; a < nsmall; ++a)
-                in.add_array("small_" + std::to_string(a),
-                             cairn::ArrayShard{cairn::DType::i32, {small_n * size}, cairn::Box{{lr * small_n}, {small_n}},
-                                               dsmall2.p + a * small_n, {}, dev_space});
+            add_rep_and_small(in, drep2.p, dsmall2.p, lr);
             cairn::LoadOptions lo;
             lo.staging_bytes = 64 * 1024; // pieces that cut the stored chunks
             cairn::load(in, ck, MPI_COMM_WORLD, lo);

@@ -400,8 +400,7 @@ std::uint64_t DistcpReader::verify_chunk(const std::string& fqn, const EntryMeta
     const auto span = im.span_of(chunk, es);
     im.verify = saved;
     const std::uint64_t size = std::max<std::uint64_t>(std::min<std::uint64_t>(im.staging, chunk.storage.length), 4 * span);
-    if (im.buffer.size() < size)
-        im.buffer = detail::HostBuffer(static_cast<std::size_t>(std::max<std::uint64_t>(size, 4096)));
+    detail::grow(im.buffer, static_cast<std::size_t>(size), im.staging);
     // Whole blocks per read, as many as fit.
     const std::uint64_t piece = span ? std::max<std::uint64_t>(span, (im.buffer.size() - 2 * span) / span * span)
                                      : im.buffer.size();

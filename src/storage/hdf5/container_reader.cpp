@@ -167,28 +167,10 @@ using Fetch = std::function<void(const Box&, std::int64_t, char*)>;
 // it reads, and parts of it packed for a device destination. HostBuffers,
 // page-locked once the process uses device memory, so that the copies into
 // the device are DMA transfers straight from them (from pageable memory
-// CUDA copies through a bounce buffer of its own, synchronously). Kept
-// across datasets; grown in powers of two (up to the staging bound), so
-// that the pool hands the same buffers to the next load.
-class Scratch {
-public:
-    explicit Scratch(std::size_t staging) : m_staging(staging) {}
-    char* read(std::size_t n) { return grow(m_read, n); }
-    char* packed(std::size_t n) { return grow(m_packed, n); }
-
-private:
-    char* grow(detail::HostBuffer& b, std::size_t n)
-    {
-        if (b.size() < n) {
-            std::size_t want = 4096;
-            while (want < n)
-                want *= 2;
-            b = detail::HostBuffer(std::max(n, std::min(want, m_staging)));
-        }
-        return b.data();
-    }
-    std::size_t m_staging;
-    detail::HostBuffer m_read, m_packed;
+// CUDA copies through a bounce buffer of its own, synchronously); kept
+// across datasets and grown with detail::grow.
+struct Scratch {
+    detail::HostBuffer read, packed;
 };
 
 std::uint64_t read_verified(const Fetch& fetch, std::uint64_t block, const ChunkMeta& ch, std::size_t es, const Box* O,
@@ -234,7 +216,7 @@ std::uint64_t read_verified(const Fetch& fetch, std::uint64_t block, const Chunk
         }
         const bool in_place = at != nullptr;
         if (!in_place)
-            at = scratch.read(static_cast<std::size_t>(split.max_elements()) * es);
+            at = detail::grow(scratch.read, static_cast<std::size_t>(split.max_elements()) * es, staging);
         fetch(P, n, at);
         const std::uint64_t lo = pos, hi = pos + static_cast<std::uint64_t>(n) * es;
         const std::uint64_t a = std::max(lo, A), b = std::min(hi, B);
@@ -249,7 +231,7 @@ std::uint64_t read_verified(const Fetch& fetch, std::uint64_t block, const Chunk
             } else if (X->volume() == P.volume()) { // the whole piece, dense in the buffer
                 detail::stage_in(DataRef{detail::subview(*dst, *I, *X), space}, 0, X->volume(), at);
             } else { // packed first: staging copies from dense host memory
-                char* part = scratch.packed(static_cast<std::size_t>(X->volume()) * es);
+                char* part = detail::grow(scratch.packed, static_cast<std::size_t>(X->volume()) * es, staging);
                 detail::pack_range(detail::subview(src, P, *X), 0, X->volume(), part);
                 detail::stage_in(DataRef{detail::subview(*dst, *I, *X), space}, 0, X->volume(), part);
             }
@@ -304,7 +286,7 @@ struct ContainerReader::Impl {
     MPI_Comm comm = MPI_COMM_NULL;
     std::uint64_t bytes_read = 0;
     Handle serial; // verify_chunk's file, opened with the serial driver
-    std::optional<Scratch> scratch; // verify_chunk's
+    Scratch scratch; // verify_chunk's
     // The addresses of the datasets read straight through MPI-IO that this
     // rank's part of check_datasets found, by entry; read_data shares them.
     std::map<std::string, std::uint64_t> direct;
@@ -351,7 +333,7 @@ void ContainerReader::reset(const std::string& checkpoint_id)
     m_impl->direct.clear();
     detail::h5::ErrorSilencer quiet;
     m_impl->serial = Handle();
-    m_impl->scratch.reset();
+    m_impl->scratch = Scratch();
 }
 
 Metadata ContainerReader::read_metadata() { return detail::to_metadata(detail::BuiltinReaders::read_metadata(*this)); }
@@ -605,7 +587,7 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
         const Handle independent(check(H5Pcreate(H5P_DATASET_XFER), path + ": transfer properties", false));
         check_status(H5Pset_dxpl_mpio(independent, H5FD_MPIO_INDEPENDENT), path + ": independent transfers", false);
         const Handle none = ct::dense_space(0, path, false);
-        Scratch scratch(im.staging); // read_verified's, and small strided or device regions
+        Scratch scratch; // read_verified's, and small strided or device regions
         detail::HostBuffer staged; // pieces of regions not read in place (page-locked with CUDA)
         static char dummy = 0;
         // Small datasets stored as in memory are read straight from their
@@ -654,7 +636,7 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
                                     read_box_direct(*direct, at, em.global_shape, es, I, static_cast<char*>(t.view.data),
                                                     what);
                                 } else {
-                                    char* buf = scratch.read(n * es);
+                                    char* buf = detail::grow(scratch.read, n * es, im.staging);
                                     read_box_direct(*direct, at, em.global_shape, es, I, buf, what);
                                     detail::stage_in(DataRef{t.view, t.space}, 0, static_cast<std::int64_t>(n), buf);
                                 }
@@ -824,8 +806,6 @@ std::uint64_t ContainerReader::verify_chunk(const std::string& fqn, const EntryM
     detail::h5::ErrorSilencer quiet;
     if (!im.serial.valid())
         im.serial = open_serial(im.path, im.tuning);
-    if (!im.scratch)
-        im.scratch.emplace(im.staging);
     const std::string what = im.path + ": dataset '" + chunk.storage.path + "'";
     const Handle dset(check(H5Dopen2(im.serial, chunk.storage.path.c_str(), H5P_DEFAULT), "opening " + what, false));
     const Handle fspace(check(H5Dget_space(dset), what, false));
@@ -836,7 +816,7 @@ std::uint64_t ContainerReader::verify_chunk(const std::string& fqn, const EntryM
     const Handle mtype = memory_type(ftype, stored_dtype(entry));
     const auto es = dtype_size(stored_dtype(entry));
     return read_verified(hdf5_fetch(dset, mtype, fspace, H5P_DEFAULT, what), im.md->checksum_block, chunk, es, nullptr,
-                         nullptr, nullptr, MemorySpace::host, im.staging, *im.scratch, what, fqn);
+                         nullptr, nullptr, MemorySpace::host, im.staging, im.scratch, what, fqn);
 }
 
 std::uint64_t ContainerReader::bytes_read() const noexcept { return m_impl->bytes_read; }
