@@ -60,7 +60,8 @@ std::shared_ptr<StorageWriter> default_writer(const SaveOptions& o, const std::s
         return std::make_shared<ContainerWriter>(std::move(co));
     }
     return std::make_shared<DistcpWriter>(DistcpWriterOptions{o.fsync, o.files_per_rank, o.alignment, o.overwrite,
-                                                              o.staging_bytes, o.checksum_block, o.writeback_bytes});
+                                                              o.staging_bytes, o.checksum_block, o.writeback_bytes,
+                                                              o.per_rank.mpi_hints});
 }
 
 // Collective over `c` for Layout::automatic: the coordinator asks the
@@ -77,7 +78,7 @@ std::shared_ptr<StorageReader> default_reader(const LoadOptions& o, const std::s
     }
     if (container)
         return std::make_shared<ContainerReader>(o.staging_bytes, o.container, o.verify_checksums);
-    return std::make_shared<DistcpReader>(o.staging_bytes, o.verify_checksums);
+    return std::make_shared<DistcpReader>(o.staging_bytes, o.verify_checksums, o.per_rank.mpi_hints);
 }
 
 // Puts each rank's write results into the metadata's chunk table; every

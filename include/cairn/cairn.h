@@ -277,6 +277,14 @@ int cairn_save_options_set_async_staging(cairn_save_options_t* options, int asyn
  *  cairn_progress_fn); a NULL callback: none (default). */
 int cairn_save_options_set_progress(cairn_save_options_t* options, cairn_progress_fn callback, void* user);
 
+/** An MPI-IO hint given to MPI_File_open of the per-rank layout's .distcp
+ *  files (cairn::PerRankTuning), e.g. "striping_factor" "1" on Lustre; as
+ *  cairn_save_options_set_container_hint: a key set again gets the new
+ *  value, a NULL value removes it, the same refusals. With CAIRN_LOG=debug
+ *  (or cairn_set_log_level), every file opened with hints prints what the MPI
+ *  library reports for them, on either layout. */
+int cairn_save_options_set_per_rank_hint(cairn_save_options_t* options, const char* key, const char* value);
+
 /** The container layout's settings (cairn::ContainerTuning), on save options
  *  and load options alike. An MPI-IO hint given to the container's file
  *  (e.g. "striping_factor" "16", "striping_unit" "1048576", "cb_nodes" "8");
@@ -310,6 +318,8 @@ int cairn_load_options_set_layout(cairn_load_options_t* options, int layout);
 int cairn_load_options_set_verify_checksums(cairn_load_options_t* options, int verify);
 /** As cairn_save_options_set_progress, for loads. */
 int cairn_load_options_set_progress(cairn_load_options_t* options, cairn_progress_fn callback, void* user);
+/** The per-rank layout's MPI-IO hints, as cairn_save_options_set_per_rank_hint. */
+int cairn_load_options_set_per_rank_hint(cairn_load_options_t* options, const char* key, const char* value);
 /** The container layout's settings, as cairn_save_options_set_container_*. */
 int cairn_load_options_set_container_hint(cairn_load_options_t* options, const char* key, const char* value);
 int cairn_load_options_set_container_file_locking(cairn_load_options_t* options, int file_locking);

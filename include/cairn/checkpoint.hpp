@@ -2,6 +2,7 @@
 #pragma once
 
 #include "cairn/container.hpp"
+#include "cairn/distcp.hpp"
 #include "cairn/log.hpp"
 #include "cairn/planner.hpp"
 #include "cairn/state_dict.hpp"
@@ -74,6 +75,8 @@ struct SaveOptions {
     std::size_t writeback_bytes = std::size_t(64) << 20;
     /// async_save() only: how the data is staged.
     AsyncStaging async_staging = AsyncStaging::full_copy;
+    /// Per-rank layout: MPI-IO hints of the .distcp files.
+    PerRankTuning per_rank;
     /// Container layout: MPI-IO hints, file locking, metadata cache.
     ContainerTuning container;
     /// Called on every rank with its own progress through each phase
@@ -110,6 +113,8 @@ struct LoadOptions {
     /// one read call moves (dense destinations are read into in place, in
     /// pieces of this size, each verified after its read).
     std::size_t staging_bytes = std::size_t(64) << 20;
+    /// Per-rank layout: MPI-IO hints of the .distcp files.
+    PerRankTuning per_rank;
     /// Container layout: MPI-IO hints, file locking, metadata cache.
     ContainerTuning container;
     /// Called on every rank with its own progress through each phase of a

@@ -30,11 +30,10 @@ enum class FileLocking : std::uint8_t {
 /// Settings of the parallel HDF5 file of the container layout, used by save
 /// (SaveOptions::container) and load (LoadOptions::container).
 struct ContainerTuning {
-    /// MPI-IO hints, set in order on the MPI_Info given to H5Pset_fapl_mpio
-    /// (e.g. {"striping_factor", "16"}, {"striping_unit", "1048576"},
-    /// {"romio_cb_write", "enable"}). Hints the MPI library does not know are
-    /// ignored by it.
-    std::vector<std::pair<std::string, std::string>> mpi_hints;
+    /// MPI-IO hints (cairn/storage.hpp), set on the MPI_Info given to
+    /// H5Pset_fapl_mpio and to the MPI-IO file through which the small
+    /// datasets are written and read directly.
+    MpiHints mpi_hints;
     FileLocking file_locking = FileLocking::best_effort;
     /// Initial size of HDF5's metadata cache (and lower bound of its maximum):
     /// large enough that the object headers and links of many thousands of

@@ -16,6 +16,16 @@ namespace cairn {
 /// Name of the committed metadata file inside a per-rank checkpoint directory.
 inline constexpr const char* metadata_file_name = "metadata.h5";
 
+/// Settings of the per-rank layout's .distcp files, used by save
+/// (SaveOptions::per_rank) and load (LoadOptions::per_rank).
+struct PerRankTuning {
+    /// MPI-IO hints given to MPI_File_open of every .distcp file a rank
+    /// creates (save) or opens (load). On Lustre through ROMIO, e.g.
+    /// {"striping_factor", "1"} keeps each per-rank file on one storage target
+    /// (striping hints take effect only when a file is created).
+    MpiHints mpi_hints;
+};
+
 /// Options of the per-rank writer (see SaveOptions for their meaning).
 struct DistcpWriterOptions {
     bool fsync = true;
@@ -27,6 +37,8 @@ struct DistcpWriterOptions {
     std::uint64_t checksum_block = std::uint64_t(1) << 20;
     /// Early writeback with fsync; see SaveOptions::writeback_bytes.
     std::size_t writeback_bytes = std::size_t(64) << 20;
+    /// MPI-IO hints of the files (PerRankTuning::mpi_hints).
+    MpiHints mpi_hints;
 };
 
 /// Writes the per-rank layout through MPI-IO (each rank opens its own files
@@ -66,8 +78,11 @@ private:
 class DistcpReader : public StorageReader {
 public:
     /// `verify`: check the checksums of every block read (a mismatch throws
-    /// error::IntegrityError naming the entry, file, byte range).
-    explicit DistcpReader(std::size_t staging_bytes = std::size_t(64) << 20, bool verify = true);
+    /// error::IntegrityError naming the entry, file, byte range);
+    /// `mpi_hints`: given to MPI_File_open of every file read
+    /// (PerRankTuning::mpi_hints).
+    explicit DistcpReader(std::size_t staging_bytes = std::size_t(64) << 20, bool verify = true,
+                          MpiHints mpi_hints = {});
     ~DistcpReader() override;
     /// Accepts every non-empty id that does not name an existing regular
     /// file: a directory (committed or not: load reports which) or nothing.

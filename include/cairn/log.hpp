@@ -15,7 +15,10 @@ enum class LogLevel : int {
     /// of each save, load and verify, once the phase is over on every rank:
     /// its time and, for data phases, the bytes of all ranks and their rate.
     info = 1,
-    /// As info, and every rank prints its own time and bytes of each phase.
+    /// As info, and every rank prints its own time and bytes of each phase,
+    /// and for each file it opens with MPI-IO hints (SaveOptions::per_rank,
+    /// ::container, and LoadOptions' alike) what the MPI library reports for
+    /// them ("key=value", or "key not taken").
     debug = 2,
 };
 

@@ -9,9 +9,20 @@
 #include <mpi.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cairn {
+
+/// MPI-IO hints (key, value), set in order on the MPI_Info given to
+/// MPI_File_open (e.g. {"striping_factor", "16"}, {"striping_unit",
+/// "1048576"}, {"romio_cb_write", "enable"}). Hints the MPI library does not
+/// know are ignored by it; at LogLevel::debug each file opened with hints
+/// prints what the library reports for them (cairn/log.hpp). A key must have
+/// 1 to MPI_MAX_INFO_KEY - 1 characters and a value at most
+/// MPI_MAX_INFO_VAL - 1, else the save or load throws error::WrongAPIUsage
+/// naming the hint.
+using MpiHints = std::vector<std::pair<std::string, std::string>>;
 
 /// Storage writer. Sequence, on every rank unless said otherwise:
 ///  1. reset(checkpoint_id)

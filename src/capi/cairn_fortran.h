@@ -56,13 +56,14 @@ int cairn_f_save(cairn_state_t* state, const char* path, size_t path_len, MPI_Fi
 int cairn_f_load(cairn_state_t* state, const char* path, size_t path_len, MPI_Fint comm,
                  const cairn_load_options_t* options, cairn_load_result_t* result);
 
-/** cairn_save_options_set_container_hint / cairn_load_options_set_container_hint
- *  with Fortran strings (the module leaves out trailing blanks); `has_value` 0
+/** cairn_{save,load}_options_set_per_rank_hint (`layout`
+ *  CAIRN_LAYOUT_PER_RANK) or _container_hint (CAIRN_LAYOUT_CONTAINER) with
+ *  Fortran strings (the module leaves out trailing blanks); `has_value` 0
  *  removes the hint. */
-int cairn_f_save_options_set_container_hint(cairn_save_options_t* options, const char* key, size_t key_len,
-                                            const char* value, size_t value_len, int has_value);
-int cairn_f_load_options_set_container_hint(cairn_load_options_t* options, const char* key, size_t key_len,
-                                            const char* value, size_t value_len, int has_value);
+int cairn_f_save_options_set_hint(cairn_save_options_t* options, int layout, const char* key, size_t key_len,
+                                  const char* value, size_t value_len, int has_value);
+int cairn_f_load_options_set_hint(cairn_load_options_t* options, int layout, const char* key, size_t key_len,
+                                  const char* value, size_t value_len, int has_value);
 
 /** cairn_verify with a Fortran path and communicator. */
 int cairn_f_verify(const char* path, size_t path_len, MPI_Fint comm, const cairn_load_options_t* options,

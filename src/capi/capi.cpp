@@ -5,7 +5,7 @@
 
 #include "cairn/dtype.hpp"
 #include "cairn/log.hpp"
-#include "storage/hdf5/container_h5.hpp"
+#include "storage/mpi_hints.hpp"
 
 #include <mpi.h>
 
@@ -620,21 +620,19 @@ cairn::Layout layout_arg(int layout)
     }
 }
 
-// The container settings of save and load options alike.
-void set_hint(cairn::ContainerTuning& t, const char* key, const char* value)
+// An MPI-IO hint of save and load options alike (either layout): a key set
+// again gets the new value, a NULL value removes it.
+void set_hint(cairn::MpiHints& hints, const char* key, const char* value)
 {
     require(key != nullptr && *key != '\0', "MPI-IO hint: the key is NULL or empty");
     const std::string k(key);
-    auto& hints = t.mpi_hints;
     const auto at = std::find_if(hints.begin(), hints.end(), [&](const auto& h) { return h.first == k; });
     if (!value) {
         if (at != hints.end())
             hints.erase(at);
         return;
     }
-    cairn::ContainerTuning one;
-    one.mpi_hints = {{k, value}};
-    cairn::detail::container::check_tuning(one); // the key's and value's lengths, named
+    cairn::detail::check_mpi_hints({{k, value}}); // the key's and value's lengths, named
     if (at != hints.end())
         at->second = value;
     else
@@ -847,10 +845,16 @@ int cairn_save_options_set_progress(cairn_save_options_t* options, cairn_progres
                    [&] { handle(options, "the options handle").options.progress = progress_arg(callback, user); });
 }
 
+int cairn_save_options_set_per_rank_hint(cairn_save_options_t* options, const char* key, const char* value)
+{
+    return guarded("cairn_save_options_set_per_rank_hint",
+                   [&] { set_hint(handle(options, "the options handle").options.per_rank.mpi_hints, key, value); });
+}
+
 int cairn_save_options_set_container_hint(cairn_save_options_t* options, const char* key, const char* value)
 {
     return set_container("cairn_save_options_set_container_hint", options,
-                         [&](cairn::ContainerTuning& t) { set_hint(t, key, value); });
+                         [&](cairn::ContainerTuning& t) { set_hint(t.mpi_hints, key, value); });
 }
 
 int cairn_save_options_set_container_file_locking(cairn_save_options_t* options, int file_locking)
@@ -910,10 +914,16 @@ int cairn_load_options_set_progress(cairn_load_options_t* options, cairn_progres
                    [&] { handle(options, "the options handle").options.progress = progress_arg(callback, user); });
 }
 
+int cairn_load_options_set_per_rank_hint(cairn_load_options_t* options, const char* key, const char* value)
+{
+    return guarded("cairn_load_options_set_per_rank_hint",
+                   [&] { set_hint(handle(options, "the options handle").options.per_rank.mpi_hints, key, value); });
+}
+
 int cairn_load_options_set_container_hint(cairn_load_options_t* options, const char* key, const char* value)
 {
     return set_container("cairn_load_options_set_container_hint", options,
-                         [&](cairn::ContainerTuning& t) { set_hint(t, key, value); });
+                         [&](cairn::ContainerTuning& t) { set_hint(t.mpi_hints, key, value); });
 }
 
 int cairn_load_options_set_container_file_locking(cairn_load_options_t* options, int file_locking)

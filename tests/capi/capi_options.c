@@ -8,15 +8,17 @@
  *  - async save with bounded staging: the caller changes its data once
  *    staged, the checkpoint holds the old values;
  *  - the container settings (MPI-IO hints, file locking, independent
- *    transfers, collective metadata, metadata cache) in a round trip, on
- *    save and load options alike, and invalid values refused by name;
+ *    transfers, collective metadata, metadata cache) and the per-rank
+ *    layout's MPI-IO hints in round trips, on save and load options alike,
+ *    and invalid values refused by name;
  *  - progress callbacks: the phases of a save and a load with this rank's
  *    bytes, and a nonzero return cancelling a save (the old checkpoint
  *    stays) or a load on every rank;
  *  - cairn_verify: intact checkpoints of both layouts, a flipped bit
  *    (CAIRN_ERR_INTEGRITY naming array and file), a checkpoint without
  *    checksums, none at all;
- *  - cairn_set_log_level: the phase lines on stderr, and none when off. */
+ *  - cairn_set_log_level: the phase lines on stderr, and none when off; with
+ *    debug, each per-rank file's MPI-IO hints as MPI reports them. */
 #include "common.h"
 
 #include <unistd.h>
@@ -262,6 +264,24 @@ static void container_settings(void)
         CHECK_OK(cairn_load_options_free(&lo));
     }
 
+    /* The per-rank layout's hints, set, replaced and removed alike. */
+    CHECK_OK(cairn_save_options_create(&so));
+    CHECK_OK(cairn_load_options_create(&lo));
+    CHECK_OK(cairn_save_options_set_per_rank_hint(so, "cb_buffer_size", "1048576"));
+    CHECK_OK(cairn_save_options_set_per_rank_hint(so, "cb_buffer_size", "2097152")); /* replaced */
+    CHECK_OK(cairn_save_options_set_per_rank_hint(so, "cairn_unknown_hint", "1"));
+    CHECK_OK(cairn_save_options_set_per_rank_hint(so, "cairn_unknown_hint", NULL)); /* removed */
+    CHECK_OK(cairn_load_options_set_per_rank_hint(lo, "romio_ds_read", "disable"));
+    test_path(id, sizeof id, "tuned_per_rank");
+    CHECK_OK(cairn_save(v.state, id, MPI_COMM_WORLD, so, NULL));
+    CHECK(path_is(id, 1));
+    vec_init(&back, -1);
+    CHECK_OK(cairn_load(back.state, id, MPI_COMM_WORLD, lo, NULL));
+    CHECK(vec_wrong(&back, 4) == 0);
+    vec_free(&back);
+    CHECK_OK(cairn_save_options_free(&so));
+    CHECK_OK(cairn_load_options_free(&lo));
+
     /* Refused by name when set, before any save. */
     CHECK_OK(cairn_save_options_create(&so));
     CHECK_OK(cairn_load_options_create(&lo));
@@ -276,6 +296,12 @@ static void container_settings(void)
               "MPI-IO hint 'cb_nodes'");
     CHECK_ERR(cairn_save_options_set_container_hint(so, "", "1"), CAIRN_ERR_USAGE, "the key is NULL or empty");
     CHECK_ERR(cairn_load_options_set_container_hint(lo, NULL, "1"), CAIRN_ERR_USAGE, "the key is NULL or empty");
+    CHECK_ERR(cairn_save_options_set_per_rank_hint(so, long_key, "1"), CAIRN_ERR_USAGE, "MPI-IO hint 'kkkk");
+    CHECK_ERR(cairn_load_options_set_per_rank_hint(lo, "striping_factor", long_value), CAIRN_ERR_USAGE,
+              "MPI-IO hint 'striping_factor'");
+    CHECK_ERR(cairn_save_options_set_per_rank_hint(so, NULL, "1"), CAIRN_ERR_USAGE, "the key is NULL or empty");
+    CHECK_ERR(cairn_load_options_set_per_rank_hint(NULL, "cb_nodes", "1"), CAIRN_ERR_USAGE,
+              "the options handle is NULL");
     CHECK_ERR(cairn_save_options_set_container_file_locking(so, 7), CAIRN_ERR_USAGE, "invalid file locking 7");
     CHECK_ERR(cairn_load_options_set_container_file_locking(lo, -3), CAIRN_ERR_USAGE, "invalid file locking -3");
     CHECK_ERR(cairn_load_options_set_container_collective_metadata(NULL, 1), CAIRN_ERR_USAGE,
@@ -382,9 +408,11 @@ static void progress(void)
     }
 }
 
-/* Runs a save of `v` as `id` with stderr going to `file`; returns 1 when
- * what it printed holds `text`. */
-static int save_prints(Vec* v, const char* id, const char* file, const char* text)
+/* Runs a save of `v` as `id` with stderr going to `file`, with the per-rank
+ * MPI-IO hint `hint` = `value` when `hint` is not NULL; returns 1 when what it
+ * printed holds `text`. */
+static int save_prints(Vec* v, const char* id, const char* file, const char* text, const char* hint,
+                       const char* value)
 {
     char buf[8192];
     size_t n;
@@ -393,6 +421,8 @@ static int save_prints(Vec* v, const char* id, const char* file, const char* tex
     cairn_save_options_t* so = NULL;
     CHECK_OK(cairn_save_options_create(&so));
     CHECK_OK(cairn_save_options_set_overwrite(so, 1));
+    if (hint)
+        CHECK_OK(cairn_save_options_set_per_rank_hint(so, hint, value));
     fflush(stderr);
     saved = dup(2);
     f = fopen(file, "w");
@@ -421,11 +451,16 @@ static void log_level(void)
     test_path(id, sizeof id, "logged");
     snprintf(file, sizeof file, "%s.stderr.%d", id, test_rank);
     CHECK_OK(cairn_set_log_level(CAIRN_LOG_INFO));
-    CHECK(save_prints(&v, id, file, "cairn: save '") == (test_rank == 0));
+    CHECK(save_prints(&v, id, file, "cairn: save '", NULL, NULL) == (test_rank == 0));
+    CHECK(!save_prints(&v, id, file, "MPI-IO hints", "cb_buffer_size", "2097152")); /* debug only */
     CHECK_OK(cairn_set_log_level(CAIRN_LOG_DEBUG));
-    CHECK(save_prints(&v, id, file, "cairn: [rank "));
+    CHECK(save_prints(&v, id, file, "cairn: [rank ", NULL, NULL));
+    CHECK(!save_prints(&v, id, file, "MPI-IO hints", NULL, NULL));
+    /* Each rank's file, with what MPI reports for the hint (cb_buffer_size:
+     * reported by Open MPI's components and by ROMIO alike). */
+    CHECK(save_prints(&v, id, file, "_0.distcp: MPI-IO hints: cb_buffer_size=2097152\n", "cb_buffer_size", "2097152"));
     CHECK_OK(cairn_set_log_level(CAIRN_LOG_OFF));
-    CHECK(!save_prints(&v, id, file, "cairn:"));
+    CHECK(!save_prints(&v, id, file, "cairn:", NULL, NULL));
     CHECK_ERR(cairn_set_log_level(3), CAIRN_ERR_USAGE, "invalid log level 3");
     vec_free(&v);
 }

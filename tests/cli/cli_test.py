@@ -203,6 +203,24 @@ check(json.loads(cairn("ls", "--json", p("rich_c.h5")).stdout)["checksum_block"]
 cairn("convert", "--hint", "cb_nodes=1", p("rich_plain.h5"), p("rich_plain_back"))
 r = cairn("diff", p("rich"), p("rich_plain_back"), expect=0)
 check("are equal" in r.stdout, "convert with hints, without checksums, and back: equal", r.stdout)
+# The hints reach the files of both layouts, as CAIRN_LOG=debug shows: a
+# container read, per-rank files written, then those read. cb_buffer_size is
+# a hint that Open MPI's components and ROMIO (MPICH) all report back.
+debug = dict(ENV, CAIRN_LOG="debug")
+r = cairn("convert", "--hint", "cb_buffer_size=8388608", p("rich_plain.h5"), p("rich_hinted"), env=debug)
+check(re.search(r"\[world rank \d+\] \S*rich_plain\.h5: MPI-IO hints: cb_buffer_size=8388608\n", r.stderr),
+      "convert --hint: the container read with the hint", r.stderr[-3000:])
+check(re.search(r"\[world rank \d+\] \S*rich_hinted[^:]*/__0_0\.distcp: MPI-IO hints: cb_buffer_size=8388608\n", r.stderr),
+      "convert --hint: the per-rank files written with the hint", r.stderr[-3000:])
+r = cairn("convert", "--hint", "cb_buffer_size=4194304", p("rich_hinted"), p("rich_hinted.h5"), env=debug)
+check(re.search(r"\[world rank \d+\] \S*rich_hinted/__0_0\.distcp: MPI-IO hints: cb_buffer_size=4194304\n", r.stderr),
+      "convert --hint: the per-rank files read with the hint", r.stderr[-3000:])
+check(re.search(r"\[world rank \d+\] \S*rich_hinted\.h5\.cairn-tmp: MPI-IO hints: cb_buffer_size=4194304\n", r.stderr),
+      "convert --hint: the container written with the hint", r.stderr[-3000:])
+r = cairn("convert", p("rich_hinted.h5"), p("rich_unhinted"), env=debug)
+check("MPI-IO hints" not in r.stderr, "convert without --hint: no hints line", r.stderr[-3000:])
+r = cairn("diff", p("rich"), p("rich_unhinted"), expect=0)
+check("are equal" in r.stdout, "convert with hints through both layouts: equal", r.stdout)
 
 r = cairn("diff", p("rich"), p("rich_mod"), expect=1)
 check("grid: 1 of 105 elements differ, first at [5, 4, 2]: 542 vs -1" in r.stdout, "diff: changed grid value",

@@ -3,8 +3,8 @@
 ! directory under one with it); checksums (a flipped bit fails a verified
 ! load naming the array, a load without verification returns the damaged
 ! value); the container settings (hints, file locking, independent
-! transfers, collective metadata, metadata cache) in a round trip; invalid
-! values refused by name; progress callbacks (the phases of a save and a
+! transfers, collective metadata, metadata cache) and the per-rank hints in
+! round trips; invalid values refused by name; progress callbacks (the phases of a save and a
 ! load through the `user` pointer, and a cancelled save); cairn_verify.
 module options_progress
   use, intrinsic :: iso_c_binding
@@ -132,6 +132,23 @@ program test_options
   call check_ok(ierr, 'tuned container load')
   call check(all(back == x), 'tuned container round trip')
 
+  ! ---- per-rank hints --------------------------------------------------------------------
+  call cairn_save_options_set(so, layout=CAIRN_LAYOUT_PER_RANK)
+  call cairn_save_options_set_per_rank_hint(so, 'cb_buffer_size ', '2097152 ', ierr) ! trailing blanks dropped
+  call check_ok(ierr, 'per-rank hint')
+  call cairn_save_options_set_per_rank_hint(so, 'cairn_unknown_hint', ierr=ierr)     ! nothing to remove
+  call check_ok(ierr, 'per-rank hint removed')
+  call cairn_load_options_set_per_rank_hint(lo, 'romio_ds_read', 'disable', ierr)
+  call check_ok(ierr, 'per-rank load hint')
+  call cairn_save(st, dir // '/opt_tuned_per_rank', MPI_COMM_WORLD, so, ierr=ierr)
+  call check_ok(ierr, 'tuned per-rank save')
+  back = -1
+  call cairn_load(back_st, dir // '/opt_tuned_per_rank', MPI_COMM_WORLD, lo, ierr=ierr)
+  call check_ok(ierr, 'tuned per-rank load')
+  call check(all(back == x), 'tuned per-rank round trip')
+  call cairn_save_options_set_per_rank_hint(so, 'cb_buffer_size', ierr=ierr)
+  call check_ok(ierr, 'per-rank hint removed again')
+
   ! ---- progress callbacks ---------------------------------------------------------------
   call cairn_save_options_set(so, layout=CAIRN_LAYOUT_PER_RANK, overwrite=.true.)
   seen = seen_t()
@@ -189,6 +206,10 @@ program test_options
   call check_err(ierr, CAIRN_ERR_USAGE, 'the key is NULL or empty', 'blank hint key')
   call cairn_load_options_set_container_hint(lo, repeat('k', 300), '1', ierr)
   call check_err(ierr, CAIRN_ERR_USAGE, "MPI-IO hint 'kkk", 'long hint key')
+  call cairn_save_options_set_per_rank_hint(so, '', '1', ierr)
+  call check_err(ierr, CAIRN_ERR_USAGE, 'the key is NULL or empty', 'empty per-rank hint key')
+  call cairn_load_options_set_per_rank_hint(lo, repeat('k', 300), '1', ierr)
+  call check_err(ierr, CAIRN_ERR_USAGE, "MPI-IO hint 'kkk", 'long per-rank hint key')
   call cairn_set_log_level(CAIRN_LOG_OFF, ierr)
   call check_ok(ierr, 'log level off')
   call cairn_set_log_level(5, ierr)

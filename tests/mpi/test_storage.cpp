@@ -1,6 +1,7 @@
 // The per-rank layout on disk: file names, several files per rank, alignment,
 // coalescing of small items, metadata readable by h5dump.
 #include "fixtures.hpp"
+#include "outcome.hpp"
 #include "../damage.hpp"
 #include "runs_checkpoint.hpp"
 
@@ -73,6 +74,46 @@ TEST_CASE("per-rank files, alignment and several files per rank", "[storage]")
     for (auto& b : back)
         bad += b->errors();
     CHECK(all(bad == 0));
+}
+
+TEST_CASE("per-rank files take MPI-IO hints; a hint MPI cannot hold fails every rank", "[storage][hints]")
+{
+    const int w = world_size(), r = world_rank();
+    const std::string dir = fresh_dir("hints_" + std::to_string(w));
+    LocalArray a("a", cairn::DType::f64, cairn::Shape{w * 512}, cairn::Box{{r * 512}, {512}}, 0, 7);
+    a.fill();
+    cairn::StateDict sd;
+    sd.add_array("a", a.shard());
+    cairn::SaveOptions o;
+    o.files_per_rank = 2;
+    o.per_rank.mpi_hints = {{"cb_buffer_size", "1048576"}, {"cairn_unknown_hint", "1"}};
+    cairn::save(sd, dir + "/ok", MPI_COMM_WORLD, o);
+    LocalArray b("a", cairn::DType::f64, cairn::Shape{w * 512}, decompose(cairn::Shape{w * 512}, Decomp::dim0, w, w - 1 - r),
+                 1, 7);
+    cairn::StateDict in;
+    in.add_array("a", b.shard());
+    cairn::LoadOptions lo;
+    lo.per_rank.mpi_hints = {{"romio_ds_read", "disable"}};
+    cairn::load(in, dir + "/ok", MPI_COMM_WORLD, lo);
+    CHECK(all(b.errors() == 0));
+
+    // One rank's options hold a key longer than MPI_MAX_INFO_KEY: every rank
+    // fails with the hint named, before anything is written.
+    cairn::SaveOptions bad;
+    if (r == w - 1)
+        bad.per_rank.mpi_hints = {{"cb_nodes", "1"}, {std::string(300, 'k'), "1"}};
+    auto msg = agreed_error<cairn::error::WrongAPIUsage>([&] { cairn::save(sd, dir + "/bad", MPI_COMM_WORLD, bad); });
+    CHECK(contains(msg, "MPI-IO hint 'kkkk"));
+    CHECK(all(!std::filesystem::exists(dir + "/bad")));
+    // The same for a load, and for a value longer than MPI_MAX_INFO_VAL; the
+    // checkpoint stays loadable.
+    cairn::LoadOptions bad_load;
+    if (r == 0)
+        bad_load.per_rank.mpi_hints = {{"striping_factor", std::string(MPI_MAX_INFO_VAL + 10, '1')}};
+    msg = agreed_error<cairn::error::WrongAPIUsage>([&] { cairn::load(in, dir + "/ok", MPI_COMM_WORLD, bad_load); });
+    CHECK(contains(msg, "MPI-IO hint 'striping_factor'"));
+    cairn::load(in, dir + "/ok", MPI_COMM_WORLD);
+    CHECK(all(b.errors() == 0));
 }
 
 TEST_CASE("the metadata is an HDF5 attribute group h5dump can read", "[storage][hdf5]")

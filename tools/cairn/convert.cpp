@@ -29,6 +29,7 @@ int cmd_convert(const Context& ctx, const ConvertArgs& args)
             throw ToolError("--hint must be KEY=VALUE, not '" + h + "'");
         save_options.container.mpi_hints.emplace_back(h.substr(0, eq), h.substr(eq + 1));
     }
+    save_options.per_rank.mpi_hints = save_options.container.mpi_hints;
 
     const cairn::Metadata md = open_checkpoint(ctx, args.src);
     agree(ctx, [&] {
@@ -76,6 +77,7 @@ int cmd_convert(const Context& ctx, const ConvertArgs& args)
     ProgressBar bar(ctx, "convert", 2 * mine);
     cairn::LoadOptions load_options;
     load_options.container = save_options.container;
+    load_options.per_rank = save_options.per_rank;
     load_options.progress = bar.callback(0);
     const cairn::LoadResult loaded = cairn::load(state, args.src, ctx.comm, load_options);
     bar.update(mine);

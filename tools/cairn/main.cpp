@@ -84,8 +84,8 @@ int main(int argc, char** argv)
         ->check(CLI::IsMember({"auto", "per-rank", "container"}));
     c_convert->add_flag("-f,--force", convert.force, "Replace an existing DST");
     c_convert->add_option("--hint", convert.hints,
-                          "KEY=VALUE, repeatable: an MPI-IO hint of the container files read and written "
-                          "(e.g. striping_factor=16)");
+                          "KEY=VALUE, repeatable: an MPI-IO hint of the files read and written, "
+                          "container or per-rank (e.g. striping_factor=16)");
     c_convert->add_option("--checksum-block", convert.checksum_block,
                           "Bytes per checksum block of DST, 0: no checksums (default 1048576)");
 

@@ -4,6 +4,7 @@
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
 #include "storage/distcp/mpiio.hpp"
+#include "storage/mpi_hints.hpp"
 #include "storage/builtin_readers.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/metadata_h5.hpp"
@@ -40,6 +41,7 @@ bool safe_file_name(const std::string& name)
 struct DistcpReader::Impl {
     std::size_t staging;
     bool verify;
+    MpiHints hints;
     std::string path;
     const Metadata* md = nullptr;
     std::uint64_t bytes_read = 0;
@@ -54,7 +56,7 @@ struct DistcpReader::Impl {
                                      "' is not a plain file name inside the checkpoint");
         auto& f = files[name];
         if (!f)
-            f = std::make_unique<MpiFile>(fs::join(path, name), MpiFile::Mode::read);
+            f = std::make_unique<MpiFile>(fs::join(path, name), MpiFile::Mode::read, hints);
         return *f;
     }
 
@@ -269,12 +271,15 @@ void DistcpReader::Impl::read_array(const ReadItem& item, const ChunkMeta& chunk
     }
 }
 
-DistcpReader::DistcpReader(std::size_t staging_bytes, bool verify) : m_impl(std::make_unique<Impl>())
+DistcpReader::DistcpReader(std::size_t staging_bytes, bool verify, MpiHints mpi_hints)
+    : m_impl(std::make_unique<Impl>())
 {
     if (staging_bytes < 4096)
         throw error::WrongAPIUsage("staging_bytes must be at least 4096, not " + std::to_string(staging_bytes));
+    detail::check_mpi_hints(mpi_hints);
     m_impl->staging = staging_bytes;
     m_impl->verify = verify;
+    m_impl->hints = std::move(mpi_hints);
 }
 
 DistcpReader::~DistcpReader() = default;

@@ -6,6 +6,7 @@
 #include "stage/stage.hpp"
 #include "storage/builtin_writers.hpp"
 #include "storage/distcp/mpiio.hpp"
+#include "storage/mpi_hints.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/metadata_h5.hpp"
 #include "storage/writeback.hpp"
@@ -198,7 +199,8 @@ DistcpWriter::DistcpWriter(DistcpWriterOptions options) : m_impl(std::make_uniqu
         throw error::WrongAPIUsage("files_per_rank must be at least 1, not " + std::to_string(options.files_per_rank));
     if (options.staging_bytes < 4096)
         throw error::WrongAPIUsage("staging_bytes must be at least 4096, not " + std::to_string(options.staging_bytes));
-    m_impl->opt = options;
+    detail::check_mpi_hints(options.mpi_hints);
+    m_impl->opt = std::move(options);
 }
 
 DistcpWriter::~DistcpWriter() = default;
@@ -297,7 +299,7 @@ std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlan
             offsets[j] = it.nbytes >= align ? align_up(end, align) : end;
             end = offsets[j] + it.nbytes;
         }
-        MpiFile file(fs::join(im.write_dir, name), MpiFile::Mode::write);
+        MpiFile file(fs::join(im.write_dir, name), MpiFile::Mode::write, im.opt.mpi_hints);
         file.set_size(end);
         detail::DeferredHashes deferred;
         detail::Writeback writeback(file.path(), im.opt.fsync ? im.opt.writeback_bytes : 0);

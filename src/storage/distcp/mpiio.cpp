@@ -2,6 +2,7 @@
 
 #include "cairn/errors.hpp"
 #include "core/fault.hpp"
+#include "storage/mpi_hints.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -45,16 +46,18 @@ void MpiFile::fail(int rc, const std::string& what) const
     throw error::ReadError(msg);
 }
 
-MpiFile::MpiFile(const std::string& path, Mode mode) : m_path(path), m_mode(mode)
+MpiFile::MpiFile(const std::string& path, Mode mode, const MpiHints& hints) : m_path(path), m_mode(mode)
 {
     const int amode = mode == Mode::write ? (MPI_MODE_CREATE | MPI_MODE_WRONLY) : MPI_MODE_RDONLY;
+    const MpiInfo info(hints);
     const int injected = fault::inject(fault::mpiio_open, path);
     const int rc = injected ? mpi_error_of(injected)
-                            : MPI_File_open(MPI_COMM_SELF, path.c_str(), amode, MPI_INFO_NULL, &m_fh);
+                            : MPI_File_open(MPI_COMM_SELF, path.c_str(), amode, info.get(), &m_fh);
     if (rc != MPI_SUCCESS) {
         m_fh = MPI_FILE_NULL;
         fail(rc, mode == Mode::write ? "cannot create" : "cannot open");
     }
+    log_hints(m_fh, hints, path);
 }
 
 MpiFile::~MpiFile()

@@ -2,6 +2,8 @@
 // are 64-bit; transfers above the int limit of MPI are split.
 #pragma once
 
+#include "cairn/storage.hpp"
+
 #include <mpi.h>
 
 #include <cstddef>
@@ -14,8 +16,9 @@ namespace cairn::detail {
 class MpiFile {
 public:
     enum class Mode { read, write };
-    /// Opens `path` on MPI_COMM_SELF; write mode creates it.
-    MpiFile(const std::string& path, Mode mode);
+    /// Opens `path` on MPI_COMM_SELF with `hints` (storage/mpi_hints.hpp:
+    /// checked, and shown at LogLevel::debug); write mode creates it.
+    MpiFile(const std::string& path, Mode mode, const MpiHints& hints = {});
     ~MpiFile();
     MpiFile(const MpiFile&) = delete;
     MpiFile& operator=(const MpiFile&) = delete;

@@ -1,7 +1,9 @@
 #include "storage/hdf5/container_h5.hpp"
 
 #include "cairn/errors.hpp"
+#include "cairn/log.hpp"
 #include "core/fault.hpp"
+#include "storage/mpi_hints.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -84,28 +86,26 @@ std::string link_name(const std::string& fqn)
 
 void check_tuning(const ContainerTuning& t)
 {
-    for (const auto& [key, value] : t.mpi_hints)
-        if (key.empty() || key.size() >= MPI_MAX_INFO_KEY || value.size() >= MPI_MAX_INFO_VAL)
-            throw error::WrongAPIUsage("MPI-IO hint '" + key + "' = '" + value + "': the key must have 1 to " +
-                                       std::to_string(MPI_MAX_INFO_KEY - 1) + " characters and the value at most " +
-                                       std::to_string(MPI_MAX_INFO_VAL - 1));
+    detail::check_mpi_hints(t.mpi_hints);
+}
+
+void log_hints(hid_t file, const ContainerTuning& t, const std::string& path) noexcept
+{
+    if (t.mpi_hints.empty() || log_level() != LogLevel::debug)
+        return;
+    detail::h5::ErrorSilencer quiet;
+    void* handle = nullptr; // the MPI-IO driver's: an MPI_File*
+    if (H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) >= 0 && handle)
+        detail::log_hints(*static_cast<MPI_File*>(handle), t.mpi_hints, path);
 }
 
 Handle file_access(MPI_Comm comm, const ContainerTuning& t, std::size_t alignment, const std::string& what, bool write)
 {
     Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), what + ": file access properties", write));
     if (comm != MPI_COMM_NULL) {
-        check_tuning(t);
-        MPI_Info info = MPI_INFO_NULL;
-        if (!t.mpi_hints.empty()) {
-            MPI_Info_create(&info);
-            for (const auto& [key, value] : t.mpi_hints)
-                MPI_Info_set(info, key.c_str(), value.c_str());
-        }
-        const herr_t rc = H5Pset_fapl_mpio(fapl, comm, info); // duplicates comm and info
-        if (info != MPI_INFO_NULL)
-            MPI_Info_free(&info);
-        check_status(rc, what + ": selecting the MPI-IO driver", write);
+        const detail::MpiInfo info(t.mpi_hints); // checked (check_tuning)
+        check_status(H5Pset_fapl_mpio(fapl, comm, info.get()), what + ": selecting the MPI-IO driver",
+                     write); // duplicates comm and info
         check_status(H5Pset_all_coll_metadata_ops(fapl, t.collective_metadata), what + ": collective metadata reads",
                      write);
         check_status(H5Pset_coll_metadata_write(fapl, t.collective_metadata), what + ": collective metadata writes", write);

@@ -30,6 +30,10 @@ h5::Handle file_access(MPI_Comm comm, const ContainerTuning& tuning, std::size_t
 /// error::WrongAPIUsage.
 void check_tuning(const ContainerTuning& tuning);
 
+/// At LogLevel::debug: what the MPI library reports for `tuning`'s hints on
+/// `file`, opened with the MPI-IO driver (detail::log_hints). Never throws.
+void log_hints(hid_t file, const ContainerTuning& tuning, const std::string& path) noexcept;
+
 /// Link creation properties: intermediate groups not created, names UTF-8.
 h5::Handle link_creation(const std::string& what, bool write);
 

@@ -575,6 +575,7 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
         detail::h5::ErrorSilencer quiet;
         const Handle fapl = ct::file_access(im.comm, im.tuning, 0, path, false);
         Handle file(check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), "opening " + path, false));
+        ct::log_hints(file, im.tuning, path);
         // Injected faults (ct::inject) follow the real, collective calls: the
         // rank notes the error and takes part in the rest with empty selections.
         try {
@@ -619,7 +620,7 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
                     for (std::size_t ti = cursor; ti < end && !err; ++ti) {
                         try {
                             if (!direct)
-                                direct.emplace(path, detail::MpiFile::Mode::read);
+                                direct.emplace(path, detail::MpiFile::Mode::read, im.tuning.mpi_hints);
                             const Task& t = tasks[ti];
                             const Box I = t.item->kind == ItemKind::bytes ? whole(em.global_shape) : t.item->box;
                             if (verifying) {

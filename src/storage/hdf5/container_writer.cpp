@@ -515,6 +515,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
     {
         const Handle fapl = ct::file_access(im.comm, im.opt.tuning, im.opt.alignment, tmp, true);
         Handle file(check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "creating " + tmp, true));
+        ct::log_hints(file, im.opt.tuning, tmp);
         detail::Writeback writeback(tmp, writeback_limit);
         // Injected faults (ct::inject) follow the real, collective calls: the
         // rank notes the error and takes part in the rest with empty selections.
@@ -562,7 +563,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
         // Writes `size` bytes at `at` through this rank's own handle.
         auto write_direct = [&](std::uint64_t at, const char* src, std::uint64_t size) {
             if (!direct)
-                direct.emplace(tmp, detail::MpiFile::Mode::write);
+                direct.emplace(tmp, detail::MpiFile::Mode::write, im.opt.tuning.mpi_hints);
             direct->write_at(at, src, size);
             writeback.wrote(at, size);
         };
