@@ -329,12 +329,18 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
         //    (the names of what each wrote: usually those of its plan).
         s.log.begin(Phase::commit);
         // A progress callback may cancel as the commit begins, on any rank:
-        // that is agreed before the coordinator commits.
-        run_phase(c, "commit", [&] {
+        // that is agreed before the coordinator commits, in the allreduce
+        // that also tells whether every rank's name table is the same.
+        std::exception_ptr cancelled;
+        try {
             s.log.started();
             s.log.raise();
-        });
-        const bool same_names = c.size > 1 && same_everywhere(c, names_hash);
+        } catch (...) {
+            cancelled = std::current_exception();
+        }
+        std::uint64_t names[2] = {names_hash, ~names_hash}; // both minimums are this rank's: the same everywhere
+        agree(c, "commit", cancelled, names, 2);
+        const bool same_names = c.size > 1 && names[0] == names_hash && names[1] == ~names_hash;
         const std::vector<Bytes> all_results =
             gather_bytes(c, same_names && !coord ? strip_name_table(results) : results);
         run_phase(c, "commit", [&] {
@@ -353,9 +359,13 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
         s.log.end();
 
         SaveResult result;
-        result.bytes_written = allreduce_sum(c, written);
-        result.entries = static_cast<std::size_t>(allreduce_sum(
-            c, !coord ? 0 : s.columnar ? s.columnar->metadata().entries.size() : s.metadata.entries.size()));
+        const std::size_t entries = !coord ? 0
+                                    : s.columnar ? s.columnar->metadata().entries.size()
+                                                 : s.metadata.entries.size();
+        std::uint64_t sums[2] = {written, entries}; // one allreduce for both
+        allreduce_sum(c, sums, 2);
+        result.bytes_written = sums[0];
+        result.entries = static_cast<std::size_t>(sums[1]);
         result.seconds = seconds_since(s.t0);
         result.plan_reused = s.plan_reused;
         result.plan_bytes_sent = s.plan_bytes_sent;
@@ -628,8 +638,10 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
         report.problems.push_back(lines.substr(p, nl - p));
         p = nl + 1;
     }
-    report.chunks = detail::allreduce_sum(c, chunks);
-    report.bytes = detail::allreduce_sum(c, bytes);
+    std::uint64_t sums[2] = {chunks, bytes};
+    detail::allreduce_sum(c, sums, 2);
+    report.chunks = sums[0];
+    report.bytes = sums[1];
     report.checksums = md.checksum_block != 0;
     log.end(report.bytes);
     log.finish(report.bytes);

@@ -3,11 +3,13 @@
 #include "cairn/errors.hpp"
 #include "cairn/testing.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <vector>
 
 namespace cairn::detail {
 
@@ -191,10 +193,18 @@ void share_metadata(const Comm& c, MetadataFrames* frames, MetadataDecoder* dec,
 
 void agree(const Comm& c, const char* phase, std::exception_ptr local)
 {
-    // Lowest failing rank, or `size` when every rank succeeded.
-    int mine = local ? c.rank : c.size;
-    int first = c.size;
-    check_mpi(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, c.comm), "MPI_Allreduce");
+    agree(c, phase, local, nullptr, 0);
+}
+
+void agree(const Comm& c, const char* phase, std::exception_ptr local, std::uint64_t* mins, int count)
+{
+    // Lowest failing rank, or `size` when every rank succeeded; then `mins`.
+    std::vector<std::uint64_t> v(static_cast<std::size_t>(count) + 1);
+    v[0] = static_cast<std::uint64_t>(local ? c.rank : c.size);
+    std::copy(mins, mins + count, v.begin() + 1);
+    allreduce_min(c, v.data(), count + 1);
+    std::copy(v.begin() + 1, v.end(), mins);
+    const int first = static_cast<int>(v[0]);
     if (first == c.size)
         return;
     int kind = static_cast<int>(Error::Kind::generic);
@@ -234,18 +244,14 @@ std::uint64_t allreduce_sum(const Comm& c, std::uint64_t v)
     return r;
 }
 
+void allreduce_sum(const Comm& c, std::uint64_t* v, int n)
+{
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_UINT64_T, MPI_SUM, c.comm), "MPI_Allreduce");
+}
+
 void allreduce_min(const Comm& c, std::uint64_t* v, int n)
 {
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_UINT64_T, MPI_MIN, c.comm), "MPI_Allreduce");
-}
-
-bool same_everywhere(const Comm& c, std::uint64_t v)
-{
-    // The minimum of v and of ~v: both are v's on every rank exactly when
-    // v is the maximum too.
-    std::uint64_t m[2] = {v, ~v};
-    allreduce_min(c, m, 2);
-    return m[0] == v && m[1] == ~v;
 }
 
 std::uint64_t bcast_u64(const Comm& c, std::uint64_t v)

@@ -60,6 +60,11 @@ void share_metadata(const Comm& c, MetadataFrames* frames, MetadataDecoder* dec,
 /// prefixed by its rank and the phase name.
 void agree(const Comm& c, const char* phase, std::exception_ptr local);
 
+/// agree(), with the element-wise minimum of `n` values over all ranks
+/// computed in the same allreduce, in place (meaningful only when no rank
+/// failed: then agree() throws).
+void agree(const Comm& c, const char* phase, std::exception_ptr local, std::uint64_t* mins, int n);
+
 /// Runs `f` on this rank, then agrees on success across `c`. Returns f's result.
 template <class F>
 auto run_phase(const Comm& c, const char* phase, F&& f)
@@ -88,13 +93,13 @@ auto run_phase(const Comm& c, const char* phase, F&& f)
 /// Sum of a value over all ranks. Collective.
 std::uint64_t allreduce_sum(const Comm& c, std::uint64_t v);
 
+/// Element-wise sum of `n` values over all ranks, in place. Collective;
+/// throws cairn::Error when MPI reports an error.
+void allreduce_sum(const Comm& c, std::uint64_t* v, int n);
+
 /// Element-wise minimum of `n` values over all ranks, in place. Collective;
 /// throws cairn::Error when MPI reports an error.
 void allreduce_min(const Comm& c, std::uint64_t* v, int n);
-
-/// Whether `v` is the same on every rank. Collective (one allreduce);
-/// throws cairn::Error when MPI reports an error.
-bool same_everywhere(const Comm& c, std::uint64_t v);
 
 /// Broadcasts the coordinator's value. Collective; throws cairn::Error when
 /// MPI reports an error.
