@@ -227,10 +227,27 @@ static void bounded_async(void)
     vec_free(&v);
 }
 
+/* Saves `v` (version 4) as `name` with `so` (a directory when `dir`), loads it
+ * back with `lo` and checks every value; frees both options. */
+static void tuned_round_trip(Vec* v, const char* name, int dir, cairn_save_options_t** so, cairn_load_options_t** lo)
+{
+    char id[4200];
+    Vec back;
+    test_path(id, sizeof id, name);
+    CHECK_OK(cairn_save(v->state, id, MPI_COMM_WORLD, *so, NULL));
+    CHECK(path_is(id, dir));
+    vec_init(&back, -1);
+    CHECK_OK(cairn_load(back.state, id, MPI_COMM_WORLD, *lo, NULL));
+    CHECK(vec_wrong(&back, 4) == 0);
+    vec_free(&back);
+    CHECK_OK(cairn_save_options_free(so));
+    CHECK_OK(cairn_load_options_free(lo));
+}
+
 static void container_settings(void)
 {
     char id[4200], long_key[512], long_value[MPI_MAX_INFO_VAL + 16];
-    Vec v, back;
+    Vec v;
     int collective;
     cairn_save_options_t* so = NULL;
     cairn_load_options_t* lo = NULL;
@@ -253,15 +270,7 @@ static void container_settings(void)
         CHECK_OK(cairn_load_options_set_container_independent_below(lo, collective ? 0 : (size_t)1 << 20));
         CHECK_OK(cairn_load_options_set_container_collective_metadata(lo, collective));
         CHECK_OK(cairn_load_options_set_container_metadata_cache_bytes(lo, (size_t)8 << 20));
-        test_path(id, sizeof id, collective ? "tuned_collective.h5" : "tuned_independent.h5");
-        CHECK_OK(cairn_save(v.state, id, MPI_COMM_WORLD, so, NULL));
-        CHECK(path_is(id, 0));
-        vec_init(&back, -1);
-        CHECK_OK(cairn_load(back.state, id, MPI_COMM_WORLD, lo, NULL));
-        CHECK(vec_wrong(&back, 4) == 0);
-        vec_free(&back);
-        CHECK_OK(cairn_save_options_free(&so));
-        CHECK_OK(cairn_load_options_free(&lo));
+        tuned_round_trip(&v, collective ? "tuned_collective.h5" : "tuned_independent.h5", 0, &so, &lo);
     }
 
     /* The per-rank layout's hints, set, replaced and removed alike. */
@@ -272,15 +281,7 @@ static void container_settings(void)
     CHECK_OK(cairn_save_options_set_per_rank_hint(so, "cairn_unknown_hint", "1"));
     CHECK_OK(cairn_save_options_set_per_rank_hint(so, "cairn_unknown_hint", NULL)); /* removed */
     CHECK_OK(cairn_load_options_set_per_rank_hint(lo, "romio_ds_read", "disable"));
-    test_path(id, sizeof id, "tuned_per_rank");
-    CHECK_OK(cairn_save(v.state, id, MPI_COMM_WORLD, so, NULL));
-    CHECK(path_is(id, 1));
-    vec_init(&back, -1);
-    CHECK_OK(cairn_load(back.state, id, MPI_COMM_WORLD, lo, NULL));
-    CHECK(vec_wrong(&back, 4) == 0);
-    vec_free(&back);
-    CHECK_OK(cairn_save_options_free(&so));
-    CHECK_OK(cairn_load_options_free(&lo));
+    tuned_round_trip(&v, "tuned_per_rank", 1, &so, &lo);
 
     /* Refused by name when set, before any save. */
     CHECK_OK(cairn_save_options_create(&so));

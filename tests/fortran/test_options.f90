@@ -125,12 +125,7 @@ program test_options
   call check_ok(ierr, 'container settings (load)')
   call cairn_load_options_set_container_hint(lo, 'romio_cb_read', 'enable', ierr)
   call check_ok(ierr, 'load hint')
-  call cairn_save(st, dir // '/opt_tuned.h5', MPI_COMM_WORLD, so, ierr=ierr)
-  call check_ok(ierr, 'tuned container save')
-  back = -1
-  call cairn_load(back_st, dir // '/opt_tuned.h5', MPI_COMM_WORLD, lo, ierr=ierr)
-  call check_ok(ierr, 'tuned container load')
-  call check(all(back == x), 'tuned container round trip')
+  call tuned_round_trip('opt_tuned.h5', 'tuned container')
 
   ! ---- per-rank hints --------------------------------------------------------------------
   call cairn_save_options_set(so, layout=CAIRN_LAYOUT_PER_RANK)
@@ -140,12 +135,7 @@ program test_options
   call check_ok(ierr, 'per-rank hint removed')
   call cairn_load_options_set_per_rank_hint(lo, 'romio_ds_read', 'disable', ierr)
   call check_ok(ierr, 'per-rank load hint')
-  call cairn_save(st, dir // '/opt_tuned_per_rank', MPI_COMM_WORLD, so, ierr=ierr)
-  call check_ok(ierr, 'tuned per-rank save')
-  back = -1
-  call cairn_load(back_st, dir // '/opt_tuned_per_rank', MPI_COMM_WORLD, lo, ierr=ierr)
-  call check_ok(ierr, 'tuned per-rank load')
-  call check(all(back == x), 'tuned per-rank round trip')
+  call tuned_round_trip('opt_tuned_per_rank', 'tuned per-rank')
   call cairn_save_options_set_per_rank_hint(so, 'cb_buffer_size', ierr=ierr)
   call check_ok(ierr, 'per-rank hint removed again')
 
@@ -225,6 +215,19 @@ program test_options
   call test_finish('fortran_options')
 
 contains
+
+  ! Saves `st` as `name` in the test directory with `so`, loads it into
+  ! `back_st` with `lo`, and checks every value.
+  subroutine tuned_round_trip(name, what)
+    character(len=*), intent(in) :: name, what
+    integer :: ierr2
+    call cairn_save(st, dir // '/' // name, MPI_COMM_WORLD, so, ierr=ierr2)
+    call check_ok(ierr2, what // ' save')
+    back = -1
+    call cairn_load(back_st, dir // '/' // name, MPI_COMM_WORLD, lo, ierr=ierr2)
+    call check_ok(ierr2, what // ' load')
+    call check(all(back == x), what // ' round trip')
+  end subroutine tuned_round_trip
 
   ! Rank 0 XORs the byte in the middle of `file` with 16; every rank returns after.
   subroutine flip_middle(file)
