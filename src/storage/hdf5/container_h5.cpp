@@ -99,6 +99,25 @@ void log_hints(hid_t file, const ContainerTuning& t, const std::string& path) no
         detail::log_hints(*static_cast<MPI_File*>(handle), t.mpi_hints, path);
 }
 
+std::vector<std::size_t> small_rounds(const std::vector<std::uint64_t>& most, int ranks, std::uint64_t send_limit)
+{
+    if (most.empty())
+        return {0};
+    const auto cap = static_cast<std::size_t>(std::max(ranks, 1));
+    std::vector<std::size_t> starts{0};
+    std::uint64_t sent = 0;
+    for (std::size_t g = 0; g < most.size(); ++g) {
+        const std::size_t in_round = g - starts.back();
+        if (in_round > 0 && (in_round == cap || sent + most[g] > send_limit)) {
+            starts.push_back(g);
+            sent = 0;
+        }
+        sent += most[g];
+    }
+    starts.push_back(most.size());
+    return starts;
+}
+
 Handle file_access(MPI_Comm comm, const ContainerTuning& t, std::size_t alignment, const std::string& what, bool write)
 {
     Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), what + ": file access properties", write));

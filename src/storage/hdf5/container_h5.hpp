@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace cairn::detail::container {
 
@@ -67,6 +68,18 @@ void inject(const char* point, const std::string& what, bool write);
 /// one H5Dwrite (H5Dread) per piece: the per-call cost of HDF5's transfer
 /// path dominates for small datasets (docs/FORMAT.md 7.4).
 inline constexpr std::uint64_t direct_max_bytes = std::uint64_t(1) << 20;
+
+/// The rounds of the small datasets' aggregation (container_writer.cpp,
+/// write_small_datasets): round k holds groups [starts[k], starts[k + 1]).
+/// `most[g]`: the most bytes any rank sends for group g. A round holds at
+/// most `ranks` groups (group g's owner is rank g % ranks, which receives one
+/// group per round) and, past its first group, only groups that keep the sum
+/// of their `most` within `send_limit`, so that no rank sends more than that
+/// in a round however the bytes are spread. When every rank holds a little
+/// of each group, a round spans up to `ranks` groups (one round at scale
+/// where a fixed number of owners would take hundreds); when one rank holds
+/// everything, send_limit / group size groups.
+std::vector<std::size_t> small_rounds(const std::vector<std::uint64_t>& most, int ranks, std::uint64_t send_limit);
 
 /// The pieces of a box that fit a buffer of `capacity` elements, in row-major
 /// order: each piece is both a box and a contiguous range of the box's

@@ -160,10 +160,10 @@ struct SmallDataset {
 };
 
 // Small datasets are aggregated in groups of consecutive datasets of at most
-// this many bytes; each group is written by one rank, at most
-// k_small_owners groups per round.
+// this many bytes, each written by one rank; a round of groups sends at most
+// k_small_send_bytes from any rank (ct::small_rounds).
 constexpr std::uint64_t k_small_group_bytes = std::uint64_t(2) << 20;
-constexpr int k_small_owners = 4;
+constexpr std::uint64_t k_small_send_bytes = std::uint64_t(8) << 20;
 
 // Writes the small datasets (docs/FORMAT.md 7.4), collective over `comm`:
 // each group of consecutive datasets (their storage mostly adjacent in the
@@ -171,16 +171,18 @@ constexpr int k_small_owners = 4;
 // pieces of the group (MPI_Alltoallv) and writes each run of adjacent bytes
 // with one call, instead of every rank writing its pieces one by one (7,500
 // writes of 5-10 KiB per rank in the mixed benchmark; the kernel's cost is
-// per write). Rounds of at most k_small_owners groups bound the memory: a
-// rank sends at most k_small_owners x k_small_group_bytes per round and
-// receives at most one group. `pack(sd, hdr, data)` appends this rank's runs
-// of dataset `sd` ((offset, length) pairs and bytes); `write(at, src, size)`
+// per write). Rounds bound the memory (ct::small_rounds, from the most bytes
+// any rank sends for each group, one allreduce): a rank sends at most
+// k_small_send_bytes of data per round (or one group) and receives at most
+// one group; a round spans up to one group per rank. `sends(sd)`: the bytes
+// of dataset `sd` this rank sends; `pack(sd, hdr, data)` appends this rank's
+// runs of it ((offset, length) pairs and bytes); `write(at, src, size)`
 // writes. A rank that `failed` earlier sends nothing and writes nothing but
 // takes part in every round. MPI failures throw; write failures throw after
 // the rounds.
-template <class Pack, class Write>
+template <class Sends, class Pack, class Write>
 void write_small_datasets(MPI_Comm comm, const std::string& tmp, const std::vector<SmallDataset>& smalls, bool failed,
-                          Pack&& pack, Write&& write)
+                          Sends&& sends, Pack&& pack, Write&& write)
 {
     int size = 1;
     MPI_Comm_size(comm, &size);
@@ -209,15 +211,29 @@ void write_small_datasets(MPI_Comm comm, const std::string& tmp, const std::vect
     }
     group.push_back(smalls.size());
     const std::size_t groups = group.size() - 1;
-    const std::size_t per_round = static_cast<std::size_t>(std::min(size, k_small_owners));
     std::exception_ptr write_error;
+    std::vector<std::uint64_t> most(groups, 0); // the most bytes a rank sends per group
+    if (!failed) {
+        try {
+            for (std::size_t g = 0; g < groups; ++g)
+                for (std::size_t i = group[g]; i < group[g + 1]; ++i)
+                    most[g] += sends(smalls[i]);
+        } catch (...) {
+            failed = true;
+            write_error = std::current_exception();
+            std::fill(most.begin(), most.end(), 0);
+        }
+    }
+    mpi(MPI_Allreduce(MPI_IN_PLACE, most.data(), static_cast<int>(groups), MPI_UINT64_T, MPI_MAX, comm),
+        "MPI_Allreduce");
+    const std::vector<std::size_t> rounds = ct::small_rounds(most, size, k_small_send_bytes);
     std::vector<std::uint64_t> hdr, rhdr;
     std::vector<char> data, rdata, run;
     std::vector<std::int64_t> counts(2 * static_cast<std::size_t>(size)), rcounts(counts.size());
     std::vector<int> hc(static_cast<std::size_t>(size)), hd(hc.size()), dc(hc.size()), dd(hc.size());
     std::vector<int> rhc(hc.size()), rhd(hc.size()), rdc(hc.size()), rdd(hc.size());
-    for (std::size_t first = 0; first < groups; first += per_round) {
-        const std::size_t last = std::min(groups, first + per_round);
+    for (std::size_t round = 0; round + 1 < rounds.size(); ++round) {
+        const std::size_t first = rounds[round], last = rounds[round + 1];
         // Pack in the order of the owners (group g: rank g % size), which is
         // the order of the send displacements.
         std::vector<std::pair<std::size_t, std::size_t>> owned; // (owner, group)
@@ -709,7 +725,15 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                         pack_small(tasks[ti], specs[sd.dataset].shape, sd.at,
                                    dtype_size(stored_dtype(specs[sd.dataset])), hdr, data);
             };
-            write_small_datasets(im.comm, tmp, smalls, err != nullptr, pack, write_direct);
+            const auto sends = [&](const SmallDataset& sd) {
+                std::uint64_t n = 0;
+                for (std::size_t ti = sd.first_task; ti < sd.end_task; ++ti)
+                    if (tasks[ti].rounds > 0)
+                        n += static_cast<std::uint64_t>(tasks[ti].item->box.volume()) *
+                             dtype_size(stored_dtype(specs[sd.dataset]));
+                return n;
+            };
+            write_small_datasets(im.comm, tmp, smalls, err != nullptr, sends, pack, write_direct);
         } catch (...) {
             note();
         }
