@@ -338,7 +338,8 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
         } catch (...) {
             cancelled = std::current_exception();
         }
-        std::uint64_t names[2] = {names_hash, ~names_hash}; // both minimums are this rank's: the same everywhere
+        // Both minimums are this rank's values exactly when every rank's hash is the same.
+        std::uint64_t names[2] = {names_hash, ~names_hash};
         agree(c, "commit", cancelled, names, 2);
         const bool same_names = c.size > 1 && names[0] == names_hash && names[1] == ~names_hash;
         const std::vector<Bytes> all_results =
