@@ -4,10 +4,10 @@
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
 #include "storage/distcp/mpiio.hpp"
-#include "storage/mpi_hints.hpp"
 #include "storage/builtin_readers.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/metadata_h5.hpp"
+#include "storage/mpi_hints.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -6,9 +6,9 @@
 #include "stage/stage.hpp"
 #include "storage/builtin_writers.hpp"
 #include "storage/distcp/mpiio.hpp"
-#include "storage/mpi_hints.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/metadata_h5.hpp"
+#include "storage/mpi_hints.hpp"
 #include "storage/writeback.hpp"
 
 #include <algorithm>
