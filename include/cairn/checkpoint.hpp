@@ -111,7 +111,8 @@ struct LoadOptions {
     bool verify_checksums = true;
     /// Bytes of host memory per rank for read buffers; also the most bytes
     /// one read call moves (dense destinations are read into in place, in
-    /// pieces of this size, each verified after its read).
+    /// pieces of this size; each piece but a chunk's last is verified on a
+    /// helper thread while the next is read, and all before load returns).
     std::size_t staging_bytes = std::size_t(64) << 20;
     /// Per-rank layout: MPI-IO hints of the .distcp files.
     PerRankTuning per_rank;

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <future>
 #include <map>
 #include <optional>
 
@@ -200,6 +201,7 @@ std::uint64_t read_verified(const Fetch& fetch, std::uint64_t block, const Chunk
     }
     const ct::Split split(R, std::max<std::int64_t>(static_cast<std::int64_t>(staging / es), 1));
     detail::ChunkHasher hasher(span);
+    std::future<void> hashing; // of the previous piece, read in place
     std::uint64_t pos = R0 * plane, bytes = 0;
     for (std::int64_t p = 0; p < split.count(); ++p) {
         std::int64_t first = 0, n = 0;
@@ -220,8 +222,19 @@ std::uint64_t read_verified(const Fetch& fetch, std::uint64_t block, const Chunk
         fetch(P, n, at);
         const std::uint64_t lo = pos, hi = pos + static_cast<std::uint64_t>(n) * es;
         const std::uint64_t a = std::max(lo, A), b = std::min(hi, B);
-        if (b > a)
-            hasher.update(at + (a - lo), static_cast<std::size_t>(b - a));
+        // The hasher takes the pieces in order. A piece read in place and
+        // followed by another is hashed on a helper thread while the next
+        // one is read; one in the buffer, or the last, here.
+        if (hashing.valid())
+            hashing.get();
+        if (b > a) {
+            const char* from = at + (a - lo);
+            const auto count = static_cast<std::size_t>(b - a);
+            if (in_place && p + 1 < split.count())
+                hashing = std::async(std::launch::async, [&hasher, from, count] { hasher.update(from, count); });
+            else
+                hasher.update(from, count);
+        }
         pos = hi;
         bytes += hi - lo;
         if (X && !in_place) {
@@ -237,6 +250,8 @@ std::uint64_t read_verified(const Fetch& fetch, std::uint64_t block, const Chunk
             }
         }
     }
+    if (hashing.valid())
+        hashing.get();
     const auto sums = hasher.finish();
     const auto& stored = ch.storage.checksums;
     const std::uint64_t b0 = A / span;
