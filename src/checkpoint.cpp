@@ -59,9 +59,16 @@ std::shared_ptr<StorageWriter> default_writer(const SaveOptions& o, const std::s
         co.tuning = o.container;
         return std::make_shared<ContainerWriter>(std::move(co));
     }
-    return std::make_shared<DistcpWriter>(DistcpWriterOptions{o.fsync, o.files_per_rank, o.alignment, o.overwrite,
-                                                              o.staging_bytes, o.checksum_block, o.writeback_bytes,
-                                                              o.per_rank.mpi_hints});
+    DistcpWriterOptions po;
+    po.fsync = o.fsync;
+    po.files_per_rank = o.files_per_rank;
+    po.alignment = o.alignment;
+    po.overwrite = o.overwrite;
+    po.staging_bytes = o.staging_bytes;
+    po.checksum_block = o.checksum_block;
+    po.writeback_bytes = o.writeback_bytes;
+    po.mpi_hints = o.per_rank.mpi_hints;
+    return std::make_shared<DistcpWriter>(std::move(po));
 }
 
 // Collective over `c` for Layout::automatic: the coordinator asks the

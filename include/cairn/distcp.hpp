@@ -54,6 +54,8 @@ struct BuiltinReaders; // reads the metadata as columns (internal)
 
 class DistcpWriter : public StorageWriter {
 public:
+    /// Local; throws error::WrongAPIUsage for files_per_rank below 1,
+    /// staging_bytes below 4096 or a hint MPI cannot hold (cairn::MpiHints).
     explicit DistcpWriter(DistcpWriterOptions options = {});
     ~DistcpWriter() override;
     /// Accepts every non-empty id that does not name an existing regular
@@ -80,7 +82,8 @@ public:
     /// `verify`: check the checksums of every block read (a mismatch throws
     /// error::IntegrityError naming the entry, file, byte range);
     /// `mpi_hints`: given to MPI_File_open of every file read
-    /// (PerRankTuning::mpi_hints).
+    /// (PerRankTuning::mpi_hints). Local; throws error::WrongAPIUsage for a
+    /// staging bound below 4096 or a hint MPI cannot hold (cairn::MpiHints).
     explicit DistcpReader(std::size_t staging_bytes = std::size_t(64) << 20, bool verify = true,
                           MpiHints mpi_hints = {});
     ~DistcpReader() override;

@@ -215,21 +215,19 @@ int cairn_f_save(cairn_state_t* state, const char* path, size_t path_len, MPI_Fi
 int cairn_f_save_options_set_hint(cairn_save_options_t* options, int layout, const char* key, size_t key_len,
                                   const char* value, size_t value_len, int has_value)
 {
-    if (layout == CAIRN_LAYOUT_PER_RANK)
-        return set_hint("cairn_save_options_set_per_rank_hint", options, key, key_len, value, value_len, has_value,
-                        cairn_save_options_set_per_rank_hint);
-    return set_hint("cairn_save_options_set_container_hint", options, key, key_len, value, value_len, has_value,
-                    cairn_save_options_set_container_hint);
+    const bool per_rank = layout == CAIRN_LAYOUT_PER_RANK;
+    return set_hint(per_rank ? "cairn_save_options_set_per_rank_hint" : "cairn_save_options_set_container_hint",
+                    options, key, key_len, value, value_len, has_value,
+                    per_rank ? cairn_save_options_set_per_rank_hint : cairn_save_options_set_container_hint);
 }
 
 int cairn_f_load_options_set_hint(cairn_load_options_t* options, int layout, const char* key, size_t key_len,
                                   const char* value, size_t value_len, int has_value)
 {
-    if (layout == CAIRN_LAYOUT_PER_RANK)
-        return set_hint("cairn_load_options_set_per_rank_hint", options, key, key_len, value, value_len, has_value,
-                        cairn_load_options_set_per_rank_hint);
-    return set_hint("cairn_load_options_set_container_hint", options, key, key_len, value, value_len, has_value,
-                    cairn_load_options_set_container_hint);
+    const bool per_rank = layout == CAIRN_LAYOUT_PER_RANK;
+    return set_hint(per_rank ? "cairn_load_options_set_per_rank_hint" : "cairn_load_options_set_container_hint",
+                    options, key, key_len, value, value_len, has_value,
+                    per_rank ? cairn_load_options_set_per_rank_hint : cairn_load_options_set_container_hint);
 }
 
 int cairn_f_load(cairn_state_t* state, const char* path, size_t path_len, MPI_Fint comm,

@@ -157,6 +157,7 @@ struct SmallDataset {
     std::uint64_t at = 0; // the address of its contiguous storage
     std::uint64_t bytes = 0;
     std::size_t first_task = 0, end_task = 0;
+    std::uint64_t mine = 0; // the bytes of it this rank writes (sends to the group's owner)
 };
 
 // Small datasets are aggregated in groups of consecutive datasets of at most
@@ -174,15 +175,15 @@ constexpr std::uint64_t k_small_send_bytes = std::uint64_t(8) << 20;
 // per write). Rounds bound the memory (ct::small_rounds, from the most bytes
 // any rank sends for each group, one allreduce): a rank sends at most
 // k_small_send_bytes of data per round (or one group) and receives at most
-// one group; a round spans up to one group per rank. `sends(sd)`: the bytes
-// of dataset `sd` this rank sends; `pack(sd, hdr, data)` appends this rank's
+// one group; a round spans up to one group per rank. `pack(sd, hdr, data)`
+// appends this rank's
 // runs of it ((offset, length) pairs and bytes); `write(at, src, size)`
 // writes. A rank that `failed` earlier sends nothing and writes nothing but
 // takes part in every round. MPI failures throw; write failures throw after
 // the rounds.
-template <class Sends, class Pack, class Write>
+template <class Pack, class Write>
 void write_small_datasets(MPI_Comm comm, const std::string& tmp, const std::vector<SmallDataset>& smalls, bool failed,
-                          Sends&& sends, Pack&& pack, Write&& write)
+                          Pack&& pack, Write&& write)
 {
     int size = 1;
     MPI_Comm_size(comm, &size);
@@ -213,17 +214,10 @@ void write_small_datasets(MPI_Comm comm, const std::string& tmp, const std::vect
     const std::size_t groups = group.size() - 1;
     std::exception_ptr write_error;
     std::vector<std::uint64_t> most(groups, 0); // the most bytes a rank sends per group
-    if (!failed) {
-        try {
-            for (std::size_t g = 0; g < groups; ++g)
-                for (std::size_t i = group[g]; i < group[g + 1]; ++i)
-                    most[g] += sends(smalls[i]);
-        } catch (...) {
-            failed = true;
-            write_error = std::current_exception();
-            std::fill(most.begin(), most.end(), 0);
-        }
-    }
+    if (!failed)
+        for (std::size_t g = 0; g < groups; ++g)
+            for (std::size_t i = group[g]; i < group[g + 1]; ++i)
+                most[g] += smalls[i].mine;
     mpi(MPI_Allreduce(MPI_IN_PLACE, most.data(), static_cast<int>(groups), MPI_UINT64_T, MPI_MAX, comm),
         "MPI_Allreduce");
     const std::vector<std::size_t> rounds = ct::small_rounds(most, size, k_small_send_bytes);
@@ -653,7 +647,11 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                     at = stored_at != HADDR_UNDEF ? stored_at : H5Dget_offset(dset);
                 if (at != HADDR_UNDEF) {
                     // Written after the loop, aggregated (write_small_datasets).
-                    smalls.push_back(SmallDataset{d, static_cast<std::uint64_t>(at), bytes, cursor, end});
+                    std::uint64_t mine = 0;
+                    for (std::size_t ti = cursor; ti < end; ++ti)
+                        if (tasks[ti].rounds > 0) // as `pack` below
+                            mine += static_cast<std::uint64_t>(tasks[ti].item->box.volume()) * es;
+                    smalls.push_back(SmallDataset{d, static_cast<std::uint64_t>(at), bytes, cursor, end, mine});
                     for (std::size_t ti = cursor; ti < end && !err; ++ti) {
                         try {
                             ct::inject(fault::h5_write, "writing " + what, true);
@@ -725,15 +723,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                         pack_small(tasks[ti], specs[sd.dataset].shape, sd.at,
                                    dtype_size(stored_dtype(specs[sd.dataset])), hdr, data);
             };
-            const auto sends = [&](const SmallDataset& sd) {
-                std::uint64_t n = 0;
-                for (std::size_t ti = sd.first_task; ti < sd.end_task; ++ti)
-                    if (tasks[ti].rounds > 0)
-                        n += static_cast<std::uint64_t>(tasks[ti].item->box.volume()) *
-                             dtype_size(stored_dtype(specs[sd.dataset]));
-                return n;
-            };
-            write_small_datasets(im.comm, tmp, smalls, err != nullptr, sends, pack, write_direct);
+            write_small_datasets(im.comm, tmp, smalls, err != nullptr, pack, write_direct);
         } catch (...) {
             note();
         }
