@@ -48,25 +48,24 @@ double seconds_since(std::chrono::steady_clock::time_point t0)
 // what is wrong with the id.
 std::shared_ptr<StorageWriter> default_writer(const SaveOptions& o, const std::string& id)
 {
+    // The settings both writers take from SaveOptions.
+    const auto common = [&o](auto& w) {
+        w.fsync = o.fsync;
+        w.overwrite = o.overwrite;
+        w.alignment = o.alignment;
+        w.staging_bytes = o.staging_bytes;
+        w.checksum_block = o.checksum_block;
+        w.writeback_bytes = o.writeback_bytes;
+    };
     if (o.layout == Layout::container || (o.layout == Layout::automatic && ContainerWriter().validate_checkpoint_id(id))) {
         ContainerWriterOptions co;
-        co.fsync = o.fsync;
-        co.overwrite = o.overwrite;
-        co.alignment = o.alignment;
-        co.staging_bytes = o.staging_bytes;
-        co.checksum_block = o.checksum_block;
-        co.writeback_bytes = o.writeback_bytes;
+        common(co);
         co.tuning = o.container;
         return std::make_shared<ContainerWriter>(std::move(co));
     }
     DistcpWriterOptions po;
-    po.fsync = o.fsync;
+    common(po);
     po.files_per_rank = o.files_per_rank;
-    po.alignment = o.alignment;
-    po.overwrite = o.overwrite;
-    po.staging_bytes = o.staging_bytes;
-    po.checksum_block = o.checksum_block;
-    po.writeback_bytes = o.writeback_bytes;
     po.mpi_hints = o.per_rank.mpi_hints;
     return std::make_shared<DistcpWriter>(std::move(po));
 }
