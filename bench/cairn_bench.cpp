@@ -77,7 +77,10 @@ struct Options {
     bool plan_generic = false;  // also time the struct-based coordinator path
     long plan_prewarm = 100;    // bytes per chunk touched and freed before the coordinator's steps
                                 // (its measured peak: 84 at 16,384 x 1,000)
-    std::string python;           // for bench/torch_dcp.py
+    // PyTorch DCP peers: a name for their cases ("<name>-save", "<name>-load")
+    // and the python that runs bench/torch_dcp.py, e.g. {"torch-dcp", python
+    // with torch 2.x}, {"torch113-dcp", python with torch 1.13}.
+    std::vector<std::pair<std::string, std::string>> torch_peers;
     std::string torch_script;
     int small_arrays = 10000;     // mixed workload
     long writeback_mib = -1;      // SaveOptions::writeback_bytes in MiB; -1: Cairn's default
@@ -91,7 +94,8 @@ void usage()
     std::puts("usage: cairn_bench [--size-mib N] [--runs R] [--warmup W] [--dir D] [--only a,b] [--no-drop-caches]\n"
               "                   [--no-warm-cache] [--no-fio]\n"
               "                   [--plan-ranks R] [--plan-arrays A] [--plan-generic] [--plan-prewarm B] [--small-arrays K]\n"
-              "                   [--python P --torch-script S]\n"
+              "                   [--python P] [--torch-peer NAME=PYTHON ...] --torch-script S\n"
+              "                   (--python P is --torch-peer torch-dcp=P)\n"
               "parts: large, mixed, reshard, async, memory, planning, torch, fio, hdf5, mpiio");
 }
 
@@ -149,7 +153,16 @@ void parse(int argc, char** argv)
         else if (a == "--writeback-mib")
             g_opt.writeback_mib = std::stol(next());
         else if (a == "--python")
-            g_opt.python = next();
+            g_opt.torch_peers.emplace_back("torch-dcp", next());
+        else if (a == "--torch-peer") {
+            const std::string v = next();
+            const auto eq = v.find('=');
+            if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) {
+                std::fprintf(stderr, "cairn_bench: --torch-peer wants NAME=PYTHON, got '%s'\n", v.c_str());
+                std::exit(2);
+            }
+            g_opt.torch_peers.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+        }
         else if (a == "--torch-script")
             g_opt.torch_script = next();
         else {
@@ -881,15 +894,18 @@ double run_fio(const std::string& dir, u64 per_job, bool write, const std::strin
 
 // ---------------------------------------------------------------- torch DCP peer
 
-// Runs bench/torch_dcp.py once (one save and one cold load on g_size
-// processes of its own). Returns {save s, load s}, or NANs when skipped.
-int g_torch_state = 0; // 0 unknown, 1 available, -1 skipped
-std::pair<double, double> run_torch(const std::string& dir, double size_mib)
+// Runs bench/torch_dcp.py with one peer's python once (one save and one cold
+// load on g_size processes of its own). Returns {save s, load s}, or NANs
+// when skipped. A peer that fails or is missing is skipped from then on.
+std::map<std::string, int> g_torch_state; // by peer name: 0 unknown, 1 available, -1 skipped
+std::pair<double, double> run_torch(const std::string& name, const std::string& python, const std::string& dir,
+                                    double size_mib)
 {
     double t[2] = {NAN, NAN};
-    if (g_rank == 0 && g_torch_state >= 0) {
+    int& state = g_torch_state[name];
+    if (g_rank == 0 && state >= 0) {
         const std::string out = dir + "/torch.out";
-        const std::string cmd = g_opt.python + " " + g_opt.torch_script + " --nproc " + std::to_string(g_size) +
+        const std::string cmd = python + " " + g_opt.torch_script + " --nproc " + std::to_string(g_size) +
                                 " --size-mib " + std::to_string(size_mib) + " --dir " + dir + "/torch_ckpt" +
                                 (g_opt.drop_caches ? "" : " --no-drop-caches") + " > " + out + " 2>&1";
         const int rc = run_unbound(cmd);
@@ -906,13 +922,14 @@ std::pair<double, double> run_torch(const std::string& dir, double size_mib)
         if (rc != 0 || !(t[0] > 0) || !(t[1] > 0)) {
             std::string first = text.substr(0, text.find('\n'));
             if (WIFEXITED(rc) && WEXITSTATUS(rc) == 3)
-                std::printf("note: PyTorch DCP peer skipped: %s\n", first.c_str());
+                std::printf("note: PyTorch DCP peer %s skipped: %s\n", name.c_str(), first.c_str());
             else
-                std::printf("note: PyTorch DCP peer failed (rc %d): %s\n", rc, text.substr(0, 2000).c_str());
-            g_torch_state = -1;
+                std::printf("note: PyTorch DCP peer %s failed (rc %d): %s\n", name.c_str(), rc,
+                            text.substr(0, 2000).c_str());
+            state = -1;
             t[0] = t[1] = NAN;
         } else {
-            g_torch_state = 1;
+            state = 1;
         }
         std::remove(out.c_str());
     }
@@ -1089,16 +1106,18 @@ Results bench_workload(Workload& w)
             say("note: fio not found: the physical-limit figures are skipped (scripts/bench.sh installs it)\n");
         }
     }
-    if (is_large && want("torch") && !g_opt.python.empty() && !g_opt.torch_script.empty()) {
-        cases.push_back({"torch", [&](Results& r, int) {
+    for (const auto& [name, python] : g_opt.torch_peers) {
+        if (!is_large || !want("torch") || g_opt.torch_script.empty())
+            break;
+        cases.push_back({name, [&, name = name, python = python](Results& r, int) {
                              const std::string p = base + "/torch";
                              fresh_path(p);
                              warm_page_cache(); // for its save (its load follows in the same process)
-                             const auto [s, l] = run_torch(p, static_cast<double>(T) / 1048576.0);
+                             const auto [s, l] = run_torch(name, python, p, static_cast<double>(T) / 1048576.0);
                              if (s > 0)
-                                 r.add("torch-dcp-save", T, s);
+                                 r.add(name + "-save", T, s);
                              if (l > 0)
-                                 r.add("torch-dcp-load", T, l);
+                                 r.add(name + "-load", T, l);
                              remove_path(p);
                          }});
     }
@@ -1181,10 +1200,13 @@ void print_ratios(const Results& r, const Results* large)
     tput_ratio(r, "cairn-container-save", "fio-write");
     tput_ratio(r, "cairn-container-load", "fio-read");
     tput_ratio(r, "cairn-container-load", "hdf5-load");
-    tput_ratio(r, "cairn-rank-save", "torch-dcp-save");
-    tput_ratio(r, "cairn-rank-load", "torch-dcp-load");
-    tput_ratio(r, "cairn-container-save", "torch-dcp-save");
-    tput_ratio(r, "cairn-container-load", "torch-dcp-load");
+    for (const auto& peer : g_opt.torch_peers) {
+        const std::string& name = peer.first;
+        tput_ratio(r, "cairn-rank-save", name + "-save");
+        tput_ratio(r, "cairn-rank-load", name + "-load");
+        tput_ratio(r, "cairn-container-save", name + "-save");
+        tput_ratio(r, "cairn-container-load", name + "-load");
+    }
     // The baselines against the physical limit.
     tput_ratio(r, "mpiio-rank-" + io + "-save", "fio-write");
     tput_ratio(r, "mpiio-shared-" + io + "-save", "fio-write");

@@ -8,8 +8,11 @@
 # Environment: CAIRN_BENCH_DIR (scratch directory on the file system to
 # measure; default /var/tmp/cairn-bench, removed at the end),
 # CAIRN_BENCH_BUILD (build directory; default build-bench),
-# CAIRN_BENCH_PYTHON (a python with torch 2.x for the PyTorch DCP peer;
-# default python3; the peer is skipped with a message when torch is missing),
+# CAIRN_BENCH_PYTHON (a python with torch 2.x for the PyTorch DCP peer
+# "torch-dcp"; default python3; the peer is skipped with a message when torch
+# is missing), CAIRN_BENCH_PEERS (more DCP peers, space-separated NAME=PYTHON,
+# e.g. "torch113-dcp=/opt/venv-torch113/bin/python" for torch 1.13;
+# docs/BENCHMARKS.md says how to install one),
 # CAIRN_BENCH_LOG (full output; default $CAIRN_BENCH_BUILD/bench.log).
 #
 # Two MPI runs: the first with Open MPI's default MPI-IO component (ompio)
@@ -32,7 +35,7 @@ while [ $# -gt 0 ]; do
         --runs) runs=$2; shift ;;
         --np) np=$2; shift ;;
         --) shift; extra=("$@"); break ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -63,12 +66,16 @@ log=${CAIRN_BENCH_LOG:-$build/bench.log}
 mkdir -p "$dir"
 trap 'rm -rf "$dir"' EXIT
 bench=("$build/bench/cairn_bench" --size-mib "$size" --runs "$runs" --dir "$dir")
+peers=(--python "$python")
+for peer in ${CAIRN_BENCH_PEERS:-}; do
+    peers+=(--torch-peer "$peer")
+done
 flags=(-n "$np")
 [ "$np" -gt "$(nproc)" ] && flags+=(--oversubscribe)
 
 echo "bench.sh: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, load average $(cut -d' ' -f1-3 /proc/loadavg); log: $log"
 {
-    mpiexec "${flags[@]}" "${bench[@]}" --python "$python" --torch-script bench/torch_dcp.py "${extra_large[@]}" "${extra[@]}"
+    mpiexec "${flags[@]}" "${bench[@]}" "${peers[@]}" --torch-script bench/torch_dcp.py "${extra_large[@]}" "${extra[@]}"
     OMPI_MCA_io=romio321 mpiexec "${flags[@]}" "${bench[@]}" --only large,mpiio,hdf5,fio "${extra[@]}"
 } 2>&1 | tee "$log" | grep -E --line-buffered '^(ratio|figure|warmup|note|ERROR|workload|cairn_bench)'
 echo "bench.sh: load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
