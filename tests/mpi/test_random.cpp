@@ -1,0 +1,401 @@
+// Randomised round trips. Each case draws, from a seed shared by every rank:
+// arrays of 1 to 3 dimensions and several dtypes (now and then one of a few
+// MiB, so that loads take the in-place path too), a partition of each array
+// over the N saving ranks (uneven cuts, empty shards, ranks that hold
+// nothing, pieces held by two ranks, whole replicated arrays), ghost padding
+// around every shard, the checksum block, the staging bounds, the layout and
+// the files per rank; then, on M ranks, arbitrary (overlapping) boxes to
+// load, with their own padding and whether to verify. Every loaded element is
+// checked against a function of its global index, and the padding must be
+// left untouched.
+#include "common.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <sstream>
+
+using namespace cairn_test;
+
+namespace {
+
+using Rng = std::mt19937_64;
+
+std::int64_t draw(Rng& rng, std::int64_t lo, std::int64_t hi) // uniform in [lo, hi]
+{
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+}
+
+// The value of element `i` (global row-major index) of array `a`: exact in
+// every dtype used here (below 2^24).
+template <class T>
+T value_at(int a, std::int64_t i)
+{
+    const std::int64_t m = sizeof(T) == 1 ? 251 : 1000003;
+    return static_cast<T>((i * 7 + a * 13) % m);
+}
+
+const cairn::DType k_dtypes[] = {cairn::DType::f64, cairn::DType::f32, cairn::DType::i32, cairn::DType::u8,
+                                 cairn::DType::i64};
+
+template <class F>
+decltype(auto) with_type(cairn::DType t, F&& f)
+{
+    switch (t) {
+    case cairn::DType::f64: return f(double{});
+    case cairn::DType::f32: return f(float{});
+    case cairn::DType::i32: return f(std::int32_t{});
+    case cairn::DType::u8: return f(std::uint8_t{});
+    default: return f(std::int64_t{});
+    }
+}
+
+struct Array {
+    std::string name;
+    cairn::DType dtype;
+    cairn::Shape global;
+};
+
+// A shard held in a buffer with `ghost` elements of padding on each side of
+// every dimension; the padding holds a marker that must survive a load.
+struct Held {
+    int array = 0;
+    cairn::Box box;
+    std::int64_t ghost = 0;
+    std::vector<unsigned char> bytes;
+    cairn::Shape padded, strides;
+
+    std::int64_t padded_volume() const
+    {
+        std::int64_t v = 1;
+        for (auto e : padded)
+            v *= e;
+        return v;
+    }
+};
+
+constexpr unsigned char k_marker = 0xA5;
+
+template <class T>
+T* first_element(Held& h)
+{
+    std::int64_t off = 0;
+    for (std::size_t d = 0; d < h.padded.size(); ++d)
+        off += h.ghost * h.strides[d];
+    return reinterpret_cast<T*>(h.bytes.data()) + off;
+}
+
+Held make_held(int a, const Array& arr, const cairn::Box& box, std::int64_t ghost, bool fill)
+{
+    Held h;
+    h.array = a;
+    h.box = box;
+    h.ghost = ghost;
+    const std::size_t nd = arr.global.size();
+    h.padded.resize(nd);
+    for (std::size_t d = 0; d < nd; ++d)
+        h.padded[d] = box.shape[d] + 2 * ghost;
+    h.strides.assign(nd, 1);
+    for (std::size_t d = nd; d-- > 1;)
+        h.strides[d - 1] = h.strides[d] * h.padded[d];
+    const auto es = cairn::dtype_size(arr.dtype);
+    h.bytes.assign(static_cast<std::size_t>(h.padded_volume()) * es, k_marker);
+    if (fill)
+        with_type(arr.dtype, [&](auto t) {
+            using T = decltype(t);
+            T* p = first_element<T>(h);
+            cairn::Shape idx(nd, 0);
+            const auto vol = box.volume();
+            for (std::int64_t n = 0; n < vol; ++n) {
+                std::int64_t local = 0, global = 0;
+                for (std::size_t d = 0; d < nd; ++d) {
+                    local += idx[d] * h.strides[d];
+                    global = global * arr.global[d] + box.offsets[d] + idx[d];
+                }
+                p[local] = value_at<T>(a, global);
+                for (std::size_t d = nd; d-- > 0;) {
+                    if (++idx[d] < box.shape[d])
+                        break;
+                    idx[d] = 0;
+                }
+            }
+            return 0;
+        });
+    return h;
+}
+
+void add(cairn::StateDict& sd, const Array& arr, Held& h)
+{
+    with_type(arr.dtype, [&](auto t) {
+        using T = decltype(t);
+        sd.add_array<T>(arr.name, first_element<T>(h), arr.global, h.box, h.strides);
+        return 0;
+    });
+}
+
+// Elements of `h` that differ from their expected value, plus padding bytes
+// that were overwritten.
+std::int64_t errors_in(const Array& arr, Held& h)
+{
+    const std::size_t nd = arr.global.size();
+    const auto es = static_cast<std::int64_t>(cairn::dtype_size(arr.dtype));
+    std::vector<char> inside(static_cast<std::size_t>(h.padded_volume()), 0);
+    std::int64_t bad = with_type(arr.dtype, [&](auto t) {
+        using T = decltype(t);
+        std::int64_t wrong = 0;
+        const T* p = first_element<T>(h);
+        const std::int64_t base = p - reinterpret_cast<const T*>(h.bytes.data());
+        cairn::Shape idx(nd, 0);
+        const auto vol = h.box.volume();
+        for (std::int64_t n = 0; n < vol; ++n) {
+            std::int64_t local = 0, global = 0;
+            for (std::size_t d = 0; d < nd; ++d) {
+                local += idx[d] * h.strides[d];
+                global = global * arr.global[d] + h.box.offsets[d] + idx[d];
+            }
+            inside[static_cast<std::size_t>(base + local)] = 1;
+            T got;
+            std::memcpy(&got, p + local, sizeof(T));
+            wrong += got != value_at<T>(h.array, global);
+            for (std::size_t d = nd; d-- > 0;) {
+                if (++idx[d] < h.box.shape[d])
+                    break;
+                idx[d] = 0;
+            }
+        }
+        return wrong;
+    });
+    for (std::size_t e = 0; e < inside.size(); ++e)
+        if (!inside[e])
+            for (std::int64_t b = 0; b < es; ++b)
+                bad += h.bytes[e * static_cast<std::size_t>(es) + static_cast<std::size_t>(b)] != k_marker;
+    return bad;
+}
+
+// A random partition of `g` into at most `n` boxes (a grid of uneven cuts,
+// some pieces possibly empty).
+std::vector<cairn::Box> partition(Rng& rng, const cairn::Shape& g, int n)
+{
+    const std::size_t nd = g.size();
+    std::vector<std::int64_t> parts(nd, 1);
+    for (int tries = static_cast<int>(draw(rng, 0, 4)); tries > 0; --tries) {
+        const auto d = static_cast<std::size_t>(draw(rng, 0, static_cast<std::int64_t>(nd) - 1));
+        std::int64_t product = 1;
+        for (std::size_t k = 0; k < nd; ++k)
+            product *= parts[k] + (k == d ? 1 : 0);
+        if (product <= n)
+            ++parts[d];
+    }
+    std::vector<std::vector<std::int64_t>> cuts(nd);
+    for (std::size_t d = 0; d < nd; ++d) {
+        cuts[d] = {0, g[d]};
+        for (std::int64_t c = 1; c < parts[d]; ++c)
+            cuts[d].push_back(draw(rng, 0, g[d]));
+        std::sort(cuts[d].begin(), cuts[d].end());
+    }
+    std::vector<cairn::Box> boxes;
+    cairn::Shape idx(nd, 0);
+    while (true) {
+        cairn::Box b{cairn::Shape(nd), cairn::Shape(nd)};
+        for (std::size_t d = 0; d < nd; ++d) {
+            b.offsets[d] = cuts[d][static_cast<std::size_t>(idx[d])];
+            b.shape[d] = cuts[d][static_cast<std::size_t>(idx[d]) + 1] - b.offsets[d];
+        }
+        boxes.push_back(b);
+        std::size_t d = nd;
+        while (d-- > 0) {
+            if (++idx[d] < parts[d])
+                break;
+            idx[d] = 0;
+        }
+        if (d == static_cast<std::size_t>(-1))
+            break;
+    }
+    return boxes;
+}
+
+cairn::Box empty_box(std::size_t nd) { return cairn::Box{cairn::Shape(nd, 0), cairn::Shape(nd, 0)}; }
+
+struct Case {
+    std::vector<Array> arrays;
+    int n = 1, m = 1;
+    // [rank][array]: the box each saving / loading rank holds.
+    std::vector<std::vector<cairn::Box>> save_boxes, load_boxes;
+    std::vector<std::int64_t> save_ghost, load_ghost; // per rank
+    cairn::SaveOptions save;
+    cairn::LoadOptions load;
+    std::string text; // for the failure message
+};
+
+Case draw_case(Rng& rng, int world)
+{
+    Case c;
+    c.n = static_cast<int>(draw(rng, 1, world));
+    c.m = static_cast<int>(draw(rng, 1, world));
+    std::ostringstream os;
+    os << "save on " << c.n << ", load on " << c.m;
+    const int count = static_cast<int>(draw(rng, 1, 4));
+    const bool big = draw(rng, 0, 1) == 0;
+    for (int a = 0; a < count; ++a) {
+        Array arr;
+        arr.name = "a" + std::to_string(a);
+        arr.dtype = k_dtypes[draw(rng, 0, std::size(k_dtypes) - 1)];
+        const auto nd = static_cast<std::size_t>(draw(rng, 1, 3));
+        for (std::size_t d = 0; d < nd; ++d)
+            arr.global.push_back(draw(rng, 1, nd == 1 ? 5000 : nd == 2 ? 70 : 18));
+        if (big && a == 0) { // runs of over 1 MiB: the readers' in-place path
+            arr.dtype = cairn::DType::f64;
+            arr.global = nd != 2 ? cairn::Shape{draw(rng, 600000, 1200000)}
+                                 : cairn::Shape{draw(rng, 2, 3), draw(rng, 140000, 200000)};
+        }
+        os << "; " << arr.name << " " << cairn::dtype_name(arr.dtype) << " [";
+        for (auto e : arr.global)
+            os << " " << e;
+        os << " ]";
+        c.arrays.push_back(arr);
+    }
+    c.save_boxes.assign(static_cast<std::size_t>(c.n), {});
+    c.load_boxes.assign(static_cast<std::size_t>(c.m), {});
+    for (const auto& arr : c.arrays) {
+        const std::size_t nd = arr.global.size();
+        const auto mode = draw(rng, 0, 5);
+        std::vector<cairn::Box> held(static_cast<std::size_t>(c.n), empty_box(nd));
+        if (mode == 0) { // replicated everywhere
+            std::fill(held.begin(), held.end(), cairn::whole(arr.global));
+            os << " replicated";
+        } else {
+            auto pieces = partition(rng, arr.global, c.n);
+            std::vector<int> ranks(static_cast<std::size_t>(c.n));
+            for (int r = 0; r < c.n; ++r)
+                ranks[static_cast<std::size_t>(r)] = r;
+            std::shuffle(ranks.begin(), ranks.end(), rng);
+            for (std::size_t p = 0; p < pieces.size(); ++p)
+                held[static_cast<std::size_t>(ranks[p])] = pieces[p];
+            // A piece held by a second rank too (stored once).
+            if (mode == 1 && pieces.size() < ranks.size())
+                held[static_cast<std::size_t>(ranks[pieces.size()])] = pieces[0];
+            os << " " << pieces.size() << " pieces" << (mode == 1 && pieces.size() < ranks.size() ? " +1 twice" : "");
+        }
+        for (int r = 0; r < c.n; ++r)
+            c.save_boxes[static_cast<std::size_t>(r)].push_back(held[static_cast<std::size_t>(r)]);
+        const bool long_runs = big && &arr == &c.arrays.front();
+        for (int r = 0; r < c.m; ++r) { // any box, overlapping others
+            cairn::Box b{cairn::Shape(nd), cairn::Shape(nd)};
+            for (std::size_t d = 0; d < nd; ++d) {
+                auto lo = draw(rng, 0, arr.global[d]), hi = draw(rng, 0, arr.global[d]);
+                if (draw(rng, 0, 2) == 0) // often the whole extent
+                    lo = 0, hi = arr.global[d];
+                if (long_runs && d == nd - 1) // runs of over 1 MiB, starting anywhere
+                    lo = draw(rng, 0, arr.global[d] / 3), hi = draw(rng, lo + arr.global[d] / 3, arr.global[d]);
+                b.offsets[d] = std::min(lo, hi);
+                b.shape[d] = std::max(lo, hi) - b.offsets[d];
+            }
+            c.load_boxes[static_cast<std::size_t>(r)].push_back(b);
+        }
+    }
+    for (int r = 0; r < c.n; ++r)
+        c.save_ghost.push_back(draw(rng, 0, 2));
+    for (int r = 0; r < c.m; ++r) // dense (in-place reads) more often with a big array
+        c.load_ghost.push_back(big && draw(rng, 0, 2) != 0 ? 0 : draw(rng, 0, 2));
+    const std::uint64_t blocks[] = {0, 64, 1000, 4096, std::uint64_t(1) << 20};
+    const std::size_t staging[] = {4096, 8192, 65536, std::size_t(64) << 20};
+    c.save.layout = draw(rng, 0, 1) ? cairn::Layout::container : cairn::Layout::per_rank;
+    c.save.checksum_block = blocks[draw(rng, 0, std::size(blocks) - 1)];
+    c.save.staging_bytes = staging[draw(rng, 0, std::size(staging) - 1)];
+    c.save.files_per_rank = static_cast<int>(draw(rng, 1, 2));
+    c.save.fsync = false;
+    c.load.layout = c.save.layout;
+    c.load.staging_bytes = staging[draw(rng, 0, std::size(staging) - 1)];
+    c.load.verify_checksums = draw(rng, 0, 3) != 0;
+    os << "; " << (c.save.layout == cairn::Layout::container ? "container" : "per-rank") << ", checksum block "
+       << c.save.checksum_block << ", staging " << c.save.staging_bytes << " / " << c.load.staging_bytes
+       << ", files per rank " << c.save.files_per_rank << ", verify " << c.load.verify_checksums;
+    c.text = os.str();
+    return c;
+}
+
+} // namespace
+
+TEST_CASE("random partitions, paddings, blocks and staging bounds round-trip N -> M", "[reshard][random]")
+{
+    const int w = world_size();
+    const std::string base = fresh_dir("random_" + std::to_string(w));
+    for (int it = 0; it < 40; ++it) {
+        Rng rng(0xCA124u + static_cast<unsigned>(it) * 7919u + static_cast<unsigned>(w));
+        Case c = draw_case(rng, w);
+        const std::string path = base + "/c" + std::to_string(it) + (c.save.layout == cairn::Layout::container ? ".h5" : "");
+        INFO("case " << it << ": " << c.text);
+        const bool saved = run_on(c.n, [&](const SubComm& comm) {
+            const int r = comm.rank();
+            std::vector<Held> held;
+            cairn::StateDict sd;
+            for (std::size_t a = 0; a < c.arrays.size(); ++a)
+                held.push_back(make_held(static_cast<int>(a), c.arrays[a], c.save_boxes[static_cast<std::size_t>(r)][a],
+                                         c.save_ghost[static_cast<std::size_t>(r)], true));
+            for (std::size_t a = 0; a < c.arrays.size(); ++a)
+                add(sd, c.arrays[a], held[a]);
+            cairn::save(sd, path, comm.get(), c.save);
+            return true;
+        });
+        REQUIRE(saved);
+        const bool loaded = run_on(c.m, [&](const SubComm& comm) {
+            const int r = comm.rank();
+            std::vector<Held> held;
+            cairn::StateDict sd;
+            for (std::size_t a = 0; a < c.arrays.size(); ++a)
+                held.push_back(make_held(static_cast<int>(a), c.arrays[a], c.load_boxes[static_cast<std::size_t>(r)][a],
+                                         c.load_ghost[static_cast<std::size_t>(r)], false));
+            for (std::size_t a = 0; a < c.arrays.size(); ++a)
+                add(sd, c.arrays[a], held[a]);
+            cairn::load(sd, path, comm.get(), c.load);
+            std::int64_t bad = 0;
+            for (std::size_t a = 0; a < c.arrays.size(); ++a)
+                bad += errors_in(c.arrays[a], held[a]);
+            if (bad)
+                std::printf("rank %d: %lld wrong elements or padding bytes\n", r, static_cast<long long>(bad));
+            return bad == 0;
+        });
+        CHECK(loaded);
+    }
+}
+
+TEST_CASE("in-place reads of runs that start and end inside checksum blocks", "[reshard][io]")
+{
+    // Dense destinations with runs of over 1 MiB are read straight into
+    // place; a run whose ends fall inside checksum blocks reads those blocks
+    // through the buffer and the whole blocks between them in place.
+    const int w = world_size(), r = world_rank();
+    const std::string base = fresh_dir("inplace_" + std::to_string(w));
+    const Array arr{"x", cairn::DType::f64, {1600000}}; // chunks of over 1 MiB on up to 4 ranks
+    for (auto layout : {cairn::Layout::per_rank, cairn::Layout::container}) {
+        for (std::uint64_t block : {std::uint64_t(1000), std::uint64_t(4096), std::uint64_t(1) << 20}) {
+            const std::string path = base + "/b" + std::to_string(block) +
+                                     (layout == cairn::Layout::container ? ".h5" : "");
+            INFO((layout == cairn::Layout::container ? "container" : "per-rank") << ", checksum block " << block);
+            {
+                const std::int64_t per = arr.global[0] / w;
+                const cairn::Box mine{{per * r}, {r == w - 1 ? arr.global[0] - per * r : per}};
+                Held h = make_held(0, arr, mine, 0, true);
+                cairn::StateDict sd;
+                add(sd, arr, h);
+                cairn::SaveOptions o;
+                o.layout = layout;
+                o.checksum_block = block;
+                o.fsync = false;
+                cairn::save(sd, path, MPI_COMM_WORLD, o);
+            }
+            // Every rank loads an odd-sized stretch starting at an odd
+            // element: both ends inside blocks, across the savers' chunks.
+            const cairn::Box want{{1237 + 5003 * r}, {400001 + 17 * r}};
+            Held h = make_held(0, arr, want, 0, false);
+            cairn::StateDict sd;
+            add(sd, arr, h);
+            cairn::LoadOptions lo;
+            lo.layout = layout;
+            lo.staging_bytes = 1 << 20; // several pieces per run
+            cairn::load(sd, path, MPI_COMM_WORLD, lo);
+            CHECK(all(errors_in(arr, h) == 0));
+        }
+    }
+}
