@@ -11,6 +11,8 @@
 #include "common.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -317,15 +319,23 @@ Case draw_case(Rng& rng, int world)
 
 } // namespace
 
+// CAIRN_RANDOM_CASES (default 40) and CAIRN_RANDOM_SEED (default 0) draw
+// other cases, for longer hunts than the suite's:
+//   CAIRN_RANDOM_CASES=2000 CAIRN_RANDOM_SEED=7 mpiexec -n 3 cairn_mpi_tests '[random]'
+// A failure names its case number; the same seed and count repeat it.
 TEST_CASE("random partitions, paddings, blocks and staging bounds round-trip N -> M", "[reshard][random]")
 {
     const int w = world_size();
+    const char* cases_env = std::getenv("CAIRN_RANDOM_CASES");
+    const char* seed_env = std::getenv("CAIRN_RANDOM_SEED");
+    const int cases = cases_env ? std::atoi(cases_env) : 40;
+    const unsigned long long seed = seed_env ? std::strtoull(seed_env, nullptr, 10) : 0;
     const std::string base = fresh_dir("random_" + std::to_string(w));
-    for (int it = 0; it < 40; ++it) {
-        Rng rng(0xCA124u + static_cast<unsigned>(it) * 7919u + static_cast<unsigned>(w));
+    for (int it = 0; it < cases; ++it) {
+        Rng rng(0xCA124u + static_cast<unsigned>(it) * 7919u + static_cast<unsigned>(w) + seed * 1000003u);
         Case c = draw_case(rng, w);
         const std::string path = base + "/c" + std::to_string(it) + (c.save.layout == cairn::Layout::container ? ".h5" : "");
-        INFO("case " << it << ": " << c.text);
+        INFO("case " << it << " (seed " << seed << "): " << c.text);
         const bool saved = run_on(c.n, [&](const SubComm& comm) {
             const int r = comm.rank();
             std::vector<Held> held;
@@ -357,6 +367,8 @@ TEST_CASE("random partitions, paddings, blocks and staging bounds round-trip N -
             return bad == 0;
         });
         CHECK(loaded);
+        if (loaded && world_rank() == 0)
+            std::filesystem::remove_all(path);
     }
 }
 
