@@ -4,10 +4,11 @@
 // over the N saving ranks (uneven cuts, empty shards, ranks that hold
 // nothing, pieces held by two ranks, whole replicated arrays), ghost padding
 // around every shard, the checksum block, the staging bounds, the layout and
-// the files per rank; then, on M ranks, arbitrary (overlapping) boxes to
-// load, with their own padding and whether to verify. Every loaded element is
-// checked against a function of its global index, and the padding must be
-// left untouched.
+// the files per rank, and save or async_save (full copy or bounded, the
+// caller overwriting its buffers once staged); then, on M ranks, arbitrary
+// (overlapping) boxes to load, with their own padding and whether to verify.
+// Every loaded element is checked against a function of its global index,
+// and the padding must be left untouched.
 #include "common.hpp"
 
 #include <algorithm>
@@ -225,6 +226,7 @@ struct Case {
     // [rank][array]: the box each saving / loading rank holds.
     std::vector<std::vector<cairn::Box>> save_boxes, load_boxes;
     std::vector<std::int64_t> save_ghost, load_ghost; // per rank
+    int api = 0; // save, async_save with a full copy, async_save bounded
     cairn::SaveOptions save;
     cairn::LoadOptions load;
     std::string text; // for the failure message
@@ -307,10 +309,14 @@ Case draw_case(Rng& rng, int world)
     c.save.staging_bytes = staging[draw(rng, 0, std::size(staging) - 1)];
     c.save.files_per_rank = static_cast<int>(draw(rng, 1, 2));
     c.save.fsync = false;
+    c.api = static_cast<int>(draw(rng, 0, 2));
+    c.save.async_staging = c.api == 2 ? cairn::AsyncStaging::bounded : cairn::AsyncStaging::full_copy;
     c.load.layout = c.save.layout;
     c.load.staging_bytes = staging[draw(rng, 0, std::size(staging) - 1)];
     c.load.verify_checksums = draw(rng, 0, 3) != 0;
-    os << "; " << (c.save.layout == cairn::Layout::container ? "container" : "per-rank") << ", checksum block "
+    const char* apis[] = {"save", "async_save full copy", "async_save bounded"};
+    os << "; " << apis[c.api] << ", " << (c.save.layout == cairn::Layout::container ? "container" : "per-rank")
+       << ", checksum block "
        << c.save.checksum_block << ", staging " << c.save.staging_bytes << " / " << c.load.staging_bytes
        << ", files per rank " << c.save.files_per_rank << ", verify " << c.load.verify_checksums;
     c.text = os.str();
@@ -345,7 +351,15 @@ TEST_CASE("random partitions, paddings, blocks and staging bounds round-trip N -
                                          c.save_ghost[static_cast<std::size_t>(r)], true));
             for (std::size_t a = 0; a < c.arrays.size(); ++a)
                 add(sd, c.arrays[a], held[a]);
-            cairn::save(sd, path, comm.get(), c.save);
+            if (c.api == 0) {
+                cairn::save(sd, path, comm.get(), c.save);
+                return true;
+            }
+            auto h = cairn::async_save(sd, path, comm.get(), c.save);
+            h.staged().get();
+            for (auto& x : held) // the data may change once staged
+                std::fill(x.bytes.begin(), x.bytes.end(), static_cast<unsigned char>(0x5A));
+            h.wait();
             return true;
         });
         REQUIRE(saved);
