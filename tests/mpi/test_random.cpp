@@ -137,6 +137,17 @@ void add(cairn::StateDict& sd, const Array& arr, Held& h)
     });
 }
 
+// This rank's shards of `arrays` (boxes[a] of array a, padded by `ghost`,
+// filled with their values or with the marker), named in `sd`.
+void hold(const std::vector<Array>& arrays, const std::vector<cairn::Box>& boxes, std::int64_t ghost, bool fill,
+          std::vector<Held>& held, cairn::StateDict& sd)
+{
+    for (std::size_t a = 0; a < arrays.size(); ++a)
+        held.push_back(make_held(static_cast<int>(a), arrays[a], boxes[a], ghost, fill));
+    for (std::size_t a = 0; a < arrays.size(); ++a) // after: the buffers no longer move
+        add(sd, arrays[a], held[a]);
+}
+
 // Elements of `h` that differ from their expected value, plus padding bytes
 // that were overwritten.
 std::int64_t errors_in(const Array& arr, Held& h)
@@ -343,14 +354,10 @@ TEST_CASE("random partitions, paddings, blocks and staging bounds round-trip N -
         const std::string path = base + "/c" + std::to_string(it) + (c.save.layout == cairn::Layout::container ? ".h5" : "");
         INFO("case " << it << " (seed " << seed << "): " << c.text);
         const bool saved = run_on(c.n, [&](const SubComm& comm) {
-            const int r = comm.rank();
+            const auto r = static_cast<std::size_t>(comm.rank());
             std::vector<Held> held;
             cairn::StateDict sd;
-            for (std::size_t a = 0; a < c.arrays.size(); ++a)
-                held.push_back(make_held(static_cast<int>(a), c.arrays[a], c.save_boxes[static_cast<std::size_t>(r)][a],
-                                         c.save_ghost[static_cast<std::size_t>(r)], true));
-            for (std::size_t a = 0; a < c.arrays.size(); ++a)
-                add(sd, c.arrays[a], held[a]);
+            hold(c.arrays, c.save_boxes[r], c.save_ghost[r], true, held, sd);
             if (c.api == 0) {
                 cairn::save(sd, path, comm.get(), c.save);
                 return true;
@@ -364,20 +371,16 @@ TEST_CASE("random partitions, paddings, blocks and staging bounds round-trip N -
         });
         REQUIRE(saved);
         const bool loaded = run_on(c.m, [&](const SubComm& comm) {
-            const int r = comm.rank();
+            const auto r = static_cast<std::size_t>(comm.rank());
             std::vector<Held> held;
             cairn::StateDict sd;
-            for (std::size_t a = 0; a < c.arrays.size(); ++a)
-                held.push_back(make_held(static_cast<int>(a), c.arrays[a], c.load_boxes[static_cast<std::size_t>(r)][a],
-                                         c.load_ghost[static_cast<std::size_t>(r)], false));
-            for (std::size_t a = 0; a < c.arrays.size(); ++a)
-                add(sd, c.arrays[a], held[a]);
+            hold(c.arrays, c.load_boxes[r], c.load_ghost[r], false, held, sd);
             cairn::load(sd, path, comm.get(), c.load);
             std::int64_t bad = 0;
             for (std::size_t a = 0; a < c.arrays.size(); ++a)
                 bad += errors_in(c.arrays[a], held[a]);
             if (bad)
-                std::printf("rank %d: %lld wrong elements or padding bytes\n", r, static_cast<long long>(bad));
+                std::printf("rank %zu: %lld wrong elements or padding bytes\n", r, static_cast<long long>(bad));
             return bad == 0;
         });
         CHECK(loaded);
