@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <future>
+
 using namespace cairn_test;
 
 namespace {
@@ -48,6 +50,44 @@ TEST_CASE("async save: buffers may change once staged", "[async]")
         CHECK(h.done());
         CHECK(res.entries == standard_arrays().size() + 4);
         CHECK(cairn::is_distcp_checkpoint(dir));
+        CHECK(loads_back(dir, Decomp::last_dim));
+    }
+}
+
+TEST_CASE("async save (bounded): staged only once the last byte is written", "[async]")
+{
+    // The writer thread's progress callback holds the write phase at its
+    // start until the caller has the handle, then checks at every report
+    // with bytes still to write that staged() is not ready yet: no timing.
+    const int w = world_size(), r = world_rank();
+    for (auto layout : {cairn::Layout::per_rank, cairn::Layout::container}) {
+        const std::string dir = fresh_dir("async_staged_" + std::to_string(w)) +
+                                (layout == cairn::Layout::container ? "/ckpt.h5" : "/ckpt");
+        TestState s(standard_arrays(), Decomp::grid, w, r, 1, true);
+        std::promise<void> have_handle;
+        const std::shared_future<void> handle_ready = have_handle.get_future().share();
+        std::shared_future<void> staged;
+        int checks = 0, early = 0; // written by the writer thread only, read after wait()
+        cairn::SaveOptions o;
+        o.layout = layout;
+        o.async_staging = cairn::AsyncStaging::bounded;
+        o.staging_bytes = 8192;
+        o.progress = [&](const cairn::Progress& p) {
+            if (p.phase != cairn::Phase::write || p.done >= p.total)
+                return;
+            handle_ready.wait();
+            ++checks;
+            if (staged.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+                ++early;
+        };
+        auto h = cairn::async_save(s.dict, dir, MPI_COMM_WORLD, o);
+        staged = h.staged();
+        have_handle.set_value();
+        h.wait();
+        INFO((layout == cairn::Layout::container ? "container" : "per-rank") << ": " << checks
+                                                                              << " reports with bytes to write, "
+                                                                              << early << " with staged ready");
+        CHECK(all(checks > 0 && early == 0));
         CHECK(loads_back(dir, Decomp::last_dim));
     }
 }
