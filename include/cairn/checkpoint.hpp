@@ -113,6 +113,9 @@ struct LoadOptions {
     /// one read call moves (dense destinations are read into in place, in
     /// pieces of this size; each piece but a chunk's last is verified on a
     /// helper thread while the next is read, and all before load returns).
+    /// Per-rank layout, other host destinations (padded, strided): reads go
+    /// to alternate halves of the buffer, and each read of 4 MiB or more is
+    /// verified and copied out on a helper thread while the next is read.
     std::size_t staging_bytes = std::size_t(64) << 20;
     /// Per-rank layout: MPI-IO hints of the .distcp files.
     PerRankTuning per_rank;

@@ -31,6 +31,11 @@ constexpr std::uint64_t k_sieve_gap = 128 * 1024;
 // destination (no copy through the read buffer).
 constexpr std::uint64_t k_direct_min = 1024 * 1024;
 
+// Gathered reads of at least this many bytes into host memory are verified
+// and copied out on a helper thread while the next one is read (a thread
+// per group costs tens of microseconds: not worth it for small groups).
+constexpr std::uint64_t k_overlap_min = 4 * 1024 * 1024;
+
 bool safe_file_name(const std::string& name)
 {
     return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
@@ -91,29 +96,50 @@ struct DistcpReader::Impl {
     const char* read_range(const std::string& fqn, const ChunkMeta& chunk, std::uint64_t span, std::uint64_t a,
                            std::uint64_t b)
     {
+        const auto A = read_widened(chunk, span, a, b, buffer.data(), buffer.size());
+        check_blocks(fqn, chunk, span, buffer.data(), A, b);
+        return buffer.data() + (a - A);
+    }
+
+    /// Reads bytes [a, b) of the chunk, widened to whole checksum blocks of
+    /// `span` bytes (when not 0), into `to` (room for `room` bytes); returns
+    /// where the widened range [A, ...) starts.
+    std::uint64_t read_widened(const ChunkMeta& chunk, std::uint64_t span, std::uint64_t a, std::uint64_t b, char* to,
+                               std::uint64_t room)
+    {
         const auto len = chunk.storage.length;
         const std::uint64_t A = span ? a - a % span : a;
         const std::uint64_t B = span ? std::min(len, (b + span - 1) / span * span) : b;
-        if (B - A > buffer.size())
+        if (B - A > room)
             throw Error(Error::Kind::generic, "internal: read of " + std::to_string(B - A) + " bytes exceeds the " +
-                                                  std::to_string(buffer.size()) + "-byte buffer");
+                                                  std::to_string(room) + "-byte buffer");
         MpiFile& f = open(chunk.storage.path);
-        f.read_at(chunk.storage.offset + A, buffer.data(), B - A);
+        f.read_at(chunk.storage.offset + A, to, B - A);
         bytes_read += B - A;
-        if (span) {
-            const auto& sums = chunk.storage.checksums;
-            for (std::uint64_t blk = A / span; blk * span < B; ++blk) {
-                const auto lo = blk * span, hi = std::min(len, lo + span);
-                const auto got = detail::checksum(buffer.data() + (lo - A), static_cast<std::size_t>(hi - lo));
-                if (blk >= sums.size() || got != sums[blk]) {
-                    throw error::IntegrityError(
-                        "checksum mismatch in '" + fqn + "': file " + fs::join(path, chunk.storage.path) + ", bytes [" +
-                        std::to_string(chunk.storage.offset + lo) + ", " + std::to_string(chunk.storage.offset + hi) +
-                        ") (block " + std::to_string(blk) + " of chunk " + chunk.box.str() + "): " + detail::mismatch_text(sums, blk, got));
-                }
+        return A;
+    }
+
+    /// Checks the checksum blocks of the chunk that hold bytes [A, b), read
+    /// by read_widened to `at`; throws error::IntegrityError naming the
+    /// entry, file and bytes of the first that differs. Touches nothing of
+    /// the reader but its immutable path: safe on a helper thread.
+    void check_blocks(const std::string& fqn, const ChunkMeta& chunk, std::uint64_t span, const char* at,
+                      std::uint64_t A, std::uint64_t b) const
+    {
+        if (!span)
+            return;
+        const auto len = chunk.storage.length;
+        const auto& sums = chunk.storage.checksums;
+        for (std::uint64_t blk = A / span; blk * span < b; ++blk) {
+            const auto lo = blk * span, hi = std::min(len, lo + span);
+            const auto got = detail::checksum(at + (lo - A), static_cast<std::size_t>(hi - lo));
+            if (blk >= sums.size() || got != sums[blk]) {
+                throw error::IntegrityError(
+                    "checksum mismatch in '" + fqn + "': file " + fs::join(path, chunk.storage.path) + ", bytes [" +
+                    std::to_string(chunk.storage.offset + lo) + ", " + std::to_string(chunk.storage.offset + hi) +
+                    ") (block " + std::to_string(blk) + " of chunk " + chunk.box.str() + "): " + detail::mismatch_text(sums, blk, got));
             }
         }
-        return buffer.data() + (a - A);
     }
 
     /// Reads bytes [a, b) of the chunk straight into `dst` (dense host
@@ -246,6 +272,33 @@ void DistcpReader::Impl::read_array(const ReadItem& item, const ChunkMeta& chunk
 
     // Dense host destination and long runs: read straight into it.
     const bool direct = dst.space == MemorySpace::host && detail::is_dense(dst.view) && run_bytes >= k_direct_min;
+    // Other host destinations: each read through the buffer goes to one
+    // half of it while the read before it, in the other half, is verified
+    // and copied out on a helper thread (reads of k_overlap_min bytes or
+    // more; smaller ones are finished here). Device destinations are copied
+    // here, on the thread that chose their device.
+    const std::uint64_t half = buffer.size() / 2;
+    const bool overlap = !direct && dst.space == MemorySpace::host && half >= 2 * span + es;
+    const std::uint64_t read_cap = overlap ? half - 2 * span : cap;
+    std::future<void> pending; // the helper's verification and copy of the previous read
+    int side = 0;
+    // Reads bytes [a, b) of the chunk into the next half; `copy(at)` copies
+    // them out from where byte a landed, after the blocks are verified.
+    auto overlapped = [&](std::uint64_t a, std::uint64_t b, auto copy) {
+        char* to = buffer.data() + side * half;
+        const auto A = read_widened(chunk, span, a, b, to, half);
+        auto finish = [this, &item, &chunk, span, to, A, b, at = to + (a - A), copy = std::move(copy)] {
+            check_blocks(item.fqn, chunk, span, to, A, b);
+            copy(at);
+        };
+        if (pending.valid())
+            pending.get(); // the other half is free again
+        if (b - a >= k_overlap_min)
+            pending = std::async(std::launch::async, std::move(finish));
+        else
+            finish();
+        side ^= 1;
+    };
 
     std::uint64_t r = 0;
     while (r < nruns) {
@@ -257,12 +310,17 @@ void DistcpReader::Impl::read_array(const ReadItem& item, const ChunkMeta& chunk
             next();
             continue;
         }
-        if (run_bytes > cap) {
-            // One run larger than the buffer: read it in pieces.
+        if (run_bytes > read_cap) {
+            // One run larger than a read: read it in pieces.
             for (std::uint64_t e = 0; e < run_elems;) {
-                const auto n = std::min<std::uint64_t>(run_elems - e, cap / es);
-                const char* p = read_range(item.fqn, chunk, span, first_off + e * es, first_off + (e + n) * es);
-                detail::stage_in(dst, static_cast<std::int64_t>(r * run_elems + e), static_cast<std::int64_t>(n), p);
+                const auto n = std::min<std::uint64_t>(run_elems - e, read_cap / es);
+                const auto a = first_off + e * es, b = first_off + (e + n) * es;
+                const auto first = static_cast<std::int64_t>(r * run_elems + e);
+                const auto count = static_cast<std::int64_t>(n);
+                if (overlap)
+                    overlapped(a, b, [&dst, first, count](const char* p) { detail::stage_in(dst, first, count, p); });
+                else
+                    detail::stage_in(dst, first, count, read_range(item.fqn, chunk, span, a, b));
                 e += n;
             }
             ++r;
@@ -277,19 +335,26 @@ void DistcpReader::Impl::read_array(const ReadItem& item, const ChunkMeta& chunk
         next();
         while (r2 < nruns) {
             const auto o = run_offset();
-            if (o < end || o - end > k_sieve_gap || o + run_bytes - first_off > cap)
+            if (o < end || o - end > k_sieve_gap || o + run_bytes - first_off > read_cap)
                 break;
             offs.push_back(o);
             end = o + run_bytes;
             ++r2;
             next();
         }
-        const char* p = read_range(item.fqn, chunk, span, first_off, end);
-        for (std::size_t j = 0; j < offs.size(); ++j)
-            detail::stage_in(dst, static_cast<std::int64_t>((r + j) * run_elems), static_cast<std::int64_t>(run_elems),
-                             p + (offs[j] - first_off));
+        auto copy = [&dst, r, run_elems, first_off, offs = std::move(offs)](const char* p) {
+            for (std::size_t j = 0; j < offs.size(); ++j)
+                detail::stage_in(dst, static_cast<std::int64_t>((r + j) * run_elems),
+                                 static_cast<std::int64_t>(run_elems), p + (offs[j] - first_off));
+        };
+        if (overlap)
+            overlapped(first_off, end, std::move(copy));
+        else
+            copy(read_range(item.fqn, chunk, span, first_off, end));
         r = r2;
     }
+    if (pending.valid())
+        pending.get();
 }
 
 DistcpReader::DistcpReader(std::size_t staging_bytes, bool verify, MpiHints mpi_hints)
