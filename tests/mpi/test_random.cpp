@@ -9,12 +9,11 @@
 // (overlapping) boxes to load, with their own padding and whether to verify.
 // Every loaded element is checked against a function of its global index,
 // and the padding must be left untouched.
-#include "common.hpp"
+#include "fixtures.hpp"
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <cstring>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -30,29 +29,8 @@ std::int64_t draw(Rng& rng, std::int64_t lo, std::int64_t hi) // uniform in [lo,
     return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
 }
 
-// The value of element `i` (global row-major index) of array `a`: exact in
-// every dtype used here (below 2^24).
-template <class T>
-T value_at(int a, std::int64_t i)
-{
-    const std::int64_t m = sizeof(T) == 1 ? 251 : 1000003;
-    return static_cast<T>((i * 7 + a * 13) % m);
-}
-
 const cairn::DType k_dtypes[] = {cairn::DType::f64, cairn::DType::f32, cairn::DType::i32, cairn::DType::u8,
                                  cairn::DType::i64};
-
-template <class F>
-decltype(auto) with_type(cairn::DType t, F&& f)
-{
-    switch (t) {
-    case cairn::DType::f64: return f(double{});
-    case cairn::DType::f32: return f(float{});
-    case cairn::DType::i32: return f(std::int32_t{});
-    case cairn::DType::u8: return f(std::uint8_t{});
-    default: return f(std::int64_t{});
-    }
-}
 
 struct Array {
     std::string name;
@@ -60,130 +38,29 @@ struct Array {
     cairn::Shape global;
 };
 
-// A shard held in a buffer with `ghost` elements of padding on each side of
-// every dimension; the padding holds a marker that must survive a load.
-struct Held {
-    int array = 0;
-    cairn::Box box;
-    std::int64_t ghost = 0;
-    std::vector<unsigned char> bytes;
-    cairn::Shape padded, strides;
-
-    std::int64_t padded_volume() const
-    {
-        std::int64_t v = 1;
-        for (auto e : padded)
-            v *= e;
-        return v;
+// This rank's shards of `arrays` (boxes[a] of array a, `ghost` elements of
+// padding around it, salt a), filled with their values or left blank, and
+// named in `sd`. The shards' buffers do not move after.
+std::vector<std::unique_ptr<LocalArray>> hold(const std::vector<Array>& arrays, const std::vector<cairn::Box>& boxes,
+                                              std::int64_t ghost, bool fill, cairn::StateDict& sd)
+{
+    std::vector<std::unique_ptr<LocalArray>> held;
+    for (std::size_t a = 0; a < arrays.size(); ++a) {
+        held.push_back(std::make_unique<LocalArray>(arrays[a].name, arrays[a].dtype, arrays[a].global, boxes[a],
+                                                    static_cast<int>(ghost), static_cast<int>(a)));
+        if (fill)
+            held.back()->fill();
+        sd.add_array(arrays[a].name, held.back()->shard());
     }
-};
-
-constexpr unsigned char k_marker = 0xA5;
-
-template <class T>
-T* first_element(Held& h)
-{
-    std::int64_t off = 0;
-    for (std::size_t d = 0; d < h.padded.size(); ++d)
-        off += h.ghost * h.strides[d];
-    return reinterpret_cast<T*>(h.bytes.data()) + off;
+    return held;
 }
 
-Held make_held(int a, const Array& arr, const cairn::Box& box, std::int64_t ghost, bool fill)
+// Elements that differ from their values, plus padding bytes overwritten.
+std::int64_t errors_in(const std::vector<std::unique_ptr<LocalArray>>& held)
 {
-    Held h;
-    h.array = a;
-    h.box = box;
-    h.ghost = ghost;
-    const std::size_t nd = arr.global.size();
-    h.padded.resize(nd);
-    for (std::size_t d = 0; d < nd; ++d)
-        h.padded[d] = box.shape[d] + 2 * ghost;
-    h.strides.assign(nd, 1);
-    for (std::size_t d = nd; d-- > 1;)
-        h.strides[d - 1] = h.strides[d] * h.padded[d];
-    const auto es = cairn::dtype_size(arr.dtype);
-    h.bytes.assign(static_cast<std::size_t>(h.padded_volume()) * es, k_marker);
-    if (fill)
-        with_type(arr.dtype, [&](auto t) {
-            using T = decltype(t);
-            T* p = first_element<T>(h);
-            cairn::Shape idx(nd, 0);
-            const auto vol = box.volume();
-            for (std::int64_t n = 0; n < vol; ++n) {
-                std::int64_t local = 0, global = 0;
-                for (std::size_t d = 0; d < nd; ++d) {
-                    local += idx[d] * h.strides[d];
-                    global = global * arr.global[d] + box.offsets[d] + idx[d];
-                }
-                p[local] = value_at<T>(a, global);
-                for (std::size_t d = nd; d-- > 0;) {
-                    if (++idx[d] < box.shape[d])
-                        break;
-                    idx[d] = 0;
-                }
-            }
-            return 0;
-        });
-    return h;
-}
-
-void add(cairn::StateDict& sd, const Array& arr, Held& h)
-{
-    with_type(arr.dtype, [&](auto t) {
-        using T = decltype(t);
-        sd.add_array<T>(arr.name, first_element<T>(h), arr.global, h.box, h.strides);
-        return 0;
-    });
-}
-
-// This rank's shards of `arrays` (boxes[a] of array a, padded by `ghost`,
-// filled with their values or with the marker), named in `sd`.
-void hold(const std::vector<Array>& arrays, const std::vector<cairn::Box>& boxes, std::int64_t ghost, bool fill,
-          std::vector<Held>& held, cairn::StateDict& sd)
-{
-    for (std::size_t a = 0; a < arrays.size(); ++a)
-        held.push_back(make_held(static_cast<int>(a), arrays[a], boxes[a], ghost, fill));
-    for (std::size_t a = 0; a < arrays.size(); ++a) // after: the buffers no longer move
-        add(sd, arrays[a], held[a]);
-}
-
-// Elements of `h` that differ from their expected value, plus padding bytes
-// that were overwritten.
-std::int64_t errors_in(const Array& arr, Held& h)
-{
-    const std::size_t nd = arr.global.size();
-    const auto es = static_cast<std::int64_t>(cairn::dtype_size(arr.dtype));
-    std::vector<char> inside(static_cast<std::size_t>(h.padded_volume()), 0);
-    std::int64_t bad = with_type(arr.dtype, [&](auto t) {
-        using T = decltype(t);
-        std::int64_t wrong = 0;
-        const T* p = first_element<T>(h);
-        const std::int64_t base = p - reinterpret_cast<const T*>(h.bytes.data());
-        cairn::Shape idx(nd, 0);
-        const auto vol = h.box.volume();
-        for (std::int64_t n = 0; n < vol; ++n) {
-            std::int64_t local = 0, global = 0;
-            for (std::size_t d = 0; d < nd; ++d) {
-                local += idx[d] * h.strides[d];
-                global = global * arr.global[d] + h.box.offsets[d] + idx[d];
-            }
-            inside[static_cast<std::size_t>(base + local)] = 1;
-            T got;
-            std::memcpy(&got, p + local, sizeof(T));
-            wrong += got != value_at<T>(h.array, global);
-            for (std::size_t d = nd; d-- > 0;) {
-                if (++idx[d] < h.box.shape[d])
-                    break;
-                idx[d] = 0;
-            }
-        }
-        return wrong;
-    });
-    for (std::size_t e = 0; e < inside.size(); ++e)
-        if (!inside[e])
-            for (std::int64_t b = 0; b < es; ++b)
-                bad += h.bytes[e * static_cast<std::size_t>(es) + static_cast<std::size_t>(b)] != k_marker;
+    std::int64_t bad = 0;
+    for (const auto& a : held)
+        bad += a->errors();
     return bad;
 }
 
@@ -355,9 +232,8 @@ TEST_CASE("random partitions, paddings, blocks and staging bounds round-trip N -
         INFO("case " << it << " (seed " << seed << "): " << c.text);
         const bool saved = run_on(c.n, [&](const SubComm& comm) {
             const auto r = static_cast<std::size_t>(comm.rank());
-            std::vector<Held> held;
             cairn::StateDict sd;
-            hold(c.arrays, c.save_boxes[r], c.save_ghost[r], true, held, sd);
+            const auto held = hold(c.arrays, c.save_boxes[r], c.save_ghost[r], true, sd);
             if (c.api == 0) {
                 cairn::save(sd, path, comm.get(), c.save);
                 return true;
@@ -365,20 +241,17 @@ TEST_CASE("random partitions, paddings, blocks and staging bounds round-trip N -
             auto h = cairn::async_save(sd, path, comm.get(), c.save);
             h.staged().get();
             for (auto& x : held) // the data may change once staged
-                std::fill(x.bytes.begin(), x.bytes.end(), static_cast<unsigned char>(0x5A));
+                std::fill(x->buf.begin(), x->buf.end(), static_cast<unsigned char>(0x5A));
             h.wait();
             return true;
         });
         REQUIRE(saved);
         const bool loaded = run_on(c.m, [&](const SubComm& comm) {
             const auto r = static_cast<std::size_t>(comm.rank());
-            std::vector<Held> held;
             cairn::StateDict sd;
-            hold(c.arrays, c.load_boxes[r], c.load_ghost[r], false, held, sd);
+            const auto held = hold(c.arrays, c.load_boxes[r], c.load_ghost[r], false, sd);
             cairn::load(sd, path, comm.get(), c.load);
-            std::int64_t bad = 0;
-            for (std::size_t a = 0; a < c.arrays.size(); ++a)
-                bad += errors_in(c.arrays[a], held[a]);
+            const std::int64_t bad = errors_in(held);
             if (bad)
                 std::printf("rank %zu: %lld wrong elements or padding bytes\n", r, static_cast<long long>(bad));
             return bad == 0;
@@ -405,9 +278,8 @@ TEST_CASE("in-place reads of runs that start and end inside checksum blocks", "[
             {
                 const std::int64_t per = arr.global[0] / w;
                 const cairn::Box mine{{per * r}, {r == w - 1 ? arr.global[0] - per * r : per}};
-                Held h = make_held(0, arr, mine, 0, true);
                 cairn::StateDict sd;
-                add(sd, arr, h);
+                const auto held = hold({arr}, {mine}, 0, true, sd);
                 cairn::SaveOptions o;
                 o.layout = layout;
                 o.checksum_block = block;
@@ -417,14 +289,13 @@ TEST_CASE("in-place reads of runs that start and end inside checksum blocks", "[
             // Every rank loads an odd-sized stretch starting at an odd
             // element: both ends inside blocks, across the savers' chunks.
             const cairn::Box want{{1237 + 5003 * r}, {400001 + 17 * r}};
-            Held h = make_held(0, arr, want, 0, false);
             cairn::StateDict sd;
-            add(sd, arr, h);
+            const auto held = hold({arr}, {want}, 0, false, sd);
             cairn::LoadOptions lo;
             lo.layout = layout;
             lo.staging_bytes = 1 << 20; // several pieces per run
             cairn::load(sd, path, MPI_COMM_WORLD, lo);
-            CHECK(all(errors_in(arr, h) == 0));
+            CHECK(all(errors_in(held) == 0));
         }
     }
 }
@@ -440,9 +311,8 @@ TEST_CASE("loads into padded host arrays verify and copy one read while the next
     const Array arr{"field", cairn::DType::f64, {24, 200000}};
     {
         const std::int64_t rows = 24 / w + (r < 24 % w ? 1 : 0), first = r * (24 / w) + std::min(r, 24 % w);
-        Held h = make_held(0, arr, cairn::Box{{first, 0}, {rows, 200000}}, 0, true);
         cairn::StateDict sd;
-        add(sd, arr, h);
+        const auto held = hold({arr}, {cairn::Box{{first, 0}, {rows, 200000}}}, 0, true, sd);
         cairn::SaveOptions o;
         o.fsync = false;
         o.checksum_block = 1000; // reads start inside blocks: widened
@@ -450,13 +320,12 @@ TEST_CASE("loads into padded host arrays verify and copy one read while the next
     }
     for (bool verify : {true, false}) {
         INFO("verify " << verify);
-        Held h = make_held(0, arr, cairn::whole(arr.global), 1, false); // every rank the whole field, padded
         cairn::StateDict sd;
-        add(sd, arr, h);
+        const auto held = hold({arr}, {cairn::whole(arr.global)}, 1, false, sd); // every rank the whole field, padded
         cairn::LoadOptions lo;
         lo.staging_bytes = std::size_t(16) << 20;
         lo.verify_checksums = verify;
         cairn::load(sd, path, MPI_COMM_WORLD, lo);
-        CHECK(all(errors_in(arr, h) == 0));
+        CHECK(all(errors_in(held) == 0));
     }
 }

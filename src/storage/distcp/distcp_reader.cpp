@@ -282,18 +282,19 @@ void DistcpReader::Impl::read_array(const ReadItem& item, const ChunkMeta& chunk
     const std::uint64_t read_cap = overlap ? half - 2 * span : cap;
     std::future<void> pending; // the helper's verification and copy of the previous read
     int side = 0;
-    // Reads bytes [a, b) of the chunk into the next half; `copy(at)` copies
-    // them out from where byte a landed, after the blocks are verified.
-    auto overlapped = [&](std::uint64_t a, std::uint64_t b, auto copy) {
-        char* to = buffer.data() + side * half;
-        const auto A = read_widened(chunk, span, a, b, to, half);
+    // Reads bytes [a, b) of the chunk through the buffer (its next half when
+    // overlapping); `copy(at)` copies them out from where byte a landed,
+    // once their blocks are verified.
+    auto through_buffer = [&](std::uint64_t a, std::uint64_t b, auto copy) {
+        char* to = buffer.data() + (overlap ? side * half : 0);
+        const auto A = read_widened(chunk, span, a, b, to, overlap ? half : buffer.size());
         auto finish = [this, &item, &chunk, span, to, A, b, at = to + (a - A), copy = std::move(copy)] {
             check_blocks(item.fqn, chunk, span, to, A, b);
             copy(at);
         };
         if (pending.valid())
             pending.get(); // the other half is free again
-        if (b - a >= k_overlap_min)
+        if (overlap && b - a >= k_overlap_min)
             pending = std::async(std::launch::async, std::move(finish));
         else
             finish();
@@ -317,10 +318,7 @@ void DistcpReader::Impl::read_array(const ReadItem& item, const ChunkMeta& chunk
                 const auto a = first_off + e * es, b = first_off + (e + n) * es;
                 const auto first = static_cast<std::int64_t>(r * run_elems + e);
                 const auto count = static_cast<std::int64_t>(n);
-                if (overlap)
-                    overlapped(a, b, [&dst, first, count](const char* p) { detail::stage_in(dst, first, count, p); });
-                else
-                    detail::stage_in(dst, first, count, read_range(item.fqn, chunk, span, a, b));
+                through_buffer(a, b, [&dst, first, count](const char* p) { detail::stage_in(dst, first, count, p); });
                 e += n;
             }
             ++r;
@@ -347,10 +345,7 @@ void DistcpReader::Impl::read_array(const ReadItem& item, const ChunkMeta& chunk
                 detail::stage_in(dst, static_cast<std::int64_t>((r + j) * run_elems),
                                  static_cast<std::int64_t>(run_elems), p + (offs[j] - first_off));
         };
-        if (overlap)
-            overlapped(first_off, end, std::move(copy));
-        else
-            copy(read_range(item.fqn, chunk, span, first_off, end));
+        through_buffer(first_off, end, std::move(copy));
         r = r2;
     }
     if (pending.valid())
