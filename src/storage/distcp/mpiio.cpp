@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+
+#include <sys/statvfs.h>
 
 namespace cairn::detail {
 
@@ -66,6 +69,24 @@ MpiFile::~MpiFile()
         MPI_File_close(&m_fh);
 }
 
+namespace {
+
+// Why a write may have made no progress (Open MPI's ompio reports a failed
+// write(2), ENOSPC included, as success with nothing written): the file
+// system's free space, when it cannot hold `want` more bytes.
+std::string no_progress_reason(const std::string& path, std::uint64_t want)
+{
+    struct statvfs st {};
+    if (::statvfs(path.c_str(), &st) != 0)
+        return {};
+    const auto avail = static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize;
+    if (avail >= want)
+        return {};
+    return std::string(": ") + std::strerror(ENOSPC) + " (" + std::to_string(avail) + " bytes free)";
+}
+
+} // namespace
+
 void MpiFile::write_at(std::uint64_t offset, const void* data, std::uint64_t size)
 {
     const auto* p = static_cast<const char*>(data);
@@ -80,7 +101,8 @@ void MpiFile::write_at(std::uint64_t offset, const void* data, std::uint64_t siz
         int done = 0;
         MPI_Get_count(&st, MPI_BYTE, &done);
         if (done <= 0)
-            throw error::WriteError(m_path + ": write at offset " + std::to_string(offset) + " made no progress");
+            throw error::WriteError(m_path + ": write at offset " + std::to_string(offset) + " made no progress" +
+                                    no_progress_reason(m_path, static_cast<std::uint64_t>(n)));
         p += done;
         offset += static_cast<std::uint64_t>(done);
         size -= static_cast<std::uint64_t>(done);
