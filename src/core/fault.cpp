@@ -22,8 +22,8 @@ std::atomic<bool> g_armed{false};
 namespace {
 
 const char* const k_points[] = {mpiio_open, mpiio_write, mpiio_read, mpiio_set_size, mpiio_sync, mpiio_close,
-                                fs_mkdir,   fs_fsync,    fs_rename,  fs_remove,      h5_create,  h5_open,
-                                h5_write,   h5_read,     h5_flush,   h5_close};
+                                fs_mkdir,   fs_fsync,    fs_rename,  fs_remove,      fs_reserve, fs_write,
+                                h5_create,  h5_open,     h5_write,   h5_read,        h5_flush,   h5_close};
 
 struct ErrnoName {
     const char* name;
@@ -35,7 +35,7 @@ const ErrnoName k_errnos[] = {
     {"EDQUOT", EDQUOT}, {"ENOENT", ENOENT}, {"EEXIST", EEXIST},   {"EBUSY", EBUSY},   {"EINTR", EINTR},
     {"EAGAIN", EAGAIN}, {"ENOMEM", ENOMEM}, {"EFBIG", EFBIG},     {"EINVAL", EINVAL}, {"EMFILE", EMFILE},
     {"ENFILE", ENFILE}, {"ESTALE", ESTALE}, {"ENOTDIR", ENOTDIR}, {"EISDIR", EISDIR}, {"EXDEV", EXDEV},
-    {"ENAMETOOLONG", ENAMETOOLONG},
+    {"ENAMETOOLONG", ENAMETOOLONG}, {"EOPNOTSUPP", EOPNOTSUPP},
 };
 
 const char* errno_name(int e)

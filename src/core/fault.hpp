@@ -32,6 +32,8 @@ inline constexpr const char* fs_mkdir = "fs.mkdir";   ///< create_directories
 inline constexpr const char* fs_fsync = "fs.fsync";   ///< fsync_path (files and directories)
 inline constexpr const char* fs_rename = "fs.rename"; ///< rename (the commit of metadata and containers)
 inline constexpr const char* fs_remove = "fs.remove"; ///< remove_all (not the noexcept cleanup)
+inline constexpr const char* fs_reserve = "fs.reserve"; ///< fallocate (a container's space, before it is written)
+inline constexpr const char* fs_write = "fs.write";     ///< write of a metadata file (metadata.h5's bytes)
 // HDF5 calls of the container layout (src/storage/hdf5/container_*.cpp). The
 // call is always made (a collective call skipped on one rank would hang the
 // others); a fault makes it report failure afterwards (container::inject).

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace cairn::detail::fs {
@@ -56,6 +57,43 @@ void rename(const std::string& from, const std::string& to)
     if (injected || ::rename(from.c_str(), to.c_str()) != 0)
         throw error::WriteError("cannot rename " + from + " to " + to + ": " +
                                 std::strerror(injected ? injected : errno));
+}
+
+bool reserve(const std::string& path, std::uint64_t from, std::uint64_t length)
+{
+    if (length == 0)
+        return true;
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        throw error::WriteError("cannot open " + path + " to reserve its space: " + std::strerror(errno));
+    int err = fault::inject(fault::fs_reserve, path);
+    if (!err) {
+        int rc;
+        do
+            rc = ::fallocate(fd, 0, static_cast<off_t>(from), static_cast<off_t>(length));
+        while (rc != 0 && errno == EINTR);
+        err = rc == 0 ? 0 : errno;
+    }
+    ::close(fd);
+    if (err == EOPNOTSUPP || err == ENOSYS || err == EINVAL)
+        return false;
+    if (err)
+        throw error::WriteError("cannot reserve " + std::to_string(length) + " bytes for " + path + ": " +
+                                std::strerror(err));
+    return true;
+}
+
+std::uint64_t file_size(const std::string& path)
+{
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        throw error::WriteError("cannot stat " + path + ": " + std::strerror(errno));
+    return static_cast<std::uint64_t>(st.st_size);
+}
+
+void truncate_noexcept(const std::string& path, std::uint64_t size) noexcept
+{
+    [[maybe_unused]] const int rc = ::truncate(path.c_str(), static_cast<off_t>(size));
 }
 
 void remove_all(const std::string& path)

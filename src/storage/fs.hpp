@@ -2,6 +2,7 @@
 // failures as cairn errors that name the path and the system's reason.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace cairn::detail::fs {
@@ -14,6 +15,18 @@ void create_directories(const std::string& path);
 void fsync_path(const std::string& path);
 /// rename(2); both paths on the same file system.
 void rename(const std::string& from, const std::string& to);
+/// Reserves the blocks of bytes [from, from + length) of the existing file
+/// `path` (fallocate(2), mode 0: the file grows to at least from + length),
+/// so that writes inside that range cannot fail for want of space. Returns
+/// false where the file system cannot reserve (EOPNOTSUPP, ENOSYS, EINVAL):
+/// writes then take their chances. Throws error::WriteError naming the path
+/// and the system's reason otherwise (ENOSPC, EDQUOT, ...).
+bool reserve(const std::string& path, std::uint64_t from, std::uint64_t length);
+/// The size of the regular file `path`; throws error::WriteError.
+std::uint64_t file_size(const std::string& path);
+/// truncate(2) to `size`, never throws (cleanup paths: frees the space of a
+/// file that will be removed).
+void truncate_noexcept(const std::string& path, std::uint64_t size) noexcept;
 /// Removes a file or a directory tree; no error when it does not exist.
 void remove_all(const std::string& path);
 /// Removes, never throws (cleanup paths).

@@ -114,6 +114,7 @@ const Case k_coordinator_cases[] = {
     {"fs.fsync", true, 0, EIO, "commit", ".metadata.h5.tmp"},  // the new metadata file
     {"fs.fsync", true, 1, EIO, "commit", "fsync of"},          // the directory, before the rename
     {"fs.rename", true, 0, ENOSPC, "commit", "cannot rename"}, // the metadata into place
+    {"fs.write", true, 0, ENOSPC, "commit", "cannot write the metadata"}, // its bytes, built in memory
 };
 
 // The ranks that fail in turn: the last one and rank 1.
@@ -177,6 +178,7 @@ TEST_CASE("fault injection: the spec syntax and the registry", "[.faults]")
     CHECK_THROWS_AS(cairn::testing::arm_fault(Fault{"fs.rename", -1, 0, 1, 0}), cairn::error::WrongAPIUsage);
     const auto points = cairn::testing::fault_points();
     for (const char* p : {"mpiio.open", "mpiio.write", "mpiio.read", "mpiio.sync", "fs.rename", "fs.fsync", "fs.mkdir",
+                          "fs.reserve", "fs.write",
                           "h5.create", "h5.open", "h5.write", "h5.read", "h5.flush", "h5.close"})
         CHECK(std::find(points.begin(), points.end(), p) != points.end());
     CHECK(cairn::testing::faults_fired() == 0);
@@ -362,6 +364,8 @@ TEST_CASE("a failed commit of a container leaves the earlier container intact", 
     const Case cases[] = {
         {"fs.fsync", true, 0, EIO, "commit", "fsync of"},
         {"fs.rename", true, 0, ENOSPC, "commit", "cannot rename"},
+        {"fs.reserve", true, 0, ENOSPC, "write", "cannot reserve"},  // the file's space, before any write
+        {"fs.reserve", true, 1, EDQUOT, "commit", "cannot reserve"}, // the metadata group's, before the reopen
     };
     for (const auto& c : cases) {
         auto s1 = make_state(true, 1);

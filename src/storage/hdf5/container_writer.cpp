@@ -111,6 +111,18 @@ Handle dataset_creation(const std::string& what)
 
 DType stored_dtype(const DatasetSpec& s) { return s.kind == ItemKind::bytes ? DType::u8 : s.dtype; }
 
+// An upper bound of the container's size after write_data: every dataset's
+// bytes, its alignment's padding, its headers, and HDF5's 64 KiB metadata
+// and small-data blocks (one of each partly used).
+std::uint64_t reserve_bytes(const std::vector<DatasetSpec>& specs, std::size_t alignment)
+{
+    std::uint64_t b = std::uint64_t(128) << 10;
+    for (const auto& ds : specs)
+        b += static_cast<std::uint64_t>(volume(ds.shape)) * dtype_size(stored_dtype(ds)) + 4096 +
+             (alignment > 1 ? alignment : 0);
+    return b;
+}
+
 // What this rank writes into one dataset: its view, written either directly
 // (one round, a memory hyperslab) or in pieces packed into the staging buffer
 // (always for CUDA device memory, staged through it).
@@ -518,6 +530,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
     //    writers alone (a single writer, or fewer bytes than independent_below).
     detail::h5::ErrorSilencer quiet;
     std::exception_ptr err; // this rank's first write error
+    bool another_failed = false;
     auto note = [&] {
         if (!err)
             err = std::current_exception();
@@ -534,6 +547,22 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
         } catch (...) {
             note();
         }
+        // The file's space is reserved before anything is written into it:
+        // a collective write that fails on one rank for want of space leaves
+        // parallel HDF5's ranks in different states, and the close's
+        // metadata sync then waits forever. The coordinator reserves; when
+        // it cannot, no rank writes (every rank learns it in one broadcast).
+        int doomed = 0;
+        if (c.rank == 0) {
+            try {
+                fs::reserve(tmp, 0, reserve_bytes(specs, im.opt.alignment));
+            } catch (...) {
+                note();
+                doomed = 1;
+            }
+        }
+        if (MPI_Bcast(&doomed, 1, MPI_INT, 0, im.comm) != MPI_SUCCESS)
+            throw error::WriteError(tmp + ": MPI_Bcast of the space reservation failed");
         const Handle dcpl = dataset_creation(tmp);
         const Handle lcpl = ct::link_creation(tmp, true);
         const Handle collective(check(H5Pcreate(H5P_DATASET_XFER), tmp + ": transfer properties", true));
@@ -616,7 +645,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
         };
 
         std::size_t cursor = 0;
-        for (std::size_t d = 0; d < D; ++d) {
+        for (std::size_t d = 0; d < (doomed ? 0 : D); ++d) {
             const DatasetSpec& ds = specs[d];
             const std::string what = tmp + ": dataset '" + ds.path + "'";
             const auto code = static_cast<int>(stored_dtype(ds));
@@ -736,20 +765,33 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             }
             direct.reset();
         }
-        try {
-            if (im.opt.fsync) // collective; MPI_File_sync on every rank: durable before the commit
-                deferred.run_during([&] {
-                    try {
-                        check_status(H5Fflush(file, H5F_SCOPE_GLOBAL), "flushing " + tmp, true);
-                        ct::inject(fault::h5_flush, "flushing " + tmp, true);
-                    } catch (...) {
-                        note();
-                    }
-                });
-            else
-                deferred.run();
-        } catch (...) {
-            note(); // the hashing's error
+        // Agreed: did any rank fail? Then no rank flushes, and the
+        // coordinator first truncates the doomed file, so that the close's
+        // metadata writes find space whatever filled the disk.
+        int any_failed = err ? 1 : 0;
+        if (MPI_Allreduce(MPI_IN_PLACE, &any_failed, 1, MPI_INT, MPI_MAX, im.comm) != MPI_SUCCESS)
+            throw error::WriteError(tmp + ": MPI_Allreduce of the write outcome failed");
+        if (any_failed) {
+            if (c.rank == 0)
+                fs::truncate_noexcept(tmp, 0);
+            if (MPI_Barrier(im.comm) != MPI_SUCCESS)
+                throw error::WriteError(tmp + ": MPI_Barrier before closing a failed save failed");
+        } else {
+            try {
+                if (im.opt.fsync) // collective; MPI_File_sync on every rank: durable before the commit
+                    deferred.run_during([&] {
+                        try {
+                            check_status(H5Fflush(file, H5F_SCOPE_GLOBAL), "flushing " + tmp, true);
+                            ct::inject(fault::h5_flush, "flushing " + tmp, true);
+                        } catch (...) {
+                            note();
+                        }
+                    });
+                else
+                    deferred.run();
+            } catch (...) {
+                note(); // the hashing's error
+            }
         }
         if (!file.reset() && !err)
             err = std::make_exception_ptr(error::WriteError("closing " + tmp + ": " + detail::h5::last_error()));
@@ -758,9 +800,12 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
         } catch (...) {
             note();
         }
+        another_failed = any_failed != 0;
     }
     if (err)
         std::rethrow_exception(err);
+    if (another_failed)
+        return {}; // the save's error agreement reports the other rank's error
     for (std::size_t k = 0; k < results.size(); ++k)
         if (hashers[k])
             results[k].storage.checksums = hashers[k]->finish();
@@ -783,6 +828,12 @@ void detail::BuiltinWriters::finish(ContainerWriter& w, MetadataColumns& md)
     {
         // The coordinator alone, serially, after the collective close: the
         // values every rank agreed on, and the metadata group.
+        // Its space first (as write_data's): HDF5 adds the group at the end
+        // of the file, and a close that fails for want of space leaves the
+        // file open inside HDF5 (which then crashes the process at exit).
+        // The close trims the file to what HDF5 used.
+        fs::reserve(im.tmp, fs::file_size(im.tmp),
+                    detail::metadata_group_bytes_bound(md) + 16 * static_cast<std::uint64_t>(im.opt.alignment));
         const Handle fapl = ct::file_access(MPI_COMM_NULL, im.opt.tuning, im.opt.alignment, im.tmp, true);
         Handle file(check(H5Fopen(im.tmp.c_str(), H5F_ACC_RDWR, fapl), "reopening " + im.tmp, true));
         ct::inject(fault::h5_open, "reopening " + im.tmp, true);

@@ -3,6 +3,7 @@
 #include "cairn/errors.hpp"
 #include "cairn/testing.hpp"
 #include "core/checksum.hpp"
+#include "core/fault.hpp"
 #include "core/tiling.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/column_runs.hpp"
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -831,25 +833,149 @@ void seal_metadata_file(const std::string& path)
         throw error::WriteError("closing " + path + ": " + std::strerror(errno));
 }
 
+std::uint64_t metadata_group_bytes_bound(const MetadataColumns& md)
+{
+    std::uint64_t b = 0;
+    for (const auto& e : md.entries)
+        b += e.name.size() + e.value.size() + 8 * e.global_shape.size() + 64;
+    for (const auto& f : md.files)
+        b += f.size() + 16;
+    b += 8 * (md.boxes.size() + md.chunk_file.size() + md.chunk_offset.size() + md.chunk_length.size() +
+              md.sum_begin.size() + md.sums.size()) +
+         4 * md.sum_count.size() + md.library_version.size() + md.layout.size() + md.created.size();
+    // Twice the payload (dense attribute storage, heaps, B-trees, and the
+    // aggregators' partly used blocks), 2 KiB of headers per entry (a
+    // container's scalars are datasets too), 64 KiB.
+    return 2 * b + 2048 * static_cast<std::uint64_t>(md.entries.size()) + (std::uint64_t(64) << 10);
+}
+
 void write_metadata_file(const std::string& path, const Metadata& md, bool durable)
 {
     write_metadata_file(path, to_columns(md), durable);
 }
 
+namespace {
+
+// The in-memory file of write_metadata_file: HDF5's core driver allocates it
+// through these callbacks (H5Pset_file_image_callbacks), and at the close
+// hands it over instead of freeing it, complete: the close has written the
+// final superblock (H5Fget_file_image of an open file copies a superblock
+// whose status flags it clears after their checksum was taken).
+struct ImageSink {
+    unsigned char* mem = nullptr; ///< the closed file's memory (malloc'd), owned
+    std::size_t size = 0;         ///< its allocated size
+    unsigned char* live = nullptr;
+    std::size_t live_size = 0;
+    ~ImageSink() { std::free(mem); }
+};
+void* sink_malloc(std::size_t size, H5FD_file_image_op_t, void* udata)
+{
+    auto* s = static_cast<ImageSink*>(udata);
+    s->live = static_cast<unsigned char*>(std::malloc(size));
+    s->live_size = s->live ? size : 0;
+    return s->live;
+}
+void* sink_memcpy(void* dest, const void* src, std::size_t size, H5FD_file_image_op_t, void*)
+{
+    return std::memcpy(dest, src, size);
+}
+void* sink_realloc(void* ptr, std::size_t size, H5FD_file_image_op_t, void* udata)
+{
+    auto* s = static_cast<ImageSink*>(udata);
+    void* p = std::realloc(ptr, size);
+    if (p) {
+        s->live = static_cast<unsigned char*>(p);
+        s->live_size = size;
+    }
+    return p;
+}
+herr_t sink_free(void* ptr, H5FD_file_image_op_t op, void* udata)
+{
+    auto* s = static_cast<ImageSink*>(udata);
+    if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && ptr && ptr == s->live) { // the last file closed wins
+        std::free(s->mem);
+        s->mem = s->live;
+        s->size = s->live_size;
+    } else {
+        std::free(ptr);
+    }
+    if (ptr == s->live) {
+        s->live = nullptr;
+        s->live_size = 0;
+    }
+    return 0;
+}
+void* sink_udata_copy(void* udata) { return udata; }
+herr_t sink_udata_free(void*) { return 0; }
+
+// The end of the HDF5 file in `b` (n bytes, its superblock at `at`): the
+// end-of-file address of a version 2 or 3 superblock with 8-byte addresses,
+// else n (HDF5 reads a file longer than its end-of-file address).
+std::size_t hdf5_file_end(const unsigned char* b, std::size_t n, std::size_t at)
+{
+    if (n < at + 48 || (b[at + 8] != 2 && b[at + 8] != 3) || b[at + 9] != 8)
+        return n;
+    const std::uint64_t base = get_le(b + at + 12, 8);
+    const std::uint64_t eof = get_le(b + at + 28, 8);
+    return base + eof >= at + 48 && base + eof <= n ? static_cast<std::size_t>(base + eof) : n;
+}
+
+} // namespace
+
 void write_metadata_file(const std::string& path, const MetadataColumns& md, bool durable)
 {
+    // HDF5 builds the file in memory (the core driver without a backing
+    // store): its close cannot fail for want of space, which would leave the
+    // file open inside HDF5 and crash the process at exit. The bytes, sealed,
+    // reach the disk through plain POSIX calls that report any error.
+    ImageSink sink;
     {
         h5::ErrorSilencer quiet;
         Handle fcpl(check(H5Pcreate(H5P_FILE_CREATE), path, true));
         check_status(H5Pset_userblock(fcpl, metadata_header_bytes), path + ": user block", true);
         Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), path, true));
         check_status(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST), path, true);
-        Handle file(check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, fapl), "creating " + path, true));
+        check_status(H5Pset_fapl_core(fapl, std::size_t(64) << 10, 0), path + ": in-memory driver", true);
+        H5FD_file_image_callbacks_t cb{};
+        cb.image_malloc = &sink_malloc;
+        cb.image_memcpy = &sink_memcpy;
+        cb.image_realloc = &sink_realloc;
+        cb.image_free = &sink_free;
+        cb.udata_copy = &sink_udata_copy;
+        cb.udata_free = &sink_udata_free;
+        cb.udata = &sink;
+        check_status(H5Pset_file_image_callbacks(fapl, &cb), path + ": file image callbacks", true);
+        // HDF5 first opens an existing file of the name without creating it:
+        // a name below `path` cannot exist, so nothing on disk is read.
+        const std::string image = path + "/cairn-metadata-image";
+        Handle file(check(H5Fcreate(image.c_str(), H5F_ACC_TRUNC, fcpl, fapl), "creating " + path, true));
         write_metadata_group(file, md);
         if (!file.reset())
             throw error::WriteError("closing " + path + ": " + h5::last_error());
     }
-    seal_metadata_file(path);
+    const std::size_t hbytes = metadata_header_bytes;
+    if (!sink.mem || sink.size < hbytes + 8 || std::memcmp(sink.mem + hbytes, k_hdf5_signature, 8) != 0)
+        throw error::WriteError(path + ": HDF5 left no file image with a user block of " + std::to_string(hbytes) +
+                                " bytes (internal error)");
+    const std::size_t size = hdf5_file_end(sink.mem, sink.size, hbytes);
+    unsigned char* image = sink.mem;
+    unsigned char h[k_header_used];
+    make_header(h, size, checksum(image + hbytes, size - hbytes));
+    std::memcpy(image, h, sizeof h);
+
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        throw error::WriteError("cannot create " + path + ": " + std::strerror(errno));
+    try {
+        if (const int injected = fault::inject(fault::fs_write, path))
+            throw error::WriteError(path + ": cannot write the metadata: " + std::strerror(injected));
+        write_fully(fd, image, size, path);
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    if (::close(fd) != 0)
+        throw error::WriteError("closing " + path + ": " + std::strerror(errno));
     if (durable)
         fs::fsync_path(path);
 }

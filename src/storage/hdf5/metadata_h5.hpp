@@ -28,6 +28,11 @@ void write_metadata_group(hid_t loc, const Metadata& md);
 /// The same from columns (what the coordinator's columnar path builds).
 void write_metadata_group(hid_t loc, const MetadataColumns& md, std::size_t dataset_above = metadata_dataset_above);
 
+/// An upper bound of the file space write_metadata_group takes for `md`
+/// (its columns' bytes, twice, plus HDF5's headers and heaps per entry):
+/// what a container reserves before the coordinator writes the group.
+std::uint64_t metadata_group_bytes_bound(const MetadataColumns& md);
+
 /// Reads the group written by write_metadata_group; `where` (the file name)
 /// prefixes every error. Validates the format version, kinds, dtypes, ranks
 /// of boxes and that every chunk lies inside its array.
