@@ -26,12 +26,15 @@
 #include "storage/writeback.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <ctime>
 #include <map>
 #include <memory>
 #include <optional>
+
+#include <sys/statvfs.h>
 
 namespace cairn {
 
@@ -110,6 +113,25 @@ Handle dataset_creation(const std::string& what)
 }
 
 DType stored_dtype(const DatasetSpec& s) { return s.kind == ItemKind::bytes ? DType::u8 : s.dtype; }
+
+// Without a reservation (a file system without fallocate), a failed write
+// may go unreported (Open MPI's ompio reports ENOSPC as success with nothing
+// written), and the collective flush that fails on one rank for want of
+// space leaves HDF5's ranks waiting for each other. So the coordinator
+// checks, before the flush, that the file system has room for the metadata
+// (128 KiB and 4 KiB per dataset); if not, the save fails there, and the
+// doomed file is truncated before its close.
+void unreserved_room(const std::string& tmp, std::size_t datasets)
+{
+    struct statvfs st {};
+    if (::statvfs(fs::parent(tmp).c_str(), &st) != 0)
+        return;
+    const auto avail = static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize;
+    const std::uint64_t need = (std::uint64_t(128) << 10) + 4096 * static_cast<std::uint64_t>(datasets);
+    if (avail < need)
+        throw error::WriteError(tmp + ": " + std::strerror(ENOSPC) + " (" + std::to_string(avail) +
+                                " bytes free before its metadata is written; the file system cannot reserve space)");
+}
 
 // An upper bound of the container's size after write_data: every dataset's
 // bytes, its alignment's padding, its headers, and HDF5's 64 KiB metadata
@@ -552,17 +574,20 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
         // parallel HDF5's ranks in different states, and the close's
         // metadata sync then waits forever. The coordinator reserves; when
         // it cannot, no rank writes (every rank learns it in one broadcast).
-        int doomed = 0;
+        // Where the file system cannot reserve, the coordinator checks its
+        // free space before the flush instead (unreserved_room).
+        int reserved = 1; // 1: reserved, 0: cannot be reserved here, -1: failed
         if (c.rank == 0) {
             try {
-                fs::reserve(tmp, 0, reserve_bytes(specs, im.opt.alignment));
+                reserved = fs::reserve(tmp, 0, reserve_bytes(specs, im.opt.alignment)) ? 1 : 0;
             } catch (...) {
                 note();
-                doomed = 1;
+                reserved = -1;
             }
         }
-        if (MPI_Bcast(&doomed, 1, MPI_INT, 0, im.comm) != MPI_SUCCESS)
+        if (MPI_Bcast(&reserved, 1, MPI_INT, 0, im.comm) != MPI_SUCCESS)
             throw error::WriteError(tmp + ": MPI_Bcast of the space reservation failed");
+        const bool doomed = reserved < 0;
         const Handle dcpl = dataset_creation(tmp);
         const Handle lcpl = ct::link_creation(tmp, true);
         const Handle collective(check(H5Pcreate(H5P_DATASET_XFER), tmp + ": transfer properties", true));
@@ -768,6 +793,13 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
         // Agreed: did any rank fail? Then no rank flushes, and the
         // coordinator first truncates the doomed file, so that the close's
         // metadata writes find space whatever filled the disk.
+        if (reserved == 0 && c.rank == 0 && !err) {
+            try {
+                unreserved_room(tmp, specs.size());
+            } catch (...) {
+                note();
+            }
+        }
         int any_failed = err ? 1 : 0;
         if (MPI_Allreduce(MPI_IN_PLACE, &any_failed, 1, MPI_INT, MPI_MAX, im.comm) != MPI_SUCCESS)
             throw error::WriteError(tmp + ": MPI_Allreduce of the write outcome failed");
