@@ -14,6 +14,12 @@ void create_directories(const std::string& path);
 void fsync_path(const std::string& path);
 /// rename(2); both paths on the same file system.
 void rename(const std::string& from, const std::string& to);
+/// Swaps `from` and `to` atomically (renameat2 with RENAME_EXCHANGE; both
+/// must exist, on the same file system). False, with nothing changed, where
+/// the kernel or the file system cannot (EINVAL, ENOSYS, EOPNOTSUPP): the
+/// caller falls back to rename(). Fault point fs.rename, as rename(); an
+/// injected EINVAL takes the fallback.
+bool exchange(const std::string& from, const std::string& to);
 /// Removes a file or a directory tree; no error when it does not exist.
 void remove_all(const std::string& path);
 /// Removes, never throws (cleanup paths).

@@ -221,14 +221,13 @@ TEST_CASE("a failed replacement leaves the earlier checkpoint intact", "[.faults
             CHECK(no_leftovers(dir));
         }
     // The coordinator's steps of a replacement: removing an old staging
-    // directory, writing the metadata, the renames that swap the new
-    // checkpoint in.
+    // directory, writing the metadata, the exchange that swaps the new
+    // checkpoint in (the two renames without it: the next test).
     const Case replace_cases[] = {
         {"fs.remove", true, 0, EBUSY, "global plan", "cannot remove"},
         {"fs.fsync", true, 0, EIO, "commit", ".metadata.h5.tmp"},
         {"fs.rename", true, 0, ENOSPC, "commit", "cannot rename"}, // metadata into place (in staging)
-        {"fs.rename", true, 1, EACCES, "commit", "cannot rename"}, // the old checkpoint aside
-        {"fs.rename", true, 2, EIO, "commit", "cannot rename"},    // the new checkpoint in
+        {"fs.rename", true, 1, EACCES, "commit", "cannot rename"}, // the exchange of the new and the old
     };
     for (const auto& c : replace_cases) {
         check_failed_save(dir, c, 0, true);
@@ -240,6 +239,83 @@ TEST_CASE("a failed replacement leaves the earlier checkpoint intact", "[.faults
     auto s1 = make_state(true, 1);
     cairn::save(s1->dict, dir, MPI_COMM_WORLD, save_options(true));
     CHECK(holds_checkpoint(dir, 1));
+    CHECK(no_leftovers(dir));
+}
+
+// A replacement swaps the new checkpoint in with one exchange
+// (renameat2 RENAME_EXCHANGE), so no moment leaves the path without a
+// checkpoint; where the file system cannot (EINVAL, injected here), with two
+// renames. Both leave nothing beside the path, and a failure of any of
+// these calls leaves the old checkpoint in place.
+TEST_CASE("a replacement swaps in one exchange, or in two renames without it", "[.faults][commit]")
+{
+    const int w = world_size();
+    const std::string dir = fresh_dir("faults_exchange_" + std::to_string(w)) + "/ckpt";
+    const auto save = [&](std::int64_t step) {
+        auto s = make_state(true, step);
+        MPI_Barrier(MPI_COMM_WORLD);
+        return attempt([&] { cairn::save(s->dict, dir, MPI_COMM_WORLD, save_options(true)); });
+    };
+    {
+        auto s = make_state(true);
+        cairn::save(s->dict, dir, MPI_COMM_WORLD, save_options(false));
+    }
+    REQUIRE(holds_checkpoint(dir, 4711));
+
+    // Two fs.rename calls: the metadata into place, the exchange; a fault on
+    // a third (the two-rename path's last) never fires.
+    {
+        cairn::testing::ScopedFault fault({"fs.rename", 0, 2, 0, EIO});
+        const Outcome o = save(1);
+        INFO(o.what);
+        CHECK(all(!o.threw));
+        CHECK(all(cairn::testing::faults_fired() == 0u));
+    }
+    CHECK(holds_checkpoint(dir, 1));
+    CHECK(no_leftovers(dir));
+
+    // The exchange failing: named as such; the old checkpoint stays.
+    {
+        cairn::testing::ScopedFault fault({"fs.rename", 0, 1, 1, EIO});
+        const Outcome o = save(2);
+        INFO(o.what);
+        CHECK(same_error_everywhere(o, Kind::write));
+        CHECK(all(contains(o.what, "(exchanging them)")));
+    }
+    CHECK(holds_checkpoint(dir, 1));
+    CHECK(no_leftovers(dir));
+
+    // No exchange on this file system: two renames, the same result.
+    {
+        cairn::testing::ScopedFault fault({"fs.rename", 0, 1, 1, EINVAL});
+        const Outcome o = save(3);
+        INFO(o.what);
+        CHECK(all(!o.threw));
+        CHECK(all(cairn::testing::faults_fired() == (world_rank() == 0 ? 1u : 0u)));
+    }
+    CHECK(holds_checkpoint(dir, 3));
+    CHECK(no_leftovers(dir));
+
+    // ... where either rename failing (the old checkpoint aside, the new
+    // one in) leaves the old checkpoint in place.
+    for (const std::uint64_t after : {2, 3}) {
+        cairn::testing::ScopedFault fault({"fs.rename", 0, 1, 1, EINVAL});
+        cairn::testing::arm_fault({"fs.rename", 0, after, 1, EIO});
+        const Outcome o = save(4);
+        INFO("rename " << after << ": " << o.what);
+        CHECK(same_error_everywhere(o, Kind::write));
+        CHECK(all(contains(o.what, "cannot rename")));
+        CHECK(holds_checkpoint(dir, 3));
+        CHECK(no_leftovers(dir));
+    }
+    // ... and a failed sync of the parent after the exchange swaps back.
+    {
+        cairn::testing::ScopedFault fault({"fs.fsync", 0, 3, 1, EIO});
+        const Outcome o = save(5);
+        INFO(o.what);
+        CHECK(same_error_everywhere(o, Kind::write));
+    }
+    CHECK(holds_checkpoint(dir, 3));
     CHECK(no_leftovers(dir));
 }
 
