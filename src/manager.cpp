@@ -233,6 +233,28 @@ void remove_checkpoint(const Candidate& c)
     fs::remove_all(c.path);
 }
 
+// Finishes the interrupted replacements among the leftovers `found` (of one
+// directory): where `<ckpt>` is missing, a complete `<ckpt>.cairn-staging`
+// (the new checkpoint, the second rename not done) or else a complete
+// `<ckpt>.cairn-old` (the old one, the new one lost) is renamed to
+// `<ckpt>`. Returns what it renamed. Local.
+std::vector<Leftover> finish_replacements(const std::vector<Leftover>& found)
+{
+    std::vector<Leftover> done;
+    for (const char* suffix : {staging_suffix, old_suffix})
+        for (const auto& l : found) {
+            if (!ends_with(l.path, suffix))
+                continue;
+            const std::string base = l.path.substr(0, l.path.size() - std::strlen(suffix));
+            if (fs::exists(base) || !fs::exists(l.path) || !complete_checkpoint(l.path, false))
+                continue;
+            fs::rename(l.path, base);
+            fs::fsync_path(fs::parent(base));
+            done.push_back({l.path, l.reason + ": renamed to " + stdfs::path(base).filename().string()});
+        }
+    return done;
+}
+
 Bytes encode_strings(const std::vector<std::string>& v)
 {
     detail::Encoder enc;
@@ -290,6 +312,18 @@ struct CheckpointManager::Impl {
     std::int64_t pending_step = -1;
 
     bool coordinator() const noexcept { return rank == 0; }
+
+    // Coordinator, before looking for checkpoints: a replacement interrupted
+    // between its two renames left `step_<N>` missing beside a complete
+    // `step_<N>.cairn-staging` (and `.cairn-old`); the newer one is put in
+    // place, so that the step is not passed over for an older one. What
+    // remains are leftovers (remove_leftovers). Says what it did on stderr.
+    void repair()
+    {
+        for (const auto& l : finish_replacements(cairn::find_leftovers(root)))
+            std::fprintf(stderr, "cairn: CheckpointManager(%s): finished an interrupted replacement: %s: %s\n",
+                         root.c_str(), l.path.c_str(), l.reason.c_str());
+    }
 
     // Coordinator: after the commit of `step`, points LATEST
     // at the newest complete checkpoint (normally `step`) and removes the
@@ -436,6 +470,7 @@ std::optional<SaveResult> CheckpointManager::save(std::int64_t step, StateDict& 
             throw error::WrongAPIUsage("CheckpointManager::save: step must be at least 0, not " + std::to_string(step));
         if (m.coordinator()) {
             fs::create_directories(m.root);
+            m.repair();
             m.unpoint(step);
         }
     });
@@ -474,6 +509,7 @@ std::optional<std::int64_t> CheckpointManager::latest()
     std::int64_t step = run_phase(c, "checkpoint manager: latest", [&]() -> std::int64_t {
         if (!m.coordinator())
             return -1;
+        m.repair();
         const auto n = newest_complete(m.root, m.container);
         return n ? n->step : -1;
     });
@@ -492,6 +528,7 @@ std::vector<std::int64_t> CheckpointManager::steps()
         std::vector<std::string> v;
         if (!m.coordinator())
             return v;
+        m.repair();
         for (const auto& cand : scan(m.root, m.container))
             if (complete_checkpoint(cand.path, cand.container))
                 v.push_back(std::to_string(cand.step));
@@ -514,6 +551,7 @@ std::optional<std::int64_t> CheckpointManager::restore_latest(StateDict& state, 
         std::vector<std::string> v;
         if (!m.coordinator())
             return v;
+        m.repair();
         if (const auto n = newest_complete(m.root, m.container)) {
             v.push_back(std::to_string(n->step));
             v.push_back(n->path);
@@ -609,7 +647,8 @@ std::vector<Leftover> find_leftovers(const std::string& root_in)
         }
         if (ends_with(name, staging_suffix)) {
             out.push_back({path, "the new checkpoint of an interrupted replacement of " +
-                                     name.substr(0, name.size() - std::strlen(staging_suffix))});
+                                     name.substr(0, name.size() - std::strlen(staging_suffix)) +
+                                     " (or, once swapped in, the old one)"});
             continue;
         }
         if (ends_with(name, old_suffix)) {
@@ -660,20 +699,32 @@ std::vector<Leftover> find_leftovers(const std::string& root_in)
 std::vector<Leftover> remove_leftovers(const std::string& root)
 {
     const auto found = find_leftovers(root);
-    std::vector<Leftover> done;
-    // An interrupted replacement whose final name is missing: the committed
-    // new checkpoint, or else the committed old one, takes its place.
-    for (const char* suffix : {staging_suffix, old_suffix})
-        for (const auto& l : found) {
-            if (!ends_with(l.path, suffix))
-                continue;
-            const std::string base = l.path.substr(0, l.path.size() - std::strlen(suffix));
-            if (fs::exists(base) || !fs::exists(l.path) || !complete_checkpoint(l.path, false))
-                continue;
-            fs::rename(l.path, base);
-            fs::fsync_path(fs::parent(base));
-            done.push_back({l.path, l.reason + ": renamed to " + stdfs::path(base).filename().string()});
-        }
+    // An interrupted replacement whose final name is missing is finished
+    // rather than lost.
+    std::vector<Leftover> done = finish_replacements(found);
+    for (const auto& l : found) {
+        if (!fs::exists(l.path))
+            continue; // renamed above
+        fs::remove_all(l.path);
+        done.push_back(l);
+    }
+    return done;
+}
+
+std::vector<Leftover> repair_checkpoint(const std::string& path_in)
+{
+    const std::string path = fs::strip(path_in);
+    if (path.empty())
+        throw error::WrongAPIUsage("repair_checkpoint: empty path");
+    const std::string name = stdfs::path(path).filename().string();
+    std::vector<Leftover> found;
+    for (const auto& l : find_leftovers(fs::parent(path))) {
+        const std::string n = stdfs::path(l.path).filename().string();
+        for (const char* suffix : {staging_suffix, old_suffix, temp_suffix})
+            if (n == name + suffix)
+                found.push_back({fs::join(fs::parent(path), n), l.reason});
+    }
+    std::vector<Leftover> done = finish_replacements(found);
     for (const auto& l : found) {
         if (!fs::exists(l.path))
             continue; // renamed above

@@ -17,7 +17,9 @@
 // Crash consistency: a save that is killed at any moment (any or all ranks)
 // leaves every older checkpoint intact and nothing that latest(), load() or
 // LATEST accept as complete; what it leaves is reported by find_leftovers()
-// and removed by remove_leftovers().
+// and removed by remove_leftovers() (or `cairn repair ROOT`). A replacement
+// killed between its two renames (file systems without an atomic exchange)
+// is finished by the manager itself before it looks for checkpoints.
 #pragma once
 
 #include "cairn/checkpoint.hpp"
@@ -129,7 +131,11 @@ public:
     /// `state` (resharding to this communicator's decomposition) and returns
     /// its step; std::nullopt (and `state` untouched) when there is none.
     /// Errors as load(); a damaged latest checkpoint is an error, not a reason
-    /// to fall back silently to an older one.
+    /// to fall back silently to an older one. Before looking, the coordinator
+    /// finishes a replacement interrupted between its two renames
+    /// (`step_<N>` missing, a complete `step_<N>.cairn-staging` beside it; as
+    /// remove_leftovers() does), so that the step is not passed over for an
+    /// older one; latest(), steps() and save() do the same.
     std::optional<std::int64_t> restore_latest(StateDict& state, const LoadOptions& options = {});
 
     /// Settles a save in flight, then find_leftovers(root()) on the
@@ -154,7 +160,8 @@ private:
 /// recursive): per-rank directories without committed metadata that are named
 /// like a managed checkpoint (`step_<N>`) or hold `__*.distcp` or
 /// `.metadata.h5.tmp` files; the siblings `<ckpt>.cairn-staging` and
-/// `<ckpt>.cairn-old` of an interrupted replacement; `*.cairn-tmp` files
+/// `<ckpt>.cairn-old` of an interrupted replacement (after an exchange the
+/// staging name holds the old checkpoint until it is removed); `*.cairn-tmp` files
 /// (unfinished containers, LATEST being written); `<container>.locktest.<n>`
 /// files next to a container file of the root (committed or not) and
 /// `__*.distcp.locktest.<n>` files inside a committed per-rank checkpoint,
@@ -172,5 +179,15 @@ std::vector<Leftover> find_leftovers(const std::string& root);
 /// committed checkpoint under its final name. **Local**, same conditions as
 /// find_leftovers; throws error::WriteError when something cannot be removed.
 std::vector<Leftover> remove_leftovers(const std::string& root);
+
+/// The recovery of remove_leftovers() for one checkpoint path (not a
+/// root): the leftovers `<path>.cairn-staging`, `<path>.cairn-old` and
+/// `<path>.cairn-tmp` beside it. When `path` is missing, a committed
+/// `<path>.cairn-staging` (or else `<path>.cairn-old`) is renamed to `path`
+/// first; the rest is removed. Returns what it renamed and removed (empty:
+/// nothing to repair). What `cairn repair PATH` does for a checkpoint path.
+/// **Local**, same conditions as find_leftovers; error::WrongAPIUsage for an
+/// empty path, error::WriteError when something cannot be renamed or removed.
+std::vector<Leftover> repair_checkpoint(const std::string& path);
 
 } // namespace cairn

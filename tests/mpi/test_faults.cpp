@@ -8,6 +8,7 @@
 #include "fixtures.hpp"
 #include "outcome.hpp"
 
+#include <cairn/manager.hpp>
 #include <cairn/testing.hpp>
 
 #include <catch2/catch.hpp>
@@ -317,6 +318,49 @@ TEST_CASE("a replacement swaps in one exchange, or in two renames without it", "
     }
     CHECK(holds_checkpoint(dir, 3));
     CHECK(no_leftovers(dir));
+}
+
+// A replacement killed between the two renames of the fallback leaves no
+// checkpoint at the path, its new version at path.cairn-staging and the old
+// one at path.cairn-old. A load there fails with an error that names the
+// complete sibling and the repair; repair_checkpoint puts the new one in
+// place and removes the old.
+TEST_CASE("a load beside an interrupted replacement names it; repair_checkpoint finishes it", "[.faults][commit]")
+{
+    const int w = world_size();
+    const std::string base = fresh_dir("faults_interrupted_" + std::to_string(w));
+    const std::string dir = base + "/ckpt";
+    {
+        auto s = make_state(true, 4711);
+        cairn::save(s->dict, base + "/old", MPI_COMM_WORLD, save_options(false));
+        auto s1 = make_state(true, 1);
+        cairn::save(s1->dict, base + "/new", MPI_COMM_WORLD, save_options(false));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world_rank() == 0) {
+        stdfs::rename(base + "/old", dir + ".cairn-old");
+        stdfs::rename(base + "/new", dir + ".cairn-staging");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto s = make_state(false);
+    const Outcome o = attempt([&] { cairn::load(s->dict, dir, MPI_COMM_WORLD); });
+    INFO(o.what);
+    CHECK(same_error_everywhere(o, Kind::not_found));
+    CHECK(all(contains(o.what, dir + ".cairn-staging (the new checkpoint)")));
+    CHECK(all(contains(o.what, dir + ".cairn-old (the checkpoint it replaced)")));
+    CHECK(all(contains(o.what, "cairn repair " + dir)));
+    const Outcome v = attempt([&] { cairn::verify(dir, MPI_COMM_WORLD); });
+    CHECK(all(contains(v.what, "cairn repair " + dir)));
+
+    std::vector<cairn::Leftover> done;
+    if (world_rank() == 0)
+        done = cairn::repair_checkpoint(dir);
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(all(done.size() == (world_rank() == 0 ? 2u : 0u)));
+    CHECK(holds_checkpoint(dir, 1));
+    CHECK(no_leftovers(dir));
+    if (world_rank() == 0)
+        CHECK(cairn::repair_checkpoint(dir).empty());
 }
 
 // Failures of the coordinator after the metadata has been renamed into place

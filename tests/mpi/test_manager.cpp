@@ -105,6 +105,8 @@ std::string read_text(const std::string& path)
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
 // Rank 0 runs f (file-system fabrication), everyone waits.
 template <class F>
 void on_root_rank(F&& f)
@@ -404,7 +406,6 @@ TEST_CASE("manager: leftovers are found and removed; committed checkpoints stay"
     CHECK(all(names(found) == want));
     CHECK(all(std::all_of(found.begin(), found.end(), [](const cairn::Leftover& l) { return !l.reason.empty(); })));
     CHECK(all(names(cairn::find_leftovers(root)) == want)); // local, the same on every rank
-    CHECK(all(m.latest() == 20));
 
     const auto removed = m.remove_leftovers();
     CHECK(all(names(removed) == want));
@@ -471,4 +472,51 @@ TEST_CASE("manager: wrong arguments", "[manager][errors]")
         CHECK(all(threw));
     }
     CHECK(all(!m.latest().has_value()));
+}
+
+TEST_CASE("manager: a replacement interrupted between its renames is finished, not passed over", "[manager][fsck]")
+{
+    const std::string root = fresh_dir("manager_interrupted_" + std::to_string(world_size())) + "/root";
+    cairn::CheckpointManager m(root, MPI_COMM_WORLD, quick(0));
+    Field f(MPI_COMM_WORLD, true);
+    // Step 20 re-saved (element (0, 0) changed) and killed between the two
+    // renames: the new one under the staging name, the old one moved aside,
+    // nothing named step_00000020.
+    const auto interrupt = [&] {
+        f.fill(20);
+        if (world_rank() == 0)
+            f.u[0] += 0.5;
+        cairn::SaveOptions so;
+        so.fsync = false;
+        cairn::save(f.dict, root + "/step_00000020.cairn-staging", MPI_COMM_WORLD, so);
+        on_root_rank([&] {
+            stdfs::remove_all(root + "/step_00000020.cairn-old");
+            stdfs::rename(root + "/step_00000020", root + "/step_00000020.cairn-old");
+        });
+    };
+    for (std::int64_t s : {10, 20}) {
+        f.fill(s);
+        m.save(s, f.dict);
+    }
+    interrupt();
+    Field back(MPI_COMM_WORLD, false);
+    CHECK(all(m.restore_latest(back.dict) == 20)); // the new step 20, not step 10
+    CHECK(all(back.step == 20 && (world_rank() != 0 || back.u[0] == 20000.5)));
+    CHECK(names_are(root, {"LATEST", "step_00000010", "step_00000020", "step_00000020.cairn-old"}));
+    const auto removed = m.remove_leftovers();
+    CHECK(all(removed.size() == 1 && has(removed[0].path, "step_00000020.cairn-old")));
+
+    // latest() and steps() finish it too.
+    f.fill(20);
+    m.save(20, f.dict);
+    interrupt();
+    CHECK(all(m.latest() == 20));
+    CHECK(names_are(root, {"LATEST", "step_00000010", "step_00000020", "step_00000020.cairn-old"}));
+    f.fill(20);
+    m.save(20, f.dict);
+    interrupt();
+    CHECK(all(m.steps() == steps_of({10, 20})));
+    Field back2(MPI_COMM_WORLD, false);
+    CHECK(all(m.restore_latest(back2.dict) == 20));
+    CHECK(all(back2.step == 20 && (world_rank() != 0 || back2.u[0] == 20000.5)));
 }
