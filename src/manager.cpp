@@ -250,7 +250,13 @@ std::vector<Leftover> finish_replacements(const std::vector<Leftover>& found)
                 continue;
             fs::rename(l.path, base);
             fs::fsync_path(fs::parent(base));
-            done.push_back({l.path, l.reason + ": renamed to " + stdfs::path(base).filename().string()});
+            const std::string name = stdfs::path(base).filename().string();
+            const std::string what = std::strcmp(suffix, staging_suffix) == 0
+                                         ? "the new checkpoint of a replacement of " + name +
+                                               " interrupted between its two renames"
+                                         : "the old checkpoint of an interrupted replacement of " + name +
+                                               ", whose new one is not complete";
+            done.push_back({l.path, what + ": renamed to " + name});
         }
     return done;
 }
