@@ -548,31 +548,85 @@ std::vector<std::int64_t> CheckpointManager::steps()
     return out;
 }
 
-std::optional<std::int64_t> CheckpointManager::restore_latest(StateDict& state, const LoadOptions& options)
+std::optional<std::int64_t> CheckpointManager::restore_latest(StateDict& state, const LoadOptions& options,
+                                                             std::vector<SkippedCheckpoint>* skipped)
 {
     auto& m = *m_impl;
     m.settle();
+    if (skipped)
+        skipped->clear();
     const Comm c(m.comm);
-    const auto found = run_phase(c, "checkpoint manager: latest", [&] {
+    // The managed names, newest first (step, path, layout); whether each is
+    // complete is decided on the coordinator when it is its turn, so that a
+    // restore reads the metadata of the steps it tries, not of all.
+    const auto names = run_phase(c, "checkpoint manager: latest", [&] {
         std::vector<std::string> v;
         if (!m.coordinator())
             return v;
         m.repair();
-        if (const auto n = newest_complete(m.root, m.container)) {
-            v.push_back(std::to_string(n->step));
-            v.push_back(n->path);
-            v.push_back(n->container ? "container" : "per_rank");
+        for (const auto& cand : scan(m.root, m.container)) {
+            v.push_back(std::to_string(cand.step));
+            v.push_back(cand.path);
+            v.push_back(cand.container ? "container" : "per_rank");
         }
         return v;
     });
-    const auto v = bcast_strings(c, found);
-    if (v.size() != 3)
+    const auto v = bcast_strings(c, names);
+    const std::size_t n = v.size() / 3;
+    // Collective: the index of the first complete checkpoint at or after
+    // `from`, n when there is none.
+    const auto next_complete = [&](std::size_t from) {
+        std::int64_t pick = run_phase(c, "checkpoint manager: latest", [&]() -> std::int64_t {
+            if (!m.coordinator())
+                return 0;
+            for (std::size_t j = from; j < n; ++j)
+                if (complete_checkpoint(v[3 * j + 1], v[3 * j + 2] == "container"))
+                    return static_cast<std::int64_t>(j);
+            return static_cast<std::int64_t>(n);
+        });
+        MPI_Bcast(&pick, 1, MPI_INT64_T, 0, m.comm);
+        return static_cast<std::size_t>(pick);
+    };
+    std::vector<SkippedCheckpoint> skips;
+    Error::Kind first_kind = Error::Kind::generic;
+    for (std::size_t j = next_complete(0); j < n;) {
+        const std::int64_t step = std::stoll(v[3 * j]);
+        const std::string& path = v[3 * j + 1];
+        LoadOptions lo = options;
+        if (!lo.storage)
+            lo.layout = v[3 * j + 2] == "container" ? Layout::container : Layout::per_rank;
+        std::string reason;
+        try {
+            load(state, path, m.comm, lo);
+            if (skipped)
+                *skipped = std::move(skips);
+            return step;
+        } catch (const error::IntegrityError& e) { // damaged data: the same on every rank (error agreement)
+            reason = e.what();
+            if (skips.empty())
+                first_kind = e.kind();
+        } catch (const error::FormatError& e) {
+            reason = e.what();
+            if (skips.empty())
+                first_kind = e.kind();
+        } catch (const error::ReadError& e) {
+            reason = e.what();
+            if (skips.empty())
+                first_kind = e.kind();
+        }
+        skips.push_back(SkippedCheckpoint{step, path, reason});
+        j = next_complete(j + 1);
+        if (m.coordinator())
+            std::fprintf(stderr, "cairn: warning: step %lld at %s skipped: %s; %s\n", static_cast<long long>(step),
+                         path.c_str(), reason.c_str(),
+                         j < n ? ("trying step " + v[3 * j]).c_str() : "no older checkpoint to try");
+    }
+    if (skips.empty())
         return std::nullopt;
-    LoadOptions lo = options;
-    if (!lo.storage)
-        lo.layout = v[2] == "container" ? Layout::container : Layout::per_rank;
-    load(state, v[1], m.comm, lo);
-    return std::stoll(v[0]);
+    std::string what = "CheckpointManager::restore_latest: no checkpoint in " + m.root + " loads; tried";
+    for (const auto& s : skips)
+        what += "\n  step " + std::to_string(s.step) + " at " + s.path + ": " + s.reason;
+    error::throw_error(first_kind, what);
 }
 
 std::vector<Leftover> CheckpointManager::find_leftovers()

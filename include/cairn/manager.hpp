@@ -63,6 +63,14 @@ struct Leftover {
     std::string reason; ///< why it is a leftover, in words
 };
 
+/// A checkpoint that CheckpointManager::restore_latest tried and passed over
+/// because its data or metadata is damaged.
+struct SkippedCheckpoint {
+    std::int64_t step = 0; ///< its step
+    std::string path;      ///< root/step_<N> or root/step_<N>.h5
+    std::string reason;    ///< the error its load threw (IntegrityError, FormatError or ReadError)
+};
+
 /// Manages the checkpoints of one run in a root directory: names them after
 /// their step, saves (synchronously or in the background), keeps an
 /// atomically replaced pointer to the newest committed one (root/LATEST),
@@ -127,16 +135,37 @@ public:
     /// The steps of all committed, complete checkpoints, ascending.
     std::vector<std::int64_t> steps();
 
-    /// Settles a save in flight, then loads the latest() checkpoint into
-    /// `state` (resharding to this communicator's decomposition) and returns
-    /// its step; std::nullopt (and `state` untouched) when there is none.
-    /// Errors as load(); a damaged latest checkpoint is an error, not a reason
-    /// to fall back silently to an older one. Before looking, the coordinator
-    /// finishes a replacement interrupted between its two renames
-    /// (`step_<N>` missing, a complete `step_<N>.cairn-staging` beside it; as
-    /// remove_leftovers() does), so that the step is not passed over for an
-    /// older one; latest(), steps() and save() do the same.
-    std::optional<std::int64_t> restore_latest(StateDict& state, const LoadOptions& options = {});
+    /// Settles a save in flight, then loads the newest checkpoint that loads
+    /// into `state` (resharding to this communicator's decomposition) and
+    /// returns its step; std::nullopt (and `state` untouched) when the root
+    /// holds no committed, complete checkpoint.
+    ///
+    /// Falls back over damage: it tries the latest() checkpoint first; when
+    /// its load fails with error::IntegrityError (a checksum mismatch),
+    /// error::FormatError (damaged metadata) or error::ReadError, rank 0
+    /// warns on stderr ("cairn: warning: step 40 at root/step_00000040
+    /// skipped: <reason>; trying step 30"), the step is appended to
+    /// `*skipped` (when not null; cleared first) and the next older complete
+    /// checkpoint is tried. When none loads, it throws the error type of the
+    /// newest one's failure, with a message naming every step tried and why
+    /// it failed. Any other error (error::Mismatch or error::NotFound: the
+    /// state does not fit the checkpoint; error::WrongAPIUsage) is thrown at
+    /// once, without trying older steps. Collective: every rank tries the
+    /// same steps and loads the same one.
+    ///
+    /// A failed attempt may have written some of the newer step's bytes into
+    /// `state`'s memory before the damage was found. The step that loads
+    /// overwrites every entry it holds, so after a successful return `state`
+    /// is that step's; only with LoadOptions::partial, entries that step
+    /// lacks (LoadResult::missing) may hold bytes of a skipped step.
+    ///
+    /// Before looking, the coordinator finishes a replacement interrupted
+    /// between its two renames (`step_<N>` missing, a complete
+    /// `step_<N>.cairn-staging` beside it; as remove_leftovers() does), so
+    /// that the step is not passed over for an older one; latest(), steps()
+    /// and save() do the same.
+    std::optional<std::int64_t> restore_latest(StateDict& state, const LoadOptions& options = {},
+                                               std::vector<SkippedCheckpoint>* skipped = nullptr);
 
     /// Settles a save in flight, then find_leftovers(root()) on the
     /// coordinator; every rank gets the list.
