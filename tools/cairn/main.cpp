@@ -1,4 +1,4 @@
-// cairn: inspect, check, compare and convert Cairn checkpoints (docs/CLI.md).
+// cairn: inspect, check, compare, convert and repair Cairn checkpoints (docs/CLI.md).
 //
 //   cairn ls CKPT [--json]            cairn verify CKPT [--strict]
 //   cairn cat CKPT NAME [--slice S]   cairn diff A B
@@ -43,7 +43,8 @@ int main(int argc, char** argv)
     MPI_Comm_rank(ctx.comm, &ctx.rank);
     MPI_Comm_size(ctx.comm, &ctx.size);
 
-    CLI::App app{"cairn " + std::string(cairn::version()) + ": inspect, check, compare and convert Cairn checkpoints",
+    CLI::App app{"cairn " + std::string(cairn::version()) +
+                     ": inspect, check, compare, convert and repair Cairn checkpoints",
                  "cairn"};
     app.footer(footer);
     app.require_subcommand(1);
