@@ -233,6 +233,34 @@ void remove_checkpoint(const Candidate& c)
     fs::remove_all(c.path);
 }
 
+// Finishes the interrupted replacements among the leftovers `found` (of one
+// directory): where `<ckpt>` is missing, a complete `<ckpt>.cairn-staging`
+// (the new checkpoint, the second rename not done) or else a complete
+// `<ckpt>.cairn-old` (the old one, the new one lost) is renamed to
+// `<ckpt>`. Returns what it renamed. Local.
+std::vector<Leftover> finish_replacements(const std::vector<Leftover>& found)
+{
+    std::vector<Leftover> done;
+    for (const char* suffix : {staging_suffix, old_suffix})
+        for (const auto& l : found) {
+            if (!ends_with(l.path, suffix))
+                continue;
+            const std::string base = l.path.substr(0, l.path.size() - std::strlen(suffix));
+            if (fs::exists(base) || !fs::exists(l.path) || !complete_checkpoint(l.path, false))
+                continue;
+            fs::rename(l.path, base);
+            fs::fsync_path(fs::parent(base));
+            const std::string name = stdfs::path(base).filename().string();
+            const std::string what = std::strcmp(suffix, staging_suffix) == 0
+                                         ? "the new checkpoint of a replacement of " + name +
+                                               " interrupted between its two renames"
+                                         : "the old checkpoint of an interrupted replacement of " + name +
+                                               ", whose new one is not complete";
+            done.push_back({l.path, what + ": renamed to " + name});
+        }
+    return done;
+}
+
 Bytes encode_strings(const std::vector<std::string>& v)
 {
     detail::Encoder enc;
@@ -290,6 +318,18 @@ struct CheckpointManager::Impl {
     std::int64_t pending_step = -1;
 
     bool coordinator() const noexcept { return rank == 0; }
+
+    // Coordinator, before looking for checkpoints: a replacement interrupted
+    // between its two renames left `step_<N>` missing beside a complete
+    // `step_<N>.cairn-staging` (and `.cairn-old`); the newer one is put in
+    // place, so that the step is not passed over for an older one. What
+    // remains are leftovers (remove_leftovers). Says what it did on stderr.
+    void repair()
+    {
+        for (const auto& l : finish_replacements(cairn::find_leftovers(root)))
+            std::fprintf(stderr, "cairn: CheckpointManager(%s): finished an interrupted replacement: %s: %s\n",
+                         root.c_str(), l.path.c_str(), l.reason.c_str());
+    }
 
     // Coordinator: after the commit of `step`, points LATEST
     // at the newest complete checkpoint (normally `step`) and removes the
@@ -436,6 +476,7 @@ std::optional<SaveResult> CheckpointManager::save(std::int64_t step, StateDict& 
             throw error::WrongAPIUsage("CheckpointManager::save: step must be at least 0, not " + std::to_string(step));
         if (m.coordinator()) {
             fs::create_directories(m.root);
+            m.repair();
             m.unpoint(step);
         }
     });
@@ -474,6 +515,7 @@ std::optional<std::int64_t> CheckpointManager::latest()
     std::int64_t step = run_phase(c, "checkpoint manager: latest", [&]() -> std::int64_t {
         if (!m.coordinator())
             return -1;
+        m.repair();
         const auto n = newest_complete(m.root, m.container);
         return n ? n->step : -1;
     });
@@ -492,6 +534,7 @@ std::vector<std::int64_t> CheckpointManager::steps()
         std::vector<std::string> v;
         if (!m.coordinator())
             return v;
+        m.repair();
         for (const auto& cand : scan(m.root, m.container))
             if (complete_checkpoint(cand.path, cand.container))
                 v.push_back(std::to_string(cand.step));
@@ -505,30 +548,85 @@ std::vector<std::int64_t> CheckpointManager::steps()
     return out;
 }
 
-std::optional<std::int64_t> CheckpointManager::restore_latest(StateDict& state, const LoadOptions& options)
+std::optional<std::int64_t> CheckpointManager::restore_latest(StateDict& state, const LoadOptions& options,
+                                                             std::vector<SkippedCheckpoint>* skipped)
 {
     auto& m = *m_impl;
     m.settle();
+    if (skipped)
+        skipped->clear();
     const Comm c(m.comm);
-    const auto found = run_phase(c, "checkpoint manager: latest", [&] {
+    // The managed names, newest first (step, path, layout); whether each is
+    // complete is decided on the coordinator when it is its turn, so that a
+    // restore reads the metadata of the steps it tries, not of all.
+    const auto names = run_phase(c, "checkpoint manager: latest", [&] {
         std::vector<std::string> v;
         if (!m.coordinator())
             return v;
-        if (const auto n = newest_complete(m.root, m.container)) {
-            v.push_back(std::to_string(n->step));
-            v.push_back(n->path);
-            v.push_back(n->container ? "container" : "per_rank");
+        m.repair();
+        for (const auto& cand : scan(m.root, m.container)) {
+            v.push_back(std::to_string(cand.step));
+            v.push_back(cand.path);
+            v.push_back(cand.container ? "container" : "per_rank");
         }
         return v;
     });
-    const auto v = bcast_strings(c, found);
-    if (v.size() != 3)
+    const auto v = bcast_strings(c, names);
+    const std::size_t n = v.size() / 3;
+    // Collective: the index of the first complete checkpoint at or after
+    // `from`, n when there is none.
+    const auto next_complete = [&](std::size_t from) {
+        std::int64_t pick = run_phase(c, "checkpoint manager: latest", [&]() -> std::int64_t {
+            if (!m.coordinator())
+                return 0;
+            for (std::size_t j = from; j < n; ++j)
+                if (complete_checkpoint(v[3 * j + 1], v[3 * j + 2] == "container"))
+                    return static_cast<std::int64_t>(j);
+            return static_cast<std::int64_t>(n);
+        });
+        MPI_Bcast(&pick, 1, MPI_INT64_T, 0, m.comm);
+        return static_cast<std::size_t>(pick);
+    };
+    std::vector<SkippedCheckpoint> skips;
+    Error::Kind first_kind = Error::Kind::generic;
+    for (std::size_t j = next_complete(0); j < n;) {
+        const std::int64_t step = std::stoll(v[3 * j]);
+        const std::string& path = v[3 * j + 1];
+        LoadOptions lo = options;
+        if (!lo.storage)
+            lo.layout = v[3 * j + 2] == "container" ? Layout::container : Layout::per_rank;
+        std::string reason;
+        try {
+            load(state, path, m.comm, lo);
+            if (skipped)
+                *skipped = std::move(skips);
+            return step;
+        } catch (const error::IntegrityError& e) { // damaged data: the same on every rank (error agreement)
+            reason = e.what();
+            if (skips.empty())
+                first_kind = e.kind();
+        } catch (const error::FormatError& e) {
+            reason = e.what();
+            if (skips.empty())
+                first_kind = e.kind();
+        } catch (const error::ReadError& e) {
+            reason = e.what();
+            if (skips.empty())
+                first_kind = e.kind();
+        }
+        skips.push_back(SkippedCheckpoint{step, path, reason});
+        j = next_complete(j + 1);
+        if (m.coordinator())
+            std::fprintf(stderr, "cairn: warning: step %lld at %s skipped: %s; %s\n", static_cast<long long>(step),
+                         path.c_str(), reason.c_str(),
+                         j < n ? ("trying step " + v[3 * j]).c_str() : "no older checkpoint to try");
+    }
+    if (skips.empty())
         return std::nullopt;
-    LoadOptions lo = options;
-    if (!lo.storage)
-        lo.layout = v[2] == "container" ? Layout::container : Layout::per_rank;
-    load(state, v[1], m.comm, lo);
-    return std::stoll(v[0]);
+    std::string what = "CheckpointManager::restore_latest: no checkpoint in " + m.root + " loads; tried";
+    for (const auto& s : skips)
+        what += "\n  step " + std::to_string(s.step) + " at " + s.path + ": " + s.reason;
+    error::throw_error(first_kind, what);
 }
 
 std::vector<Leftover> CheckpointManager::find_leftovers()
@@ -609,7 +707,8 @@ std::vector<Leftover> find_leftovers(const std::string& root_in)
         }
         if (ends_with(name, staging_suffix)) {
             out.push_back({path, "the new checkpoint of an interrupted replacement of " +
-                                     name.substr(0, name.size() - std::strlen(staging_suffix))});
+                                     name.substr(0, name.size() - std::strlen(staging_suffix)) +
+                                     " (or, once swapped in, the old one)"});
             continue;
         }
         if (ends_with(name, old_suffix)) {
@@ -660,20 +759,32 @@ std::vector<Leftover> find_leftovers(const std::string& root_in)
 std::vector<Leftover> remove_leftovers(const std::string& root)
 {
     const auto found = find_leftovers(root);
-    std::vector<Leftover> done;
-    // An interrupted replacement whose final name is missing: the committed
-    // new checkpoint, or else the committed old one, takes its place.
-    for (const char* suffix : {staging_suffix, old_suffix})
-        for (const auto& l : found) {
-            if (!ends_with(l.path, suffix))
-                continue;
-            const std::string base = l.path.substr(0, l.path.size() - std::strlen(suffix));
-            if (fs::exists(base) || !fs::exists(l.path) || !complete_checkpoint(l.path, false))
-                continue;
-            fs::rename(l.path, base);
-            fs::fsync_path(fs::parent(base));
-            done.push_back({l.path, l.reason + ": renamed to " + stdfs::path(base).filename().string()});
-        }
+    // An interrupted replacement whose final name is missing is finished
+    // rather than lost.
+    std::vector<Leftover> done = finish_replacements(found);
+    for (const auto& l : found) {
+        if (!fs::exists(l.path))
+            continue; // renamed above
+        fs::remove_all(l.path);
+        done.push_back(l);
+    }
+    return done;
+}
+
+std::vector<Leftover> repair_checkpoint(const std::string& path_in)
+{
+    const std::string path = fs::strip(path_in);
+    if (path.empty())
+        throw error::WrongAPIUsage("repair_checkpoint: empty path");
+    const std::string name = stdfs::path(path).filename().string();
+    std::vector<Leftover> found;
+    for (const auto& l : find_leftovers(fs::parent(path))) {
+        const std::string n = stdfs::path(l.path).filename().string();
+        for (const char* suffix : {staging_suffix, old_suffix, temp_suffix})
+            if (n == name + suffix)
+                found.push_back({fs::join(fs::parent(path), n), l.reason});
+    }
+    std::vector<Leftover> done = finish_replacements(found);
     for (const auto& l : found) {
         if (!fs::exists(l.path))
             continue; // renamed above

@@ -549,11 +549,15 @@ int cairn_manager_wait(cairn_manager_t* manager, int* saved, cairn_save_result_t
  *  none (or no root). */
 int cairn_manager_latest(cairn_manager_t* manager, int64_t* step, int* found);
 
-/** Loads the latest checkpoint into `state` (resharding to this
+/** Loads the newest checkpoint that loads into `state` (resharding to this
  *  communicator's decomposition): `*found` = 1 and `*step`; or `*found` = 0,
- *  `*step` = -1 and `state`'s memory untouched when there is none. Errors as
- *  cairn_load (a damaged latest checkpoint is an error, not a reason to fall
- *  back to an older one). `options` may be NULL. */
+ *  `*step` = -1 and `state`'s memory untouched when there is none. A step
+ *  whose load fails on damage (CAIRN_ERR_INTEGRITY, CAIRN_ERR_FORMAT,
+ *  CAIRN_ERR_READ) is skipped with a warning on stderr (rank 0) naming it
+ *  and why, and the next older one is tried; the error of the newest,
+ *  naming every step tried, when none loads. Other errors (a state that does
+ *  not fit) fail at once. See CheckpointManager::restore_latest. `options`
+ *  may be NULL. */
 int cairn_manager_restore_latest(cairn_manager_t* manager, cairn_state_t* state, const cairn_load_options_t* options,
                                  int64_t* step, int* found);
 

@@ -17,7 +17,9 @@
 // Crash consistency: a save that is killed at any moment (any or all ranks)
 // leaves every older checkpoint intact and nothing that latest(), load() or
 // LATEST accept as complete; what it leaves is reported by find_leftovers()
-// and removed by remove_leftovers().
+// and removed by remove_leftovers() (or `cairn repair ROOT`). A replacement
+// killed between its two renames (file systems without an atomic exchange)
+// is finished by the manager itself before it looks for checkpoints.
 #pragma once
 
 #include "cairn/checkpoint.hpp"
@@ -59,6 +61,14 @@ struct ManagerOptions {
 struct Leftover {
     std::string path;   ///< root/name
     std::string reason; ///< why it is a leftover, in words
+};
+
+/// A checkpoint that CheckpointManager::restore_latest tried and passed over
+/// because its data or metadata is damaged.
+struct SkippedCheckpoint {
+    std::int64_t step = 0; ///< its step
+    std::string path;      ///< root/step_<N> or root/step_<N>.h5
+    std::string reason;    ///< the error its load threw (IntegrityError, FormatError or ReadError)
 };
 
 /// Manages the checkpoints of one run in a root directory: names them after
@@ -125,12 +135,37 @@ public:
     /// The steps of all committed, complete checkpoints, ascending.
     std::vector<std::int64_t> steps();
 
-    /// Settles a save in flight, then loads the latest() checkpoint into
-    /// `state` (resharding to this communicator's decomposition) and returns
-    /// its step; std::nullopt (and `state` untouched) when there is none.
-    /// Errors as load(); a damaged latest checkpoint is an error, not a reason
-    /// to fall back silently to an older one.
-    std::optional<std::int64_t> restore_latest(StateDict& state, const LoadOptions& options = {});
+    /// Settles a save in flight, then loads the newest checkpoint that loads
+    /// into `state` (resharding to this communicator's decomposition) and
+    /// returns its step; std::nullopt (and `state` untouched) when the root
+    /// holds no committed, complete checkpoint.
+    ///
+    /// Falls back over damage: it tries the latest() checkpoint first; when
+    /// its load fails with error::IntegrityError (a checksum mismatch),
+    /// error::FormatError (damaged metadata) or error::ReadError, rank 0
+    /// warns on stderr ("cairn: warning: step 40 at root/step_00000040
+    /// skipped: <reason>; trying step 30"), the step is appended to
+    /// `*skipped` (when not null; cleared first) and the next older complete
+    /// checkpoint is tried. When none loads, it throws the error type of the
+    /// newest one's failure, with a message naming every step tried and why
+    /// it failed. Any other error (error::Mismatch or error::NotFound: the
+    /// state does not fit the checkpoint; error::WrongAPIUsage) is thrown at
+    /// once, without trying older steps. Collective: every rank tries the
+    /// same steps and loads the same one.
+    ///
+    /// A failed attempt may have written some of the newer step's bytes into
+    /// `state`'s memory before the damage was found. The step that loads
+    /// overwrites every entry it holds, so after a successful return `state`
+    /// is that step's; only with LoadOptions::partial, entries that step
+    /// lacks (LoadResult::missing) may hold bytes of a skipped step.
+    ///
+    /// Before looking, the coordinator finishes a replacement interrupted
+    /// between its two renames (`step_<N>` missing, a complete
+    /// `step_<N>.cairn-staging` beside it; as remove_leftovers() does), so
+    /// that the step is not passed over for an older one; latest(), steps()
+    /// and save() do the same.
+    std::optional<std::int64_t> restore_latest(StateDict& state, const LoadOptions& options = {},
+                                               std::vector<SkippedCheckpoint>* skipped = nullptr);
 
     /// Settles a save in flight, then find_leftovers(root()) on the
     /// coordinator; every rank gets the list.
@@ -154,7 +189,8 @@ private:
 /// recursive): per-rank directories without committed metadata that are named
 /// like a managed checkpoint (`step_<N>`) or hold `__*.distcp` or
 /// `.metadata.h5.tmp` files; the siblings `<ckpt>.cairn-staging` and
-/// `<ckpt>.cairn-old` of an interrupted replacement; `*.cairn-tmp` files
+/// `<ckpt>.cairn-old` of an interrupted replacement (after an exchange the
+/// staging name holds the old checkpoint until it is removed); `*.cairn-tmp` files
 /// (unfinished containers, LATEST being written); `<container>.locktest.<n>`
 /// files next to a container file of the root (committed or not) and
 /// `__*.distcp.locktest.<n>` files inside a committed per-rank checkpoint,
@@ -172,5 +208,15 @@ std::vector<Leftover> find_leftovers(const std::string& root);
 /// committed checkpoint under its final name. **Local**, same conditions as
 /// find_leftovers; throws error::WriteError when something cannot be removed.
 std::vector<Leftover> remove_leftovers(const std::string& root);
+
+/// The recovery of remove_leftovers() for one checkpoint path (not a
+/// root): the leftovers `<path>.cairn-staging`, `<path>.cairn-old` and
+/// `<path>.cairn-tmp` beside it. When `path` is missing, a committed
+/// `<path>.cairn-staging` (or else `<path>.cairn-old`) is renamed to `path`
+/// first; the rest is removed. Returns what it renamed and removed (empty:
+/// nothing to repair). What `cairn repair PATH` does for a checkpoint path.
+/// **Local**, same conditions as find_leftovers; error::WrongAPIUsage for an
+/// empty path, error::WriteError when something cannot be renamed or removed.
+std::vector<Leftover> repair_checkpoint(const std::string& path);
 
 } // namespace cairn

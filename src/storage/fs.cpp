@@ -9,6 +9,10 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <linux/fs.h> // RENAME_EXCHANGE
+#include <sys/syscall.h>
+#endif
 
 namespace cairn::detail::fs {
 
@@ -94,6 +98,36 @@ std::uint64_t file_size(const std::string& path)
 void truncate_noexcept(const std::string& path, std::uint64_t size) noexcept
 {
     [[maybe_unused]] const int rc = ::truncate(path.c_str(), static_cast<off_t>(size));
+}
+
+namespace {
+
+// renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_EXCHANGE); -1 with errno
+// ENOSYS where the system has no such call.
+int exchange_call(const std::string& from, const std::string& to)
+{
+#if defined(__linux__) && defined(RENAME_EXCHANGE) && defined(SYS_renameat2)
+    return static_cast<int>(::syscall(SYS_renameat2, AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE));
+#else
+    (void)from;
+    (void)to;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+} // namespace
+
+bool exchange(const std::string& from, const std::string& to)
+{
+    const int injected = fault::inject(fault::fs_rename, from);
+    const int rc = injected ? -1 : exchange_call(from, to);
+    const int err = injected ? injected : errno;
+    if (rc == 0)
+        return true;
+    if (err == EINVAL || err == ENOSYS || err == EOPNOTSUPP)
+        return false; // the file system (or kernel) cannot exchange: the caller renames
+    throw error::WriteError("cannot rename " + from + " to " + to + " (exchanging them): " + std::strerror(err));
 }
 
 void remove_all(const std::string& path)

@@ -27,6 +27,12 @@ std::uint64_t file_size(const std::string& path);
 /// truncate(2) to `size`, never throws (cleanup paths: frees the space of a
 /// file that will be removed).
 void truncate_noexcept(const std::string& path, std::uint64_t size) noexcept;
+/// Swaps `from` and `to` atomically (renameat2 with RENAME_EXCHANGE; both
+/// must exist, on the same file system). False, with nothing changed, where
+/// the kernel or the file system cannot (EINVAL, ENOSYS, EOPNOTSUPP): the
+/// caller falls back to rename(). Fault point fs.rename, as rename(); an
+/// injected EINVAL takes the fallback.
+bool exchange(const std::string& from, const std::string& to);
 /// Removes a file or a directory tree; no error when it does not exist.
 void remove_all(const std::string& path);
 /// Removes, never throws (cleanup paths).

@@ -253,6 +253,42 @@ check(re.search(r"^cairn: \[rank 0\] verify '.*minimal': verify ", r.stderr, re.
 r = cairn("verify", p("minimal"))
 check("cairn:" not in r.stderr, "no log without CAIRN_LOG", r.stderr)
 
+# ---- repair ----------------------------------------------------------------------
+# A replacement interrupted between its two renames: the old checkpoint moved
+# aside, the new one still under its staging name, nothing at the path.
+def interrupted(path, new, old):
+    shutil.rmtree(path, ignore_errors=True)
+    shutil.copytree(new, path + ".cairn-staging")
+    shutil.copytree(old, path + ".cairn-old")
+
+
+interrupted(p("swap"), p("heat6"), p("heat"))
+for verb in (["ls"], ["verify"]):
+    r = cairn(*(verb + [p("swap")]), expect=2)
+    check(p("swap.cairn-staging") in r.stderr and "cairn repair " + p("swap") in r.stderr,
+          "%s of an interrupted replacement names the complete sibling and the repair" % verb[0], r.stderr)
+r = cairn("repair", p("swap"))
+check(re.search(r"^renamed .*swap\.cairn-staging: .*renamed to swap$", r.stdout, re.M) and
+      re.search(r"^removed .*swap\.cairn-old: ", r.stdout, re.M) and "repaired" in r.stdout,
+      "repair: puts the new checkpoint in place and removes the old one", r.stdout + r.stderr)
+check(not os.path.exists(p("swap.cairn-staging")) and not os.path.exists(p("swap.cairn-old")),
+      "repair: no sibling left")
+cairn("diff", p("swap"), p("heat6"))  # the new one (exit 0: equal)
+r = cairn("repair", p("swap"))
+check("nothing to repair" in r.stdout, "repair again: nothing to repair", r.stdout)
+# A directory of checkpoints (a CheckpointManager root): every leftover in it.
+os.makedirs(p("mroot"))
+interrupted(p("mroot/step_00000006"), p("heat6"), p("heat"))
+with open(p("mroot/LATEST.cairn-tmp"), "w") as f:
+    f.write("step_")
+r = cairn("repair", p("mroot"))
+check(sorted(os.listdir(p("mroot"))) == ["step_00000006"] and "LATEST.cairn-tmp" in r.stdout and
+      "renamed" in r.stdout, "repair ROOT: finishes the replacement, removes the leftovers",
+      r.stdout + str(sorted(os.listdir(p("mroot")))))
+cairn("diff", p("mroot/step_00000006"), p("heat6"))
+r = cairn("repair", p("nothing"), expect=2)
+check("nothing at " + p("nothing") in r.stderr, "repair of nothing: an error naming the path", r.stderr)
+
 # ---- bad input -------------------------------------------------------------------
 for args, needle in ((["ls", p("nothing")], p("nothing")),
                      (["cat", p("nothing.h5"), "u"], p("nothing.h5")),

@@ -8,6 +8,7 @@
 #include "fixtures.hpp"
 #include "outcome.hpp"
 
+#include <cairn/manager.hpp>
 #include <cairn/testing.hpp>
 
 #include <catch2/catch.hpp>
@@ -223,14 +224,13 @@ TEST_CASE("a failed replacement leaves the earlier checkpoint intact", "[.faults
             CHECK(no_leftovers(dir));
         }
     // The coordinator's steps of a replacement: removing an old staging
-    // directory, writing the metadata, the renames that swap the new
-    // checkpoint in.
+    // directory, writing the metadata, the exchange that swaps the new
+    // checkpoint in (the two renames without it: the next test).
     const Case replace_cases[] = {
         {"fs.remove", true, 0, EBUSY, "global plan", "cannot remove"},
         {"fs.fsync", true, 0, EIO, "commit", ".metadata.h5.tmp"},
         {"fs.rename", true, 0, ENOSPC, "commit", "cannot rename"}, // metadata into place (in staging)
-        {"fs.rename", true, 1, EACCES, "commit", "cannot rename"}, // the old checkpoint aside
-        {"fs.rename", true, 2, EIO, "commit", "cannot rename"},    // the new checkpoint in
+        {"fs.rename", true, 1, EACCES, "commit", "cannot rename"}, // the exchange of the new and the old
     };
     for (const auto& c : replace_cases) {
         check_failed_save(dir, c, 0, true);
@@ -243,6 +243,126 @@ TEST_CASE("a failed replacement leaves the earlier checkpoint intact", "[.faults
     cairn::save(s1->dict, dir, MPI_COMM_WORLD, save_options(true));
     CHECK(holds_checkpoint(dir, 1));
     CHECK(no_leftovers(dir));
+}
+
+// A replacement swaps the new checkpoint in with one exchange
+// (renameat2 RENAME_EXCHANGE), so no moment leaves the path without a
+// checkpoint; where the file system cannot (EINVAL, injected here), with two
+// renames. Both leave nothing beside the path, and a failure of any of
+// these calls leaves the old checkpoint in place.
+TEST_CASE("a replacement swaps in one exchange, or in two renames without it", "[.faults][commit]")
+{
+    const int w = world_size();
+    const std::string dir = fresh_dir("faults_exchange_" + std::to_string(w)) + "/ckpt";
+    const auto save = [&](std::int64_t step) {
+        auto s = make_state(true, step);
+        MPI_Barrier(MPI_COMM_WORLD);
+        return attempt([&] { cairn::save(s->dict, dir, MPI_COMM_WORLD, save_options(true)); });
+    };
+    {
+        auto s = make_state(true);
+        cairn::save(s->dict, dir, MPI_COMM_WORLD, save_options(false));
+    }
+    REQUIRE(holds_checkpoint(dir, 4711));
+
+    // Two fs.rename calls: the metadata into place, the exchange; a fault on
+    // a third (the two-rename path's last) never fires.
+    {
+        cairn::testing::ScopedFault fault({"fs.rename", 0, 2, 0, EIO});
+        const Outcome o = save(1);
+        INFO(o.what);
+        CHECK(all(!o.threw));
+        CHECK(all(cairn::testing::faults_fired() == 0u));
+    }
+    CHECK(holds_checkpoint(dir, 1));
+    CHECK(no_leftovers(dir));
+
+    // The exchange failing: named as such; the old checkpoint stays.
+    {
+        cairn::testing::ScopedFault fault({"fs.rename", 0, 1, 1, EIO});
+        const Outcome o = save(2);
+        INFO(o.what);
+        CHECK(same_error_everywhere(o, Kind::write));
+        CHECK(all(contains(o.what, "(exchanging them)")));
+    }
+    CHECK(holds_checkpoint(dir, 1));
+    CHECK(no_leftovers(dir));
+
+    // No exchange on this file system: two renames, the same result.
+    {
+        cairn::testing::ScopedFault fault({"fs.rename", 0, 1, 1, EINVAL});
+        const Outcome o = save(3);
+        INFO(o.what);
+        CHECK(all(!o.threw));
+        CHECK(all(cairn::testing::faults_fired() == (world_rank() == 0 ? 1u : 0u)));
+    }
+    CHECK(holds_checkpoint(dir, 3));
+    CHECK(no_leftovers(dir));
+
+    // ... where either rename failing (the old checkpoint aside, the new
+    // one in) leaves the old checkpoint in place.
+    for (const std::uint64_t after : {2, 3}) {
+        cairn::testing::ScopedFault fault({"fs.rename", 0, 1, 1, EINVAL});
+        cairn::testing::arm_fault({"fs.rename", 0, after, 1, EIO});
+        const Outcome o = save(4);
+        INFO("rename " << after << ": " << o.what);
+        CHECK(same_error_everywhere(o, Kind::write));
+        CHECK(all(contains(o.what, "cannot rename")));
+        CHECK(holds_checkpoint(dir, 3));
+        CHECK(no_leftovers(dir));
+    }
+    // ... and a failed sync of the parent after the exchange swaps back.
+    {
+        cairn::testing::ScopedFault fault({"fs.fsync", 0, 3, 1, EIO});
+        const Outcome o = save(5);
+        INFO(o.what);
+        CHECK(same_error_everywhere(o, Kind::write));
+    }
+    CHECK(holds_checkpoint(dir, 3));
+    CHECK(no_leftovers(dir));
+}
+
+// A replacement killed between the two renames of the fallback leaves no
+// checkpoint at the path, its new version at path.cairn-staging and the old
+// one at path.cairn-old. A load there fails with an error that names the
+// complete sibling and the repair; repair_checkpoint puts the new one in
+// place and removes the old.
+TEST_CASE("a load beside an interrupted replacement names it; repair_checkpoint finishes it", "[.faults][commit]")
+{
+    const int w = world_size();
+    const std::string base = fresh_dir("faults_interrupted_" + std::to_string(w));
+    const std::string dir = base + "/ckpt";
+    {
+        auto s = make_state(true, 4711);
+        cairn::save(s->dict, base + "/old", MPI_COMM_WORLD, save_options(false));
+        auto s1 = make_state(true, 1);
+        cairn::save(s1->dict, base + "/new", MPI_COMM_WORLD, save_options(false));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world_rank() == 0) {
+        stdfs::rename(base + "/old", dir + ".cairn-old");
+        stdfs::rename(base + "/new", dir + ".cairn-staging");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto s = make_state(false);
+    const Outcome o = attempt([&] { cairn::load(s->dict, dir, MPI_COMM_WORLD); });
+    INFO(o.what);
+    CHECK(same_error_everywhere(o, Kind::not_found));
+    CHECK(all(contains(o.what, dir + ".cairn-staging (the new checkpoint)")));
+    CHECK(all(contains(o.what, dir + ".cairn-old (the checkpoint it replaced)")));
+    CHECK(all(contains(o.what, "cairn repair " + dir)));
+    const Outcome v = attempt([&] { cairn::verify(dir, MPI_COMM_WORLD); });
+    CHECK(all(contains(v.what, "cairn repair " + dir)));
+
+    std::vector<cairn::Leftover> done;
+    if (world_rank() == 0)
+        done = cairn::repair_checkpoint(dir);
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(all(done.size() == (world_rank() == 0 ? 2u : 0u)));
+    CHECK(holds_checkpoint(dir, 1));
+    CHECK(no_leftovers(dir));
+    if (world_rank() == 0)
+        CHECK(cairn::repair_checkpoint(dir).empty());
 }
 
 // Failures of the coordinator after the metadata has been renamed into place

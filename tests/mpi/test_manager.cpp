@@ -1,6 +1,7 @@
 // CheckpointManager: retention, latest() only ever committed and complete,
 // restore on another communicator, async saves, leftovers (fsck).
 #include "fixtures.hpp"
+#include "../damage.hpp"
 
 #include <cairn/manager.hpp>
 
@@ -105,6 +106,8 @@ std::string read_text(const std::string& path)
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
 // Rank 0 runs f (file-system fabrication), everyone waits.
 template <class F>
 void on_root_rank(F&& f)
@@ -119,6 +122,19 @@ void on_root_rank(F&& f)
         }
     }
     REQUIRE(all(ok));
+}
+
+// Rank 0 flips a bit in the first stored byte of "u" in the checkpoint
+// `path`: its checksum no longer matches; metadata and sizes are intact.
+void damage(const std::string& path, bool container)
+{
+    on_root_rank([&] {
+        const cairn::Metadata md = cairn::read_metadata(path);
+        const cairn::EntryMeta& e = md.entries.at("u");
+        const auto [file, pos] = chunk_start(path, e, e.chunks.at(0), container);
+        if (pos < 0 || !flip_bits(file, pos, 0x10))
+            throw std::runtime_error("cannot damage " + path);
+    });
 }
 
 cairn::ManagerOptions quick(int keep_last, std::int64_t keep_every = 0)
@@ -404,7 +420,6 @@ TEST_CASE("manager: leftovers are found and removed; committed checkpoints stay"
     CHECK(all(names(found) == want));
     CHECK(all(std::all_of(found.begin(), found.end(), [](const cairn::Leftover& l) { return !l.reason.empty(); })));
     CHECK(all(names(cairn::find_leftovers(root)) == want)); // local, the same on every rank
-    CHECK(all(m.latest() == 20));
 
     const auto removed = m.remove_leftovers();
     CHECK(all(names(removed) == want));
@@ -471,4 +486,140 @@ TEST_CASE("manager: wrong arguments", "[manager][errors]")
         CHECK(all(threw));
     }
     CHECK(all(!m.latest().has_value()));
+}
+
+TEST_CASE("manager: restore_latest falls back over damaged steps and says which it skipped", "[manager][fallback]")
+{
+    const std::string base = fresh_dir("manager_fallback_" + std::to_string(world_size()));
+    for (const bool container : {false, true}) {
+        INFO((container ? "container layout" : "per-rank layout"));
+        auto o = quick(0);
+        if (container)
+            o.layout = cairn::Layout::container;
+        cairn::CheckpointManager m(base + (container ? "/c" : "/p"), MPI_COMM_WORLD, o);
+        Field f(MPI_COMM_WORLD, true);
+        for (std::int64_t s : {10, 20, 30}) {
+            f.fill(s);
+            m.save(s, f.dict);
+        }
+        damage(m.checkpoint_path(30), container);
+        CHECK(all(m.latest() == 30)); // metadata and sizes are intact: latest() reads no data
+
+        std::vector<cairn::SkippedCheckpoint> skipped;
+        Field back(MPI_COMM_WORLD, false);
+        CHECK(all(m.restore_latest(back.dict, {}, &skipped) == 20));
+        CHECK(all(back.holds(20)));
+        REQUIRE(all(skipped.size() == 1));
+        CHECK(all(skipped[0].step == 30 && skipped[0].path == m.checkpoint_path(30)));
+        CHECK(all(has(skipped[0].reason, "checksum mismatch in 'u'")));
+
+        // Two damaged steps: the third; the list is replaced, not appended to.
+        damage(m.checkpoint_path(20), container);
+        Field back2(MPI_COMM_WORLD, false);
+        CHECK(all(m.restore_latest(back2.dict, {}, &skipped) == 10));
+        CHECK(all(back2.holds(10)));
+        CHECK(all(skipped.size() == 2 && skipped[0].step == 30 && skipped[1].step == 20));
+        Field back3(MPI_COMM_WORLD, true); // without the list
+        CHECK(all(m.restore_latest(back3.dict) == 10));
+        CHECK(all(back3.holds(10)));
+
+        // None loads: the error of the newest, naming every step tried.
+        damage(m.checkpoint_path(10), container);
+        Field back4(MPI_COMM_WORLD, false);
+        bool threw = false;
+        std::string what;
+        try {
+            m.restore_latest(back4.dict, {}, &skipped);
+        } catch (const cairn::error::IntegrityError& e) {
+            threw = true;
+            what = e.what();
+        }
+        INFO(what);
+        CHECK(all(threw));
+        for (std::int64_t s : {30, 20, 10})
+            CHECK(all(has(what, "step " + std::to_string(s) + " at " + m.checkpoint_path(s) + ": ")));
+        CHECK(all(has(what, "no checkpoint in " + m.root() + " loads")));
+    }
+}
+
+TEST_CASE("manager: restore_latest does not fall back when the state does not fit", "[manager][fallback]")
+{
+    const std::string root = fresh_dir("manager_fallback_mismatch_" + std::to_string(world_size())) + "/root";
+    cairn::CheckpointManager m(root, MPI_COMM_WORLD, quick(0));
+    Field f(MPI_COMM_WORLD, true);
+    for (std::int64_t s : {10, 20}) {
+        f.fill(s);
+        m.save(s, f.dict);
+    }
+    // "u" as f32: a Mismatch, from the newest step, whether or not it is
+    // damaged; the intact step before is not tried.
+    for (const bool damaged : {false, true}) {
+        if (damaged)
+            damage(m.checkpoint_path(20), false);
+        std::vector<float> u(f.u.size());
+        std::int64_t step = -1;
+        cairn::StateDict d;
+        d.add_array<float>("u", u.data(), f.global, f.box);
+        d.add_scalar("step", &step);
+        std::vector<cairn::SkippedCheckpoint> skipped{{1, "x", "y"}};
+        bool threw = false;
+        std::string what;
+        try {
+            m.restore_latest(d, {}, &skipped);
+        } catch (const cairn::error::Mismatch& e) {
+            threw = true;
+            what = e.what();
+        }
+        INFO(what);
+        CHECK(all(threw));
+        CHECK(all(skipped.empty() && step == -1));
+        CHECK(all(!has(what, "step_00000010")));
+    }
+}
+
+TEST_CASE("manager: a replacement interrupted between its renames is finished, not passed over", "[manager][fsck]")
+{
+    const std::string root = fresh_dir("manager_interrupted_" + std::to_string(world_size())) + "/root";
+    cairn::CheckpointManager m(root, MPI_COMM_WORLD, quick(0));
+    Field f(MPI_COMM_WORLD, true);
+    // Step 20 re-saved (element (0, 0) changed) and killed between the two
+    // renames: the new one under the staging name, the old one moved aside,
+    // nothing named step_00000020.
+    const auto interrupt = [&] {
+        f.fill(20);
+        if (world_rank() == 0)
+            f.u[0] += 0.5;
+        cairn::SaveOptions so;
+        so.fsync = false;
+        cairn::save(f.dict, root + "/step_00000020.cairn-staging", MPI_COMM_WORLD, so);
+        on_root_rank([&] {
+            stdfs::remove_all(root + "/step_00000020.cairn-old");
+            stdfs::rename(root + "/step_00000020", root + "/step_00000020.cairn-old");
+        });
+    };
+    for (std::int64_t s : {10, 20}) {
+        f.fill(s);
+        m.save(s, f.dict);
+    }
+    interrupt();
+    Field back(MPI_COMM_WORLD, false);
+    CHECK(all(m.restore_latest(back.dict) == 20)); // the new step 20, not step 10
+    CHECK(all(back.step == 20 && (world_rank() != 0 || back.u[0] == 20000.5)));
+    CHECK(names_are(root, {"LATEST", "step_00000010", "step_00000020", "step_00000020.cairn-old"}));
+    const auto removed = m.remove_leftovers();
+    CHECK(all(removed.size() == 1 && has(removed[0].path, "step_00000020.cairn-old")));
+
+    // latest() and steps() finish it too.
+    f.fill(20);
+    m.save(20, f.dict);
+    interrupt();
+    CHECK(all(m.latest() == 20));
+    CHECK(names_are(root, {"LATEST", "step_00000010", "step_00000020", "step_00000020.cairn-old"}));
+    f.fill(20);
+    m.save(20, f.dict);
+    interrupt();
+    CHECK(all(m.steps() == steps_of({10, 20})));
+    Field back2(MPI_COMM_WORLD, false);
+    CHECK(all(m.restore_latest(back2.dict) == 20));
+    CHECK(all(back2.step == 20 && (world_rank() != 0 || back2.u[0] == 20000.5)));
 }

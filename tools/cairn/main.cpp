@@ -1,8 +1,9 @@
-// cairn: inspect, check, compare and convert Cairn checkpoints (docs/CLI.md).
+// cairn: inspect, check, compare, convert and repair Cairn checkpoints (docs/CLI.md).
 //
 //   cairn ls CKPT [--json]            cairn verify CKPT [--strict]
 //   cairn cat CKPT NAME [--slice S]   cairn diff A B
 //   cairn convert SRC DST [--layout L] [--force]
+//   cairn repair PATH
 //
 // Runs on one process or under mpiexec (every rank takes a share of the
 // data of verify, diff and convert); rank 0 prints.
@@ -26,7 +27,10 @@ const char* footer = R"(Exit status:
   2  error: bad arguments, no checkpoint at the path, unknown entry, bad slice,
      unreadable metadata (the message on stderr names the file and the entry)
 
-CKPT is a per-rank checkpoint directory or a container file (.h5). Under
+CKPT is a per-rank checkpoint directory or a container file (.h5). A CKPT
+that is missing beside a complete CKPT.cairn-staging (a replacement
+interrupted between its two renames) is an error until `cairn repair CKPT`
+puts the newest copy in place. Under
 mpiexec, verify, diff and convert spread the data over the ranks.
 Environment: CAIRN_LOG=info|debug logs each phase of Cairn's loads and saves.)";
 
@@ -39,7 +43,8 @@ int main(int argc, char** argv)
     MPI_Comm_rank(ctx.comm, &ctx.rank);
     MPI_Comm_size(ctx.comm, &ctx.size);
 
-    CLI::App app{"cairn " + std::string(cairn::version()) + ": inspect, check, compare and convert Cairn checkpoints",
+    CLI::App app{"cairn " + std::string(cairn::version()) +
+                     ": inspect, check, compare, convert and repair Cairn checkpoints",
                  "cairn"};
     app.footer(footer);
     app.require_subcommand(1);
@@ -89,6 +94,13 @@ int main(int argc, char** argv)
     c_convert->add_option("--checksum-block", convert.checksum_block,
                           "Bytes per checksum block of DST, 0: no checksums (default 1048576)");
 
+    RepairArgs repair;
+    auto* c_repair = app.add_subcommand(
+        "repair", "Finish interrupted replacements and remove what interrupted saves left: for a checkpoint path, "
+                  "its .cairn-staging/.cairn-old/.cairn-tmp siblings (a missing PATH gets the newest complete one); "
+                  "for a directory of checkpoints (a CheckpointManager root), every leftover in it. Prints what it did");
+    c_repair->add_option("PATH", repair.path, "Checkpoint, or directory of checkpoints")->required();
+
     int rc = exit_ok;
     try {
         app.parse(argc, argv);
@@ -114,6 +126,8 @@ int main(int argc, char** argv)
             rc = cmd_verify(ctx, verify);
         else if (verb == "diff")
             rc = cmd_diff(ctx, diff);
+        else if (verb == "repair")
+            rc = cmd_repair(ctx, repair);
         else
             rc = cmd_convert(ctx, convert);
     } catch (const cairn::Error& e) { // the same on every rank (collective calls, agreed reads)

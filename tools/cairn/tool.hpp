@@ -183,4 +183,12 @@ struct ConvertArgs {
 };
 int cmd_convert(const Context& ctx, const ConvertArgs& args);
 
+struct RepairArgs {
+    std::string path; ///< a checkpoint path or a root directory of checkpoints
+};
+/// Finishes interrupted replacements and removes leftovers (rank 0 alone):
+/// repair_checkpoint(path) for a checkpoint path, remove_leftovers(path)
+/// for a directory of checkpoints.
+int cmd_repair(const Context& ctx, const RepairArgs& args);
+
 } // namespace cairn_tool

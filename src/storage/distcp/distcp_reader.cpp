@@ -381,10 +381,34 @@ namespace {
 
 // The metadata file of the checkpoint directory `path`, which must be a
 // committed checkpoint.
+// When `path` is missing: the committed sibling a replacement interrupted
+// between its two renames left (`path.cairn-staging`: the new checkpoint,
+// `path.cairn-old`: the one it replaced), as words for the error; empty when
+// there is none. Loads do not pick one themselves: which is wanted is the
+// caller's choice, and `cairn repair` makes it as remove_leftovers() does.
+std::string interrupted_replacement(const std::string& path)
+{
+    if (fs::exists(path))
+        return {};
+    std::string found;
+    const std::pair<const char*, const char*> siblings[] = {{".cairn-staging", " (the new checkpoint)"},
+                                                            {".cairn-old", " (the checkpoint it replaced)"}};
+    for (const auto& [suffix, what] : siblings) {
+        const std::string sibling = path + suffix;
+        if (fs::exists(fs::join(sibling, metadata_file_name)))
+            found += (found.empty() ? "" : " and ") + sibling + what;
+    }
+    if (found.empty())
+        return {};
+    return "; a replacement of it was interrupted between its two renames and left the committed " + found +
+           ": run `cairn repair " + path + "` (or cairn::remove_leftovers() on its directory) to put the newest in "
+           "place";
+}
+
 std::string metadata_file_of(const std::string& path)
 {
     if (!fs::is_directory(path))
-        throw error::NotFound("no checkpoint at " + path + " (not a directory)");
+        throw error::NotFound("no checkpoint at " + path + " (not a directory)" + interrupted_replacement(path));
     auto mdfile = fs::join(path, metadata_file_name);
     if (!fs::exists(mdfile))
         throw error::NotFound(path + " is not a committed checkpoint: " + metadata_file_name +

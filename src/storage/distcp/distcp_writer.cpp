@@ -369,42 +369,67 @@ void detail::BuiltinWriters::finish(DistcpWriter& w, MetadataColumns& md)
         }
     }
     if (im.write_dir != im.path) {
-        // Swap the new checkpoint in; the old one is removed only after.
+        // Swap the new checkpoint in; the old one is removed only after. In
+        // one step where the file system can exchange two names (the staging
+        // name then holds the old checkpoint): no moment without a
+        // checkpoint at the path. Elsewhere in two renames, P -> P.cairn-old
+        // then staging -> P; a crash between them leaves both complete
+        // beside a missing P, which loads refuse to guess about and
+        // remove_leftovers() / `cairn repair` finish.
         const auto old = im.path + ".cairn-old";
-        fs::remove_all(old);
-        fs::rename(im.path, old);
-        const auto put_back = [&] {
-            // A failed save never damages the old checkpoint.
-            try {
-                fs::rename(old, im.path);
-            } catch (...) {
-            }
-        };
-        try {
-            fs::rename(im.write_dir, im.path);
-        } catch (...) {
-            put_back();
-            throw;
-        }
-        if (im.opt.fsync) {
-            try {
-                fs::fsync_path(fs::parent(im.path));
-            } catch (...) {
+        fs::remove_all(old); // a leftover of an earlier interrupted replacement
+        std::string replaced; // where the old checkpoint is once swapped out
+        if (fs::exchange(im.write_dir, im.path)) {
+            replaced = im.write_dir;
+            if (im.opt.fsync) {
                 try {
-                    fs::rename(im.path, im.write_dir); // abort() removes it
+                    fs::fsync_path(fs::parent(im.path));
+                } catch (...) {
+                    // A failed save never damages the old checkpoint: swap it
+                    // back; abort() removes the new one from the staging name.
+                    try {
+                        fs::exchange(im.write_dir, im.path);
+                    } catch (...) {
+                    }
+                    throw;
+                }
+            }
+        } else {
+            fs::rename(im.path, old);
+            const auto put_back = [&] {
+                // A failed save never damages the old checkpoint.
+                try {
+                    fs::rename(old, im.path);
                 } catch (...) {
                 }
+            };
+            try {
+                fs::rename(im.write_dir, im.path);
+            } catch (...) {
                 put_back();
                 throw;
             }
+            if (im.opt.fsync) {
+                try {
+                    fs::fsync_path(fs::parent(im.path));
+                } catch (...) {
+                    try {
+                        fs::rename(im.path, im.write_dir); // abort() removes it
+                    } catch (...) {
+                    }
+                    put_back();
+                    throw;
+                }
+            }
+            replaced = old;
         }
         im.write_dir = im.path;
         try {
-            fs::remove_all(old);
+            fs::remove_all(replaced);
         } catch (const std::exception& e) {
             // Committed: the replaced checkpoint is a leftover (find_leftovers() names it).
-            std::fprintf(stderr, "cairn: warning: checkpoint %s committed, but the checkpoint it replaced was not "
-                                 "removed: %s\n", im.path.c_str(), e.what());
+            std::fprintf(stderr, "cairn: warning: checkpoint %s committed, but the checkpoint it replaced (%s) was "
+                                 "not removed: %s\n", im.path.c_str(), replaced.c_str(), e.what());
         }
     } else if (im.opt.fsync) {
         try {
