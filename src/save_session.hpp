@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace cairn::detail {
 
@@ -34,6 +35,9 @@ struct SaveSession {
     std::uint64_t plan_bytes_sent = 0; ///< this rank's local plan as sent to the coordinator
     SavePlan local;    ///< this rank's local plan, until its final plan is known
     SavePlan plan;     ///< this rank's final plan
+    /// XXH3 of this rank's whole-array shards (replicas), by name, compared
+    /// by the coordinator at the commit (SaveOptions::check_replicas).
+    std::vector<std::pair<std::string, std::uint64_t>> replica_digests;
     std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
 };
 

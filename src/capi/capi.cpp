@@ -774,6 +774,12 @@ int cairn_save_options_set_overwrite(cairn_save_options_t* options, int overwrit
                    [&] { handle(options, "the options handle").options.overwrite = overwrite != 0; });
 }
 
+int cairn_save_options_set_check_replicas(cairn_save_options_t* options, int check)
+{
+    return guarded("cairn_save_options_set_check_replicas",
+                   [&] { handle(options, "the options handle").options.check_replicas = check != 0; });
+}
+
 int cairn_save_options_set_files_per_rank(cairn_save_options_t* options, int files_per_rank)
 {
     return guarded("cairn_save_options_set_files_per_rank", [&] {
