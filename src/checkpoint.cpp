@@ -18,6 +18,7 @@
 #include "storage/builtin_readers.hpp"
 #include "storage/builtin_writers.hpp"
 #include "storage/fs.hpp"
+#include "storage/path_lock.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -465,6 +466,13 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
             s.log.started();
             if (!coord)
                 return;
+            // One writer per path: the coordinator claims it before the
+            // storage touches anything there (docs/robustness.md).
+            if (detail::BuiltinWriters::is_builtin(*s.storage)) {
+                s.may_clean = false;
+                s.lock = std::make_unique<PathLock>(checkpoint_id);
+                s.may_clean = true;
+            }
             // The default planner with Cairn's own storage: on columns, when
             // the plans are what that path takes (else the general path
             // below runs and reports any problem).
@@ -522,7 +530,7 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
         });
         s.log.end();
     } catch (...) {
-        if (coord && s.storage)
+        if (coord && s.storage && s.may_clean)
             s.storage->abort();
         throw;
     }
@@ -578,6 +586,8 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
         run_phase(c, "commit", [&] {
             if (coord)
                 check_replicas(all_results);
+            if (coord && s.lock)
+                s.lock->check(); // still this save's path
             if (coord && s.columnar) {
                 s.columnar->attach_results(all_results);
                 detail::BuiltinWriters::finish(*s.storage, s.columnar->metadata());
@@ -623,6 +633,25 @@ SaveResult save(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
 
 namespace {
 
+error::ConcurrentAccess replaced_error(const std::string& id, const char* call)
+{
+    return error::ConcurrentAccess("checkpoint " + id + " was replaced by another job during this " + call +
+                                   " (a save to the same path): what was read mixes two checkpoints; " + call +
+                                   " it again once that save is over");
+}
+
+// After an error agreed on every rank, with Cairn's own readers (`builtin`,
+// the same everywhere): throws replaced_error() on every rank when the
+// coordinator finds the checkpoint replaced since it noted `seen` (the
+// error, say a checksum mismatch, then comes from the replacement).
+// Collective (one broadcast) when `builtin`.
+void check_not_replaced(const Comm& c, const detail::CheckpointIdentity& seen, const std::string& id,
+                        const char* call, bool builtin)
+{
+    if (builtin && detail::bcast_u64(c, c.coordinator() && detail::replaced(seen) ? 1 : 0) != 0)
+        throw replaced_error(id, call);
+}
+
 // The coordinator's metadata, to broadcast (share_metadata). Cairn's own
 // readers hand it over as columns, encoded without a per-chunk object, their
 // chunk rows expanded and checked one entry at a time as they are framed.
@@ -643,6 +672,7 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
     const bool coord = c.coordinator();
     const bool container = agree_to_read(c, checkpoint_id, options, "load");
     PhaseLog log("load", checkpoint_id, c.rank, options.progress);
+    detail::CheckpointIdentity watch; // the coordinator's, with Cairn's own readers
     std::shared_ptr<LoadPlanner> planner;
     std::shared_ptr<StorageReader> storage;
 
@@ -656,90 +686,102 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
         storage->reset(checkpoint_id);
         if (!coord)
             return;
+        if (!options.storage)
+            watch = detail::checkpoint_identity(checkpoint_id, container);
         frames = metadata_frames(*storage);
     });
 
-    // 2. Every rank gets the metadata in frames of whole entries, decoded
-    //    as they arrive (detail::share_metadata), and plans which stored
-    //    regions overlap its boxes. With the default planner and Cairn's own
-    //    readers a rank keeps only the chunks its state's boxes overlap (and
-    //    each entry's first): chunk numbers in its plan index those, and
-    //    nothing else sees them. A rank then holds one frame of the
-    //    broadcast at a time, and of the metadata what it reads, not the
-    //    checkpoint's chunk count.
+    // A checkpoint replaced while this load reads (another job's save with
+    // overwrite) shows as a checksum mismatch or a mix of two checkpoints:
+    // the coordinator notes the checkpoint's identity as it reads the
+    // metadata and compares it once every rank is done (or failed).
     Metadata metadata;
-    LoadPlan plan = run_phase(c, "local plan", [&] {
-        const LoadPlanner& p = *planner;
-        const bool own = typeid(p) == typeid(DefaultLoadPlanner) && detail::BuiltinReaders::is_builtin(*storage);
-        // The filter needs the flattened state; a rank that fails here still
-        // takes part in the broadcast.
-        std::exception_ptr failed;
-        detail::WantedBox wanted;
-        if (own) {
-            try {
-                // Flattens the state; it reads `metadata` only once it is set.
-                planner->set_up_planner(state, metadata, coord);
-                const auto& dp = static_cast<const DefaultLoadPlanner&>(p);
-                wanted = [&dp](const std::string& fqn) { return dp.requested_box(fqn); };
-            } catch (...) {
-                failed = std::current_exception();
-            }
-        }
-        detail::MetadataDecoder dec(std::move(wanted));
-        detail::share_metadata(c, frames.get(), failed ? nullptr : &dec);
-        frames.reset();
-        if (failed)
-            std::rethrow_exception(failed);
-        metadata = dec.finish();
-        storage->set_up_storage_reader(metadata, coord, comm);
-        if (!own)
-            planner->set_up_planner(state, metadata, coord);
-        auto local = storage->prepare_local_plan(planner->create_local_plan());
-        if (!planner->needs_global_plan() && !storage->needs_global_plan())
-            log.finished();
-        return local;
-    });
-
-    // 3. Optional global step (the defaults need none).
-    if (planner->needs_global_plan() || storage->needs_global_plan()) {
-        const auto gathered = detail::gather_bytes(c, detail::encode(plan));
-        std::vector<Bytes> finals;
-        run_phase(c, "global plan", [&] {
-            if (!coord)
-                return;
-            std::vector<LoadPlan> plans;
-            for (const auto& g : gathered)
-                plans.push_back(detail::decode_load_plan(g));
-            plans = storage->prepare_global_plan(planner->create_global_plan(std::move(plans)));
-            for (const auto& p : plans)
-                finals.push_back(detail::encode(p));
-        });
-        const Bytes mine = detail::scatter_bytes(c, finals);
-        plan = run_phase(c, "finish plan", [&] {
-            auto final_plan = planner->finish_plan(detail::decode_load_plan(mine));
-            log.finished();
-            return final_plan;
-        });
-    }
-    log.end();
-
-    // 4. Every rank reads what it needs, then scalars, strings and Stateful
-    //    objects are set.
+    LoadPlan plan;
     LoadResult result;
-    log.begin(Phase::read);
-    run_phase(c, "read", [&] {
-        std::uint64_t to_read = 0;
-        if (log.active())
-            for (const auto& it : plan.items)
-                to_read += read_item_bytes(metadata, it);
-        log.started(to_read);
-        // Progress item by item where the reader reads items in turn.
-        ProgressDestination counted(*planner, metadata, log);
-        const bool per_item = log.reporting() && dynamic_cast<DistcpReader*>(storage.get());
-        storage->read_data(plan, per_item ? counted : *planner);
-        planner->finish();
-        log.finished();
-    });
+    try {
+        // 2. Every rank gets the metadata in frames of whole entries, decoded
+        //    as they arrive (detail::share_metadata), and plans which stored
+        //    regions overlap its boxes. With the default planner and Cairn's own
+        //    readers a rank keeps only the chunks its state's boxes overlap (and
+        //    each entry's first): chunk numbers in its plan index those, and
+        //    nothing else sees them. A rank then holds one frame of the
+        //    broadcast at a time, and of the metadata what it reads, not the
+        //    checkpoint's chunk count.
+        plan = run_phase(c, "local plan", [&] {
+            const LoadPlanner& p = *planner;
+            const bool own = typeid(p) == typeid(DefaultLoadPlanner) && detail::BuiltinReaders::is_builtin(*storage);
+            // The filter needs the flattened state; a rank that fails here still
+            // takes part in the broadcast.
+            std::exception_ptr failed;
+            detail::WantedBox wanted;
+            if (own) {
+                try {
+                    // Flattens the state; it reads `metadata` only once it is set.
+                    planner->set_up_planner(state, metadata, coord);
+                    const auto& dp = static_cast<const DefaultLoadPlanner&>(p);
+                    wanted = [&dp](const std::string& fqn) { return dp.requested_box(fqn); };
+                } catch (...) {
+                    failed = std::current_exception();
+                }
+            }
+            detail::MetadataDecoder dec(std::move(wanted));
+            detail::share_metadata(c, frames.get(), failed ? nullptr : &dec);
+            frames.reset();
+            if (failed)
+                std::rethrow_exception(failed);
+            metadata = dec.finish();
+            storage->set_up_storage_reader(metadata, coord, comm);
+            if (!own)
+                planner->set_up_planner(state, metadata, coord);
+            auto local = storage->prepare_local_plan(planner->create_local_plan());
+            if (!planner->needs_global_plan() && !storage->needs_global_plan())
+                log.finished();
+            return local;
+        });
+
+        // 3. Optional global step (the defaults need none).
+        if (planner->needs_global_plan() || storage->needs_global_plan()) {
+            const auto gathered = detail::gather_bytes(c, detail::encode(plan));
+            std::vector<Bytes> finals;
+            run_phase(c, "global plan", [&] {
+                if (!coord)
+                    return;
+                std::vector<LoadPlan> plans;
+                for (const auto& g : gathered)
+                    plans.push_back(detail::decode_load_plan(g));
+                plans = storage->prepare_global_plan(planner->create_global_plan(std::move(plans)));
+                for (const auto& p : plans)
+                    finals.push_back(detail::encode(p));
+            });
+            const Bytes mine = detail::scatter_bytes(c, finals);
+            plan = run_phase(c, "finish plan", [&] {
+                auto final_plan = planner->finish_plan(detail::decode_load_plan(mine));
+                log.finished();
+                return final_plan;
+            });
+        }
+        log.end();
+
+        // 4. Every rank reads what it needs, then scalars, strings and Stateful
+        //    objects are set.
+        log.begin(Phase::read);
+        run_phase(c, "read", [&] {
+            std::uint64_t to_read = 0;
+            if (log.active())
+                for (const auto& it : plan.items)
+                    to_read += read_item_bytes(metadata, it);
+            log.started(to_read);
+            // Progress item by item where the reader reads items in turn.
+            ProgressDestination counted(*planner, metadata, log);
+            const bool per_item = log.reporting() && dynamic_cast<DistcpReader*>(storage.get());
+            storage->read_data(plan, per_item ? counted : *planner);
+            planner->finish();
+            log.finished();
+        });
+    } catch (const Error&) {
+        check_not_replaced(c, watch, checkpoint_id, "load", !options.storage);
+        throw;
+    }
     if (auto* dr = dynamic_cast<DistcpReader*>(storage.get()))
         result.bytes_read = dr->bytes_read();
     else if (auto* cr = dynamic_cast<ContainerReader*>(storage.get()))
@@ -748,7 +790,12 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
         result.missing = dp->missing();
         result.skipped = dp->skipped();
     }
-    result.bytes_read_all = detail::allreduce_sum(c, result.bytes_read);
+    // With the sum of the bytes read: whether the checkpoint was replaced.
+    std::uint64_t sums[2] = {result.bytes_read, coord && detail::replaced(watch) ? 1u : 0u};
+    detail::allreduce_sum(c, sums, 2);
+    if (sums[1] != 0)
+        throw replaced_error(checkpoint_id, "load");
+    result.bytes_read_all = sums[0];
     log.end(result.bytes_read_all);
     result.seconds = seconds_since(t0);
     log.finish(result.bytes_read_all);
@@ -785,6 +832,7 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
     const bool coord = c.coordinator();
     const bool container = agree_to_read(c, checkpoint_id, options, "verify");
     PhaseLog log("verify", checkpoint_id, c.rank, options.progress);
+    detail::CheckpointIdentity watch; // as load's: damage found in a replaced checkpoint is not damage
     std::shared_ptr<StorageReader> storage;
     // The metadata, read once and broadcast, as for a load.
     log.begin(Phase::plan);
@@ -793,6 +841,8 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
         log.started();
         storage = options.storage ? options.storage : default_reader(options, container);
         storage->reset(checkpoint_id);
+        if (coord && !options.storage)
+            watch = detail::checkpoint_identity(checkpoint_id, container);
         if (coord)
             frames = metadata_frames(*storage);
     });
@@ -874,8 +924,10 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
         report.problems.push_back(lines.substr(p, nl - p));
         p = nl + 1;
     }
-    std::uint64_t sums[2] = {chunks, bytes};
-    detail::allreduce_sum(c, sums, 2);
+    std::uint64_t sums[3] = {chunks, bytes, coord && detail::replaced(watch) ? 1u : 0u};
+    detail::allreduce_sum(c, sums, 3);
+    if (sums[2] != 0)
+        throw replaced_error(checkpoint_id, "verify");
     report.chunks = sums[0];
     report.bytes = sums[1];
     report.checksums = md.checksum_block != 0;

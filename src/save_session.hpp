@@ -7,6 +7,7 @@
 #include "comm/protocol.hpp"
 #include "core/phase_log.hpp"
 #include "plan/columnar.hpp"
+#include "storage/path_lock.hpp"
 
 #include <chrono>
 #include <functional>
@@ -38,6 +39,12 @@ struct SaveSession {
     /// XXH3 of this rank's whole-array shards (replicas), by name, compared
     /// by the coordinator at the commit (SaveOptions::check_replicas).
     std::vector<std::pair<std::string, std::uint64_t>> replica_digests;
+    /// The coordinator's claim on the checkpoint path (Cairn's own storage),
+    /// from the global plan to the end of the save; released last.
+    std::unique_ptr<PathLock> lock;
+    /// False while the coordinator claims the path: a save that could not
+    /// claim it must not clean up (what is there is another job's).
+    bool may_clean = true;
     std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
 };
 

@@ -49,6 +49,7 @@ enum cairn_error_code {
     CAIRN_ERR_FORMAT = 5,     /**< stored bytes are not what Cairn wrote */
     CAIRN_ERR_NOT_FOUND = 6,  /**< no such checkpoint, or no such entry */
     CAIRN_ERR_INTEGRITY = 7,  /**< stored data does not match its checksum */
+    CAIRN_ERR_CONCURRENT = 8, /**< another job writes or replaced the checkpoint path */
     CAIRN_ERR_OTHER = 64,     /**< any other Cairn error */
     CAIRN_ERR_NO_MEMORY = 65, /**< out of memory */
     CAIRN_ERR_INTERNAL = 66   /**< an unexpected exception inside Cairn (a bug) */

@@ -123,6 +123,7 @@ const char* cairn_error_name(int code)
     case CAIRN_ERR_FORMAT: return "CAIRN_ERR_FORMAT";
     case CAIRN_ERR_NOT_FOUND: return "CAIRN_ERR_NOT_FOUND";
     case CAIRN_ERR_INTEGRITY: return "CAIRN_ERR_INTEGRITY";
+    case CAIRN_ERR_CONCURRENT: return "CAIRN_ERR_CONCURRENT";
     case CAIRN_ERR_OTHER: return "CAIRN_ERR_OTHER";
     case CAIRN_ERR_NO_MEMORY: return "CAIRN_ERR_NO_MEMORY";
     case CAIRN_ERR_INTERNAL: return "CAIRN_ERR_INTERNAL";
