@@ -280,3 +280,20 @@ TEST_CASE("a checkpoint replaced while a load or verify reads it is reported as 
     }
     MPI_Comm_free(&dup);
 }
+
+TEST_CASE("find_leftovers lists a lock file that no save holds", "[bad_input]")
+{
+    const auto root = fresh_dir("lock_leftovers_" + std::to_string(world_size()));
+    HeldLock held(root + "/step_00000002"); // a save in flight (rank 0)
+    if (world_rank() == 0) {
+        std::FILE* fp = std::fopen((root + "/step_00000001.cairn-lock").c_str(), "w"); // a killed save's
+        REQUIRE(fp);
+        std::fputs("cairn-lock 1\nowner host gone, pid 1, since 2026-01-01T00:00:00Z\n", fp);
+        std::fclose(fp);
+        const auto found = cairn::find_leftovers(root);
+        REQUIRE(found.size() == 1);
+        CHECK(found[0].path == root + "/step_00000001.cairn-lock");
+        CHECK(contains(found[0].reason, "the lock file of an interrupted save to step_00000001"));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
