@@ -9,21 +9,31 @@
 #include "cairn/distcp.hpp"
 #include "cairn/errors.hpp"
 #include "comm/protocol.hpp"
+#include "core/checksum.hpp"
 #include "core/codec.hpp"
 #include "core/phase_log.hpp"
+#include "core/strided.hpp"
 #include "plan/plan_cache.hpp"
 #include "save_session.hpp"
 #include "storage/builtin_readers.hpp"
 #include "storage/builtin_writers.hpp"
 #include "storage/fs.hpp"
+#include "storage/path_lock.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <queue>
 #include <string_view>
 #include <typeinfo>
 #include <unordered_map>
+
+#if defined(__GNUG__)
+#include <cxxabi.h>
+#endif
 
 namespace cairn {
 
@@ -39,6 +49,198 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0)
 {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The name of a type, demangled where the compiler allows.
+std::string type_name(const std::type_info& t)
+{
+#if defined(__GNUG__)
+    int status = 0;
+    char* n = abi::__cxa_demangle(t.name(), nullptr, nullptr, &status);
+    if (status == 0 && n) {
+        std::string out(n);
+        std::free(n);
+        return out;
+    }
+    std::free(n);
+#endif
+    return t.name();
+}
+
+std::string hints_text(const MpiHints& hints)
+{
+    std::string out;
+    for (const auto& [k, v] : hints)
+        out += (out.empty() ? "" : ",") + k + "=" + v;
+    return "{" + out + "}";
+}
+
+std::string tuning_text(const ContainerTuning& t)
+{
+    return "mpi_hints " + hints_text(t.mpi_hints) + ", file_locking " +
+           std::to_string(static_cast<int>(t.file_locking)) + ", metadata_cache_bytes " +
+           std::to_string(t.metadata_cache_bytes) + ", collective_metadata " +
+           (t.collective_metadata ? "true" : "false") + ", independent_below " + std::to_string(t.independent_below);
+}
+
+const char* yes_no(bool b) { return b ? "true" : "false"; }
+
+// Whether save writes a container: Layout::container, or Layout::automatic
+// with an id the container writer takes (ends in .h5 or .hdf5).
+bool saves_container(const SaveOptions& o, const std::string& id)
+{
+    if (o.layout == Layout::automatic) {
+        try {
+            return ContainerWriter().validate_checkpoint_id(id);
+        } catch (...) {
+            return false; // the per-rank writer reports what is wrong with the id
+        }
+    }
+    return o.layout == Layout::container;
+}
+
+// What a save's ranks must agree on (the rest of SaveOptions is per rank:
+// staging and writeback bounds, how async_save stages, the per-rank files'
+// MPI-IO hints, progress callbacks, reuse_plan, which is negotiated).
+detail::CallArguments save_arguments(const std::string& id, const SaveOptions& o)
+{
+    detail::CallArguments a{"save", {}};
+    a.add("the checkpoint id", id);
+    if (o.storage) {
+        a.add("the layout", "storage " + type_name(typeid(*o.storage)));
+        return a;
+    }
+    const bool container = saves_container(o, id);
+    a.add("the layout", container ? "container" : "per-rank");
+    a.add("overwrite", yes_no(o.overwrite));
+    a.add("fsync", yes_no(o.fsync));
+    a.add("checksum_block", std::to_string(o.checksum_block));
+    a.add("alignment", std::to_string(o.alignment));
+    if (container)
+        a.add("the container tuning", tuning_text(o.container));
+    else
+        a.add("files_per_rank", std::to_string(o.files_per_rank));
+    return a;
+}
+
+// What the ranks of a load or verify must agree on (the rest of LoadOptions
+// is per rank: partial, staging bytes, the per-rank files' MPI-IO hints,
+// progress callbacks, the planner).
+detail::CallArguments read_arguments(const char* call, const std::string& id, const LoadOptions& o)
+{
+    detail::CallArguments a{call, {}};
+    a.add("the checkpoint id", id);
+    if (o.storage) {
+        a.add("the layout", "storage " + type_name(typeid(*o.storage)));
+        return a;
+    }
+    a.add("the layout", o.layout == Layout::container  ? "container"
+                        : o.layout == Layout::per_rank ? "per-rank"
+                                                       : "automatic");
+    a.add("verify_checksums", yes_no(o.verify_checksums));
+    if (o.layout != Layout::per_rank)
+        a.add("the container tuning", tuning_text(o.container));
+    return a;
+}
+
+// XXH3-64 of the elements of a host view, in row-major order (the bytes a
+// chunk of it stores, whatever the strides).
+std::uint64_t view_digest(const StridedView& view)
+{
+    detail::ChunkHasher h(~std::uint64_t(0)); // one block
+    std::int64_t n = 1;
+    for (auto e : view.shape)
+        n *= e;
+    if (n == 0)
+        return 0;
+    if (detail::is_dense(view)) {
+        h.update(view.data, static_cast<std::size_t>(n) * view.elem_size);
+    } else {
+        const std::int64_t step = std::max<std::int64_t>(1, static_cast<std::int64_t>((std::size_t(1) << 20) / view.elem_size));
+        std::vector<char> buf(static_cast<std::size_t>(std::min(step, n)) * view.elem_size);
+        for (std::int64_t first = 0; first < n; first += step) {
+            const std::int64_t count = std::min(step, n - first);
+            detail::pack_range(view, first, count, buf.data());
+            h.update(buf.data(), static_cast<std::size_t>(count) * view.elem_size);
+        }
+    }
+    const auto sums = h.finish();
+    return sums.empty() ? 0 : sums.front();
+}
+
+// The digests of this rank's whole-array shards in host memory (replicated
+// arrays: add_replicated, or any shard whose box is its whole array), for the
+// coordinator to compare between the ranks that hold them.
+std::vector<std::pair<std::string, std::uint64_t>> replica_digests(const SavePlan& local, SavePlanner& planner)
+{
+    std::vector<std::pair<std::string, std::uint64_t>> out;
+    for (const auto& it : local.items) {
+        if (it.kind != ItemKind::array || it.box.volume() == 0 || it.box != whole(it.global_shape))
+            continue;
+        const DataRef d = planner.resolve_data(it);
+        if (d.space != MemorySpace::host)
+            continue;
+        out.emplace_back(it.fqn, view_digest(d.view));
+    }
+    return out;
+}
+
+// Appends the digests to a rank's encoded write results: each name's length
+// (8 bytes), the name, the digest (8 bytes), then the bytes of all that (8
+// bytes, also when there are none).
+void append_digests(detail::Bytes& b, const std::vector<std::pair<std::string, std::uint64_t>>& digests)
+{
+    const auto put = [&b](std::uint64_t v) {
+        const auto* p = reinterpret_cast<const std::byte*>(&v);
+        b.insert(b.end(), p, p + sizeof v);
+    };
+    const std::size_t start = b.size();
+    for (const auto& [name, digest] : digests) {
+        put(name.size());
+        const auto* p = reinterpret_cast<const std::byte*>(name.data());
+        b.insert(b.end(), p, p + name.size());
+        put(digest);
+    }
+    put(b.size() - start);
+}
+
+// The coordinator: takes the digests off every rank's results (append_digests)
+// and throws error::Mismatch when two ranks' copies of a replicated array
+// differ, naming the array and the lowest two such ranks.
+void check_replicas(std::vector<detail::Bytes>& results)
+{
+    std::map<std::string, std::vector<std::pair<int, std::uint64_t>>> by_name;
+    for (std::size_t r = 0; r < results.size(); ++r) {
+        auto& b = results[r];
+        std::uint64_t n = 0;
+        if (b.size() < 8)
+            throw error::FormatError("rank " + std::to_string(r) + " sent write results without replica digests");
+        std::memcpy(&n, b.data() + b.size() - 8, 8);
+        if (n > b.size() - 8)
+            throw error::FormatError("rank " + std::to_string(r) + " sent a bad replica digest list");
+        const std::size_t start = b.size() - 8 - static_cast<std::size_t>(n), end = b.size() - 8;
+        for (std::size_t at = start; at < end;) {
+            std::uint64_t len = 0, digest = 0;
+            if (end - at < 8)
+                throw error::FormatError("rank " + std::to_string(r) + " sent a bad replica digest list");
+            std::memcpy(&len, b.data() + at, 8);
+            at += 8;
+            if (len > end - at || end - at - len < 8)
+                throw error::FormatError("rank " + std::to_string(r) + " sent a bad replica digest list");
+            std::string name(reinterpret_cast<const char*>(b.data() + at), static_cast<std::size_t>(len));
+            at += static_cast<std::size_t>(len);
+            std::memcpy(&digest, b.data() + at, 8);
+            at += 8;
+            by_name[std::move(name)].emplace_back(static_cast<int>(r), digest);
+        }
+        b.resize(start);
+    }
+    for (const auto& [name, holders] : by_name)
+        for (const auto& [rank, digest] : holders)
+            if (digest != holders.front().second)
+                throw error::Mismatch("replicated array '" + name + "' differs between ranks " +
+                                      std::to_string(holders.front().first) + " and " + std::to_string(rank) +
+                                      " (ranks that hold the whole array must hold the same bytes)");
 }
 
 // The built-in storage of `o.layout`; Layout::automatic: the first of the
@@ -57,7 +259,7 @@ std::shared_ptr<StorageWriter> default_writer(const SaveOptions& o, const std::s
         w.checksum_block = o.checksum_block;
         w.writeback_bytes = o.writeback_bytes;
     };
-    if (o.layout == Layout::container || (o.layout == Layout::automatic && ContainerWriter().validate_checkpoint_id(id))) {
+    if (saves_container(o, id)) {
         ContainerWriterOptions co;
         common(co);
         co.tuning = o.container;
@@ -70,18 +272,33 @@ std::shared_ptr<StorageWriter> default_writer(const SaveOptions& o, const std::s
     return std::make_shared<DistcpWriter>(std::move(po));
 }
 
-// Collective over `c` for Layout::automatic: the coordinator asks the
-// container reader's validate_checkpoint_id (one stat) and every rank
-// follows, so that all ranks pick the same reader (the container's is
-// collective); the per-rank reader otherwise.
-std::shared_ptr<StorageReader> default_reader(const LoadOptions& o, const std::string& id, const Comm& c)
+// Collective over `c`, before anything else of a load or verify: one
+// allreduce agrees on the call's arguments (read_arguments; every rank
+// throws error::Mismatch naming them when they differ) and, for
+// Layout::automatic, carries the coordinator's answer of the container
+// reader's validate_checkpoint_id (one stat), so that all ranks pick the same
+// reader (the container's is collective). Returns whether to read a
+// container.
+bool agree_to_read(const Comm& c, const std::string& id, const LoadOptions& o, const char* call)
 {
-    bool container = o.layout == Layout::container;
-    if (o.layout == Layout::automatic) {
-        int flag = c.coordinator() && ContainerReader().validate_checkpoint_id(id) ? 1 : 0;
-        MPI_Bcast(&flag, 1, MPI_INT, 0, c.comm);
-        container = flag != 0;
+    std::uint64_t flag = ~std::uint64_t(0); // the minimum is the coordinator's
+    if (c.coordinator()) {
+        flag = 0;
+        if (o.layout == Layout::automatic && !o.storage) {
+            try {
+                flag = ContainerReader().validate_checkpoint_id(id) ? 1 : 0;
+            } catch (...) {
+                flag = 0; // the per-rank reader reports what is wrong
+            }
+        }
     }
+    detail::agree_arguments(c, read_arguments(call, id, o), &flag, 1);
+    return o.layout == Layout::container || (o.layout == Layout::automatic && flag == 1);
+}
+
+// The built-in reader: the container's when `container`.
+std::shared_ptr<StorageReader> default_reader(const LoadOptions& o, bool container)
+{
     if (container)
         return std::make_shared<ContainerReader>(o.staging_bytes, o.container, o.verify_checksums);
     return std::make_shared<DistcpReader>(o.staging_bytes, o.verify_checksums, o.per_rank.mpi_hints);
@@ -199,7 +416,10 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
     PlanKey key;
     Bytes stripped; // ranks but 0: the plan without its name table, sent when every rank's is alike
     Bytes boxes;    // ranks but 0: the plan's array boxes, sent when every rank's skeleton is alike
-    const Bytes local = run_phase(c, "local plan", [&] {
+    // Its end agrees, in the same allreduce, on the call's arguments
+    // (save_arguments): ranks that disagree all throw error::Mismatch
+    // naming them, before the coordinator touches the storage.
+    const Bytes local = run_phase(c, "local plan", save_arguments(checkpoint_id, options), [&] {
         s.planner = options.planner ? options.planner : std::make_shared<DefaultSavePlanner>();
         s.storage = options.storage ? options.storage : default_writer(options, checkpoint_id);
         s.storage->reset(checkpoint_id);
@@ -207,6 +427,11 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
         s.log.started();
         s.planner->set_up_planner(state, coord);
         s.local = s.storage->prepare_local_plan(s.planner->create_local_plan());
+        // Replicas are written by one holder: the others' bytes are compared
+        // at the commit (check_replicas), hashed now, before async_save
+        // returns and the caller may change them.
+        if (options.check_replicas && c.size > 1 && dynamic_cast<DefaultSavePlanner*>(s.planner.get()))
+            s.replica_digests = replica_digests(s.local, *s.planner);
         auto plan = encode(s.local);
         const SavePlanner& planner = *s.planner;
         columnar = typeid(planner) == typeid(DefaultSavePlanner) && detail::BuiltinWriters::is_builtin(*s.storage);
@@ -241,6 +466,13 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
             s.log.started();
             if (!coord)
                 return;
+            // One writer per path: the coordinator claims it before the
+            // storage touches anything there (docs/robustness.md).
+            if (detail::BuiltinWriters::is_builtin(*s.storage)) {
+                s.may_clean = false;
+                s.lock = std::make_unique<PathLock>(checkpoint_id);
+                s.may_clean = true;
+            }
             // The default planner with Cairn's own storage: on columns, when
             // the plans are what that path takes (else the general path
             // below runs and reports any problem).
@@ -298,7 +530,7 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
         });
         s.log.end();
     } catch (...) {
-        if (coord && s.storage)
+        if (coord && s.storage && s.may_clean)
             s.storage->abort();
         throw;
     }
@@ -348,9 +580,14 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
         std::uint64_t names[2] = {names_hash, ~names_hash};
         agree(c, "commit", cancelled, names, 2);
         const bool same_names = c.size > 1 && names[0] == names_hash && names[1] == ~names_hash;
-        const std::vector<Bytes> all_results =
-            gather_bytes(c, same_names && !coord ? strip_name_table(results) : results);
+        Bytes sent = same_names && !coord ? strip_name_table(results) : results;
+        append_digests(sent, s.replica_digests);
+        std::vector<Bytes> all_results = gather_bytes(c, sent);
         run_phase(c, "commit", [&] {
+            if (coord)
+                check_replicas(all_results);
+            if (coord && s.lock)
+                s.lock->check(); // still this save's path
             if (coord && s.columnar) {
                 s.columnar->attach_results(all_results);
                 detail::BuiltinWriters::finish(*s.storage, s.columnar->metadata());
@@ -396,6 +633,25 @@ SaveResult save(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
 
 namespace {
 
+error::ConcurrentAccess replaced_error(const std::string& id, const char* call)
+{
+    return error::ConcurrentAccess("checkpoint " + id + " was replaced by another job during this " + call +
+                                   " (a save to the same path): what was read mixes two checkpoints; " + call +
+                                   " it again once that save is over");
+}
+
+// After an error agreed on every rank, with Cairn's own readers (`builtin`,
+// the same everywhere): throws replaced_error() on every rank when the
+// coordinator finds the checkpoint replaced since it noted `seen` (the
+// error, say a checksum mismatch, then comes from the replacement).
+// Collective (one broadcast) when `builtin`.
+void check_not_replaced(const Comm& c, const detail::CheckpointIdentity& seen, const std::string& id,
+                        const char* call, bool builtin)
+{
+    if (builtin && detail::bcast_u64(c, c.coordinator() && detail::replaced(seen) ? 1 : 0) != 0)
+        throw replaced_error(id, call);
+}
+
 // The coordinator's metadata, to broadcast (share_metadata). Cairn's own
 // readers hand it over as columns, encoded without a per-chunk object, their
 // chunk rows expanded and checked one entry at a time as they are framed.
@@ -414,7 +670,9 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
     const auto t0 = std::chrono::steady_clock::now();
     const Comm c(comm);
     const bool coord = c.coordinator();
+    const bool container = agree_to_read(c, checkpoint_id, options, "load");
     PhaseLog log("load", checkpoint_id, c.rank, options.progress);
+    detail::CheckpointIdentity watch; // the coordinator's, with Cairn's own readers
     std::shared_ptr<LoadPlanner> planner;
     std::shared_ptr<StorageReader> storage;
 
@@ -424,94 +682,106 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
     run_phase(c, "read metadata", [&] {
         log.started();
         planner = options.planner ? options.planner : std::make_shared<DefaultLoadPlanner>(options.partial);
-        storage = options.storage ? options.storage : default_reader(options, checkpoint_id, c);
+        storage = options.storage ? options.storage : default_reader(options, container);
         storage->reset(checkpoint_id);
         if (!coord)
             return;
+        if (!options.storage)
+            watch = detail::checkpoint_identity(checkpoint_id, container);
         frames = metadata_frames(*storage);
     });
 
-    // 2. Every rank gets the metadata in frames of whole entries, decoded
-    //    as they arrive (detail::share_metadata), and plans which stored
-    //    regions overlap its boxes. With the default planner and Cairn's own
-    //    readers a rank keeps only the chunks its state's boxes overlap (and
-    //    each entry's first): chunk numbers in its plan index those, and
-    //    nothing else sees them. A rank then holds one frame of the
-    //    broadcast at a time, and of the metadata what it reads, not the
-    //    checkpoint's chunk count.
+    // A checkpoint replaced while this load reads (another job's save with
+    // overwrite) shows as a checksum mismatch or a mix of two checkpoints:
+    // the coordinator notes the checkpoint's identity as it reads the
+    // metadata and compares it once every rank is done (or failed).
     Metadata metadata;
-    LoadPlan plan = run_phase(c, "local plan", [&] {
-        const LoadPlanner& p = *planner;
-        const bool own = typeid(p) == typeid(DefaultLoadPlanner) && detail::BuiltinReaders::is_builtin(*storage);
-        // The filter needs the flattened state; a rank that fails here still
-        // takes part in the broadcast.
-        std::exception_ptr failed;
-        detail::WantedBox wanted;
-        if (own) {
-            try {
-                // Flattens the state; it reads `metadata` only once it is set.
-                planner->set_up_planner(state, metadata, coord);
-                const auto& dp = static_cast<const DefaultLoadPlanner&>(p);
-                wanted = [&dp](const std::string& fqn) { return dp.requested_box(fqn); };
-            } catch (...) {
-                failed = std::current_exception();
-            }
-        }
-        detail::MetadataDecoder dec(std::move(wanted));
-        detail::share_metadata(c, frames.get(), failed ? nullptr : &dec);
-        frames.reset();
-        if (failed)
-            std::rethrow_exception(failed);
-        metadata = dec.finish();
-        storage->set_up_storage_reader(metadata, coord, comm);
-        if (!own)
-            planner->set_up_planner(state, metadata, coord);
-        auto local = storage->prepare_local_plan(planner->create_local_plan());
-        if (!planner->needs_global_plan() && !storage->needs_global_plan())
-            log.finished();
-        return local;
-    });
-
-    // 3. Optional global step (the defaults need none).
-    if (planner->needs_global_plan() || storage->needs_global_plan()) {
-        const auto gathered = detail::gather_bytes(c, detail::encode(plan));
-        std::vector<Bytes> finals;
-        run_phase(c, "global plan", [&] {
-            if (!coord)
-                return;
-            std::vector<LoadPlan> plans;
-            for (const auto& g : gathered)
-                plans.push_back(detail::decode_load_plan(g));
-            plans = storage->prepare_global_plan(planner->create_global_plan(std::move(plans)));
-            for (const auto& p : plans)
-                finals.push_back(detail::encode(p));
-        });
-        const Bytes mine = detail::scatter_bytes(c, finals);
-        plan = run_phase(c, "finish plan", [&] {
-            auto final_plan = planner->finish_plan(detail::decode_load_plan(mine));
-            log.finished();
-            return final_plan;
-        });
-    }
-    log.end();
-
-    // 4. Every rank reads what it needs, then scalars, strings and Stateful
-    //    objects are set.
+    LoadPlan plan;
     LoadResult result;
-    log.begin(Phase::read);
-    run_phase(c, "read", [&] {
-        std::uint64_t to_read = 0;
-        if (log.active())
-            for (const auto& it : plan.items)
-                to_read += read_item_bytes(metadata, it);
-        log.started(to_read);
-        // Progress item by item where the reader reads items in turn.
-        ProgressDestination counted(*planner, metadata, log);
-        const bool per_item = log.reporting() && dynamic_cast<DistcpReader*>(storage.get());
-        storage->read_data(plan, per_item ? counted : *planner);
-        planner->finish();
-        log.finished();
-    });
+    try {
+        // 2. Every rank gets the metadata in frames of whole entries, decoded
+        //    as they arrive (detail::share_metadata), and plans which stored
+        //    regions overlap its boxes. With the default planner and Cairn's own
+        //    readers a rank keeps only the chunks its state's boxes overlap (and
+        //    each entry's first): chunk numbers in its plan index those, and
+        //    nothing else sees them. A rank then holds one frame of the
+        //    broadcast at a time, and of the metadata what it reads, not the
+        //    checkpoint's chunk count.
+        plan = run_phase(c, "local plan", [&] {
+            const LoadPlanner& p = *planner;
+            const bool own = typeid(p) == typeid(DefaultLoadPlanner) && detail::BuiltinReaders::is_builtin(*storage);
+            // The filter needs the flattened state; a rank that fails here still
+            // takes part in the broadcast.
+            std::exception_ptr failed;
+            detail::WantedBox wanted;
+            if (own) {
+                try {
+                    // Flattens the state; it reads `metadata` only once it is set.
+                    planner->set_up_planner(state, metadata, coord);
+                    const auto& dp = static_cast<const DefaultLoadPlanner&>(p);
+                    wanted = [&dp](const std::string& fqn) { return dp.requested_box(fqn); };
+                } catch (...) {
+                    failed = std::current_exception();
+                }
+            }
+            detail::MetadataDecoder dec(std::move(wanted));
+            detail::share_metadata(c, frames.get(), failed ? nullptr : &dec);
+            frames.reset();
+            if (failed)
+                std::rethrow_exception(failed);
+            metadata = dec.finish();
+            storage->set_up_storage_reader(metadata, coord, comm);
+            if (!own)
+                planner->set_up_planner(state, metadata, coord);
+            auto local = storage->prepare_local_plan(planner->create_local_plan());
+            if (!planner->needs_global_plan() && !storage->needs_global_plan())
+                log.finished();
+            return local;
+        });
+
+        // 3. Optional global step (the defaults need none).
+        if (planner->needs_global_plan() || storage->needs_global_plan()) {
+            const auto gathered = detail::gather_bytes(c, detail::encode(plan));
+            std::vector<Bytes> finals;
+            run_phase(c, "global plan", [&] {
+                if (!coord)
+                    return;
+                std::vector<LoadPlan> plans;
+                for (const auto& g : gathered)
+                    plans.push_back(detail::decode_load_plan(g));
+                plans = storage->prepare_global_plan(planner->create_global_plan(std::move(plans)));
+                for (const auto& p : plans)
+                    finals.push_back(detail::encode(p));
+            });
+            const Bytes mine = detail::scatter_bytes(c, finals);
+            plan = run_phase(c, "finish plan", [&] {
+                auto final_plan = planner->finish_plan(detail::decode_load_plan(mine));
+                log.finished();
+                return final_plan;
+            });
+        }
+        log.end();
+
+        // 4. Every rank reads what it needs, then scalars, strings and Stateful
+        //    objects are set.
+        log.begin(Phase::read);
+        run_phase(c, "read", [&] {
+            std::uint64_t to_read = 0;
+            if (log.active())
+                for (const auto& it : plan.items)
+                    to_read += read_item_bytes(metadata, it);
+            log.started(to_read);
+            // Progress item by item where the reader reads items in turn.
+            ProgressDestination counted(*planner, metadata, log);
+            const bool per_item = log.reporting() && dynamic_cast<DistcpReader*>(storage.get());
+            storage->read_data(plan, per_item ? counted : *planner);
+            planner->finish();
+            log.finished();
+        });
+    } catch (const Error&) {
+        check_not_replaced(c, watch, checkpoint_id, "load", !options.storage);
+        throw;
+    }
     if (auto* dr = dynamic_cast<DistcpReader*>(storage.get()))
         result.bytes_read = dr->bytes_read();
     else if (auto* cr = dynamic_cast<ContainerReader*>(storage.get()))
@@ -520,7 +790,12 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
         result.missing = dp->missing();
         result.skipped = dp->skipped();
     }
-    result.bytes_read_all = detail::allreduce_sum(c, result.bytes_read);
+    // With the sum of the bytes read: whether the checkpoint was replaced.
+    std::uint64_t sums[2] = {result.bytes_read, coord && detail::replaced(watch) ? 1u : 0u};
+    detail::allreduce_sum(c, sums, 2);
+    if (sums[1] != 0)
+        throw replaced_error(checkpoint_id, "load");
+    result.bytes_read_all = sums[0];
     log.end(result.bytes_read_all);
     result.seconds = seconds_since(t0);
     log.finish(result.bytes_read_all);
@@ -555,15 +830,19 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
     wait_for_async_saves(); // HDF5 (usually not thread-safe) is never called from two threads at once
     const Comm c(comm);
     const bool coord = c.coordinator();
+    const bool container = agree_to_read(c, checkpoint_id, options, "verify");
     PhaseLog log("verify", checkpoint_id, c.rank, options.progress);
+    detail::CheckpointIdentity watch; // as load's: damage found in a replaced checkpoint is not damage
     std::shared_ptr<StorageReader> storage;
     // The metadata, read once and broadcast, as for a load.
     log.begin(Phase::plan);
     std::unique_ptr<detail::MetadataFrames> frames;
     run_phase(c, "read metadata", [&] {
         log.started();
-        storage = options.storage ? options.storage : default_reader(options, checkpoint_id, c);
+        storage = options.storage ? options.storage : default_reader(options, container);
         storage->reset(checkpoint_id);
+        if (coord && !options.storage)
+            watch = detail::checkpoint_identity(checkpoint_id, container);
         if (coord)
             frames = metadata_frames(*storage);
     });
@@ -645,8 +924,10 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
         report.problems.push_back(lines.substr(p, nl - p));
         p = nl + 1;
     }
-    std::uint64_t sums[2] = {chunks, bytes};
-    detail::allreduce_sum(c, sums, 2);
+    std::uint64_t sums[3] = {chunks, bytes, coord && detail::replaced(watch) ? 1u : 0u};
+    detail::allreduce_sum(c, sums, 3);
+    if (sums[2] != 0)
+        throw replaced_error(checkpoint_id, "verify");
     report.chunks = sums[0];
     report.bytes = sums[1];
     report.checksums = md.checksum_block != 0;

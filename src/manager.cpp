@@ -16,6 +16,7 @@
 #include "comm/protocol.hpp"
 #include "core/codec.hpp"
 #include "storage/fs.hpp"
+#include "storage/path_lock.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -714,6 +715,12 @@ std::vector<Leftover> find_leftovers(const std::string& root_in)
         if (ends_with(name, old_suffix)) {
             out.push_back({path, "the old checkpoint of an interrupted replacement of " +
                                      name.substr(0, name.size() - std::strlen(old_suffix))});
+            continue;
+        }
+        if (ends_with(name, detail::lock_suffix)) {
+            if (!detail::lock_held(path)) // else a save in flight holds it
+                out.push_back({path, "the lock file of an interrupted save to " +
+                                         name.substr(0, name.size() - std::strlen(detail::lock_suffix))});
             continue;
         }
         if (ends_with(name, temp_suffix)) {

@@ -7,12 +7,14 @@
 #include "comm/protocol.hpp"
 #include "core/phase_log.hpp"
 #include "plan/columnar.hpp"
+#include "storage/path_lock.hpp"
 
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace cairn::detail {
 
@@ -34,6 +36,15 @@ struct SaveSession {
     std::uint64_t plan_bytes_sent = 0; ///< this rank's local plan as sent to the coordinator
     SavePlan local;    ///< this rank's local plan, until its final plan is known
     SavePlan plan;     ///< this rank's final plan
+    /// XXH3 of this rank's whole-array shards (replicas), by name, compared
+    /// by the coordinator at the commit (SaveOptions::check_replicas).
+    std::vector<std::pair<std::string, std::uint64_t>> replica_digests;
+    /// The coordinator's claim on the checkpoint path (Cairn's own storage),
+    /// from the global plan to the end of the save; released last.
+    std::unique_ptr<PathLock> lock;
+    /// False while the coordinator claims the path: a save that could not
+    /// claim it must not clean up (what is there is another job's).
+    bool may_clean = true;
     std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
 };
 

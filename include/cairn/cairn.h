@@ -49,6 +49,7 @@ enum cairn_error_code {
     CAIRN_ERR_FORMAT = 5,     /**< stored bytes are not what Cairn wrote */
     CAIRN_ERR_NOT_FOUND = 6,  /**< no such checkpoint, or no such entry */
     CAIRN_ERR_INTEGRITY = 7,  /**< stored data does not match its checksum */
+    CAIRN_ERR_CONCURRENT = 8, /**< another job writes or replaced the checkpoint path */
     CAIRN_ERR_OTHER = 64,     /**< any other Cairn error */
     CAIRN_ERR_NO_MEMORY = 65, /**< out of memory */
     CAIRN_ERR_INTERNAL = 66   /**< an unexpected exception inside Cairn (a bug) */
@@ -252,6 +253,10 @@ int cairn_save_options_free(cairn_save_options_t** options);
 int cairn_save_options_set_fsync(cairn_save_options_t* options, int fsync);
 /** Replace a committed checkpoint at the same path (default 0). */
 int cairn_save_options_set_overwrite(cairn_save_options_t* options, int overwrite);
+/** Compare the copies of replicated arrays (whole-array shards) between the
+ *  ranks that hold them; a difference fails the save with CAIRN_ERR_MISMATCH
+ *  (default 1; SaveOptions::check_replicas). */
+int cairn_save_options_set_check_replicas(cairn_save_options_t* options, int check);
 /** Number of data files per rank, >= 1 (default 1). */
 int cairn_save_options_set_files_per_rank(cairn_save_options_t* options, int files_per_rank);
 /** Alignment of large chunks in their file, a power of two or 0 (default 4096). */

@@ -93,6 +93,14 @@ struct SaveOptions {
     /// without this option frees them. Default planner and Cairn's own
     /// storage only (the option is ignored otherwise).
     bool reuse_plan = false;
+    /// Check that the ranks holding a replicated array (a shard whose box is
+    /// the whole array, as add_replicated() adds) hold the same bytes: each
+    /// such rank hashes its copy (XXH3, one read of it) while planning, and
+    /// the coordinator compares the digests before the commit; a difference
+    /// fails the save with error::Mismatch naming the array and two ranks.
+    /// Only one copy is stored, so without the check the others' bytes are
+    /// never looked at. Host memory and the default planner only.
+    bool check_replicas = true;
     /// Custom planner; default: DefaultSavePlanner.
     std::shared_ptr<SavePlanner> planner;
     /// Custom storage; default: chosen by `layout`.

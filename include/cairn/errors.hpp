@@ -21,6 +21,7 @@ public:
         format = 5,
         not_found = 6,
         integrity = 7,
+        concurrent = 8,
     };
 
     Error(Kind kind, const std::string& what) : std::runtime_error(what), m_kind(kind) {}
@@ -76,6 +77,15 @@ public:
 class NotFound : public Error {
 public:
     explicit NotFound(const std::string& what) : Error(Kind::not_found, what) {}
+};
+
+/// Another job uses the same checkpoint path at the same time: a save found
+/// the path being written by another (its lock held, or its owner token
+/// replaced), or a load or verify found the checkpoint replaced while it
+/// read. Names the path and, where known, the other job (host, pid).
+class ConcurrentAccess : public Error {
+public:
+    explicit ConcurrentAccess(const std::string& what) : Error(Kind::concurrent, what) {}
 };
 
 /// Throws the exception of `kind` with `what`. Used after error agreement.

@@ -190,7 +190,9 @@ private:
 /// like a managed checkpoint (`step_<N>`) or hold `__*.distcp` or
 /// `.metadata.h5.tmp` files; the siblings `<ckpt>.cairn-staging` and
 /// `<ckpt>.cairn-old` of an interrupted replacement (after an exchange the
-/// staging name holds the old checkpoint until it is removed); `*.cairn-tmp` files
+/// staging name holds the old checkpoint until it is removed);
+/// `<ckpt>.cairn-lock` files that no save holds locked (the claim of a killed
+/// save); `*.cairn-tmp` files
 /// (unfinished containers, LATEST being written); `<container>.locktest.<n>`
 /// files next to a container file of the root (committed or not) and
 /// `__*.distcp.locktest.<n>` files inside a committed per-rank checkpoint,

@@ -123,6 +123,7 @@ const char* cairn_error_name(int code)
     case CAIRN_ERR_FORMAT: return "CAIRN_ERR_FORMAT";
     case CAIRN_ERR_NOT_FOUND: return "CAIRN_ERR_NOT_FOUND";
     case CAIRN_ERR_INTEGRITY: return "CAIRN_ERR_INTEGRITY";
+    case CAIRN_ERR_CONCURRENT: return "CAIRN_ERR_CONCURRENT";
     case CAIRN_ERR_OTHER: return "CAIRN_ERR_OTHER";
     case CAIRN_ERR_NO_MEMORY: return "CAIRN_ERR_NO_MEMORY";
     case CAIRN_ERR_INTERNAL: return "CAIRN_ERR_INTERNAL";
@@ -772,6 +773,12 @@ int cairn_save_options_set_overwrite(cairn_save_options_t* options, int overwrit
 {
     return guarded("cairn_save_options_set_overwrite",
                    [&] { handle(options, "the options handle").options.overwrite = overwrite != 0; });
+}
+
+int cairn_save_options_set_check_replicas(cairn_save_options_t* options, int check)
+{
+    return guarded("cairn_save_options_set_check_replicas",
+                   [&] { handle(options, "the options handle").options.check_replicas = check != 0; });
 }
 
 int cairn_save_options_set_files_per_rank(cairn_save_options_t* options, int files_per_rank)

@@ -196,14 +196,26 @@ void agree(const Comm& c, const char* phase, std::exception_ptr local)
     agree(c, phase, local, nullptr, 0);
 }
 
-void agree(const Comm& c, const char* phase, std::exception_ptr local, std::uint64_t* mins, int count)
+namespace {
+
+// agree(); with `args`, their hashes ride on the same allreduce, and ranks
+// that disagree on them throw arguments_differ()'s error before any failure
+// of the phase is reported (it may come from the disagreement).
+void agree_impl(const Comm& c, const char* phase, std::exception_ptr local, std::uint64_t* mins, int count,
+                const CallArguments* args)
 {
-    // Lowest failing rank, or `size` when every rank succeeded; then `mins`.
-    std::vector<std::uint64_t> v(static_cast<std::size_t>(count) + 1);
+    // Lowest failing rank, or `size` when every rank succeeded; then the
+    // arguments' hashes; then `mins`.
+    const std::size_t at = args ? 3 : 1;
+    std::vector<std::uint64_t> v(static_cast<std::size_t>(count) + at);
     v[0] = static_cast<std::uint64_t>(local ? c.rank : c.size);
-    std::copy(mins, mins + count, v.begin() + 1);
-    allreduce_min(c, v.data(), count + 1);
-    std::copy(v.begin() + 1, v.end(), mins);
+    if (args)
+        args->hashes(v.data() + 1);
+    std::copy(mins, mins + count, v.begin() + static_cast<std::ptrdiff_t>(at));
+    allreduce_min(c, v.data(), count + static_cast<int>(at));
+    std::copy(v.begin() + static_cast<std::ptrdiff_t>(at), v.end(), mins);
+    if (args && !CallArguments::same(v.data() + 1))
+        arguments_differ(c, *args);
     const int first = static_cast<int>(v[0]);
     if (first == c.size)
         return;
@@ -235,6 +247,115 @@ void agree(const Comm& c, const char* phase, std::exception_ptr local, std::uint
     MPI_Bcast(msg.data(), static_cast<int>(n), MPI_BYTE, first, c.comm);
     error::throw_error(static_cast<Error::Kind>(kind),
                        std::string(reinterpret_cast<const char*>(msg.data()), msg.size()));
+}
+
+} // namespace
+
+void agree(const Comm& c, const char* phase, std::exception_ptr local, std::uint64_t* mins, int count)
+{
+    agree_impl(c, phase, local, mins, count, nullptr);
+}
+
+void agree(const Comm& c, const char* phase, std::exception_ptr local, const CallArguments& args)
+{
+    agree_impl(c, phase, local, nullptr, 0, &args);
+}
+
+namespace {
+
+// The values of `args` as bytes: each value's length (8 bytes) and bytes.
+Bytes encode_values(const CallArguments& args)
+{
+    Bytes out;
+    for (const auto& [what, value] : args.values) {
+        const std::uint64_t n = value.size();
+        const auto* p = reinterpret_cast<const std::byte*>(&n);
+        out.insert(out.end(), p, p + sizeof n);
+        const auto* v = reinterpret_cast<const std::byte*>(value.data());
+        out.insert(out.end(), v, v + value.size());
+    }
+    return out;
+}
+
+// The values encode_values() wrote; fewer when the bytes end early.
+std::vector<std::string> decode_values(const Bytes& b)
+{
+    std::vector<std::string> out;
+    std::size_t at = 0;
+    while (at + 8 <= b.size()) {
+        std::uint64_t n = 0;
+        std::memcpy(&n, b.data() + at, sizeof n);
+        at += 8;
+        if (n > b.size() - at)
+            break;
+        out.emplace_back(reinterpret_cast<const char*>(b.data() + at), static_cast<std::size_t>(n));
+        at += static_cast<std::size_t>(n);
+    }
+    return out;
+}
+
+std::string quoted(const std::string& v, std::size_t limit = 200)
+{
+    return "'" + (v.size() > limit ? v.substr(0, limit) + "..." : v) + "'";
+}
+
+} // namespace
+
+void CallArguments::hashes(std::uint64_t* out) const
+{
+    const Bytes b = encode_values(*this);
+    const std::uint64_t h = hash64(b.data(), b.size());
+    out[0] = h;
+    out[1] = ~h;
+}
+
+void arguments_differ(const Comm& c, const CallArguments& args)
+{
+    const auto all = gather_bytes(c, encode_values(args));
+    std::string what;
+    if (c.coordinator()) {
+        std::vector<std::vector<std::string>> values;
+        values.reserve(all.size());
+        for (const auto& b : all)
+            values.push_back(decode_values(b));
+        // The first argument whose values differ; then each distinct value
+        // with the lowest rank that passed it (at most 8 of them).
+        for (std::size_t a = 0; a < args.values.size() && what.empty(); ++a) {
+            std::vector<std::pair<int, const std::string*>> distinct;
+            std::size_t more = 0;
+            static const std::string none = "(nothing)";
+            for (std::size_t r = 0; r < values.size(); ++r) {
+                const std::string* v = a < values[r].size() ? &values[r][a] : &none;
+                bool seen = false;
+                for (const auto& d : distinct)
+                    seen = seen || *d.second == *v;
+                if (seen)
+                    continue;
+                if (distinct.size() < 8)
+                    distinct.emplace_back(static_cast<int>(r), v);
+                else
+                    ++more;
+            }
+            if (distinct.size() < 2)
+                continue;
+            what = std::string(args.call) + ": ranks disagree on " + args.values[a].first + ": ";
+            for (std::size_t i = 0; i < distinct.size(); ++i)
+                what += (i ? ", rank " : "rank ") + std::to_string(distinct[i].first) + " " + quoted(*distinct[i].second);
+            if (more)
+                what += " and " + std::to_string(more) + " other values";
+            what += " (every rank must pass the same)";
+        }
+        if (what.empty()) // the hashes differed, the values compare equal: cannot happen
+            what = std::string(args.call) + ": ranks disagree on the call's arguments";
+    }
+    Bytes msg(reinterpret_cast<const std::byte*>(what.data()), reinterpret_cast<const std::byte*>(what.data() + what.size()));
+    bcast_bytes(c, msg);
+    throw error::Mismatch(std::string(reinterpret_cast<const char*>(msg.data()), msg.size()));
+}
+
+void agree_arguments(const Comm& c, const CallArguments& args, std::uint64_t* mins, int n)
+{
+    agree_impl(c, args.call, nullptr, mins, n, &args);
 }
 
 std::uint64_t allreduce_sum(const Comm& c, std::uint64_t v)

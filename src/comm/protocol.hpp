@@ -7,6 +7,7 @@
 
 #include <exception>
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -65,6 +66,38 @@ void agree(const Comm& c, const char* phase, std::exception_ptr local);
 /// failed: then agree() throws).
 void agree(const Comm& c, const char* phase, std::exception_ptr local, std::uint64_t* mins, int n);
 
+struct CallArguments;
+/// agree(), with the ranks' agreement on `args` in the same allreduce: when
+/// they disagree, every rank throws arguments_differ()'s error instead of
+/// any failure of the phase (which may come from the disagreement).
+void agree(const Comm& c, const char* phase, std::exception_ptr local, const CallArguments& args);
+
+/// The arguments of a collective call that must be the same on every rank
+/// (the checkpoint id, the layout, options that every rank must share), as
+/// (what, value) pairs in the same order on every rank.
+struct CallArguments {
+    const char* call; ///< "save", "load", "verify"
+    std::vector<std::pair<const char*, std::string>> values;
+    void add(const char* what, std::string value) { values.emplace_back(what, std::move(value)); }
+    /// The pair {h, ~h} of the hash h of every value, in `out[0..1]`: after
+    /// an element-wise minimum over the ranks, same() tells whether every
+    /// rank's hash was the same.
+    void hashes(std::uint64_t* out) const;
+    static bool same(const std::uint64_t* mins) noexcept { return mins[0] == ~mins[1]; }
+};
+
+/// Collective over `c` (a gather and a broadcast); for after the hashes of
+/// CallArguments::hashes differed. Throws error::Mismatch on every rank,
+/// naming the call, the first argument whose values differ and those values
+/// with the lowest rank passing each: "save: ranks disagree on the
+/// checkpoint id: rank 0 'a', rank 1 'b'".
+[[noreturn]] void arguments_differ(const Comm& c, const CallArguments& args);
+
+/// Collective over `c`: one MPI_Allreduce agrees on `args` (arguments_differ
+/// when they differ) and computes the element-wise minimum of `n` more
+/// values, in place.
+void agree_arguments(const Comm& c, const CallArguments& args, std::uint64_t* mins = nullptr, int n = 0);
+
 /// Runs `f` on this rank, then agrees on success across `c`. Returns f's result.
 template <class F>
 auto run_phase(const Comm& c, const char* phase, F&& f)
@@ -88,6 +121,22 @@ auto run_phase(const Comm& c, const char* phase, F&& f)
         agree(c, phase, err);
         return result;
     }
+}
+
+/// run_phase(), agreeing on `args` too (agree() with CallArguments).
+template <class F>
+auto run_phase(const Comm& c, const char* phase, const CallArguments& args, F&& f)
+{
+    using R = decltype(f());
+    R result{};
+    std::exception_ptr err;
+    try {
+        result = f();
+    } catch (...) {
+        err = std::current_exception();
+    }
+    agree(c, phase, err, args);
+    return result;
 }
 
 /// Sum of a value over all ranks. Collective.
