@@ -23,6 +23,10 @@
 #
 # Nothing outside the calling project is modified.
 include_guard(GLOBAL)
+# Installed beside CairnConfig.cmake: the policies this file uses are its
+# own, whatever the consuming project's cmake_minimum_required.
+cmake_policy(PUSH)
+cmake_policy(VERSION 3.14...3.25)
 
 function(cairn_find_kokkos found_var)
   set(${found_var} FALSE PARENT_SCOPE)
@@ -101,3 +105,4 @@ function(cairn_find_kokkos found_var)
   set(CAIRN_KOKKOS_CXX_COMPILER_ID "${Kokkos_CXX_COMPILER_ID}" PARENT_SCOPE)
   set(${found_var} TRUE PARENT_SCOPE)
 endfunction()
+cmake_policy(POP)

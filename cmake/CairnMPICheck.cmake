@@ -11,6 +11,10 @@
 # that link MPI themselves, e.g. Cray's, leave the lists empty).
 # Used by Cairn's build (its Fortran module) and by CairnConfig.cmake.
 include_guard(GLOBAL)
+# Installed beside CairnConfig.cmake: the policies this file uses are its
+# own, whatever the consuming project's cmake_minimum_required.
+cmake_policy(PUSH)
+cmake_policy(VERSION 3.14...3.25)
 
 # cairn_mpi_hint(<lang> <wrapper>): points FindMPI at <wrapper> (the MPI
 # compiler wrapper Cairn was built with) for <lang>, as the cache default of
@@ -117,3 +121,4 @@ function(cairn_check_hdf5_mpi hdf5_var mpi_var)
     endif()
   endforeach()
 endfunction()
+cmake_policy(POP)

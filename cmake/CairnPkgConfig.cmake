@@ -4,27 +4,119 @@
 #   c++ -std=c++17 app.cpp $(pkg-config --cflags --libs cairn)
 #
 # Cflags and Libs carry what Cairn::cairn carries: Cairn's headers and
-# library, MPI's include directories and libraries (Cairn's headers include
-# <mpi.h>) and the definitions that keep the MPI C++ bindings out; so a plain
-# C++ compiler works as well as mpicxx. The other libraries libcairn links
-# (HDF5, ...) are private to a shared libcairn (Libs.private, for
-# `pkg-config --static`) and public for a static one.
+# library, MPI and the definitions that keep the MPI C++ bindings out; so a
+# plain C++ compiler works as well as mpicxx. MPI comes through its own
+# pkg-config module (Requires: ompi-c for Open MPI, mpich for MPICH) where
+# pkg-config knows one for the MPI Cairn was built with (the cache variable
+# CAIRN_PKG_CONFIG_MPI names it, or NONE), otherwise as its -I, -L and -l
+# flags. Libs has -Wl,-rpath,${libdir} (the variable `rpath`), so that a
+# program finds libcairn wherever the prefix is, without LD_LIBRARY_PATH;
+# `pkg-config --define-variable=rpath= --libs cairn` leaves it out. The other
+# libraries libcairn links (HDF5, ...) are private to a shared libcairn
+# (Libs.private, for `pkg-config --static`) and public for a static one;
+# every library is written as -L<dir> -l<name> (no -L for the compiler's own
+# directories), never as a file of the build machine.
 # The file is relocatable: its prefix is ${pcfiledir}/<relative path>, so it
 # stays right after `cmake --install --prefix <elsewhere>`.
 include_guard(GLOBAL)
 
 function(_cairn_pc_libs out)
+  set(implicit ${CMAKE_C_IMPLICIT_LINK_DIRECTORIES} ${CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES})
   set(result "")
+  set(dirs "")
   foreach(lib IN LISTS ARGN)
     if(lib MATCHES "^-")
       string(APPEND result " ${lib}")
     elseif(IS_ABSOLUTE "${lib}")
-      string(APPEND result " ${lib}")
+      get_filename_component(dir "${lib}" DIRECTORY)
+      get_filename_component(name "${lib}" NAME)
+      if(name MATCHES "^lib(.+)\\.(so|a|dylib)(\\.[0-9.]+)?$")
+        # -L<dir> -l<name>: the compiler's own directories (libdl, libm, ...)
+        # need no -L, and libdl.a of glibc >= 2.34 (empty) is just -ldl.
+        set(name "${CMAKE_MATCH_1}")
+        if(NOT dir IN_LIST implicit AND NOT dir IN_LIST dirs)
+          list(APPEND dirs "${dir}")
+          string(APPEND result " -L${dir}")
+        endif()
+        string(APPEND result " -l${name}")
+      else()
+        string(APPEND result " ${lib}")
+      endif()
     elseif(NOT lib STREQUAL "")
       string(APPEND result " -l${lib}")
     endif()
   endforeach()
   set(${out} "${result}" PARENT_SCOPE)
+endfunction()
+
+# _cairn_pc_mpi_module(<out>): the pkg-config module of the MPI Cairn was
+# built with (CAIRN_PKG_CONFIG_MPI, or found: ompi-c, mpich), checked to be
+# that MPI (its include directories and library directories hold Cairn's
+# MPI's); "" when there is none.
+function(_cairn_pc_mpi_module out)
+  set(${out} "" PARENT_SCOPE)
+  set(CAIRN_PKG_CONFIG_MPI "" CACHE STRING
+    "pkg-config module of Cairn's MPI, for cairn.pc's Requires (empty: found; NONE: MPI's flags instead)")
+  if(CAIRN_PKG_CONFIG_MPI STREQUAL "NONE")
+    return()
+  endif()
+  find_package(PkgConfig QUIET)
+  if(NOT PKG_CONFIG_EXECUTABLE)
+    return()
+  endif()
+  if(CAIRN_PKG_CONFIG_MPI)
+    set(candidates "${CAIRN_PKG_CONFIG_MPI}")
+  else()
+    cairn_mpi_kind(kind)   # cmake/CairnMPICheck.cmake
+    if(kind STREQUAL "Open MPI")
+      set(candidates ompi-c ompi)
+    elseif(kind STREQUAL "MPICH")
+      set(candidates mpich)
+    else()
+      return()
+    endif()
+  endif()
+  set(want_incs "")
+  foreach(dir IN LISTS MPI_C_INCLUDE_DIRS)
+    get_filename_component(dir "${dir}" REALPATH)
+    list(APPEND want_incs "${dir}")
+  endforeach()
+  set(want_libdirs "")
+  foreach(lib IN LISTS MPI_C_LIBRARIES)
+    if(IS_ABSOLUTE "${lib}")
+      get_filename_component(dir "${lib}" DIRECTORY)
+      get_filename_component(dir "${dir}" REALPATH)
+      list(APPEND want_libdirs "${dir}")
+    endif()
+  endforeach()
+  foreach(module IN LISTS candidates)
+    execute_process(COMMAND "${CMAKE_COMMAND}" -E env PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1
+        "${PKG_CONFIG_EXECUTABLE}" --cflags-only-I --libs-only-L "${module}"
+      RESULT_VARIABLE rc OUTPUT_VARIABLE flags ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(NOT rc EQUAL 0)
+      continue()
+    endif()
+    separate_arguments(flags UNIX_COMMAND "${flags}")
+    set(have "")
+    foreach(flag IN LISTS flags)
+      if(flag MATCHES "^-[IL](.+)$")
+        get_filename_component(dir "${CMAKE_MATCH_1}" REALPATH)
+        list(APPEND have "${dir}")
+      endif()
+    endforeach()
+    set(ok TRUE)
+    foreach(dir IN LISTS want_incs want_libdirs)
+      if(NOT dir IN_LIST have)
+        set(ok FALSE)
+      endif()
+    endforeach()
+    if(ok AND want_incs)
+      set(${out} "${module}" PARENT_SCOPE)
+      return()
+    elseif(CAIRN_PKG_CONFIG_MPI)
+      message(WARNING "cairn.pc: CAIRN_PKG_CONFIG_MPI=${module} is not the MPI Cairn was built with (${MPI_C_COMPILER}); using MPI's flags")
+    endif()
+  endforeach()
 endfunction()
 
 function(_cairn_pc_dir out dir)
@@ -49,10 +141,18 @@ function(cairn_install_pkg_config)
   _cairn_pc_dir(CAIRN_PC_LIBDIR "${CMAKE_INSTALL_LIBDIR}")
   _cairn_pc_dir(CAIRN_PC_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}")
 
+  _cairn_pc_mpi_module(mpi_module)
   set(cflags "")
-  foreach(dir IN LISTS MPI_C_INCLUDE_DIRS)
-    string(APPEND cflags " -I${dir}")
-  endforeach()
+  set(CAIRN_PC_REQUIRES "")
+  if(mpi_module)
+    set(CAIRN_PC_REQUIRES "\nRequires: ${mpi_module}")
+    set(mpi_libs "")
+  else()
+    foreach(dir IN LISTS MPI_C_INCLUDE_DIRS)
+      string(APPEND cflags " -I${dir}")
+    endforeach()
+    _cairn_pc_libs(mpi_libs ${CAIRN_MPI_C_LINK_OPTIONS} ${MPI_C_LIBRARIES})
+  endif()
   foreach(opt IN LISTS MPI_C_COMPILE_OPTIONS)
     string(APPEND cflags " ${opt}")
   endforeach()
@@ -61,7 +161,6 @@ function(cairn_install_pkg_config)
   endforeach()
   set(CAIRN_PC_CFLAGS "${cflags}")
 
-  _cairn_pc_libs(mpi_libs ${CAIRN_MPI_C_LINK_OPTIONS} ${MPI_C_LIBRARIES})
   # Every other library libcairn links (HDF5, and whatever is added later):
   # files and -l flags as they are, imported targets by their location.
   get_target_property(linked cairn LINK_LIBRARIES)

@@ -3,6 +3,10 @@
 # (module `cairn`, library libcairn_fortran). Defined for consumers that
 # enabled Fortran and whose MPI has Fortran support;
 # find_package(Cairn COMPONENTS fortran) requires it.
+# Installed beside CairnConfig.cmake: the policies this file uses are its
+# own, whatever the consuming project's cmake_minimum_required.
+cmake_policy(PUSH)
+cmake_policy(VERSION 3.14...3.25)
 set(Cairn_fortran_FOUND FALSE)
 if(CMAKE_Fortran_COMPILER_LOADED)
   # As for C in CairnConfig.cmake: FindMPI is pointed at the Fortran wrapper
@@ -23,3 +27,4 @@ if(CMAKE_Fortran_COMPILER_LOADED)
   endif()
   unset(_cairn_mpi_missing)
 endif()
+cmake_policy(POP)

@@ -8,10 +8,15 @@
 #  2. configure, build and run (mpiexec, 2 ranks) downstream/ with
 #     find_package(Cairn REQUIRED) and CMAKE_PREFIX_PATH=WORK_DIR/prefix;
 #     check that it found the Cairn just installed and that it prints
-#     "downstream: OK <version>";
+#     "downstream: OK <version>"; with --no-kokkos (the project does not use
+#     Cairn::kokkos), that nothing about Kokkos is in its configure output or
+#     its cache. With --old-project=DIR (downstream_old/) the same with a
+#     project of cmake_minimum_required(VERSION 3.0);
 #  3. compile downstream/main.cpp with CXX $(pkg-config --cflags --libs cairn)
 #     (PKG_CONFIG_PATH=WORK_DIR/prefix/LIBDIR/pkgconfig) and run it the same
-#     way, and with --c-project and --cc the C program of step 4 with CC.
+#     way without LD_LIBRARY_PATH (cairn.pc's rpath), and with --c-project
+#     and --cc the C program of step 4 with CC (and with --mpicc=MPICC with
+#     MPICC); check that cairn.pc names no library file of the build machine.
 #     Skipped, with a message, when --pkg-config is empty;
 #  4. with --c-project=DIR (downstream_cf/) and --cc=CC: configure, build and
 #     run its C program the same way, and with --fc=FC (Cairn was built with
@@ -27,7 +32,8 @@
 # usage: install_test.sh --build-dir=DIR --work-dir=DIR --downstream=DIR
 #          --libdir=LIBDIR --version=X.Y.Z --cmake=CMAKE --cxx=CXX
 #          [--relocatable-rpath=ON|OFF] [--config=CFG] [--generator=GEN] [--pkg-config=PKG_CONFIG]
-#          [--c-project=DIR --cc=CC [--fc=FC]]
+#          [--old-project=DIR] [--no-kokkos]
+#          [--c-project=DIR --cc=CC [--fc=FC] [--mpicc=MPICC]]
 #          [--other-mpi-project=DIR [--other-mpi-cxx=WRAPPER]]
 #          --mpiexec MPIEXEC NUMPROC_FLAG [MPIEXEC_FLAGS...]   (last)
 # WORK_DIR is emptied first; give each build its own (ctest does).
@@ -40,6 +46,7 @@ fail() {
 
 build_dir="" work_dir="" downstream="" libdir="" version="" cmake="" cxx=""
 config="" generator="" pkg_config="" other_mpi_project="" other_mpi_cxx="" c_project="" cc="" fc="" mpiexec=()
+old_project="" no_kokkos=OFF mpicc=""
 relocatable_rpath=ON
 while [ "$#" -gt 0 ]; do
     case $1 in
@@ -56,11 +63,14 @@ while [ "$#" -gt 0 ]; do
         --pkg-config=*) pkg_config=${1#*=} ;;
         --other-mpi-project=*) other_mpi_project=${1#*=} ;;
         --c-project=*) c_project=${1#*=} ;;
+        --old-project=*) old_project=${1#*=} ;;
+        --no-kokkos) no_kokkos=ON ;;
         --cc=*) cc=${1#*=} ;;
+        --mpicc=*) mpicc=${1#*=} ;;
         --fc=*) fc=${1#*=} ;;
         --other-mpi-cxx=*) other_mpi_cxx=${1#*=} ;;
         --mpiexec) shift; mpiexec=("$@"); break ;;
-        *) sed -n '2,33p' "$0" >&2; fail "unknown argument '$1'" ;;
+        *) sed -n '2,39p' "$0" >&2; fail "unknown argument '$1'" ;;
     esac
     shift
 done
@@ -85,10 +95,11 @@ run_checked() {
     [ "$rc" -eq 0 ] || fail "$name exited with status $rc"
 }
 
-# run_downstream NAME EXE: runs EXE on 2 ranks and checks its OK line.
+# run_downstream NAME EXE [ENV_COMMAND...]: runs EXE on 2 ranks (mpiexec
+# run by ENV_COMMAND, e.g. env -u LD_LIBRARY_PATH) and checks its OK line.
 run_downstream() {
     local name=$1 exe=$2
-    run_checked "$name" "${mpiexec[0]}" "${mpiexec[1]}" 2 "${mpiexec[@]:2}" "$exe" "$work_dir/ckpt-$name"
+    run_checked "$name" "${@:3}" "${mpiexec[0]}" "${mpiexec[1]}" 2 "${mpiexec[@]:2}" "$exe" "$work_dir/ckpt-$name"
     grep -qx "downstream: OK $version on 2 ranks" "$work_dir/$name.log" ||
         fail "$name did not print 'downstream: OK $version on 2 ranks'"
     [ -f "$work_dir/ckpt-$name/metadata.h5" ] || fail "$name left no committed checkpoint"
@@ -159,6 +170,28 @@ esac
 build_and_find build-cmake downstream
 run_downstream run-cmake "$exe"
 
+# check_no_kokkos BUILD_NAME LOG: a project that does not ask for Cairn's Kokkos
+# adapter does not look for Kokkos: nothing about Kokkos in its configure
+# output or its cache (Debian's Kokkos config would force
+# CMAKE_CXX_EXTENSIONS=OFF into it).
+check_no_kokkos() {
+    [ "$no_kokkos" = ON ] || return 0
+    ! grep -i kokkos "$work_dir/$2.log" || fail "$1: find_package(Cairn) looked for Kokkos unasked"
+    ! grep -iE '^(CMAKE_CXX_EXTENSIONS|Kokkos_DIR|CAIRN_KOKKOS_[A-Z_]*)[:=]' "$work_dir/$1/CMakeCache.txt" ||
+        fail "$1: find_package(Cairn) put Kokkos' settings into the project's cache"
+}
+check_no_kokkos build-cmake configure
+
+# The same program in a project with cmake_minimum_required(VERSION 3.0):
+# Cairn's package files set their own policies.
+if [ -n "$old_project" ]; then
+    configure_args "$old_project" build-old -DCMAKE_CXX_COMPILER="$cxx"
+    run_checked configure-old "$cmake" "${cfg[@]}"
+    check_no_kokkos build-old configure-old
+    build_and_find build-old downstream_old
+    run_downstream run-old "$exe"
+fi
+
 # ---- 3. pkg-config -------------------------------------------------------------
 if [ -z "$pkg_config" ]; then
     echo "install_test: pkg-config not found: skipping the pkg-config build"
@@ -169,17 +202,29 @@ else
     pc_libdir=$("$pkg_config" --variable=libdir cairn)
     [ "$(cd "$pc_libdir" && pwd -P)" = "$(cd "$prefix/$libdir" && pwd -P)" ] ||
         fail "cairn.pc's libdir '$pc_libdir' is not $prefix/$libdir"
+    # No file of the build machine: MPI through its own module (Requires) or
+    # -L/-l flags, and no libdl.a (glibc's is empty since 2.34).
+    ! grep -E '^Libs(\.private)?:.*[^ ]\.(a|so)( |$)' "$prefix/$libdir/pkgconfig/cairn.pc" ||
+        fail "cairn.pc names library files of the build machine"
     read -r -a pc_flags <<<"$("$pkg_config" --cflags --libs cairn)"
     echo "pkg-config --cflags --libs cairn: ${pc_flags[*]}"
-    # The rpath finds the libcairn of the temporary prefix at run time.
-    run_checked compile-pc "$cxx" -std=c++17 "$downstream/main.cpp" -o "$work_dir/downstream-pc" \
-        "${pc_flags[@]}" "-Wl,-rpath,$pc_libdir"
-    run_downstream run-pc "$work_dir/downstream-pc"
+    read -r -a pc_no_rpath <<<"$("$pkg_config" --define-variable=rpath= --libs cairn)"
+    case " ${pc_no_rpath[*]} " in
+        *" -Wl,-rpath,"*) fail "pkg-config --define-variable=rpath= --libs cairn kept the rpath" ;;
+    esac
+    # The prefix is not on the loader's path: cairn.pc's rpath finds its
+    # libcairn, with LD_LIBRARY_PATH unset.
+    run_checked compile-pc "$cxx" -std=c++17 "$downstream/main.cpp" -o "$work_dir/downstream-pc" "${pc_flags[@]}"
+    run_downstream run-pc "$work_dir/downstream-pc" env -u LD_LIBRARY_PATH
     if [ -n "$c_project" ] && [ -n "$cc" ]; then
-        # The C program the same way, with the C compiler.
-        run_checked compile-pc-c "$cc" "$c_project/main.c" -o "$work_dir/downstream-pc-c" \
-            "${pc_flags[@]}" "-Wl,-rpath,$pc_libdir"
-        run_downstream run-pc-c "$work_dir/downstream-pc-c"
+        # The C program the same way, with the C compiler, and with the MPI
+        # C wrapper (mpicc), as a C code's makefile does.
+        run_checked compile-pc-c "$cc" "$c_project/main.c" -o "$work_dir/downstream-pc-c" "${pc_flags[@]}"
+        run_downstream run-pc-c "$work_dir/downstream-pc-c" env -u LD_LIBRARY_PATH
+        if [ -n "$mpicc" ]; then
+            run_checked compile-pc-mpicc "$mpicc" "$c_project/main.c" -o "$work_dir/downstream-pc-mpicc" "${pc_flags[@]}"
+            run_downstream run-pc-mpicc "$work_dir/downstream-pc-mpicc" env -u LD_LIBRARY_PATH
+        fi
     fi
 fi
 
