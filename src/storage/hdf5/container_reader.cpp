@@ -106,16 +106,18 @@ void check_dataset_part(hid_t file, const Metadata& md, const std::string& path,
             continue;
         const std::string& ds = dataset_of(path, fqn, em);
         const std::string what = path + ": dataset '" + ds + "' of " + item_kind_name(em.kind) + " '" + fqn + "'";
-        // One name lookup for the usual case; why it failed only on failure.
+        // A hard link in this file (never a soft or external link) to a
+        // dataset whose bytes are in this file too (no external storage, not
+        // virtual): what read_data and verify_chunk open, and whose address
+        // the direct reads use, is then this file's own dataset.
+        if (!detail::h5::hard_links_only(file, ds, what))
+            throw error::FormatError(what + " is missing");
         const Handle dset(H5Dopen2(file, ds.c_str(), H5P_DEFAULT));
         if (!dset.valid()) {
             H5Eclear2(H5E_DEFAULT);
-            if (H5Lexists(file, ds.c_str(), H5P_DEFAULT) <= 0) {
-                H5Eclear2(H5E_DEFAULT);
-                throw error::FormatError(what + " is missing");
-            }
             throw error::FormatError(what + " is not a dataset");
         }
+        detail::h5::check_dataset_storage(dset, what);
         const Handle space(check(H5Dget_space(dset), what, false));
         if (!same_shape(space, em.global_shape))
             throw error::FormatError(what + " has shape " + dims_str(space) + ", the metadata says " +
@@ -312,6 +314,7 @@ namespace {
 // cannot (a truncated or damaged file).
 Handle open_serial(const std::string& path, const ContainerTuning& tuning)
 {
+    fs::check_regular_file(path, fs::Follow::yes); // a FIFO would block HDF5's open
     const Handle fapl = ct::file_access(MPI_COMM_NULL, tuning, 0, path, false);
     Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl));
     if (!file.valid()) {
@@ -364,6 +367,7 @@ auto read_container_metadata(const std::string& path, const ContainerTuning& tun
         throw error::NotFound("no checkpoint at " + path);
     if (fs::is_directory(path))
         throw error::FormatError(path + " is a directory, not a container checkpoint (one HDF5 file)");
+    fs::check_regular_file(path, fs::Follow::yes); // before H5Fis_hdf5 opens it: a FIFO would block
     detail::h5::ErrorSilencer quiet;
     if (H5Fis_hdf5(path.c_str()) <= 0)
         throw error::FormatError(path + ": not an HDF5 file");
@@ -505,6 +509,9 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
     std::int64_t max_piece_bytes = 0;
     std::exception_ptr failed;
     try {
+        // Before the collective open (which every rank must enter or none):
+        // a FIFO or device would block HDF5's open, on some ranks perhaps.
+        fs::check_regular_file(path, fs::Follow::yes);
         for (const auto& item : plan.items) {
             const auto e = md.entries.find(item.fqn);
             if (e == md.entries.end() || e->second.kind != item.kind ||
@@ -634,8 +641,10 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
                     };
                     for (std::size_t ti = cursor; ti < end && !err; ++ti) {
                         try {
-                            if (!direct)
+                            if (!direct) {
+                                fs::check_regular_file(path, fs::Follow::yes);
                                 direct.emplace(path, detail::MpiFile::Mode::read, im.tuning.mpi_hints);
+                            }
                             const Task& t = tasks[ti];
                             const Box I = t.item->kind == ItemKind::bytes ? whole(em.global_shape) : t.item->box;
                             if (verifying) {
@@ -823,7 +832,10 @@ std::uint64_t ContainerReader::verify_chunk(const std::string& fqn, const EntryM
     if (!im.serial.valid())
         im.serial = open_serial(im.path, im.tuning);
     const std::string what = im.path + ": dataset '" + chunk.storage.path + "'";
+    if (!detail::h5::hard_links_only(im.serial, chunk.storage.path, what))
+        throw error::FormatError(what + " is missing");
     const Handle dset(check(H5Dopen2(im.serial, chunk.storage.path.c_str(), H5P_DEFAULT), "opening " + what, false));
+    detail::h5::check_dataset_storage(dset, what);
     const Handle fspace(check(H5Dget_space(dset), what, false));
     if (!same_shape(fspace, entry.global_shape))
         throw error::FormatError(what + " has shape " + dims_str(fspace) + ", the metadata says " +
@@ -842,6 +854,11 @@ bool is_container_checkpoint(const std::string& path)
     const auto p = fs::strip(path);
     if (!fs::exists(p) || fs::is_directory(p))
         return false;
+    try {
+        fs::check_regular_file(p, fs::Follow::yes); // a FIFO would block H5Fis_hdf5
+    } catch (const Error&) {
+        return false;
+    }
     detail::h5::ErrorSilencer quiet;
     if (H5Fis_hdf5(p.c_str()) <= 0)
         return false;

@@ -93,6 +93,23 @@ void write_string_array_attr(hid_t obj, const char* name, const std::vector<std:
 
 bool has_attr(hid_t obj, const char* name);
 
+/// Link `name` of `obj`: 0 none, 1 a hard link, -1 another kind (soft,
+/// external, user-defined). Opening an external link opens another file,
+/// a soft link another object: Cairn follows neither.
+int link_kind(hid_t obj, const char* name);
+
+/// Checks that every component of the absolute path `path` in `file` is a
+/// hard link (walking from the root, so that nothing is traversed before it
+/// is checked). Throws error::FormatError "<what> is a soft link" / "... an
+/// external link (to '<file>', '<object>')" / "... a user-defined link";
+/// returns false when a component does not exist.
+bool hard_links_only(hid_t file, const std::string& path, const std::string& what);
+
+/// Checks that the dataset `dset` keeps its bytes in this file: a
+/// contiguous, chunked or compact layout (not virtual) and no external raw
+/// storage (H5Pset_external). Throws error::FormatError naming `what`.
+void check_dataset_storage(hid_t dset, const std::string& what);
+
 /// An integer array of the metadata group (docs/FORMAT.md 2.6): the
 /// attribute `name` of `obj`, or a dataset of that name in it, never both.
 /// Local. find() and the reads throw error::FormatError, prefixed by
