@@ -342,6 +342,14 @@ for verb in (["ls"], ["cat", "ids"], ["verify"]):
     check("dataset '/ids'" in r.stderr and "external raw storage" in r.stderr,
           "%s: a dataset with external raw storage is refused" % verb[0], r.stderr)
     check("777777" not in r.stdout, "%s: the outside file is not printed" % verb[0], r.stdout)
+# The scalar datasets of a container (for other readers) must hold the
+# metadata's values.
+shutil.copy(p("heat_c.h5"), p("heat_edited.h5"))
+cairn("verify", p("heat_edited.h5"))
+run([ARGS.hostile, "set-i64", p("heat_edited.h5"), "/step", "99"], expect=0)
+r = cairn_soon("verify", p("heat_edited.h5"), expect=1)
+check("DAMAGED" in r.stdout and "dataset '/step' of scalar 'step' holds 99, the metadata's value is 5" in r.stdout,
+      "verify: a scalar dataset that differs from the metadata", r.stdout + r.stderr)
 
 # ---- progress bar (a terminal only exists for a serial run) ----------------------
 if ARGS.np == 1:

@@ -4,7 +4,8 @@
 // storage, external links, virtual datasets) or elsewhere in the file (soft
 // links). Every rank gets the same clear error naming the file or dataset,
 // within seconds (a FIFO must not block an open); verify does not call such a
-// checkpoint intact.
+// checkpoint intact. Also: the container's scalar datasets (for other
+// readers) checked by verify.
 //
 // Hidden from the mpi_np* runs ([.hostile]): CTest runs them as
 // mpi_hostile_np*, with a short TIMEOUT (tests/hostile.cmake).
@@ -365,4 +366,32 @@ TEST_CASE("container: only datasets stored in the container's own file are read"
         const auto v = try_verify(base + "/alias.h5");
         CHECK(all(!v.outcome.threw && v.report.ok()));
     }
+}
+
+TEST_CASE("container: verify compares the scalar datasets with the metadata", "[.hostile][container]")
+{
+    const std::string base = fresh_dir("hostile_values");
+    const auto file = saved(base + "/step.h5");
+    {
+        const auto v = try_verify(file);
+        INFO(v.outcome.what << v.problems);
+        REQUIRE(all(!v.outcome.threw && v.report.ok()));
+    }
+    // What h5py would read after this edit is 18; the metadata says 17.
+    edit_container(file, [&](hid_t f) {
+        const hid_t d = H5Dopen2(f, "/step", H5P_DEFAULT);
+        require(d >= 0, "opening /step");
+        const std::int64_t wrong = 18;
+        require(H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &wrong) >= 0, "writing /step");
+        H5Dclose(d);
+    });
+    const auto v = try_verify(file);
+    INFO(v.outcome.what << v.problems);
+    CHECK(all(!v.outcome.threw && !v.report.ok() && v.report.problems.size() == 1));
+    CHECK(all(contains(v.problems, file) && contains(v.problems, "dataset '/step' of scalar 'step'") &&
+              contains(v.problems, "holds 18, the metadata's value is 17")));
+    // Load reads the metadata's value, as before.
+    State s(false);
+    const auto o = attempt([&] { cairn::load(s.dict, file, MPI_COMM_WORLD); });
+    CHECK(all(!o.threw && s.correct()));
 }

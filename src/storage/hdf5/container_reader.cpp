@@ -22,10 +22,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <future>
 #include <map>
 #include <optional>
+#include <sstream>
 
 namespace cairn {
 
@@ -80,6 +82,35 @@ const std::string& dataset_of(const std::string& file, const std::string& fqn, c
         throw error::FormatError(file + ": " + item_kind_name(em.kind) + " '" + fqn + "': dataset path '" + p +
                                  "' is not an absolute HDF5 path");
     return p;
+}
+
+// A scalar's value for messages (the bits of 16-bit floats in hex).
+std::string scalar_text(DType t, const void* p, std::size_t n)
+{
+    if (n != dtype_size(t))
+        return "<" + std::to_string(n) + " bytes>";
+    auto get = [p](auto v) {
+        std::memcpy(&v, p, sizeof v);
+        return v;
+    };
+    std::ostringstream os;
+    os.precision(17);
+    switch (t) {
+    case DType::f32: os << get(float{}); break;
+    case DType::f64: os << get(double{}); break;
+    case DType::i8: os << int(get(std::int8_t{})); break;
+    case DType::i16: os << get(std::int16_t{}); break;
+    case DType::i32: os << get(std::int32_t{}); break;
+    case DType::i64: os << get(std::int64_t{}); break;
+    case DType::u8: os << unsigned(get(std::uint8_t{})); break;
+    case DType::u16: os << get(std::uint16_t{}); break;
+    case DType::u32: os << get(std::uint32_t{}); break;
+    case DType::u64: os << get(std::uint64_t{}); break;
+    case DType::boolean: os << (get(std::uint8_t{}) ? "true" : "false"); break;
+    case DType::f16:
+    case DType::bf16: os << "0x" << std::hex << get(std::uint16_t{}); break;
+    }
+    return os.str();
 }
 
 // The memory type to read a dataset of `type` holding `dtype` into.
@@ -848,6 +879,64 @@ std::uint64_t ContainerReader::verify_chunk(const std::string& fqn, const EntryM
 }
 
 std::uint64_t ContainerReader::bytes_read() const noexcept { return m_impl->bytes_read; }
+
+void detail::BuiltinReaders::verify_value(ContainerReader& r, const std::string& fqn, const EntryMeta& entry)
+{
+    auto& im = *r.m_impl;
+    if (im.path.empty())
+        throw error::WrongAPIUsage("ContainerReader: verify_value before reset");
+    if (entry.kind != ItemKind::scalar && entry.kind != ItemKind::string)
+        return;
+    detail::h5::ErrorSilencer quiet;
+    if (!im.serial.valid())
+        im.serial = open_serial(im.path, im.tuning);
+    const std::string ds = container_dataset_path(fqn);
+    const std::string what =
+        im.path + ": dataset '" + ds + "' of " + item_kind_name(entry.kind) + " '" + fqn + "'";
+    auto bad = [&](const std::string& why) -> void {
+        throw error::IntegrityError(what + " " + why + " (changed after the save? Cairn reads the metadata's value, "
+                                                       "other readers this dataset's)");
+    };
+    if (!detail::h5::hard_links_only(im.serial, ds, what))
+        bad("is missing");
+    const Handle dset(H5Dopen2(im.serial, ds.c_str(), H5P_DEFAULT));
+    if (!dset.valid()) {
+        H5Eclear2(H5E_DEFAULT);
+        bad("is not a dataset");
+    }
+    detail::h5::check_dataset_storage(dset, what);
+    const Handle space(check(H5Dget_space(dset), what, false));
+    if (H5Sget_simple_extent_type(space) != H5S_SCALAR)
+        bad("has shape " + dims_str(space) + ", not a scalar dataspace");
+    const Handle ftype(check(H5Dget_type(dset), what, false));
+    if (entry.kind == ItemKind::string) {
+        if (H5Tget_class(ftype) != H5T_STRING || H5Tis_variable_str(ftype) <= 0)
+            bad("has type " + detail::h5::type_description(ftype) + ", not a variable-length string");
+        const Handle mtype(check(H5Tcopy(H5T_C_S1), what, false));
+        check_status(H5Tset_size(mtype, H5T_VARIABLE), what, false);
+        check_status(H5Tset_cset(mtype, H5Tget_cset(ftype)), what, false);
+        char* p = nullptr;
+        check_status(H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "reading " + what, false);
+        const std::string got = p ? p : "";
+        H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, &p);
+        if (got != entry.value)
+            bad("holds a string of " + std::to_string(got.size()) + " bytes that differs from the metadata's (" +
+                std::to_string(entry.value.size()) + " bytes)");
+        return;
+    }
+    const auto code = static_cast<int>(entry.dtype);
+    if (!detail::h5::dataset_type_matches(ftype, code)) {
+        const Handle want = detail::h5::dataset_type(code, false);
+        bad("has type " + detail::h5::type_description(ftype) + ", the metadata says " +
+            std::string(dtype_name(entry.dtype)) + " (" + detail::h5::type_description(want) + ")");
+    }
+    const Handle mtype = memory_type(ftype, entry.dtype);
+    std::vector<unsigned char> got(dtype_size(entry.dtype), 0);
+    check_status(H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, got.data()), "reading " + what, false);
+    if (entry.value.size() != got.size() || std::memcmp(got.data(), entry.value.data(), got.size()) != 0)
+        bad("holds " + scalar_text(entry.dtype, got.data(), got.size()) + ", the metadata's value is " +
+            scalar_text(entry.dtype, entry.value.data(), entry.value.size()));
+}
 
 bool is_container_checkpoint(const std::string& path)
 {
