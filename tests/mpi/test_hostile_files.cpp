@@ -5,7 +5,8 @@
 // links). Every rank gets the same clear error naming the file or dataset,
 // within seconds (a FIFO must not block an open); verify does not call such a
 // checkpoint intact. Also: the container's scalar datasets (for other
-// readers) checked by verify.
+// readers) checked by verify, and the system's reason when the container
+// cannot be created.
 //
 // Hidden from the mpi_np* runs ([.hostile]): CTest runs them as
 // mpi_hostile_np*, with a short TIMEOUT (tests/hostile.cmake).
@@ -394,4 +395,54 @@ TEST_CASE("container: verify compares the scalar datasets with the metadata", "[
     State s(false);
     const auto o = attempt([&] { cairn::load(s.dict, file, MPI_COMM_WORLD); });
     CHECK(all(!o.threw && s.correct()));
+}
+
+namespace {
+
+// While alive, this process's effective user is `nobody` (when it runs as
+// root, whom no permission stops); restores root after. Every rank.
+class Unprivileged {
+public:
+    Unprivileged()
+    {
+        if (::geteuid() == 0)
+            m_dropped = ::seteuid(65534) == 0;
+    }
+    ~Unprivileged()
+    {
+        if (m_dropped && ::seteuid(0) != 0)
+            std::abort();
+    }
+    bool ok() const { return ::geteuid() != 0; }
+
+private:
+    bool m_dropped = false;
+};
+
+} // namespace
+
+TEST_CASE("container: a file that cannot be created is reported with the system's reason", "[.hostile][container]")
+{
+    const std::string base = fresh_dir("hostile_create");
+    const std::string dir = base + "/read_only";
+    on_rank0([&] {
+        stdfs::create_directories(dir);
+        stdfs::permissions(dir, stdfs::perms::owner_read | stdfs::perms::owner_exec | stdfs::perms::group_read |
+                                    stdfs::perms::group_exec | stdfs::perms::others_read | stdfs::perms::others_exec);
+    });
+    Outcome o;
+    bool dropped = false;
+    {
+        Unprivileged user;
+        dropped = user.ok();
+        State s(true);
+        cairn::SaveOptions so;
+        so.fsync = false;
+        o = attempt([&] { cairn::save(s.dict, dir + "/c.h5", MPI_COMM_WORLD, so); });
+    }
+    on_rank0([&] { stdfs::permissions(dir, stdfs::perms::owner_all); });
+    REQUIRE(all(dropped));
+    INFO(o.what);
+    CHECK(same_error_everywhere(o, Kind::write));
+    CHECK(all(contains(o.what, "creating " + dir + "/c.h5.cairn-tmp") && contains(o.what, std::strerror(EACCES))));
 }

@@ -62,6 +62,14 @@ std::string last_error();
 hid_t check(hid_t id, const std::string& what, bool write);
 herr_t check_status(herr_t rc, const std::string& what, bool write);
 
+/// H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl), or error::WriteError
+/// "creating <path>: <hdf5 message> (<system reason>)". HDF5's message
+/// ("unable to create file") drops the errno: the reason is why the system
+/// refuses, now, to let this process write its parent directory or the file
+/// (EACCES, EROFS, ENOENT, ENOTDIR, EISDIR; faccessat with the effective
+/// ids), left out when nothing refuses. Looks, creates nothing.
+hid_t create_file(const std::string& path, hid_t fcpl, hid_t fapl);
+
 // Attributes on an object.
 //
 // Integer arrays of the metadata group (docs/FORMAT.md 2.6) are attributes,

@@ -845,7 +845,7 @@ void write_metadata_file(const std::string& path, const MetadataColumns& md, boo
         check_status(H5Pset_userblock(fcpl, metadata_header_bytes), path + ": user block", true);
         Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), path, true));
         check_status(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST), path, true);
-        Handle file(check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, fapl), "creating " + path, true));
+        Handle file(h5::create_file(path, fcpl, fapl));
         write_metadata_group(file, md);
         if (!file.reset())
             throw error::WriteError("closing " + path + ": " + h5::last_error());
