@@ -351,6 +351,20 @@ r = cairn_soon("verify", p("heat_edited.h5"), expect=1)
 check("DAMAGED" in r.stdout and "dataset '/step' of scalar 'step' holds 99, the metadata's value is 5" in r.stdout,
       "verify: a scalar dataset that differs from the metadata", r.stdout + r.stderr)
 
+# ---- names with control characters and bytes that are not UTF-8 ------------------
+run([ARGS.hostile, "names", p("names")], expect=0)
+r = subprocess.run([ARGS.cairn, "ls", p("names")] if ARGS.np == 1 else mpi(ARGS.np, ARGS.cairn, "ls", p("names")),
+                   capture_output=True, env=ENV, timeout=240)
+out = r.stdout.decode("utf-8", errors="replace")
+check(r.returncode == 0, "ls of odd names", r.stderr.decode(errors="replace"))
+check("\x1b" not in out and "\ufffd" not in out and out.count("\n") == 5, "ls: no raw escape or newline from a name", repr(out))
+check(re.search(r"^  esc\\x1b\[31mred +scalar +i64 += 1$", out, re.M) and
+      re.search(r"^  two\\nlines +scalar +i64 += 2$", out, re.M) and
+      re.search(r"^  bad\\xff +scalar +i64 += 3$", out, re.M), "ls: names escaped", out)
+doc = json.loads(cairn("ls", "--json", p("names")).stdout)
+check(sorted(x["name"] for x in doc["entries"]) == ["bad\ufffd", "esc\x1b[31mred", "two\nlines"],
+      "ls --json: names as JSON strings", str(doc["entries"]))
+
 # ---- progress bar (a terminal only exists for a serial run) ----------------------
 if ARGS.np == 1:
     def on_terminal(*args):
