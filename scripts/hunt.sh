@@ -8,7 +8,7 @@
 #             root and unshare(1), else skipped)
 #   random    randomised N -> M round trips at 2-4 ranks (CAIRN_RANDOM_CASES)
 #   faults    every injected I/O fault at 2-4 ranks ([faults])
-#   hostile   damaged and hostile checkpoints at 1-4 ranks ([bad_input])
+#   hostile   damaged and hostile checkpoints at 1-4 ranks ([bad_input], [hostile])
 #   fuzz      the decoders' libFuzzer targets (scripts/fuzz.sh)
 #
 #   scripts/hunt.sh [PART...]          (default: all of them)
@@ -67,7 +67,7 @@ for part in "${parts[@]}"; do
         done ;;
     hostile)
         for np in 1 2 3 4; do
-            run "hostile np$np" bash -c "cd build/tests && ${mpiexec[*]} -n $np ./cairn_mpi_tests '[bad_input]'"
+            run "hostile np$np" bash -c "cd build/tests && ${mpiexec[*]} -n $np ./cairn_mpi_tests '[bad_input],[hostile]'"
         done ;;
     fuzz)
         run fuzz env CAIRN_FUZZ_SECONDS=$((15 * scale)) scripts/fuzz.sh ;;

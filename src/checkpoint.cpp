@@ -716,6 +716,25 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
             done += chunk.storage.length;
             log.progress(done);
         }
+        // A container also holds each scalar and string as a dataset, for
+        // other readers (h5py): each must hold the metadata's value. Shared
+        // out like check_datasets: every size-th one from this rank's.
+        if (typeid(*storage) == typeid(ContainerReader)) {
+            std::size_t n = 0;
+            for (const auto& [fqn, entry] : md.entries) {
+                if (entry.kind != ItemKind::scalar && entry.kind != ItemKind::string)
+                    continue;
+                if (static_cast<int>(n++ % static_cast<std::size_t>(c.size)) != c.rank)
+                    continue;
+                try {
+                    detail::BuiltinReaders::verify_value(static_cast<ContainerReader&>(*storage), fqn, entry);
+                } catch (const Error& e) {
+                    if (e.kind() == Error::Kind::usage)
+                        throw;
+                    mine += "rank " + std::to_string(c.rank) + ": " + e.what() + "\n";
+                }
+            }
+        }
         log.finished();
     });
     // Everyone gets every problem, in rank order.

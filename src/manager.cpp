@@ -171,13 +171,20 @@ std::optional<Candidate> newest_complete(const std::string& root, bool prefer_co
 // The name LATEST holds, or empty when it is missing or unreadable.
 std::string read_pointer(const std::string& root)
 {
-    std::FILE* f = std::fopen(fs::join(root, pointer_name).c_str(), "rb");
-    if (!f)
+    // A regular file only: a FIFO named LATEST would block a plain open.
+    int fd = -1;
+    try {
+        fd = fs::open_regular_file(fs::join(root, pointer_name));
+    } catch (const Error&) {
         return {};
+    }
     char buf[256];
-    const std::size_t n = std::fread(buf, 1, sizeof buf, f);
-    std::fclose(f);
-    std::string s(buf, n);
+    ssize_t n = 0;
+    do
+        n = ::read(fd, buf, sizeof buf);
+    while (n < 0 && errno == EINTR);
+    ::close(fd);
+    std::string s(buf, static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
     while (!s.empty() && (s.back() == '\n' || s.back() == '\r'))
         s.pop_back();
     return s;

@@ -43,6 +43,14 @@ struct BuiltinReaders {
     }
     static std::unique_ptr<ChunkRowSource> read_metadata_rows(DistcpReader& r);
     static std::unique_ptr<ChunkRowSource> read_metadata_rows(ContainerReader& r);
+    /// For cairn::verify of a container: reads the dataset a container
+    /// holds for scalar or string entry `fqn` (for readers other than
+    /// Cairn, docs/FORMAT.md 7) and compares it with the metadata's value.
+    /// Throws error::IntegrityError naming the file, the dataset and both
+    /// values when they differ or the dataset is missing or of another
+    /// type, error::FormatError when it is no hard link or keeps its bytes
+    /// elsewhere (h5::check_dataset_storage). Local, after reset().
+    static void verify_value(ContainerReader& r, const std::string& fqn, const EntryMeta& entry);
 };
 
 } // namespace cairn::detail

@@ -163,4 +163,75 @@ std::string parent(const std::string& path)
 
 std::string join(const std::string& dir, const std::string& name) { return (stdfs::path(dir) / name).string(); }
 
+std::string file_type_name(unsigned mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFLNK: return "a symbolic link";
+    case S_IFIFO: return "a FIFO";
+    case S_IFSOCK: return "a socket";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    default: return "not a file Cairn knows";
+    }
+}
+
+namespace {
+
+[[noreturn]] void refuse(const std::string& path, unsigned mode)
+{
+    if (S_ISLNK(mode))
+        throw error::FormatError(path + ": is a symbolic link; Cairn opens only regular files inside the checkpoint");
+    throw error::FormatError(path + ": not a regular file (" + file_type_name(mode) + ")");
+}
+
+} // namespace
+
+void check_regular_file(const std::string& path, Follow follow)
+{
+    struct stat st {};
+    const int rc = follow == Follow::yes ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st);
+    if (rc != 0)
+        return; // the open reports it
+    if (!S_ISREG(st.st_mode))
+        refuse(path, st.st_mode);
+}
+
+int open_regular_file(const std::string& path)
+{
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR))
+        throw error::NotFound("no such file: " + path);
+    // O_NOFOLLOW: a symbolic link put in place after the lstat fails with
+    // ELOOP instead of being followed; O_NONBLOCK: opening a FIFO returns at
+    // once instead of waiting for a writer. fstat then looks at what was
+    // opened, whatever the path names by now.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        const int err = errno;
+        if (err == ELOOP)
+            refuse(path, S_IFLNK);
+        if (err == ENOENT)
+            throw error::NotFound("no such file: " + path);
+        throw error::ReadError("cannot open " + path + ": " + std::strerror(err));
+    }
+    if (::fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        throw error::ReadError("cannot stat " + path + ": " + std::strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        refuse(path, st.st_mode);
+    }
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        const int err = errno;
+        ::close(fd);
+        throw error::ReadError("cannot open " + path + ": " + std::strerror(err));
+    }
+    return fd;
+}
+
 } // namespace cairn::detail::fs

@@ -43,4 +43,31 @@ std::string parent(const std::string& path);
 std::string strip(const std::string& path);
 std::string join(const std::string& dir, const std::string& name);
 
+/// What a file of type `mode` (st_mode) is, for messages: "a FIFO", "a
+/// directory", "a symbolic link", "a socket", "a character device", "a block
+/// device", "a regular file".
+std::string file_type_name(unsigned mode);
+
+/// How the last component of a path to be read is treated.
+enum class Follow {
+    no,  ///< a file inside a checkpoint: a symbolic link is refused
+    yes, ///< the checkpoint id itself (a container file): a symbolic link to a regular file is taken
+};
+
+/// Checks, before anything opens it, that `path` is a regular file: with
+/// Follow::no not a symbolic link either (lstat), with Follow::yes whatever a
+/// link in its last component names (stat). Throws error::FormatError
+/// naming the file and what it is ("...: not a regular file (a FIFO)",
+/// "...: is a symbolic link; Cairn opens only regular files inside the
+/// checkpoint"); does nothing when the path does not exist or cannot be
+/// examined, so that the open that follows reports that as before.
+void check_regular_file(const std::string& path, Follow follow);
+
+/// open(2) of `path` for reading with O_NOFOLLOW | O_NONBLOCK (a FIFO does
+/// not block it), then fstat: the descriptor of a regular file, in blocking
+/// mode. Throws error::NotFound when it does not exist, error::FormatError as
+/// check_regular_file (Follow::no) when it is no regular file, and
+/// error::ReadError when it cannot be opened.
+int open_regular_file(const std::string& path);
+
 } // namespace cairn::detail::fs

@@ -33,6 +33,7 @@ def parse_args():
     p.add_argument("--make", required=True)
     p.add_argument("--minimal", required=True)
     p.add_argument("--heat2d", required=True)
+    p.add_argument("--hostile", required=True)
     p.add_argument("--workdir", required=True)
     p.add_argument("--np", type=int, required=True)
     p.add_argument("--mpiexec", nargs=argparse.REMAINDER, default=[])  # last: MPIEXEC and its flags
@@ -66,6 +67,23 @@ def cairn(*args, env=None, expect=0, np_=None):
     if n > 1:
         cmd = mpi(n, *cmd)
     return run(cmd, env=env, expect=expect)
+
+
+def cairn_soon(*args, expect=2, seconds=60):
+    """The tool on ARGS.np ranks; a run that takes longer than `seconds` (a
+    FIFO blocking an open) is killed and reported."""
+    cmd = [ARGS.cairn] + list(args)
+    if ARGS.np > 1:
+        cmd = mpi(ARGS.np, *cmd)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=seconds)
+    except subprocess.TimeoutExpired:
+        check(False, "%s: still running after %d s" % (" ".join(cmd), seconds))
+        return subprocess.CompletedProcess(cmd, -1, "", "")
+    if r.returncode != expect:
+        check(False, "%s exits %d, expected %d" % (" ".join(cmd), r.returncode, expect),
+              r.stdout[-2000:] + r.stderr[-2000:])
+    return r
 
 
 def numbers(text):
@@ -313,6 +331,75 @@ for args, needle in ((["ls", p("nothing")], p("nothing")),
           "no crash for " + " ".join(args), r.stderr)
 r = cairn("--help")
 check("Exit status" in r.stdout and "2  error" in r.stdout, "--help documents exit codes", r.stdout)
+
+# ---- hostile files: only regular files inside the checkpoint are read ----------
+outside = p("outside")
+os.makedirs(outside)
+# A data file that is a symbolic link to a copy outside the checkpoint.
+shutil.copytree(p("rich"), p("rich_link"))
+shutil.move(p("rich_link/__0_0.distcp"), os.path.join(outside, "copy.distcp"))
+os.symlink(os.path.join(outside, "copy.distcp"), p("rich_link/__0_0.distcp"))
+r = cairn_soon("cat", p("rich_link"), "grid")
+check("__0_0.distcp: is a symbolic link" in r.stderr and r.stdout == "",
+      "cat: a data file that is a symbolic link is refused", r.stdout + r.stderr)
+r = cairn_soon("verify", p("rich_link"), expect=1)
+check("DAMAGED" in r.stdout and "is a symbolic link" in r.stdout, "verify: a symbolic link is damage",
+      r.stdout + r.stderr)
+# FIFOs named like a data file and like metadata.h5: refused, never waited on.
+shutil.copytree(p("rich"), p("rich_fifo"))
+os.remove(p("rich_fifo/__1_0.distcp"))
+os.mkfifo(p("rich_fifo/__1_0.distcp"))
+r = cairn_soon("cat", p("rich_fifo"), "grid")
+check("__1_0.distcp: not a regular file (a FIFO)" in r.stderr, "cat: a FIFO data file is refused", r.stderr)
+r = cairn_soon("verify", p("rich_fifo"), expect=1)
+check("not a regular file (a FIFO)" in r.stdout, "verify: a FIFO data file is damage", r.stdout + r.stderr)
+shutil.copytree(p("rich"), p("rich_fifo_md"))
+os.remove(p("rich_fifo_md/metadata.h5"))
+os.mkfifo(p("rich_fifo_md/metadata.h5"))
+for verb in (["ls"], ["verify"], ["cat"]):
+    args = verb + [p("rich_fifo_md")] + (["ids"] if verb == ["cat"] else [])
+    r = cairn_soon(*args)
+    check("metadata.h5: not a regular file (a FIFO)" in r.stderr, "%s: a FIFO metadata.h5 is refused" % verb[0],
+          r.stderr)
+# The checkpoint path itself may be a symbolic link.
+os.symlink(p("rich"), p("rich_alias"))
+check(numbers(cairn("cat", p("rich_alias"), "ids").stdout) == [str(3 * i - 5) for i in range(11)],
+      "cat through a symbolic link to the checkpoint")
+# A container dataset whose bytes are an outside file (external raw storage):
+# never read, also without checksums; the outside values never printed.
+shutil.copy(p("rich_plain.h5"), p("rich_external.h5"))
+secret = os.path.join(outside, "secret.raw")
+with open(secret, "wb") as f:
+    f.write((777777).to_bytes(4, "little") * 11)
+run([ARGS.hostile, "external-storage", p("rich_external.h5"), "/ids", secret], expect=0)
+for verb in (["ls"], ["cat", "ids"], ["verify"]):
+    args = [verb[0], p("rich_external.h5")] + verb[1:]
+    r = cairn_soon(*args)
+    check("dataset '/ids'" in r.stderr and "external raw storage" in r.stderr,
+          "%s: a dataset with external raw storage is refused" % verb[0], r.stderr)
+    check("777777" not in r.stdout, "%s: the outside file is not printed" % verb[0], r.stdout)
+# The scalar datasets of a container (for other readers) must hold the
+# metadata's values.
+shutil.copy(p("heat_c.h5"), p("heat_edited.h5"))
+cairn("verify", p("heat_edited.h5"))
+run([ARGS.hostile, "set-i64", p("heat_edited.h5"), "/step", "99"], expect=0)
+r = cairn_soon("verify", p("heat_edited.h5"), expect=1)
+check("DAMAGED" in r.stdout and "dataset '/step' of scalar 'step' holds 99, the metadata's value is 5" in r.stdout,
+      "verify: a scalar dataset that differs from the metadata", r.stdout + r.stderr)
+
+# ---- names with control characters and bytes that are not UTF-8 ------------------
+run([ARGS.hostile, "names", p("names")], expect=0)
+r = subprocess.run([ARGS.cairn, "ls", p("names")] if ARGS.np == 1 else mpi(ARGS.np, ARGS.cairn, "ls", p("names")),
+                   capture_output=True, env=ENV, timeout=240)
+out = r.stdout.decode("utf-8", errors="replace")
+check(r.returncode == 0, "ls of odd names", r.stderr.decode(errors="replace"))
+check("\x1b" not in out and "\ufffd" not in out and out.count("\n") == 5, "ls: no raw escape or newline from a name", repr(out))
+check(re.search(r"^  esc\\x1b\[31mred +scalar +i64 += 1$", out, re.M) and
+      re.search(r"^  two\\nlines +scalar +i64 += 2$", out, re.M) and
+      re.search(r"^  bad\\xff +scalar +i64 += 3$", out, re.M), "ls: names escaped", out)
+doc = json.loads(cairn("ls", "--json", p("names")).stdout)
+check(sorted(x["name"] for x in doc["entries"]) == ["bad\ufffd", "esc\x1b[31mred", "two\nlines"],
+      "ls --json: names as JSON strings", str(doc["entries"]))
 
 # ---- progress bar (a terminal only exists for a serial run) ----------------------
 if ARGS.np == 1:

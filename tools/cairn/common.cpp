@@ -315,28 +315,68 @@ std::string json_string(const std::string& s)
     return out + "\"";
 }
 
-std::string quoted(const std::string& s)
+namespace {
+
+// The length of the valid UTF-8 sequence at b[i] (of n bytes), 0 if none.
+std::size_t utf8_length(const unsigned char* b, std::size_t i, std::size_t n)
 {
-    std::string out = "\"";
-    for (const char c : s) {
-        const auto ch = static_cast<unsigned char>(c);
-        if (c == '"' || c == '\\') {
+    const unsigned char ch = b[i];
+    if (ch < 0x80)
+        return 1;
+    const std::size_t len = ch >= 0xf0 && ch < 0xf5 ? 4 : ch >= 0xe0 && ch < 0xf0 ? 3 : ch >= 0xc2 && ch < 0xe0 ? 2 : 0;
+    bool ok = len > 0 && i + len <= n;
+    for (std::size_t k = 1; ok && k < len; ++k)
+        ok = (b[i + k] & 0xc0) == 0x80;
+    if (ok && len == 3 && ch == 0xe0 && b[i + 1] < 0xa0)
+        ok = false; // overlong
+    if (ok && len == 3 && ch == 0xed && b[i + 1] >= 0xa0)
+        ok = false; // surrogate
+    if (ok && len == 4 && ((ch == 0xf0 && b[i + 1] < 0x90) || (ch == 0xf4 && b[i + 1] >= 0x90)))
+        ok = false;
+    return ok ? len : 0;
+}
+
+// `s` with control characters and bytes that are not UTF-8 escaped; with
+// `quote`, also '"' and '\\', and enclosed in quotes.
+std::string escaped(const std::string& s, bool quote)
+{
+    std::string out = quote ? "\"" : "";
+    const auto* b = reinterpret_cast<const unsigned char*>(s.data());
+    const std::size_t n = s.size();
+    char buf[8];
+    for (std::size_t i = 0; i < n;) {
+        const unsigned char ch = b[i];
+        const std::size_t len = utf8_length(b, i, n);
+        if (quote && (ch == '"' || ch == '\\')) {
             out += '\\';
-            out += c;
-        } else if (c == '\n') {
+            out += static_cast<char>(ch);
+        } else if (ch == '\n') {
             out += "\\n";
-        } else if (c == '\t') {
+        } else if (ch == '\t') {
             out += "\\t";
-        } else if (ch < 0x20 || ch == 0x7f) {
-            char buf[8];
+        } else if (ch == '\r') {
+            out += "\\r";
+        } else if (ch < 0x20 || ch == 0x7f || len == 0) {
             std::snprintf(buf, sizeof buf, "\\x%02x", ch);
             out += buf;
+            ++i;
+            continue;
+        } else if (len == 2 && ch == 0xc2 && b[i + 1] < 0xa0) { // C1 control, U+0080-U+009F
+            std::snprintf(buf, sizeof buf, "\\u%04x", b[i + 1]);
+            out += buf;
         } else {
-            out += c;
+            out.append(s, i, len);
         }
+        i += len;
     }
-    return out + "\"";
+    return quote ? out + "\"" : out;
 }
+
+} // namespace
+
+std::string quoted(const std::string& s) { return escaped(s, true); }
+
+std::string printable(const std::string& s) { return escaped(s, false); }
 
 std::string human_bytes(std::uint64_t n)
 {

@@ -86,7 +86,8 @@ int cmd_convert(const Context& ctx, const ConvertArgs& args)
     bar.finish();
     if (ctx.root() && !ctx.quiet)
         std::fprintf(stderr, "cairn convert: %s (%s, %d ranks) -> %s: %zu entries, %s read, %s written on %d rank%s in %.3f s\n",
-                     args.src.c_str(), md.layout.c_str(), md.world_size, args.dst.c_str(), saved.entries,
+                     printable(args.src).c_str(), printable(md.layout).c_str(), md.world_size,
+                     printable(args.dst).c_str(), saved.entries,
                      human_bytes(loaded.bytes_read_all).c_str(), human_bytes(saved.bytes_written).c_str(), ctx.size,
                      ctx.size == 1 ? "" : "s", loaded.seconds + saved.seconds);
     return exit_ok;

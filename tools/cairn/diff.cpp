@@ -230,12 +230,13 @@ int cmd_diff(const Context& ctx, const DiffArgs& args)
                 std::printf("... and %zu more\n", lines.size() - args.max_lines);
                 break;
             }
-            std::printf("%s\n", kv.second.c_str());
+            std::printf("%s\n", printable(kv.second).c_str());
         }
+        const std::string a = printable(args.a), b = printable(args.b);
         if (lines.empty())
-            std::printf("%s and %s are equal (%zu entries)\n", args.a.c_str(), args.b.c_str(), ma.entries.size());
+            std::printf("%s and %s are equal (%zu entries)\n", a.c_str(), b.c_str(), ma.entries.size());
         else
-            std::printf("%s and %s differ in %zu of %zu entries\n", args.a.c_str(), args.b.c_str(), lines.size(),
+            std::printf("%s and %s differ in %zu of %zu entries\n", a.c_str(), b.c_str(), lines.size(),
                         std::max(ma.entries.size(), mb.entries.size()));
         std::fflush(stdout);
     }

@@ -92,19 +92,22 @@ int cmd_ls(const Context& ctx, const LsArgs& args)
         std::uint64_t total = 0;
         for (const auto& kv : md.entries)
             total += stored_bytes(kv.second);
-        out += args.path + ": " + layout_words(md.layout) + ", format " + std::to_string(md.format_version) +
-               ", Cairn " + md.library_version + ", " + std::to_string(md.world_size) + " rank" +
-               (md.world_size == 1 ? "" : "s") + ", " + md.created + "\n";
+        // Names and the path as the terminal should show them (printable):
+        // an entry name may hold any byte but NUL.
+        out += printable(args.path) + ": " + layout_words(printable(md.layout)) + ", format " + std::to_string(md.format_version) +
+               ", Cairn " + printable(md.library_version) + ", " + std::to_string(md.world_size) + " rank" +
+               (md.world_size == 1 ? "" : "s") + ", " + printable(md.created) + "\n";
         out += "  " + std::to_string(md.entries.size()) + " entries, " + human_bytes(total) + " of data, " +
                (md.checksum_block ? "XXH3 checksums per " + human_bytes(md.checksum_block) + " block"
                                   : std::string("no checksums")) +
                "\n";
         std::size_t w = 4;
         for (const auto& kv : md.entries)
-            w = std::max(w, kv.first.size());
+            w = std::max(w, printable(kv.first).size());
         for (const auto& [name, e] : md.entries) {
             const bool typed = e.kind == cairn::ItemKind::array || e.kind == cairn::ItemKind::scalar;
-            std::string line = "  " + name + std::string(w - name.size() + 2, ' ');
+            const std::string shown = printable(name);
+            std::string line = "  " + shown + std::string(w - shown.size() + 2, ' ');
             std::string kind = cairn::item_kind_name(e.kind);
             kind.resize(8, ' ');
             std::string dtype = typed ? std::string(cairn::dtype_name(e.dtype)) : std::string();

@@ -132,14 +132,14 @@ int main(int argc, char** argv)
             rc = cmd_convert(ctx, convert);
     } catch (const cairn::Error& e) { // the same on every rank (collective calls, agreed reads)
         if (ctx.root())
-            std::fprintf(stderr, "cairn %s: %s\n", verb.c_str(), e.what());
+            std::fprintf(stderr, "cairn %s: %s\n", verb.c_str(), printable(e.what()).c_str());
         rc = exit_error;
     } catch (const ToolError& e) { // likewise
         if (ctx.root())
-            std::fprintf(stderr, "cairn %s: %s\n", verb.c_str(), e.what());
+            std::fprintf(stderr, "cairn %s: %s\n", verb.c_str(), printable(e.what()).c_str());
         rc = exit_error;
     } catch (const std::exception& e) { // on this rank only: the others may wait for it
-        std::fprintf(stderr, "cairn %s: rank %d: %s\n", verb.c_str(), ctx.rank, e.what());
+        std::fprintf(stderr, "cairn %s: rank %d: %s\n", verb.c_str(), ctx.rank, printable(e.what()).c_str());
         if (ctx.size > 1)
             MPI_Abort(ctx.comm, exit_error);
         rc = exit_error;

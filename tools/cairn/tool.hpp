@@ -73,6 +73,11 @@ std::string json_value(cairn::DType dtype, const void* p);
 std::string json_string(const std::string& s);
 /// A quoted string with C escapes for control characters, for text output.
 std::string quoted(const std::string& s);
+/// `s` made safe for a terminal, for text output of names, paths and
+/// messages: control characters (C0, DEL and the C1 range U+0080-U+009F)
+/// as C escapes (\n, \t, \r, \x1b, \u009b), bytes that are not UTF-8 as
+/// \xNN; everything else, backslashes included, as it is.
+std::string printable(const std::string& s);
 /// "1.5 MiB".
 std::string human_bytes(std::uint64_t n);
 /// "[3, 4]" from a multi-index.

@@ -66,14 +66,14 @@ int cmd_verify(const Context& ctx, const VerifyArgs& args)
             read = read_everything(ctx, args.path, md);
         } catch (const cairn::Error& e) {
             if (ctx.root()) {
-                std::printf("%s: DAMAGED: %s\n", args.path.c_str(), e.what());
+                std::printf("%s: DAMAGED: %s\n", printable(args.path).c_str(), printable(e.what()).c_str());
                 std::fflush(stdout);
             }
             return exit_different;
         }
         if (ctx.root()) {
             std::printf("%s: container saved without checksums: read every dataset, %s: readable\n",
-                        args.path.c_str(), human_bytes(read).c_str());
+                        printable(args.path).c_str(), human_bytes(read).c_str());
             std::fflush(stdout);
         }
         return args.strict ? exit_different : exit_ok;
@@ -92,17 +92,18 @@ int cmd_verify(const Context& ctx, const VerifyArgs& args)
     const cairn::VerifyReport report = cairn::verify(args.path, ctx.comm, options);
     bar.finish();
     if (ctx.root()) {
+        const std::string path = printable(args.path);
         for (const auto& p : report.problems)
-            std::printf("%s: %s\n", args.path.c_str(), p.c_str());
+            std::printf("%s: %s\n", path.c_str(), printable(p).c_str());
         const std::string checked = std::to_string(report.chunks) + " chunk" + (report.chunks == 1 ? "" : "s") + ", " +
                                     human_bytes(report.bytes);
         if (!report.ok())
-            std::printf("%s: DAMAGED: %zu bad chunk%s (%s intact)\n", args.path.c_str(), report.problems.size(),
+            std::printf("%s: DAMAGED: %zu bad chunk%s (%s intact)\n", path.c_str(), report.problems.size(),
                         report.problems.size() == 1 ? "" : "s", checked.c_str());
         else if (!report.checksums)
-            std::printf("%s: no checksums: read %s, could not check them\n", args.path.c_str(), checked.c_str());
+            std::printf("%s: no checksums: read %s, could not check them\n", path.c_str(), checked.c_str());
         else
-            std::printf("%s: OK: %s, every block matches its XXH3 checksum\n", args.path.c_str(), checked.c_str());
+            std::printf("%s: OK: %s, every block matches its XXH3 checksum\n", path.c_str(), checked.c_str());
         std::fflush(stdout);
     }
     if (!report.ok())

@@ -61,8 +61,18 @@ struct DistcpReader::Impl {
             throw error::FormatError(fs::join(path, metadata_file_name) + ": chunk file name '" + name +
                                      "' is not a plain file name inside the checkpoint");
         auto& f = files[name];
-        if (!f)
-            f = std::make_unique<MpiFile>(fs::join(path, name), MpiFile::Mode::read, hints);
+        if (!f) {
+            // Only a regular file inside the checkpoint: not a symbolic link
+            // (to a file outside it), not a FIFO (MPI_File_open would block).
+            const auto file = fs::join(path, name);
+            try {
+                fs::check_regular_file(file, fs::Follow::no);
+                f = std::make_unique<MpiFile>(file, MpiFile::Mode::read, hints);
+            } catch (...) {
+                files.erase(name);
+                throw;
+            }
+        }
         return *f;
     }
 

@@ -22,10 +22,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <future>
 #include <map>
 #include <optional>
+#include <sstream>
 
 namespace cairn {
 
@@ -82,6 +84,35 @@ const std::string& dataset_of(const std::string& file, const std::string& fqn, c
     return p;
 }
 
+// A scalar's value for messages (the bits of 16-bit floats in hex).
+std::string scalar_text(DType t, const void* p, std::size_t n)
+{
+    if (n != dtype_size(t))
+        return "<" + std::to_string(n) + " bytes>";
+    auto get = [p](auto v) {
+        std::memcpy(&v, p, sizeof v);
+        return v;
+    };
+    std::ostringstream os;
+    os.precision(17);
+    switch (t) {
+    case DType::f32: os << get(float{}); break;
+    case DType::f64: os << get(double{}); break;
+    case DType::i8: os << int(get(std::int8_t{})); break;
+    case DType::i16: os << get(std::int16_t{}); break;
+    case DType::i32: os << get(std::int32_t{}); break;
+    case DType::i64: os << get(std::int64_t{}); break;
+    case DType::u8: os << unsigned(get(std::uint8_t{})); break;
+    case DType::u16: os << get(std::uint16_t{}); break;
+    case DType::u32: os << get(std::uint32_t{}); break;
+    case DType::u64: os << get(std::uint64_t{}); break;
+    case DType::boolean: os << (get(std::uint8_t{}) ? "true" : "false"); break;
+    case DType::f16:
+    case DType::bf16: os << "0x" << std::hex << get(std::uint16_t{}); break;
+    }
+    return os.str();
+}
+
 // The memory type to read a dataset of `type` holding `dtype` into.
 Handle memory_type(hid_t file_type, DType dtype)
 {
@@ -106,16 +137,18 @@ void check_dataset_part(hid_t file, const Metadata& md, const std::string& path,
             continue;
         const std::string& ds = dataset_of(path, fqn, em);
         const std::string what = path + ": dataset '" + ds + "' of " + item_kind_name(em.kind) + " '" + fqn + "'";
-        // One name lookup for the usual case; why it failed only on failure.
+        // A hard link in this file (never a soft or external link) to a
+        // dataset whose bytes are in this file too (no external storage, not
+        // virtual): what read_data and verify_chunk open, and whose address
+        // the direct reads use, is then this file's own dataset.
+        if (!detail::h5::hard_links_only(file, ds, what))
+            throw error::FormatError(what + " is missing");
         const Handle dset(H5Dopen2(file, ds.c_str(), H5P_DEFAULT));
         if (!dset.valid()) {
             H5Eclear2(H5E_DEFAULT);
-            if (H5Lexists(file, ds.c_str(), H5P_DEFAULT) <= 0) {
-                H5Eclear2(H5E_DEFAULT);
-                throw error::FormatError(what + " is missing");
-            }
             throw error::FormatError(what + " is not a dataset");
         }
+        detail::h5::check_dataset_storage(dset, what);
         const Handle space(check(H5Dget_space(dset), what, false));
         if (!same_shape(space, em.global_shape))
             throw error::FormatError(what + " has shape " + dims_str(space) + ", the metadata says " +
@@ -312,6 +345,7 @@ namespace {
 // cannot (a truncated or damaged file).
 Handle open_serial(const std::string& path, const ContainerTuning& tuning)
 {
+    fs::check_regular_file(path, fs::Follow::yes); // a FIFO would block HDF5's open
     const Handle fapl = ct::file_access(MPI_COMM_NULL, tuning, 0, path, false);
     Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl));
     if (!file.valid()) {
@@ -364,6 +398,7 @@ auto read_container_metadata(const std::string& path, const ContainerTuning& tun
         throw error::NotFound("no checkpoint at " + path);
     if (fs::is_directory(path))
         throw error::FormatError(path + " is a directory, not a container checkpoint (one HDF5 file)");
+    fs::check_regular_file(path, fs::Follow::yes); // before H5Fis_hdf5 opens it: a FIFO would block
     detail::h5::ErrorSilencer quiet;
     if (H5Fis_hdf5(path.c_str()) <= 0)
         throw error::FormatError(path + ": not an HDF5 file");
@@ -505,6 +540,9 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
     std::int64_t max_piece_bytes = 0;
     std::exception_ptr failed;
     try {
+        // Before the collective open (which every rank must enter or none):
+        // a FIFO or device would block HDF5's open, on some ranks perhaps.
+        fs::check_regular_file(path, fs::Follow::yes);
         for (const auto& item : plan.items) {
             const auto e = md.entries.find(item.fqn);
             if (e == md.entries.end() || e->second.kind != item.kind ||
@@ -634,8 +672,10 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
                     };
                     for (std::size_t ti = cursor; ti < end && !err; ++ti) {
                         try {
-                            if (!direct)
+                            if (!direct) {
+                                fs::check_regular_file(path, fs::Follow::yes);
                                 direct.emplace(path, detail::MpiFile::Mode::read, im.tuning.mpi_hints);
+                            }
                             const Task& t = tasks[ti];
                             const Box I = t.item->kind == ItemKind::bytes ? whole(em.global_shape) : t.item->box;
                             if (verifying) {
@@ -823,7 +863,10 @@ std::uint64_t ContainerReader::verify_chunk(const std::string& fqn, const EntryM
     if (!im.serial.valid())
         im.serial = open_serial(im.path, im.tuning);
     const std::string what = im.path + ": dataset '" + chunk.storage.path + "'";
+    if (!detail::h5::hard_links_only(im.serial, chunk.storage.path, what))
+        throw error::FormatError(what + " is missing");
     const Handle dset(check(H5Dopen2(im.serial, chunk.storage.path.c_str(), H5P_DEFAULT), "opening " + what, false));
+    detail::h5::check_dataset_storage(dset, what);
     const Handle fspace(check(H5Dget_space(dset), what, false));
     if (!same_shape(fspace, entry.global_shape))
         throw error::FormatError(what + " has shape " + dims_str(fspace) + ", the metadata says " +
@@ -837,11 +880,74 @@ std::uint64_t ContainerReader::verify_chunk(const std::string& fqn, const EntryM
 
 std::uint64_t ContainerReader::bytes_read() const noexcept { return m_impl->bytes_read; }
 
+void detail::BuiltinReaders::verify_value(ContainerReader& r, const std::string& fqn, const EntryMeta& entry)
+{
+    auto& im = *r.m_impl;
+    if (im.path.empty())
+        throw error::WrongAPIUsage("ContainerReader: verify_value before reset");
+    if (entry.kind != ItemKind::scalar && entry.kind != ItemKind::string)
+        return;
+    detail::h5::ErrorSilencer quiet;
+    if (!im.serial.valid())
+        im.serial = open_serial(im.path, im.tuning);
+    const std::string ds = container_dataset_path(fqn);
+    const std::string what =
+        im.path + ": dataset '" + ds + "' of " + item_kind_name(entry.kind) + " '" + fqn + "'";
+    auto bad = [&](const std::string& why) -> void {
+        throw error::IntegrityError(what + " " + why + " (changed after the save? Cairn reads the metadata's value, "
+                                                       "other readers this dataset's)");
+    };
+    if (!detail::h5::hard_links_only(im.serial, ds, what))
+        bad("is missing");
+    const Handle dset(H5Dopen2(im.serial, ds.c_str(), H5P_DEFAULT));
+    if (!dset.valid()) {
+        H5Eclear2(H5E_DEFAULT);
+        bad("is not a dataset");
+    }
+    detail::h5::check_dataset_storage(dset, what);
+    const Handle space(check(H5Dget_space(dset), what, false));
+    if (H5Sget_simple_extent_type(space) != H5S_SCALAR)
+        bad("has shape " + dims_str(space) + ", not a scalar dataspace");
+    const Handle ftype(check(H5Dget_type(dset), what, false));
+    if (entry.kind == ItemKind::string) {
+        if (H5Tget_class(ftype) != H5T_STRING || H5Tis_variable_str(ftype) <= 0)
+            bad("has type " + detail::h5::type_description(ftype) + ", not a variable-length string");
+        const Handle mtype(check(H5Tcopy(H5T_C_S1), what, false));
+        check_status(H5Tset_size(mtype, H5T_VARIABLE), what, false);
+        check_status(H5Tset_cset(mtype, H5Tget_cset(ftype)), what, false);
+        char* p = nullptr;
+        check_status(H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "reading " + what, false);
+        const std::string got = p ? p : "";
+        H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, &p);
+        if (got != entry.value)
+            bad("holds a string of " + std::to_string(got.size()) + " bytes that differs from the metadata's (" +
+                std::to_string(entry.value.size()) + " bytes)");
+        return;
+    }
+    const auto code = static_cast<int>(entry.dtype);
+    if (!detail::h5::dataset_type_matches(ftype, code)) {
+        const Handle want = detail::h5::dataset_type(code, false);
+        bad("has type " + detail::h5::type_description(ftype) + ", the metadata says " +
+            std::string(dtype_name(entry.dtype)) + " (" + detail::h5::type_description(want) + ")");
+    }
+    const Handle mtype = memory_type(ftype, entry.dtype);
+    std::vector<unsigned char> got(dtype_size(entry.dtype), 0);
+    check_status(H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, got.data()), "reading " + what, false);
+    if (entry.value.size() != got.size() || std::memcmp(got.data(), entry.value.data(), got.size()) != 0)
+        bad("holds " + scalar_text(entry.dtype, got.data(), got.size()) + ", the metadata's value is " +
+            scalar_text(entry.dtype, entry.value.data(), entry.value.size()));
+}
+
 bool is_container_checkpoint(const std::string& path)
 {
     const auto p = fs::strip(path);
     if (!fs::exists(p) || fs::is_directory(p))
         return false;
+    try {
+        fs::check_regular_file(p, fs::Follow::yes); // a FIFO would block H5Fis_hdf5
+    } catch (const Error&) {
+        return false;
+    }
     detail::h5::ErrorSilencer quiet;
     if (H5Fis_hdf5(p.c_str()) <= 0)
         return false;

@@ -559,7 +559,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
     };
     {
         const Handle fapl = ct::file_access(im.comm, im.opt.tuning, im.opt.alignment, tmp, true);
-        Handle file(check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), "creating " + tmp, true));
+        Handle file(detail::h5::create_file(tmp, H5P_DEFAULT, fapl));
         ct::log_hints(file, im.opt.tuning, tmp);
         detail::Writeback writeback(tmp, writeback_limit);
         // Injected faults (ct::inject) follow the real, collective calls: the

@@ -3,7 +3,14 @@
 #include "cairn/dtype.hpp"
 #include "cairn/errors.hpp"
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <limits>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace cairn::detail::h5 {
 
@@ -65,6 +72,44 @@ herr_t check_status(herr_t rc, const std::string& what, bool write)
 {
     check(rc < 0 ? H5I_INVALID_HID : 0, what, write);
     return rc;
+}
+
+namespace {
+
+// Why the system refuses to create `path` for writing (the errno text of
+// the first of its parent directory and the file itself that may not be
+// written), or "" when nothing does (HDF5 then failed for a reason of its
+// own, or the device is full). Looks only: several ranks may ask at once.
+std::string create_refusal(const std::string& path)
+{
+    const auto slash = path.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    if (::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
+        return std::strerror(errno);
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0)
+        return "";
+    if (S_ISDIR(st.st_mode))
+        return std::strerror(EISDIR);
+    if (::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) != 0)
+        return std::strerror(errno);
+    return "";
+}
+
+} // namespace
+
+hid_t create_file(const std::string& path, hid_t fcpl, hid_t fapl)
+{
+    const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, fapl);
+    if (id >= 0)
+        return id;
+    const std::string hdf5 = last_error();
+    H5Eclear2(H5E_DEFAULT);
+    const std::string sys = create_refusal(path);
+    std::string msg = "creating " + path + ": " + (hdf5.empty() ? "HDF5 cannot create it" : hdf5);
+    if (!sys.empty())
+        msg += " (" + sys + ")";
+    throw error::WriteError(msg);
 }
 
 void write_string_attr(hid_t obj, const char* name, const std::string& value)
@@ -232,20 +277,109 @@ std::size_t attr_points(hid_t attr, const std::string& what, std::vector<hsize_t
     return space_points(space, what, dims);
 }
 
-// Link `name` of `obj`: 0 none, 1 a hard link, -1 another kind (soft,
-// external, user-defined), which a metadata group never holds: opening an
-// external link would open another file.
+} // namespace
+
 int link_kind(hid_t obj, const char* name)
 {
-    if (H5Lexists(obj, name, H5P_DEFAULT) <= 0)
+    if (H5Lexists(obj, name, H5P_DEFAULT) <= 0) {
+        H5Eclear2(H5E_DEFAULT);
         return 0;
+    }
     H5L_info_t info;
-    if (H5Lget_info(obj, name, &info, H5P_DEFAULT) < 0)
+    if (H5Lget_info(obj, name, &info, H5P_DEFAULT) < 0) {
+        H5Eclear2(H5E_DEFAULT);
         return -1;
+    }
     return info.type == H5L_TYPE_HARD ? 1 : -1;
 }
 
-} // namespace
+bool hard_links_only(hid_t file, const std::string& path, const std::string& what)
+{
+    std::size_t at = 0;
+    while (at < path.size()) {
+        if (path[at] == '/') {
+            ++at;
+            continue;
+        }
+        const auto end = std::min(path.find('/', at), path.size());
+        const std::string prefix = path.substr(0, end);
+        // One lookup in the usual case; whether it exists only on failure.
+        H5L_info_t info;
+        if (H5Lget_info(file, prefix.c_str(), &info, H5P_DEFAULT) < 0) {
+            H5Eclear2(H5E_DEFAULT);
+            const bool exists = H5Lexists(file, prefix.c_str(), H5P_DEFAULT) > 0;
+            H5Eclear2(H5E_DEFAULT);
+            if (!exists)
+                return false;
+            throw error::FormatError(what + ": cannot read link '" + prefix + "'");
+        }
+        const std::string where = prefix == path ? what : what + ": '" + prefix + "'";
+        if (info.type == H5L_TYPE_SOFT) {
+            std::string target(info.u.val_size, '\0');
+            if (H5Lget_val(file, prefix.c_str(), target.data(), target.size(), H5P_DEFAULT) < 0)
+                H5Eclear2(H5E_DEFAULT);
+            target.resize(std::min(target.find('\0'), target.size()));
+            throw error::FormatError(where + " is a soft link (to '" + target +
+                                     "'); Cairn follows no links, it reads only the objects the file holds under their own names");
+        }
+        if (info.type == H5L_TYPE_EXTERNAL) {
+            std::vector<char> val(info.u.val_size + 1, '\0');
+            const char* target_file = nullptr;
+            const char* target_obj = nullptr;
+            unsigned flags = 0;
+            std::string to;
+            if (H5Lget_val(file, prefix.c_str(), val.data(), info.u.val_size, H5P_DEFAULT) >= 0 &&
+                H5Lunpack_elink_val(val.data(), info.u.val_size, &flags, &target_file, &target_obj) >= 0 &&
+                target_file && target_obj)
+                to = " (to '" + std::string(target_file) + "', object '" + target_obj + "')";
+            H5Eclear2(H5E_DEFAULT);
+            throw error::FormatError(where + " is an external link" + to +
+                                     "; Cairn never opens files outside the checkpoint");
+        }
+        if (info.type != H5L_TYPE_HARD)
+            throw error::FormatError(where + " is a user-defined link; Cairn follows no links");
+        at = end;
+    }
+    return true;
+}
+
+void check_dataset_storage(hid_t dset, const std::string& what)
+{
+    // The usual case, cheaply: an address means contiguous storage in this
+    // file (HDF5 has none for external storage, chunked, compact and virtual
+    // layouts); copying the creation properties costs more than the open.
+    if (H5Dget_offset(dset) != HADDR_UNDEF)
+        return;
+    H5Eclear2(H5E_DEFAULT);
+    Handle dcpl(check(H5Dget_create_plist(dset), what + ": creation properties", false));
+    const H5D_layout_t layout = H5Pget_layout(dcpl);
+    switch (layout) {
+    case H5D_CONTIGUOUS:
+    case H5D_CHUNKED:
+    case H5D_COMPACT: break;
+    case H5D_VIRTUAL:
+        throw error::FormatError(what + " is a virtual dataset (its data may come from other files); Cairn "
+                                        "reads only datasets stored in the checkpoint's file");
+    default:
+        H5Eclear2(H5E_DEFAULT);
+        throw error::FormatError(what + " has an unknown storage layout (" + std::to_string(static_cast<int>(layout)) +
+                                 ")");
+    }
+    const int external = H5Pget_external_count(dcpl);
+    if (external != 0) {
+        std::string first;
+        if (external > 0) {
+            char name[4096] = {0};
+            off_t offset = 0;
+            hsize_t size = 0;
+            if (H5Pget_external(dcpl, 0, sizeof name - 1, name, &offset, &size) >= 0)
+                first = " ('" + std::string(name) + "'" + (external > 1 ? ", ..." : "") + ")";
+        }
+        H5Eclear2(H5E_DEFAULT);
+        throw error::FormatError(what + " has external raw storage" + first +
+                                 "; Cairn reads only datasets stored in the checkpoint's file");
+    }
+}
 
 std::string read_string_attr(hid_t obj, const char* name, const std::string& where)
 {
@@ -283,8 +417,10 @@ std::optional<IntArray> IntArray::find(hid_t obj, const char* name, const std::s
         throw error::FormatError(where + ": '" + name + "' is a soft or external link, not a dataset of this file");
     if (link > 0) {
         Handle o(check(H5Oopen(obj, name, H5P_DEFAULT), where + ": opening '" + name + "'", false));
-        if (H5Iget_type(o) == H5I_DATASET)
+        if (H5Iget_type(o) == H5I_DATASET) {
+            check_dataset_storage(o, where + ": dataset '" + name + "'");
             ds = std::move(o);
+        }
     }
     if (attr && ds.valid())
         throw error::FormatError(where + ": '" + name + "' is stored both as an attribute and as a dataset");

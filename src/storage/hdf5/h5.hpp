@@ -62,6 +62,14 @@ std::string last_error();
 hid_t check(hid_t id, const std::string& what, bool write);
 herr_t check_status(herr_t rc, const std::string& what, bool write);
 
+/// H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl), or error::WriteError
+/// "creating <path>: <hdf5 message> (<system reason>)". HDF5's message
+/// ("unable to create file") drops the errno: the reason is why the system
+/// refuses, now, to let this process write its parent directory or the file
+/// (EACCES, EROFS, ENOENT, ENOTDIR, EISDIR; faccessat with the effective
+/// ids), left out when nothing refuses. Looks, creates nothing.
+hid_t create_file(const std::string& path, hid_t fcpl, hid_t fapl);
+
 // Attributes on an object.
 //
 // Integer arrays of the metadata group (docs/FORMAT.md 2.6) are attributes,
@@ -92,6 +100,23 @@ void write_raw_array_attr(hid_t obj, const char* name, hid_t type, const void* d
 void write_string_array_attr(hid_t obj, const char* name, const std::vector<std::string>& values);
 
 bool has_attr(hid_t obj, const char* name);
+
+/// Link `name` of `obj`: 0 none, 1 a hard link, -1 another kind (soft,
+/// external, user-defined). Opening an external link opens another file,
+/// a soft link another object: Cairn follows neither.
+int link_kind(hid_t obj, const char* name);
+
+/// Checks that every component of the absolute path `path` in `file` is a
+/// hard link (walking from the root, so that nothing is traversed before it
+/// is checked). Throws error::FormatError "<what> is a soft link" / "... an
+/// external link (to '<file>', '<object>')" / "... a user-defined link";
+/// returns false when a component does not exist.
+bool hard_links_only(hid_t file, const std::string& path, const std::string& what);
+
+/// Checks that the dataset `dset` keeps its bytes in this file: a
+/// contiguous, chunked or compact layout (not virtual) and no external raw
+/// storage (H5Pset_external). Throws error::FormatError naming `what`.
+void check_dataset_storage(hid_t dset, const std::string& what);
 
 /// An integer array of the metadata group (docs/FORMAT.md 2.6): the
 /// attribute `name` of `obj`, or a dataset of that name in it, never both.

@@ -382,6 +382,7 @@ GroupRows::GroupRows(hid_t loc, const std::string& where)
 {
     if (H5Lexists(loc, "cairn", H5P_DEFAULT) <= 0)
         throw error::FormatError(where + ": no group /cairn (not a Cairn checkpoint)");
+    h5::hard_links_only(loc, "/cairn", where + ": /cairn"); // never another file's, nor another object
     Handle root(check(H5Gopen2(loc, "cairn", H5P_DEFAULT), where + ": opening /cairn", false));
     MetadataColumns& md = m_head;
     m_rw = where + ": /cairn";
@@ -441,7 +442,7 @@ GroupRows::GroupRows(hid_t loc, const std::string& where)
     m_elem.reserve(n);
 
     Handle values;
-    if (H5Lexists(root, "values", H5P_DEFAULT) > 0)
+    if (H5Lexists(root, "values", H5P_DEFAULT) > 0 && h5::hard_links_only(root, "values", rw + "/values"))
         values = Handle(check(H5Gopen2(root, "values", H5P_DEFAULT), rw + "/values", false));
     std::size_t si = 0; // cursor into shapes
     for (std::size_t i = 0; i < n; ++i) {
@@ -1006,13 +1007,14 @@ herr_t shared_image_udata_free(void*) { return 0; }
 template <class Read>
 auto with_metadata_file(const std::string& path, Read&& read)
 {
-    if (!fs::exists(path))
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR))
         throw error::NotFound("no checkpoint metadata at " + path);
     std::vector<unsigned char> bytes;
     {
-        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            throw error::ReadError("cannot open " + path + ": " + std::strerror(errno));
+        // A regular file, not a symbolic link to something outside the
+        // checkpoint, nor a FIFO that would block the read (fs.hpp).
+        const int fd = fs::open_regular_file(path);
         try {
             bytes = read_whole(fd, path, false);
         } catch (...) {
