@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #if defined(__linux__)
 #include <linux/fs.h> // RENAME_EXCHANGE
@@ -128,6 +129,17 @@ bool exchange(const std::string& from, const std::string& to)
     if (err == EINVAL || err == ENOSYS || err == EOPNOTSUPP)
         return false; // the file system (or kernel) cannot exchange: the caller renames
     throw error::WriteError("cannot rename " + from + " to " + to + " (exchanging them): " + std::strerror(err));
+}
+
+std::string no_space_note(const std::string& path, std::uint64_t want)
+{
+    struct statvfs st {};
+    if (::statvfs(path.c_str(), &st) != 0 && ::statvfs(parent(path).c_str(), &st) != 0)
+        return {};
+    const auto avail = static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize;
+    if (avail >= want)
+        return {};
+    return std::string(": ") + std::strerror(ENOSPC) + " (" + std::to_string(avail) + " bytes free)";
 }
 
 void remove_all(const std::string& path)

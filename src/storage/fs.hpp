@@ -33,6 +33,12 @@ void truncate_noexcept(const std::string& path, std::uint64_t size) noexcept;
 /// caller falls back to rename(). Fault point fs.rename, as rename(); an
 /// injected EINVAL takes the fallback.
 bool exchange(const std::string& from, const std::string& to);
+/// ": No space left on device (N bytes free)" when the file system holding
+/// `path` (a file or a directory) has less than `want` bytes free, else "":
+/// what an error message adds where the MPI library or HDF5 lost the errno
+/// of a failed write (Open MPI's ompio reports ENOSPC as a write of nothing,
+/// ROMIO as "Other I/O error").
+std::string no_space_note(const std::string& path, std::uint64_t want);
 /// Removes a file or a directory tree; no error when it does not exist.
 void remove_all(const std::string& path);
 /// Removes, never throws (cleanup paths).

@@ -2,13 +2,12 @@
 
 #include "cairn/errors.hpp"
 #include "core/fault.hpp"
+#include "storage/fs.hpp"
 #include "storage/mpi_hints.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-
-#include <sys/statvfs.h>
 
 namespace cairn::detail {
 
@@ -20,7 +19,18 @@ std::string mpi_error_string(int rc)
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(rc, msg, &len);
-    return std::string(msg, static_cast<std::size_t>(len));
+    std::string out;
+    for (int i = 0; i < len; ++i) { // one line: MPICH's error stacks span several
+        const char c = msg[i];
+        const bool space = c == '\n' || c == '\r' || c == '\t' || c == ' ';
+        if (!space)
+            out += c;
+        else if (!out.empty() && out.back() != ' ')
+            out += ' ';
+    }
+    while (!out.empty() && out.back() == ' ')
+        out.pop_back();
+    return out;
 }
 
 // The MPI error class an MPI-IO call reports for a failed system call with
@@ -43,7 +53,9 @@ int mpi_error_of(int err)
 
 void MpiFile::fail(int rc, const std::string& what) const
 {
-    const auto msg = m_path + ": " + what + ": " + mpi_error_string(rc);
+    auto msg = m_path + ": " + what + ": " + mpi_error_string(rc);
+    if (m_mode == Mode::write && msg.find(std::strerror(ENOSPC)) == std::string::npos)
+        msg += fs::no_space_note(m_path, 4096); // ROMIO reports ENOSPC as "Other I/O error"
     if (m_mode == Mode::write)
         throw error::WriteError(msg);
     throw error::ReadError(msg);
@@ -69,24 +81,6 @@ MpiFile::~MpiFile()
         MPI_File_close(&m_fh);
 }
 
-namespace {
-
-// Why a write may have made no progress (Open MPI's ompio reports a failed
-// write(2), ENOSPC included, as success with nothing written): the file
-// system's free space, when it cannot hold `want` more bytes.
-std::string no_progress_reason(const std::string& path, std::uint64_t want)
-{
-    struct statvfs st {};
-    if (::statvfs(path.c_str(), &st) != 0)
-        return {};
-    const auto avail = static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize;
-    if (avail >= want)
-        return {};
-    return std::string(": ") + std::strerror(ENOSPC) + " (" + std::to_string(avail) + " bytes free)";
-}
-
-} // namespace
-
 void MpiFile::write_at(std::uint64_t offset, const void* data, std::uint64_t size)
 {
     const auto* p = static_cast<const char*>(data);
@@ -102,7 +96,7 @@ void MpiFile::write_at(std::uint64_t offset, const void* data, std::uint64_t siz
         MPI_Get_count(&st, MPI_BYTE, &done);
         if (done <= 0)
             throw error::WriteError(m_path + ": write at offset " + std::to_string(offset) + " made no progress" +
-                                    no_progress_reason(m_path, static_cast<std::uint64_t>(n)));
+                                    fs::no_space_note(m_path, static_cast<std::uint64_t>(n)));
         p += done;
         offset += static_cast<std::uint64_t>(done);
         size -= static_cast<std::uint64_t>(done);

@@ -800,6 +800,16 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                 note();
             }
         }
+        if (err) // HDF5 and the MPI library may have lost a full disk's errno: named here, before the truncation
+            try {
+                std::rethrow_exception(err);
+            } catch (const error::WriteError& e) {
+                const std::string what = e.what();
+                if (what.find(std::strerror(ENOSPC)) == std::string::npos)
+                    if (const auto full = fs::no_space_note(tmp, 4096); !full.empty())
+                        err = std::make_exception_ptr(error::WriteError(what + full));
+            } catch (...) {
+            }
         int any_failed = err ? 1 : 0;
         if (MPI_Allreduce(MPI_IN_PLACE, &any_failed, 1, MPI_INT, MPI_MAX, im.comm) != MPI_SUCCESS)
             throw error::WriteError(tmp + ": MPI_Allreduce of the write outcome failed");
