@@ -107,6 +107,10 @@ def main():
     fs_bytes = args.fs_kib * 1024
     failures_seen = {l: 0 for l in layouts}
     started = time.time()
+    # First, fixed rounds: one per-rank save whose data files fit exactly
+    # and whose metadata.h5 does not (2 ranks, 128 x 128: two files of
+    # 64 KiB, 4 KiB to spare), once synchronous, once with --async.
+    plans = [("per-rank", 2, 128, fs_bytes - 2 * 65536 - 4096, a, 5) for a in (False, True)]
     for r in range(args.rounds * len(layouts)):
         layout = layouts[r % len(layouts)]
         np = rng.choice([2, 3])
@@ -115,8 +119,9 @@ def main():
         # so that the disk fills in any save of the run and at any point.
         n = rng.randrange(128, 241)
         room = int(n * n * 8 * rng.uniform(0.6, 3.2))
-        filler = max(0, fs_bytes - room)
         asynchronous = rng.random() < 0.3 and layout != "container-unreserved"
+        plans.append((layout, np, n, max(0, fs_bytes - room), asynchronous, 30))
+    for r, (layout, np, n, filler, asynchronous, steps) in enumerate(plans):
         for name in os.listdir(mnt):
             p = os.path.join(mnt, name)
             shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.remove(p)
@@ -124,7 +129,7 @@ def main():
             f.write(b"\0" * filler)
         root = os.path.join(mnt, "root")
         cmd = [mpiexec[0], mpiexec[1], str(np)] + mpiexec[2:] + [
-            args.heat2d, "--nx", str(n), "--ny", str(n), "--steps", "30", "--checkpoint-every", "5",
+            args.heat2d, "--nx", str(n), "--ny", str(n), "--steps", str(steps), "--checkpoint-every", "5",
             "--checkpoint-dir", root]
         if layout != "per-rank":
             cmd.append("--container")
@@ -158,6 +163,8 @@ def main():
                 fail("%s: failed without heat2d's error line; output:\n%s" % (what, out[-3000:]))
             if not any(k in errors[0] for k in ("No space left on device", "cannot reserve")):
                 fail("%s: the error does not name the full disk: %s" % (what, errors[0]))
+        if r < 2 and (p.returncode != 1 or "metadata" not in errors[0]):
+            fail("%s: expected the save to fail writing metadata.h5 (its data files fit, it does not)" % what)
         chk = subprocess.run([args.checker, root], capture_output=True, text=True, env=env)
         if chk.returncode != 0:
             fail("%s: cairn_check_root found a damaged root:\n%s%s" % (what, chk.stdout, chk.stderr))
@@ -170,7 +177,7 @@ def main():
         elif status == "ok":
             fail("%s: the run succeeded but left no checkpoint" % what)
     subprocess.run(["umount", mnt])
-    print("%d rounds in %.0f s; failed saves seen: %s" % (args.rounds * len(layouts), time.time() - started,
+    print("%d rounds in %.0f s; failed saves seen: %s" % (len(plans), time.time() - started,
                                                        ", ".join("%s %d" % kv for kv in failures_seen.items())))
     if sum(failures_seen.values()) == 0:
         fail("no round filled the disk: the test tested nothing")
