@@ -3,6 +3,12 @@
 #
 #   c++ -std=c++17 app.cpp $(pkg-config --cflags --libs cairn)
 #
+# and, where the Fortran module is built, cairn-fortran.pc (from
+# cmake/cairn-fortran.pc.in: Requires: cairn, the module directory in Cflags,
+# -lcairn_fortran and the same rpath variable in Libs):
+#
+#   mpif90 $(pkg-config --cflags cairn-fortran) app.f90 $(pkg-config --libs cairn-fortran)
+#
 # Cflags and Libs carry what Cairn::cairn carries: Cairn's headers and
 # library, MPI and the definitions that keep the MPI C++ bindings out; so a
 # plain C++ compiler works as well as mpicxx. MPI comes through its own
@@ -215,6 +221,13 @@ function(cairn_install_pkg_config)
 
   configure_file("${PROJECT_SOURCE_DIR}/cmake/cairn.pc.in" "${PROJECT_BINARY_DIR}/cairn.pc" @ONLY)
   install(FILES "${PROJECT_BINARY_DIR}/cairn.pc" DESTINATION "${pcdir}")
+
+  # cairn-fortran.pc, where the Fortran module is built: its module directory
+  # (Cflags, for FFLAGS) and libcairn_fortran, the rest through cairn.pc.
+  if(TARGET cairn_fortran)
+    configure_file("${PROJECT_SOURCE_DIR}/cmake/cairn-fortran.pc.in" "${PROJECT_BINARY_DIR}/cairn-fortran.pc" @ONLY)
+    install(FILES "${PROJECT_BINARY_DIR}/cairn-fortran.pc" DESTINATION "${pcdir}")
+  endif()
 endfunction()
 
 # Deferred to the end of the top-level CMakeLists.txt, when every library

@@ -65,6 +65,11 @@ int cairn_f_save_options_set_hint(cairn_save_options_t* options, int layout, con
 int cairn_f_load_options_set_hint(cairn_load_options_t* options, int layout, const char* key, size_t key_len,
                                   const char* value, size_t value_len, int has_value);
 
+/** Fails with CAIRN_ERR_USAGE: sets the last error of this thread to
+ *  "<function>: <message>" (Fortran strings) and returns CAIRN_ERR_USAGE. For
+ *  errors the module finds itself (an option value of a type it does not take). */
+int cairn_f_usage_error(const char* function, size_t function_len, const char* message, size_t message_len);
+
 /** cairn_verify with a Fortran path and communicator. */
 int cairn_f_verify(const char* path, size_t path_len, MPI_Fint comm, const cairn_load_options_t* options,
                    cairn_verify_result_t* result);

@@ -201,6 +201,12 @@ int cairn_f_state_add_bytes(cairn_state_t* state, const char* name, size_t name_
     return cairn_state_add_bytes(state, n.c_str(), data, capacity, size);
 }
 
+int cairn_f_usage_error(const char* function, size_t function_len, const char* message, size_t message_len)
+{
+    const std::string f = function ? std::string(function, function_len) : std::string("cairn");
+    return guarded(f.c_str(), [&] { require(false, message ? std::string(message, message_len) : std::string()); });
+}
+
 int cairn_f_save(cairn_state_t* state, const char* path, size_t path_len, MPI_Fint comm,
                  const cairn_save_options_t* options, cairn_save_result_t* result)
 {

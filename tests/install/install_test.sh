@@ -17,6 +17,12 @@
 #     way without LD_LIBRARY_PATH (cairn.pc's rpath), and with --c-project
 #     and --cc the C program of step 4 with CC (and with --mpicc=MPICC with
 #     MPICC); check that cairn.pc names no library file of the build machine.
+#     With --fmake-project=DIR (downstream_fmake/), --mpifc=MPIFC and
+#     --make=MAKE (Cairn was built with its Fortran module): check
+#     cairn-fortran.pc (the module directory in --cflags, the rpath variable)
+#     and build DIR's Fortran program with MAKE out of tree, with MPIFC
+#     $(pkg-config --cflags cairn-fortran) ... $(pkg-config --libs
+#     cairn-fortran), and run it the same way without LD_LIBRARY_PATH.
 #     Skipped, with a message, when --pkg-config is empty;
 #  4. with --c-project=DIR (downstream_cf/) and --cc=CC: configure, build and
 #     run its C program the same way, and with --fc=FC (Cairn was built with
@@ -34,6 +40,7 @@
 #          [--relocatable-rpath=ON|OFF] [--config=CFG] [--generator=GEN] [--pkg-config=PKG_CONFIG]
 #          [--old-project=DIR] [--no-kokkos]
 #          [--c-project=DIR --cc=CC [--fc=FC] [--mpicc=MPICC]]
+#          [--fmake-project=DIR --mpifc=MPIFC --make=MAKE]
 #          [--other-mpi-project=DIR [--other-mpi-cxx=WRAPPER]]
 #          --mpiexec MPIEXEC NUMPROC_FLAG [MPIEXEC_FLAGS...]   (last)
 # WORK_DIR is emptied first; give each build its own (ctest does).
@@ -46,7 +53,7 @@ fail() {
 
 build_dir="" work_dir="" downstream="" libdir="" version="" cmake="" cxx=""
 config="" generator="" pkg_config="" other_mpi_project="" other_mpi_cxx="" c_project="" cc="" fc="" mpiexec=()
-old_project="" no_kokkos=OFF mpicc=""
+old_project="" no_kokkos=OFF mpicc="" fmake_project="" mpifc="" make=""
 relocatable_rpath=ON
 while [ "$#" -gt 0 ]; do
     case $1 in
@@ -68,9 +75,12 @@ while [ "$#" -gt 0 ]; do
         --cc=*) cc=${1#*=} ;;
         --mpicc=*) mpicc=${1#*=} ;;
         --fc=*) fc=${1#*=} ;;
+        --fmake-project=*) fmake_project=${1#*=} ;;
+        --mpifc=*) mpifc=${1#*=} ;;
+        --make=*) make=${1#*=} ;;
         --other-mpi-cxx=*) other_mpi_cxx=${1#*=} ;;
         --mpiexec) shift; mpiexec=("$@"); break ;;
-        *) sed -n '2,39p' "$0" >&2; fail "unknown argument '$1'" ;;
+        *) sed -n '2,46p' "$0" >&2; fail "unknown argument '$1'" ;;
     esac
     shift
 done
@@ -225,6 +235,37 @@ else
             run_checked compile-pc-mpicc "$mpicc" "$c_project/main.c" -o "$work_dir/downstream-pc-mpicc" "${pc_flags[@]}"
             run_downstream run-pc-mpicc "$work_dir/downstream-pc-mpicc" env -u LD_LIBRARY_PATH
         fi
+    fi
+    # A Fortran code's Makefile: cairn-fortran.pc gives the module directory,
+    # -lcairn_fortran and, through cairn.pc, the rest.
+    if [ -n "$fmake_project" ] && [ -n "$mpifc" ]; then
+        [ -n "$make" ] || fail "--fmake-project needs --make"
+        [ -f "$prefix/$libdir/pkgconfig/cairn-fortran.pc" ] || fail "no cairn-fortran.pc in $prefix/$libdir/pkgconfig"
+        fpc_version=$("$pkg_config" --modversion cairn-fortran) || fail "pkg-config does not know cairn-fortran"
+        [ "$fpc_version" = "$version" ] || fail "pkg-config says cairn-fortran $fpc_version, expected $version"
+        fmoddir=$("$pkg_config" --variable=fmoddir cairn-fortran)
+        [ -f "$fmoddir/cairn.mod" ] || fail "cairn-fortran.pc's fmoddir '$fmoddir' holds no cairn.mod"
+        read -r -a fpc_cflags <<<"$("$pkg_config" --cflags cairn-fortran)"
+        echo "pkg-config --cflags cairn-fortran: ${fpc_cflags[*]}"
+        case " ${fpc_cflags[*]} " in
+            *" -I$fmoddir "*) ;;
+            *) fail "pkg-config --cflags cairn-fortran lacks -I$fmoddir" ;;
+        esac
+        read -r -a fpc_libs <<<"$("$pkg_config" --libs cairn-fortran)"
+        echo "pkg-config --libs cairn-fortran: ${fpc_libs[*]}"
+        case " ${fpc_libs[*]} " in
+            *" -lcairn_fortran "*" -lcairn "*) ;;
+            *) fail "pkg-config --libs cairn-fortran lacks -lcairn_fortran ... -lcairn" ;;
+        esac
+        read -r -a fpc_no_rpath <<<"$("$pkg_config" --define-variable=rpath= --libs cairn-fortran)"
+        case " ${fpc_no_rpath[*]} " in
+            *" -Wl,-rpath,"*) fail "pkg-config --define-variable=rpath= --libs cairn-fortran kept the rpath" ;;
+        esac
+        mkdir -p "$work_dir/build-make"
+        run_checked build-make "$make" -C "$work_dir/build-make" -f "$fmake_project/Makefile" \
+            SRCDIR="$fmake_project" MPIFC="$mpifc" PKG_CONFIG="$pkg_config"
+        [ -x "$work_dir/build-make/downstream_fmake" ] || fail "make built no downstream_fmake"
+        run_downstream run-make "$work_dir/build-make/downstream_fmake" env -u LD_LIBRARY_PATH
     fi
 fi
 
