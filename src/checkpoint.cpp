@@ -89,7 +89,9 @@ std::shared_ptr<StorageWriter> default_writer(const SaveOptions& o, const std::s
 // container.
 bool agree_to_read(const Comm& c, const std::string& id, const LoadOptions& o, const char* call)
 {
-    std::uint64_t flag = ~std::uint64_t(0); // the minimum is the coordinator's
+    // The minimum is the coordinator's 0 or 1. (Not ~0 on the others: MPICH
+    // 4.0's MPI_MIN on MPI_UINT64_T compares as signed, where ~0 is -1.)
+    std::uint64_t flag = 2;
     if (c.coordinator()) {
         flag = 0;
         if (o.layout == Layout::automatic && !o.storage) {
