@@ -11,7 +11,8 @@
 #     "downstream: OK <version>"; with --no-kokkos (the project does not use
 #     Cairn::kokkos), that nothing about Kokkos is in its configure output or
 #     its cache. With --old-project=DIR (downstream_old/) the same with a
-#     project of cmake_minimum_required(VERSION 3.0);
+#     project of cmake_minimum_required(VERSION 3.0) that finds MPI itself
+#     (through --mpicxx=MPICXX, Cairn's MPI's C++ wrapper, where given);
 #  3. compile downstream/main.cpp with CXX $(pkg-config --cflags --libs cairn)
 #     (PKG_CONFIG_PATH=WORK_DIR/prefix/LIBDIR/pkgconfig) and run it the same
 #     way without LD_LIBRARY_PATH (cairn.pc's rpath), and with --c-project
@@ -38,7 +39,7 @@
 # usage: install_test.sh --build-dir=DIR --work-dir=DIR --downstream=DIR
 #          --libdir=LIBDIR --version=X.Y.Z --cmake=CMAKE --cxx=CXX
 #          [--relocatable-rpath=ON|OFF] [--config=CFG] [--generator=GEN] [--pkg-config=PKG_CONFIG]
-#          [--old-project=DIR] [--no-kokkos]
+#          [--old-project=DIR [--mpicxx=MPICXX]] [--no-kokkos]
 #          [--c-project=DIR --cc=CC [--fc=FC] [--mpicc=MPICC]]
 #          [--fmake-project=DIR --mpifc=MPIFC --make=MAKE]
 #          [--other-mpi-project=DIR [--other-mpi-cxx=WRAPPER]]
@@ -53,7 +54,7 @@ fail() {
 
 build_dir="" work_dir="" downstream="" libdir="" version="" cmake="" cxx=""
 config="" generator="" pkg_config="" other_mpi_project="" other_mpi_cxx="" c_project="" cc="" fc="" mpiexec=()
-old_project="" no_kokkos=OFF mpicc="" fmake_project="" mpifc="" make=""
+old_project="" no_kokkos=OFF mpicc="" mpicxx="" fmake_project="" mpifc="" make=""
 relocatable_rpath=ON
 while [ "$#" -gt 0 ]; do
     case $1 in
@@ -74,13 +75,14 @@ while [ "$#" -gt 0 ]; do
         --no-kokkos) no_kokkos=ON ;;
         --cc=*) cc=${1#*=} ;;
         --mpicc=*) mpicc=${1#*=} ;;
+        --mpicxx=*) mpicxx=${1#*=} ;;
         --fc=*) fc=${1#*=} ;;
         --fmake-project=*) fmake_project=${1#*=} ;;
         --mpifc=*) mpifc=${1#*=} ;;
         --make=*) make=${1#*=} ;;
         --other-mpi-cxx=*) other_mpi_cxx=${1#*=} ;;
         --mpiexec) shift; mpiexec=("$@"); break ;;
-        *) sed -n '2,46p' "$0" >&2; fail "unknown argument '$1'" ;;
+        *) sed -n '2,47p' "$0" >&2; fail "unknown argument '$1'" ;;
     esac
     shift
 done
@@ -195,7 +197,7 @@ check_no_kokkos build-cmake configure
 # The same program in a project with cmake_minimum_required(VERSION 3.0):
 # Cairn's package files set their own policies.
 if [ -n "$old_project" ]; then
-    configure_args "$old_project" build-old -DCMAKE_CXX_COMPILER="$cxx"
+    configure_args "$old_project" build-old -DCMAKE_CXX_COMPILER="$cxx" ${mpicxx:+"-DMPI_CXX_COMPILER=$mpicxx"}
     run_checked configure-old "$cmake" "${cfg[@]}"
     check_no_kokkos build-old configure-old
     build_and_find build-old downstream_old
