@@ -23,6 +23,13 @@ namespace fs = detail::fs;
 
 namespace {
 
+// Gaps up to this size between two needed byte runs are read rather than
+// skipped (data sieving) when they lie in checksum blocks read anyway: one
+// larger read beats two small ones. Larger gaps end a read, which keeps
+// reads of widely spaced runs (a column band) cache-sized: verified and
+// copied out while still in cache.
+constexpr std::uint64_t k_sieve_gap = 128 * 1024;
+
 // Runs of at least this many bytes are read straight into a dense host
 // destination (no copy through the read buffer).
 constexpr std::uint64_t k_direct_min = 1024 * 1024;
@@ -350,7 +357,7 @@ void DistcpReader::Impl::read_array(const ReadItem& item, const ChunkMeta& chunk
         next();
         while (r2 < nruns) {
             const auto o = run_offset();
-            if (o < end || o + run_bytes - first_off > read_cap)
+            if (o < end || o - end > k_sieve_gap || o + run_bytes - first_off > read_cap)
                 break;
             // The bytes between two runs are read only where they lie in
             // checksum blocks read anyway (data sieving inside the blocks):
