@@ -154,13 +154,14 @@ struct Task {
     std::size_t blob = 0; // bytes entries: index into the blobs
 };
 
-// Reads the whole checksum blocks of stored chunk `ch` that rows
-// [O.offsets[0], +O.shape[0]) of it touch (all of it without `O`), checks
-// them, and copies region `O` (inside `ch.box` and `I`) into `dst`, the
-// destination of region `I`. Blocks are whole rows along dimension 0 when a
-// row fits in one, else pieces of rows: then the rows holding the first and
-// last block are read whole. Independent transfers through `scratch`, in
-// pieces of at most `staging` bytes. Returns the bytes read.
+// read_verified reads the checksum blocks of stored chunk `ch` that region
+// `O` touches (all of it without `O`), each once, checks them, and copies
+// region `O` (inside `ch.box` and `I`) into `dst`, the destination of region
+// `I`. Blocks are whole rows along dimension 0 when a row fits in one: the
+// rows of `O`, rounded out to blocks; else pieces of rows: the blocks that
+// the runs of `O` along the last dimension touch, read as boxes of
+// consecutive elements. Independent transfers through `scratch`, in pieces
+// of at most `staging` bytes. Returns the bytes read.
 // `fetch(P, n, buf)` reads the n elements of box P (row-major) into buf.
 using Fetch = std::function<void(const Box&, std::int64_t, char*)>;
 
