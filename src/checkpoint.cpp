@@ -606,6 +606,7 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
     if (sums[1] != 0)
         throw replaced_error(checkpoint_id, "load");
     result.bytes_read_all = sums[0];
+    log.count(result.bytes_read); // the per-rank line, like the total: bytes read, not planned
     log.end(result.bytes_read_all);
     result.seconds = seconds_since(t0);
     log.finish(result.bytes_read_all);

@@ -151,7 +151,10 @@ struct SaveResult {
 
 /// What load() reports on this rank.
 struct LoadResult {
-    std::uint64_t bytes_read = 0;       ///< this rank
+    /// Bytes this rank read from storage: at most, per stored chunk, the
+    /// bytes its boxes need from it rounded out to whole checksum blocks
+    /// (exactly them without verification), each block read once.
+    std::uint64_t bytes_read = 0;
     std::uint64_t bytes_read_all = 0;   ///< all ranks (the same on every rank)
     std::vector<std::string> missing;   ///< state keys the checkpoint lacks (partial)
     std::vector<std::string> skipped;   ///< checkpoint keys not asked for (partial)

@@ -41,6 +41,9 @@ public:
     /// Calls the callback with done = total: the phase is over on this rank.
     /// Throws the callback's exception, or the one started() kept.
     void finished();
+    /// This rank's bytes of the phase for its log line, when they differ
+    /// from started()'s total (a load's bytes read, known once it read).
+    void count(std::uint64_t bytes) noexcept { m_total = bytes; }
     /// Throws the exception started() kept, if any.
     void raise() const;
     /// finished() once the checkpoint is committed: too late to cancel, so

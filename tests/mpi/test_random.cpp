@@ -8,8 +8,10 @@
 // caller overwriting its buffers once staged); then, on M ranks, arbitrary
 // (overlapping) boxes to load, with their own padding and whether to verify.
 // Every loaded element is checked against a function of its global index,
-// and the padding must be left untouched.
+// the padding must be left untouched, and each rank must have read no more
+// than its boxes need, rounded out to whole checksum blocks (read_bound.hpp).
 #include "fixtures.hpp"
+#include "read_bound.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -250,11 +252,19 @@ TEST_CASE("random partitions, paddings, blocks and staging bounds round-trip N -
             const auto r = static_cast<std::size_t>(comm.rank());
             cairn::StateDict sd;
             const auto held = hold(c.arrays, c.load_boxes[r], c.load_ghost[r], false, sd);
-            cairn::load(sd, path, comm.get(), c.load);
+            const auto res = cairn::load(sd, path, comm.get(), c.load);
             const std::int64_t bad = errors_in(held);
             if (bad)
                 std::printf("rank %zu: %lld wrong elements or padding bytes\n", r, static_cast<long long>(bad));
-            return bad == 0;
+            // No more read than the boxes need, rounded out to checksum blocks.
+            const auto md = cairn::read_metadata(path);
+            std::uint64_t bound = 0;
+            for (std::size_t a = 0; a < c.arrays.size(); ++a)
+                bound += read_bound(md, c.arrays[a].name, {c.load_boxes[r][a]}, c.load.verify_checksums);
+            if (res.bytes_read > bound)
+                std::printf("rank %zu: read %llu bytes, bound %llu\n", r, static_cast<unsigned long long>(res.bytes_read),
+                            static_cast<unsigned long long>(bound));
+            return bad == 0 && res.bytes_read <= bound;
         });
         CHECK(loaded);
         if (loaded && world_rank() == 0)

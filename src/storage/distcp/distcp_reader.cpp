@@ -24,7 +24,10 @@ namespace fs = detail::fs;
 namespace {
 
 // Gaps up to this size between two needed byte runs are read rather than
-// skipped (data sieving): one larger read beats two small ones.
+// skipped (data sieving) when they lie in checksum blocks read anyway: one
+// larger read beats two small ones. Larger gaps end a read, which keeps
+// reads of widely spaced runs (a column band) cache-sized: verified and
+// copied out while still in cache.
 constexpr std::uint64_t k_sieve_gap = 128 * 1024;
 
 // Runs of at least this many bytes are read straight into a dense host
@@ -54,6 +57,15 @@ struct DistcpReader::Impl {
     std::map<std::string, std::unique_ptr<MpiFile>> files;
     std::map<std::string, std::uint64_t> sizes; // of the files opened
     detail::HostBuffer buffer;
+    // The last range read through the buffer: chunk bytes [A, B), at `at`
+    // in the buffer (intact until the buffer's next read there). Reads of a
+    // chunk go forward, so a block a read shares with the one before it is
+    // copied from there instead of read again: each block is read once.
+    struct Held {
+        const ChunkMeta* chunk = nullptr;
+        std::uint64_t A = 0, B = 0;
+        const char* at = nullptr;
+    } held;
 
     MpiFile& open(const std::string& name)
     {
@@ -123,9 +135,17 @@ struct DistcpReader::Impl {
         if (B - A > room)
             throw Error(Error::Kind::generic, "internal: read of " + std::to_string(B - A) + " bytes exceeds the " +
                                                   std::to_string(room) + "-byte buffer");
-        MpiFile& f = open(chunk.storage.path);
-        f.read_at(chunk.storage.offset + A, to, B - A);
-        bytes_read += B - A;
+        std::uint64_t from = A; // bytes [A, from) are in the buffer already
+        if (held.chunk == &chunk && held.A <= A && A < held.B) {
+            from = std::min(B, held.B);
+            std::memmove(to, held.at + (A - held.A), static_cast<std::size_t>(from - A));
+        }
+        if (B > from) {
+            MpiFile& f = open(chunk.storage.path);
+            f.read_at(chunk.storage.offset + from, to + (from - A), B - from);
+            bytes_read += B - from;
+        }
+        held = Held{&chunk, A, B, to};
         return A;
     }
 
@@ -289,7 +309,11 @@ void DistcpReader::Impl::read_array(const ReadItem& item, const ChunkMeta& chunk
     // here, on the thread that chose their device.
     const std::uint64_t half = buffer.size() / 2;
     const bool overlap = !direct && dst.space == MemorySpace::host && half >= 2 * span + es;
-    const std::uint64_t read_cap = overlap ? half - 2 * span : cap;
+    // At least a block per read: a read of up to `span` bytes touches at
+    // most two blocks, and the buffer (four blocks or more) has room for
+    // two per half. Smaller reads would read the blocks they share with
+    // their neighbours over and over.
+    const std::uint64_t read_cap = std::max(overlap ? half - 2 * span : cap, span);
     std::future<void> pending; // the helper's verification and copy of the previous read
     int side = 0;
     // Reads bytes [a, b) of the chunk through the buffer (its next half when
@@ -345,6 +369,11 @@ void DistcpReader::Impl::read_array(const ReadItem& item, const ChunkMeta& chunk
             const auto o = run_offset();
             if (o < end || o - end > k_sieve_gap || o + run_bytes - first_off > read_cap)
                 break;
+            // The bytes between two runs are read only where they lie in
+            // checksum blocks read anyway (data sieving inside the blocks):
+            // a load reads no block it does not need.
+            if (span ? o / span > (end - 1) / span + 1 : o != end)
+                break;
             offs.push_back(o);
             end = o + run_bytes;
             ++r2;
@@ -383,6 +412,7 @@ void DistcpReader::reset(const std::string& checkpoint_id)
     m_impl->files.clear();
     m_impl->sizes.clear();
     m_impl->bytes_read = 0;
+    m_impl->held = {};
 }
 
 Metadata DistcpReader::read_metadata() { return detail::to_metadata(detail::BuiltinReaders::read_metadata(*this)); }
@@ -463,6 +493,7 @@ void DistcpReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
         const ReadItem* item;
         const EntryMeta* entry;
         const ChunkMeta* chunk;
+        std::uint64_t first; // the item's first element in the chunk (row-major)
     };
     std::vector<Task> tasks;
     tasks.reserve(plan.items.size());
@@ -472,12 +503,23 @@ void DistcpReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
         if (e == im.md->entries.end() || item.chunk >= e->second.chunks.size())
             throw error::WrongAPIUsage("read item for '" + item.fqn + "' chunk " + std::to_string(item.chunk) +
                                        " is not in the checkpoint's metadata");
-        tasks.push_back(Task{&item, &e->second, &e->second.chunks[item.chunk]});
+        const ChunkMeta& chunk = e->second.chunks[item.chunk];
+        std::uint64_t first = 0;
+        if (item.kind != ItemKind::bytes && item.box.ndim() == chunk.box.ndim())
+            for (std::size_t d = 0; d < chunk.box.ndim(); ++d)
+                first = first * static_cast<std::uint64_t>(chunk.box.shape[d]) +
+                        static_cast<std::uint64_t>(std::max<std::int64_t>(item.box.offsets[d] - chunk.box.offsets[d], 0));
+        tasks.push_back(Task{&item, &e->second, &chunk, first});
         largest = std::max(largest, e->second.chunks[item.chunk].storage.length);
     }
+    // Items of one chunk by their first byte: reads of a chunk go forward,
+    // and a block two items share is read once (Impl::held).
     std::stable_sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) {
-        return a.chunk->storage.path != b.chunk->storage.path ? a.chunk->storage.path < b.chunk->storage.path
-                                                              : a.chunk->storage.offset < b.chunk->storage.offset;
+        if (a.chunk->storage.path != b.chunk->storage.path)
+            return a.chunk->storage.path < b.chunk->storage.path;
+        if (a.chunk->storage.offset != b.chunk->storage.offset)
+            return a.chunk->storage.offset < b.chunk->storage.offset;
+        return a.first < b.first;
     });
     // The buffer: the staging bound, no more than the largest chunk needs,
     // and room for four checksum blocks when verifying.
@@ -485,6 +527,7 @@ void DistcpReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
     for (const auto& t : tasks)
         want = std::max(want, 4 * im.span_of(*t.chunk, t.item->kind == ItemKind::bytes ? 1 : dtype_size(t.entry->dtype)));
     im.buffer = detail::HostBuffer(static_cast<std::size_t>(want));
+    im.held = {};
     for (const auto& t : tasks) {
         im.check_extent(t.item->fqn, *t.chunk);
         if (t.item->kind == ItemKind::bytes) {
@@ -506,6 +549,7 @@ void DistcpReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
     im.files.clear();
     im.sizes.clear();
     im.buffer = detail::HostBuffer();
+    im.held = {};
 }
 
 std::uint64_t DistcpReader::verify_chunk(const std::string& fqn, const EntryMeta& entry, const ChunkMeta& chunk)
@@ -521,6 +565,7 @@ std::uint64_t DistcpReader::verify_chunk(const std::string& fqn, const EntryMeta
     im.verify = saved;
     const std::uint64_t size = std::max<std::uint64_t>(std::min<std::uint64_t>(im.staging, chunk.storage.length), 4 * span);
     detail::grow(im.buffer, static_cast<std::size_t>(size), im.staging);
+    im.held = {}; // the buffer may have moved
     // Whole blocks per read, as many as fit.
     const std::uint64_t piece = span ? std::max<std::uint64_t>(span, (im.buffer.size() - 2 * span) / span * span)
                                      : im.buffer.size();

@@ -187,13 +187,14 @@ struct Task {
     std::size_t blob = 0; // bytes entries: index into the blobs
 };
 
-// Reads the whole checksum blocks of stored chunk `ch` that rows
-// [O.offsets[0], +O.shape[0]) of it touch (all of it without `O`), checks
-// them, and copies region `O` (inside `ch.box` and `I`) into `dst`, the
-// destination of region `I`. Blocks are whole rows along dimension 0 when a
-// row fits in one, else pieces of rows: then the rows holding the first and
-// last block are read whole. Independent transfers through `scratch`, in
-// pieces of at most `staging` bytes. Returns the bytes read.
+// read_verified reads the checksum blocks of stored chunk `ch` that region
+// `O` touches (all of it without `O`), each once, checks them, and copies
+// region `O` (inside `ch.box` and `I`) into `dst`, the destination of region
+// `I`. Blocks are whole rows along dimension 0 when a row fits in one: the
+// rows of `O`, rounded out to blocks; else pieces of rows: the blocks that
+// the runs of `O` along the last dimension touch, read as boxes of
+// consecutive elements. Independent transfers through `scratch`, in pieces
+// of at most `staging` bytes. Returns the bytes read.
 // `fetch(P, n, buf)` reads the n elements of box P (row-major) into buf.
 using Fetch = std::function<void(const Box&, std::int64_t, char*)>;
 
@@ -207,38 +208,76 @@ struct Scratch {
     detail::HostBuffer read, packed;
 };
 
-std::uint64_t read_verified(const Fetch& fetch, std::uint64_t block, const ChunkMeta& ch, std::size_t es, const Box* O,
-                            const Box* I, const StridedView* dst, MemorySpace space, std::size_t staging,
-                            Scratch& scratch, const std::string& what, const std::string& fqn)
+// Elements [e0, e1) of box C in row-major order as boxes of consecutive
+// elements, in order: at most two per dimension.
+std::vector<Box> linear_boxes(const Box& C, std::uint64_t e0, std::uint64_t e1)
+{
+    const std::size_t nd = C.ndim();
+    std::vector<Box> out;
+    if (nd == 0) {
+        if (e1 > e0)
+            out.push_back(C);
+        return out;
+    }
+    std::vector<std::uint64_t> stride(nd, 1); // elements per index of each dimension
+    for (std::size_t d = nd - 1; d-- > 0;)
+        stride[d] = stride[d + 1] * static_cast<std::uint64_t>(C.shape[d + 1]);
+    while (e0 < e1) {
+        // The outermost dimension whose whole indices start at e0 and fit.
+        std::size_t j = 0;
+        while (j + 1 < nd && (e0 % stride[j] != 0 || stride[j] > e1 - e0))
+            ++j;
+        Box b = C;
+        for (std::size_t d = 0; d < nd; ++d) {
+            const auto at = static_cast<std::int64_t>(e0 / stride[d] % (d == 0 ? ~std::uint64_t(0) : static_cast<std::uint64_t>(C.shape[d])));
+            if (d < j) {
+                b.offsets[d] = C.offsets[d] + at;
+                b.shape[d] = 1;
+            } else if (d == j) {
+                const auto left = static_cast<std::uint64_t>(C.shape[d] - at); // indices to the end of this one
+                const auto n = std::min(left, (e1 - e0) / stride[d]);
+                b.offsets[d] = C.offsets[d] + at;
+                b.shape[d] = static_cast<std::int64_t>(n);
+            }
+        }
+        out.push_back(b);
+        e0 += static_cast<std::uint64_t>(b.shape[j]) * stride[j];
+    }
+    return out;
+}
+
+// Reads bytes [A, B) of stored chunk `ch` (whole checksum blocks of
+// `span` bytes), checks their blocks, and copies what of them lies in region
+// `O` into `dst` (read_verified). Returns the bytes read.
+std::uint64_t read_blocks(const Fetch& fetch, std::uint64_t A, std::uint64_t B, std::uint64_t span,
+                          const ChunkMeta& ch, std::size_t es, const Box* O, const Box* I, const StridedView* dst,
+                          MemorySpace space, std::size_t staging, Scratch& scratch, const std::string& what,
+                          const std::string& fqn)
 {
     const Box& C = ch.box;
     const std::size_t nd = C.ndim();
     const std::uint64_t len = ch.storage.length;
-    const std::uint64_t span = detail::checksum_span(C.shape, es, block);
-    const std::uint64_t plane = nd ? static_cast<std::uint64_t>(volume(Shape(C.shape.begin() + 1, C.shape.end()))) * es
-                                   : len;
-    if (span == 0 || plane == 0 || len == 0)
-        return 0;
-    std::uint64_t r0 = 0, r1 = nd ? static_cast<std::uint64_t>(C.shape[0]) : 1;
-    if (O && nd) {
-        r0 = static_cast<std::uint64_t>(O->offsets[0] - C.offsets[0]);
-        r1 = r0 + static_cast<std::uint64_t>(O->shape[0]);
+    // The elements holding [A, B), as boxes of consecutive elements of the
+    // chunk, each read in pieces of at most `staging` bytes.
+    std::vector<ct::Split> splits;
+    std::int64_t pieces = 0;
+    for (const Box& R : linear_boxes(C, A / es, (B + es - 1) / es)) {
+        splits.emplace_back(R, std::max<std::int64_t>(static_cast<std::int64_t>(staging / es), 1));
+        pieces += splits.back().count();
     }
-    const std::uint64_t A = r0 * plane / span * span;                             // first byte, block-aligned
-    const std::uint64_t B = std::min(len, (r1 * plane + span - 1) / span * span); // end, block-aligned
-    const std::uint64_t R0 = A / plane, R1 = (B + plane - 1) / plane;           // rows holding [A, B)
-    Box R = C;
-    if (nd) {
-        R.offsets[0] = C.offsets[0] + static_cast<std::int64_t>(R0);
-        R.shape[0] = static_cast<std::int64_t>(R1 - R0);
-    }
-    const ct::Split split(R, std::max<std::int64_t>(static_cast<std::int64_t>(staging / es), 1));
     detail::ChunkHasher hasher(span);
     std::future<void> hashing; // of the previous piece, read in place
-    std::uint64_t pos = R0 * plane, bytes = 0;
-    for (std::int64_t p = 0; p < split.count(); ++p) {
+    std::uint64_t pos = A / es * es, bytes = 0;
+    std::size_t box = 0;
+    std::int64_t in_box = 0;
+    for (std::int64_t p = 0; p < pieces; ++p, ++in_box) {
+        while (in_box >= splits[box].count()) {
+            ++box;
+            in_box = 0;
+        }
+        const ct::Split& split = splits[box];
         std::int64_t first = 0, n = 0;
-        const Box P = split.piece(p, first, n);
+        const Box P = split.piece(in_box, first, n);
         const auto X = !dst ? std::nullopt : nd ? intersect(*O, P) : std::optional<Box>(*O);
         // A piece wholly inside the region whose destination is dense is
         // read in place (and hashed there); others go through the buffer
@@ -263,7 +302,7 @@ std::uint64_t read_verified(const Fetch& fetch, std::uint64_t block, const Chunk
         if (b > a) {
             const char* from = at + (a - lo);
             const auto count = static_cast<std::size_t>(b - a);
-            if (in_place && p + 1 < split.count())
+            if (in_place && p + 1 < pieces)
                 hashing = std::async(std::launch::async, [&hasher, from, count] { hasher.update(from, count); });
             else
                 hasher.update(from, count);
@@ -297,6 +336,60 @@ std::uint64_t read_verified(const Fetch& fetch, std::uint64_t block, const Chunk
                                         std::to_string(blk) + "): " + detail::mismatch_text(stored, blk, sums[k]));
         }
     }
+    return bytes;
+}
+
+std::uint64_t read_verified(const Fetch& fetch, std::uint64_t block, const ChunkMeta& ch, std::size_t es, const Box* O,
+                            const Box* I, const StridedView* dst, MemorySpace space, std::size_t staging,
+                            Scratch& scratch, const std::string& what, const std::string& fqn)
+{
+    const Box& C = ch.box;
+    const std::size_t nd = C.ndim();
+    const std::uint64_t len = ch.storage.length;
+    const std::uint64_t span = detail::checksum_span(C.shape, es, block);
+    const std::uint64_t plane = nd ? static_cast<std::uint64_t>(volume(Shape(C.shape.begin() + 1, C.shape.end()))) * es
+                                   : len;
+    if (span == 0 || plane == 0 || len == 0)
+        return 0;
+    if (O && O->volume() == 0)
+        return 0;
+    // The block-aligned byte ranges of the chunk to read, ascending and
+    // disjoint: the blocks the region's runs touch, each once. Blocks of
+    // whole rows: the rows of the region, rounded out to blocks; blocks
+    // shorter than a row: those the region's runs along the last dimension
+    // touch.
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+    if (O && nd > 1 && plane > span) {
+        const Shape cs = row_major_strides(C.shape);
+        const auto run = static_cast<std::uint64_t>(O->shape[nd - 1]) * es;
+        Shape idx(nd - 1, 0);
+        for (std::int64_t r = 0, runs = O->volume() / O->shape[nd - 1]; r < runs; ++r) {
+            std::int64_t e = 0;
+            for (std::size_t d = 0; d < nd; ++d)
+                e += (O->offsets[d] - C.offsets[d] + (d + 1 < nd ? idx[d] : 0)) * cs[d];
+            const auto at = static_cast<std::uint64_t>(e) * es;
+            const std::uint64_t a = at / span * span, b = std::min(len, (at + run + span - 1) / span * span);
+            if (!ranges.empty() && a <= ranges.back().second)
+                ranges.back().second = std::max(ranges.back().second, b);
+            else
+                ranges.emplace_back(a, b);
+            for (std::size_t d = nd - 1; d-- > 0;) {
+                if (++idx[d] < O->shape[d])
+                    break;
+                idx[d] = 0;
+            }
+        }
+    } else {
+        std::uint64_t r0 = 0, r1 = nd ? static_cast<std::uint64_t>(C.shape[0]) : 1;
+        if (O && nd) {
+            r0 = static_cast<std::uint64_t>(O->offsets[0] - C.offsets[0]);
+            r1 = r0 + static_cast<std::uint64_t>(O->shape[0]);
+        }
+        ranges.emplace_back(r0 * plane / span * span, std::min(len, (r1 * plane + span - 1) / span * span));
+    }
+    std::uint64_t bytes = 0;
+    for (const auto& [A, B] : ranges)
+        bytes += read_blocks(fetch, A, B, span, ch, es, O, I, dst, space, staging, scratch, what, fqn);
     return bytes;
 }
 
