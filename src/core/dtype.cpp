@@ -1,8 +1,12 @@
 #include "cairn/dtype.hpp"
 
 #include "cairn/errors.hpp"
+#include "core/scalar_text.hpp"
 
 #include <array>
+#include <cstdint>
+#include <cstring>
+#include <sstream>
 
 namespace cairn {
 namespace {
@@ -39,3 +43,34 @@ DType dtype_from_name(std::string_view name)
 }
 
 } // namespace cairn
+
+namespace cairn::detail {
+
+std::string scalar_text(DType t, const void* p, std::size_t n)
+{
+    if (n != dtype_size(t))
+        return "<" + std::to_string(n) + " bytes>";
+    auto get = [p](auto v) {
+        std::memcpy(&v, p, sizeof v);
+        return v;
+    };
+    std::ostringstream os;
+    switch (t) {
+    case DType::f32: os << get(float{}); break;
+    case DType::f64: os << get(double{}); break;
+    case DType::i8: os << int(get(std::int8_t{})); break;
+    case DType::i16: os << get(std::int16_t{}); break;
+    case DType::i32: os << get(std::int32_t{}); break;
+    case DType::i64: os << get(std::int64_t{}); break;
+    case DType::u8: os << unsigned(get(std::uint8_t{})); break;
+    case DType::u16: os << get(std::uint16_t{}); break;
+    case DType::u32: os << get(std::uint32_t{}); break;
+    case DType::u64: os << get(std::uint64_t{}); break;
+    case DType::boolean: os << (get(std::uint8_t{}) ? "true" : "false"); break;
+    case DType::f16:
+    case DType::bf16: os << "0x" << std::hex << get(std::uint16_t{}); break;
+    }
+    return os.str();
+}
+
+} // namespace cairn::detail

@@ -2,6 +2,7 @@
 #include "cairn/errors.hpp"
 #include "cairn/planner.hpp"
 #include "core/codec.hpp"
+#include "core/scalar_text.hpp"
 #include "core/strided.hpp"
 #include "core/tiling.hpp"
 #include "plan/columnar.hpp"
@@ -11,38 +12,10 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <sstream>
 
 namespace cairn {
 
 namespace {
-
-std::string format_scalar(DType t, const std::string& raw)
-{
-    if (raw.size() != dtype_size(t))
-        return "<" + std::to_string(raw.size()) + " bytes>";
-    auto get = [&](auto v) {
-        std::memcpy(&v, raw.data(), sizeof v);
-        return v;
-    };
-    std::ostringstream os;
-    switch (t) {
-    case DType::f32: os << get(float{}); break;
-    case DType::f64: os << get(double{}); break;
-    case DType::i8: os << int(get(std::int8_t{})); break;
-    case DType::i16: os << get(std::int16_t{}); break;
-    case DType::i32: os << get(std::int32_t{}); break;
-    case DType::i64: os << get(std::int64_t{}); break;
-    case DType::u8: os << unsigned(get(std::uint8_t{})); break;
-    case DType::u16: os << get(std::uint16_t{}); break;
-    case DType::u32: os << get(std::uint32_t{}); break;
-    case DType::u64: os << get(std::uint64_t{}); break;
-    case DType::boolean: os << (raw[0] ? "true" : "false"); break;
-    case DType::f16:
-    case DType::bf16: os << "0x" << std::hex << get(std::uint16_t{}); break;
-    }
-    return os.str();
-}
 
 std::string rank_list(const std::vector<int>& ranks)
 {
@@ -219,8 +192,8 @@ std::pair<std::vector<SavePlan>, Metadata> global_plan_exact(std::vector<SavePla
                 throw error::Mismatch("array '" + fqn + "': global shape " + shape_str(first.global_shape) + where +
                                       shape_str(it.global_shape) + there);
             if (it.kind == ItemKind::scalar && it.value != first.value)
-                throw error::Mismatch("scalar '" + fqn + "': " + format_scalar(first.dtype, first.value) + where +
-                                      format_scalar(it.dtype, it.value) + there + " (scalars must agree)");
+                throw error::Mismatch("scalar '" + fqn + "': " + detail::scalar_text(first.dtype, first.value.data(), first.value.size()) + where +
+                                      detail::scalar_text(it.dtype, it.value.data(), it.value.size()) + there + " (scalars must agree)");
             if (it.kind == ItemKind::string && it.value != first.value)
                 throw error::Mismatch("string '" + fqn + "': \"" + first.value + "\"" + where + "\"" + it.value + "\"" +
                                       there + " (strings must agree)");

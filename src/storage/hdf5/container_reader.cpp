@@ -11,6 +11,7 @@
 #include "cairn/errors.hpp"
 #include "core/checksum.hpp"
 #include "core/fault.hpp"
+#include "core/scalar_text.hpp"
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
 #include "storage/distcp/mpiio.hpp"
@@ -27,7 +28,6 @@
 #include <future>
 #include <map>
 #include <optional>
-#include <sstream>
 
 namespace cairn {
 
@@ -82,35 +82,6 @@ const std::string& dataset_of(const std::string& file, const std::string& fqn, c
         throw error::FormatError(file + ": " + item_kind_name(em.kind) + " '" + fqn + "': dataset path '" + p +
                                  "' is not an absolute HDF5 path");
     return p;
-}
-
-// A scalar's value for messages (the bits of 16-bit floats in hex).
-std::string scalar_text(DType t, const void* p, std::size_t n)
-{
-    if (n != dtype_size(t))
-        return "<" + std::to_string(n) + " bytes>";
-    auto get = [p](auto v) {
-        std::memcpy(&v, p, sizeof v);
-        return v;
-    };
-    std::ostringstream os;
-    os.precision(17);
-    switch (t) {
-    case DType::f32: os << get(float{}); break;
-    case DType::f64: os << get(double{}); break;
-    case DType::i8: os << int(get(std::int8_t{})); break;
-    case DType::i16: os << get(std::int16_t{}); break;
-    case DType::i32: os << get(std::int32_t{}); break;
-    case DType::i64: os << get(std::int64_t{}); break;
-    case DType::u8: os << unsigned(get(std::uint8_t{})); break;
-    case DType::u16: os << get(std::uint16_t{}); break;
-    case DType::u32: os << get(std::uint32_t{}); break;
-    case DType::u64: os << get(std::uint64_t{}); break;
-    case DType::boolean: os << (get(std::uint8_t{}) ? "true" : "false"); break;
-    case DType::f16:
-    case DType::bf16: os << "0x" << std::hex << get(std::uint16_t{}); break;
-    }
-    return os.str();
 }
 
 // The memory type to read a dataset of `type` holding `dtype` into.
@@ -1027,8 +998,8 @@ void detail::BuiltinReaders::verify_value(ContainerReader& r, const std::string&
     std::vector<unsigned char> got(dtype_size(entry.dtype), 0);
     check_status(H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, got.data()), "reading " + what, false);
     if (entry.value.size() != got.size() || std::memcmp(got.data(), entry.value.data(), got.size()) != 0)
-        bad("holds " + scalar_text(entry.dtype, got.data(), got.size()) + ", the metadata's value is " +
-            scalar_text(entry.dtype, entry.value.data(), entry.value.size()));
+        bad("holds " + detail::scalar_text(entry.dtype, got.data(), got.size()) + ", the metadata's value is " +
+            detail::scalar_text(entry.dtype, entry.value.data(), entry.value.size()));
 }
 
 bool is_container_checkpoint(const std::string& path)
