@@ -1,6 +1,7 @@
 # CAIRN_USE_CUDA (ON/OFF/AUTO): CUDA staging of device-memory shards. The
-# CUDA code is its own target (cairn_cuda, compiled by nvcc) behind a header
-# without CUDA includes; the rest of Cairn never sees cuda_runtime.h.
+# CUDA code is one file (src/stage/cuda_stage.cpp) behind a header without
+# CUDA includes; the rest of Cairn never sees cuda_runtime_api.h, and
+# libcairn does not link the CUDA runtime (it loads it on first device use).
 cairn_option(CAIRN_USE_CUDA "Stage CUDA device memory (needs the CUDA toolkit)" AUTO)
 set(CAIRN_HAVE_CUDA 0)
 string(TOUPPER "${CAIRN_USE_CUDA}" _cairn_cuda)
@@ -27,10 +28,14 @@ function(cairn_add_cuda_staging target)
   if(NOT CAIRN_HAVE_CUDA)
     return()
   endif()
-  add_library(cairn_cuda OBJECT ${PROJECT_SOURCE_DIR}/src/stage/cuda_stage.cu)
-  set_target_properties(cairn_cuda PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
-  target_include_directories(cairn_cuda PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_BINARY_DIR}/include ${PROJECT_SOURCE_DIR}/src)
-  target_link_libraries(cairn_cuda PRIVATE CUDA::cudart)
-  target_sources(${target} PRIVATE $<TARGET_OBJECTS:cairn_cuda>)
-  target_link_libraries(${target} PRIVATE CUDA::cudart)
+  # Plain C++ against the runtime's headers: the runtime itself is loaded
+  # with dlopen on the first use of device memory (src/stage/cuda_stage.cpp),
+  # so libcairn does not need libcudart to start. Its soname is the one of
+  # the toolkit built against; the toolkit's library directory is the last
+  # place looked in.
+  target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src/stage/cuda_stage.cpp)
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/src/stage/cuda_stage.cpp PROPERTIES
+    INCLUDE_DIRECTORIES "${CUDAToolkit_INCLUDE_DIRS}"
+    COMPILE_DEFINITIONS "CAIRN_CUDART_SONAME=\"libcudart.so.${CUDAToolkit_VERSION_MAJOR}\";CAIRN_CUDART_DIR=\"${CUDAToolkit_LIBRARY_DIR}\"")
+  target_link_libraries(${target} PRIVATE ${CMAKE_DL_LIBS})
 endfunction()
