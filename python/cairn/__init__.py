@@ -1,0 +1,405 @@
+"""Cairn checkpoints from Python.
+
+Reading (one process, any checkpoint of either layout, or a manager directory)::
+
+    import cairn
+    ck = cairn.open("run/ckpt")            # a manager directory: its latest step
+    ck = cairn.open("run/ckpt", step=200)  # or a given step; or a checkpoint path
+    ck.keys(); ck.entries["temperature"].shape
+    t = ck["temperature"][10:20, ::2]       # numpy; reads only the chunks needed
+    step = ck["step"]                       # scalars, strings and bytes as values
+
+Writing from one process (initial conditions, converted data)::
+
+    cairn.save({"temperature": array, "step": 3, "note": "ic"}, "ic.h5")
+
+In parallel with mpi4py, on any communicator (collective, like the C++ API)::
+
+    cairn.save({"u": cairn.Shard(local, global_shape, offsets)}, "ckpt", comm=comm)
+    cairn.load({"u": cairn.Shard(dest, global_shape, offsets)}, "ckpt", comm=comm)
+
+Every byte is read and written by libcairn itself (the same code as C++, C
+and Fortran use), and every read is checked against the stored checksums.
+Errors are cairn.Error subclasses named like the C++ ones (NotFound,
+Mismatch, IntegrityError, ...), with the C++ message.
+"""
+
+import os
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._cairn import (  # noqa: F401  (re-exported)
+    ConcurrentAccess,
+    Error,
+    FormatError,
+    IntegrityError,
+    Mismatch,
+    NotFound,
+    ReadError,
+    WrongAPIUsage,
+    WriteError,
+)
+from . import _cairn
+
+__all__ = [
+    "open", "save", "load", "verify", "steps", "Shard", "Checkpoint", "ArrayEntry", "Entry", "version",
+    "Error", "WrongAPIUsage", "Mismatch", "NotFound", "ReadError", "WriteError", "FormatError",
+    "IntegrityError", "ConcurrentAccess",
+]
+
+#: Cairn dtype names (docs/FORMAT.md) to numpy dtypes. bf16 has no numpy
+#: type: it is read as its raw 16 bits (uint16).
+_NUMPY = {
+    "f16": np.float16, "bf16": np.uint16, "f32": np.float32, "f64": np.float64,
+    "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
+    "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
+    "bool": np.bool_,
+}
+
+
+def version():
+    """The version of the libcairn this package uses."""
+    return _cairn.version()
+
+
+def _numpy_dtype(name):
+    try:
+        return np.dtype(_NUMPY[name])
+    except KeyError:
+        raise FormatError(f"dtype '{name}' has no numpy type") from None
+
+
+def _comm_handle(comm):
+    """The Fortran handle of an mpi4py communicator (None: this process alone)."""
+    if comm is None:
+        return None
+    try:
+        return comm.py2f()
+    except AttributeError:
+        raise TypeError(f"comm must be an mpi4py communicator or None, not {type(comm).__name__}") from None
+
+
+_STEP = re.compile(r"^step_(\d+)(\.h5)?$")
+
+
+def _is_manager_root(path):
+    if not os.path.isdir(path):
+        return False
+    if os.path.exists(os.path.join(path, "metadata.h5")) or os.path.exists(os.path.join(path, ".metadata.h5")):
+        return False
+    return os.path.exists(os.path.join(path, "LATEST")) or any(_STEP.match(n) for n in os.listdir(path))
+
+
+def steps(root):
+    """The committed, complete steps of a manager directory, ascending."""
+    return list(_cairn.manager_steps(os.fspath(root)))
+
+
+def _step_path(root, step):
+    for name in (f"step_{step:08d}", f"step_{step:08d}.h5"):
+        p = os.path.join(root, name)
+        if os.path.exists(p):
+            return p
+    raise NotFound(f"manager directory {root}: no checkpoint of step {step}")
+
+
+def _resolve(path, step):
+    """A checkpoint path from a checkpoint path or a manager directory (+ step)."""
+    path = os.fspath(path)
+    if os.path.basename(path) == "metadata.h5" and os.path.isdir(os.path.dirname(path) or "."):
+        path = os.path.dirname(path) or "."  # a per-rank checkpoint's metadata file: its checkpoint
+    if _is_manager_root(path):
+        committed = steps(path)
+        if step is None:
+            if not committed:
+                raise NotFound(f"manager directory {path}: no committed checkpoint")
+            step = committed[-1]
+        elif step not in committed:
+            raise NotFound(f"manager directory {path}: step {step} is not a committed checkpoint "
+                           f"(committed: {committed})")
+        return _step_path(path, step), step
+    if step is not None:
+        raise WrongAPIUsage(f"{path} is a checkpoint, not a manager directory: step={step} does not apply")
+    return path, None
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One stored chunk of an array: its box and where its bytes are."""
+    offsets: tuple
+    shape: tuple
+    file: str
+    offset: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Entry:
+    """An entry of a checkpoint: kind ("array", "scalar", "string", "bytes"),
+    Cairn dtype name, global shape, and its stored chunks (the decomposition
+    it was saved with)."""
+    name: str
+    kind: str
+    dtype: str
+    shape: tuple
+    chunks: tuple = field(repr=False)
+
+
+class Shard:
+    """A rank's box of a global array: `array` holds the elements of the box
+    at `offsets` inside an array of `global_shape` (for save, its data; for
+    load, the destination, filled in place)."""
+
+    def __init__(self, array, global_shape, offsets):
+        self.array = array
+        self.global_shape = tuple(int(n) for n in global_shape)
+        self.offsets = tuple(int(o) for o in offsets)
+        if not isinstance(array, np.ndarray):
+            raise TypeError("Shard: array must be a numpy array")
+        if len(self.global_shape) != array.ndim or len(self.offsets) != array.ndim:
+            raise WrongAPIUsage(f"Shard: global_shape {self.global_shape} and offsets {self.offsets} must have "
+                                f"one value per dimension of the array ({array.ndim})")
+
+
+class ArrayEntry:
+    """An array of an open checkpoint, read on indexing: ``a[...]``,
+    ``a[10:20, ::2]``, ``a[3]``, ``np.asarray(a)``. Only the stored chunks
+    that overlap the selection are read, and verified."""
+
+    def __init__(self, checkpoint, entry):
+        self._ck = checkpoint
+        self.entry = entry
+        self.name = entry.name
+        self.shape = entry.shape
+        self.ndim = len(entry.shape)
+        self.dtype = _numpy_dtype(entry.dtype)
+
+    def __repr__(self):
+        return f"<cairn array '{self.name}' {self.entry.dtype} {list(self.shape)} in {self._ck.path}>"
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __array__(self, dtype=None, copy=None):
+        a = self[...]
+        return a.astype(dtype) if dtype is not None else a
+
+    def read(self):
+        """The whole array."""
+        return self[...]
+
+    def _normalize(self, key):
+        if not isinstance(key, tuple):
+            key = (key,)
+        if any(k is Ellipsis for k in key):
+            i = next(i for i, k in enumerate(key) if k is Ellipsis)
+            fill = self.ndim - (len(key) - 1)
+            key = key[:i] + (slice(None),) * fill + key[i + 1:]
+        if len(key) > self.ndim:
+            raise IndexError(f"array '{self.name}': {len(key)} indices for {self.ndim} dimensions")
+        key = key + (slice(None),) * (self.ndim - len(key))
+        return key
+
+    def __getitem__(self, key):
+        key = self._normalize(key)
+        offsets, shape, picks = [], [], []
+        for d, (k, n) in enumerate(zip(key, self.shape)):
+            if isinstance(k, slice):
+                start, stop, step = k.indices(n)
+                idx = range(start, stop, step)
+                if not idx:
+                    offsets.append(0)
+                    shape.append(0)
+                    picks.append(slice(0, 0))
+                    continue
+                lo, hi = min(idx[0], idx[-1]), max(idx[0], idx[-1]) + 1
+                offsets.append(lo)
+                shape.append(hi - lo)  # the covered range, read ascending; numpy steps through it
+                picks.append(slice(None, None, step) if step > 0 else slice(hi - 1 - lo, None, step))
+                continue
+            else:
+                try:
+                    i = int(k)
+                except TypeError:
+                    raise TypeError(f"array '{self.name}': index {k!r} is neither an integer nor a slice "
+                                    "(fancy indexing: read a slice, then index the numpy array)") from None
+                if i < 0:
+                    i += n
+                if not 0 <= i < n:
+                    raise IndexError(f"array '{self.name}': index {k} out of range for dimension {d} of size {n}")
+                offsets.append(i)
+                shape.append(1)
+                picks.append(0)
+        box = np.empty(shape, dtype=self.dtype)
+        if box.size:
+            self._ck._read_box(self.name, box, offsets)
+        return box[tuple(picks)]
+
+
+class Checkpoint:
+    """A committed checkpoint, open for reading in this process (see open())."""
+
+    def __init__(self, path, step=None, verify=True):
+        self.path, self.step = _resolve(path, step)
+        self.verify_checksums = verify
+        md = _cairn.read_metadata(self.path)
+        self.layout = md["layout"]
+        self.world_size = md["world_size"]
+        self.created = md["created"]
+        self.format_version = md["format_version"]
+        self.library_version = md["library_version"]
+        self.checksum_block = md["checksum_block"]
+        self._values = {}
+        self.entries = {}
+        for name, e in md["entries"].items():
+            chunks = tuple(Chunk(tuple(c["offsets"]), tuple(c["shape"]), c["file"], c["offset"], c["bytes"])
+                           for c in e["chunks"])
+            self.entries[name] = Entry(name, e["kind"], e["dtype"], tuple(e["shape"]), chunks)
+            if e["kind"] == "scalar":
+                self._values[name] = np.frombuffer(e["value"], dtype=_numpy_dtype(e["dtype"]).newbyteorder("<"))[0].item()
+            elif e["kind"] == "string":
+                self._values[name] = e["value"]
+
+    def __repr__(self):
+        return f"<cairn checkpoint {self.path}: {self.layout}, {len(self.entries)} entries, saved on {self.world_size} ranks>"
+
+    def keys(self):
+        return self.entries.keys()
+
+    def __iter__(self):
+        return iter(self.entries)
+
+    def __len__(self):
+        return len(self.entries)
+
+    def __contains__(self, name):
+        return name in self.entries
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __getitem__(self, name):
+        try:
+            e = self.entries[name]
+        except KeyError:
+            raise KeyError(f"checkpoint {self.path} has no entry '{name}'") from None
+        if e.kind == "array":
+            return ArrayEntry(self, e)
+        if e.kind in ("scalar", "string"):
+            return self._values[name]
+        values, _ = _cairn.load(self.path, [], [], [(name, "bytes")], None, self.verify_checksums, True)
+        return values[name]
+
+    def decomposition(self, name):
+        """The stored chunks of an entry (box, file, byte offset, bytes): how it was saved."""
+        return list(self.entries[name].chunks)
+
+    def _read_box(self, name, dest, offsets):
+        e = self.entries[name]
+        _cairn.load(self.path, [(name, dest, list(e.shape), list(offsets))], [], [], None, self.verify_checksums, True)
+
+
+def open(path, step=None, verify=True):  # noqa: A001 (the package's open, like h5py.File)
+    """Opens a checkpoint for reading in this process: a per-rank checkpoint
+    directory (or its metadata.h5), a container file, or a manager directory
+    (its latest committed step, or `step`). With verify (the default) every
+    read is checked against the stored checksums."""
+    return Checkpoint(path, step, verify)
+
+
+def _split(state):
+    arrays, scalars, strings, blobs = [], [], [], []
+    for name, v in state.items():
+        if not isinstance(name, str) or not name:
+            raise WrongAPIUsage(f"state keys must be non-empty strings, not {name!r}")
+        if isinstance(v, Shard):
+            arrays.append((name, v.array, list(v.global_shape), list(v.offsets)))
+        elif isinstance(v, np.ndarray) and v.ndim > 0:
+            arrays.append((name, v, list(v.shape), [0] * v.ndim))
+        elif isinstance(v, str):
+            strings.append((name, v))
+        elif isinstance(v, (bytes, bytearray, memoryview)):
+            blobs.append((name, bytes(v)))
+        elif isinstance(v, (bool, int, float, np.generic)) or (isinstance(v, np.ndarray) and v.ndim == 0):
+            a = np.array(v)
+            if a.dtype.kind == "i" and a.dtype.itemsize != 8:
+                a = a.astype(np.int64)
+            scalars.append((name, a))
+        else:
+            raise WrongAPIUsage(f"entry '{name}': {type(v).__name__} cannot be saved "
+                                "(numpy arrays, cairn.Shard, bool/int/float/numpy scalars, str, bytes)")
+    return arrays, scalars, strings, blobs
+
+
+def save(state, path, comm=None, layout="automatic", overwrite=False):
+    """Saves a dict of entries as checkpoint `path`: numpy arrays (whole
+    arrays, held alike by every rank that passes them: stored once),
+    cairn.Shard (a rank's box of a global array), Python or numpy scalars,
+    str and bytes. Without comm, this process alone; with an mpi4py
+    communicator, collective over it. layout: "automatic" (a container when
+    path ends in .h5/.hdf5), "per_rank" or "container". Returns
+    {"bytes": written by all ranks, "seconds": ...}."""
+    arrays, scalars, strings, blobs = _split(state)
+    return _cairn.save(os.fspath(path), arrays, scalars, strings, blobs, _comm_handle(comm), layout, overwrite)
+
+
+def load(state, path, comm=None, step=None, verify=True, partial=False):
+    """Loads checkpoint `path` (or a manager directory's step) into `state`:
+    numpy arrays (filled whole) and cairn.Shard (the box of the array at its
+    offsets) are filled in place, resharding from any decomposition; entries
+    given as None (scalars, strings, bytes, or arrays: read whole) are
+    returned. Every entry of the checkpoint must be asked for, unless
+    partial (then entries of `state` that the checkpoint lacks are listed
+    in the result's "missing"). Collective over comm (None: this process
+    alone). Returns (values, {"bytes": read by this rank, "bytes_all_ranks":
+    ..., "seconds": ..., "missing": [...]})."""
+    path, _ = _resolve(path, step)
+    arrays, scalars, want = [], [], []
+    wanted = [name for name, v in state.items() if v is None]
+    kinds = {}
+    if wanted:
+        md = _cairn.read_metadata(path)["entries"]
+        for name in wanted:
+            if name not in md:
+                raise NotFound(f"checkpoint {path} has no entry '{name}'")
+            kinds[name] = md[name]
+    values = {}
+    for name, v in state.items():
+        if isinstance(v, Shard):
+            arrays.append((name, v.array, list(v.global_shape), list(v.offsets)))
+        elif isinstance(v, np.ndarray):
+            arrays.append((name, v, list(v.shape), [0] * v.ndim))
+        elif v is None:
+            e = kinds[name]
+            if e["kind"] == "array":
+                values[name] = np.empty(e["shape"], dtype=_numpy_dtype(e["dtype"]))
+                arrays.append((name, values[name], list(e["shape"]), [0] * len(e["shape"])))
+            elif e["kind"] == "scalar":
+                values[name] = np.zeros((), dtype=_numpy_dtype(e["dtype"]))
+                scalars.append((name, values[name]))
+            else:
+                want.append((name, e["kind"]))
+        else:
+            raise WrongAPIUsage(f"entry '{name}': load fills numpy arrays or cairn.Shard in place, "
+                                f"and returns entries given as None; not {type(v).__name__}")
+    loaded, result = _cairn.load(path, arrays, scalars, want, _comm_handle(comm), verify, partial)
+    for name, v in list(values.items()):
+        if isinstance(v, np.ndarray) and v.ndim == 0:
+            values[name] = v.item()
+    values.update(loaded)
+    return values, result
+
+
+def verify(path, comm=None, step=None):
+    """Reads every stored chunk and checks every checksum block; returns
+    {"chunks", "bytes", "checksums", "problems"} (problems: one line per bad
+    chunk; empty when the checkpoint is sound)."""
+    path, _ = _resolve(path, step)
+    return _cairn.verify(path, _comm_handle(comm))

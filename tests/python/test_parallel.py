@@ -1,0 +1,78 @@
+"""The cairn Python package under mpiexec with mpi4py: collective save and
+load of shards on COMM_WORLD, resharded; run by CTest as python.parallel.npN."""
+import os
+import pathlib
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import cairn
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+G = (23, 17)
+
+
+def field(i, j):
+    return i * 1000.0 + j + 0.5
+
+
+def blocks(n, parts):
+    """Uneven split of n into parts (the first get one more), as (start, count)."""
+    q, r = divmod(n, parts)
+    out, s = [], 0
+    for p in range(parts):
+        c = q + (1 if p < r else 0)
+        out.append((s, c))
+        s += c
+    return out
+
+
+@pytest.fixture
+def tmp():
+    d = pathlib.Path(os.environ.get("CAIRN_TEST_DIR", "/tmp/cairn-py-parallel")) / f"np{size}"
+    if rank == 0:
+        d.mkdir(parents=True, exist_ok=True)
+    comm.Barrier()
+    return d
+
+
+@pytest.mark.parametrize("layout", ["per_rank", "container"])
+def test_rows_saved_columns_loaded(tmp, layout):
+    r0, nr = blocks(G[0], size)[rank]
+    I, J = np.meshgrid(np.arange(r0, r0 + nr), np.arange(G[1]), indexing="ij")
+    mine = field(I, J)
+    path = tmp / (f"rows.h5" if layout == "container" else "rows")
+    everyone = np.arange(5, dtype=np.int64) * 3  # replicated: stored once
+    cairn.save({"u": cairn.Shard(mine, G, (r0, 0)), "rep": everyone, "step": 7, "name": "rows"},
+               path, comm=comm, layout=layout, overwrite=True)
+    # Loaded by columns, on the reverse rank order.
+    c0, nc = blocks(G[1], size)[size - 1 - rank]
+    dest = np.zeros((G[0], nc))
+    values, r = cairn.load({"u": cairn.Shard(dest, G, (0, c0)), "step": None, "name": None}, path, comm=comm,
+                           partial=True)
+    assert r["missing"] == []
+    I, J = np.meshgrid(np.arange(G[0]), np.arange(c0, c0 + nc), indexing="ij")
+    np.testing.assert_array_equal(dest, field(I, J))
+    assert values == {"step": 7, "name": "rows"}
+    assert r["bytes_all_ranks"] >= comm.allreduce(r["bytes"]) - 1  # the same sum on every rank
+    # Rank 0 alone reads it back through cairn.open, the others wait.
+    if rank == 0:
+        ck = cairn.open(path)
+        assert ck.world_size == size
+        I, J = np.meshgrid(np.arange(G[0]), np.arange(G[1]), indexing="ij")
+        np.testing.assert_array_equal(ck["u"][...], field(I, J))
+        assert len(ck.decomposition("rep")) == 1
+        np.testing.assert_array_equal(ck["rep"][...], everyone)
+    comm.Barrier()
+
+
+def test_one_rank_wrong_fails_everywhere(tmp):
+    # Rank 0 declares another global shape: every rank raises, none hangs.
+    g = (G[0] + (1 if rank == 0 else 0), G[1])
+    r0, nr = blocks(G[0], size)[rank]
+    with pytest.raises(cairn.Error) as e:
+        cairn.save({"u": cairn.Shard(np.zeros((nr, G[1])), g, (r0, 0))}, tmp / "bad", comm=comm, overwrite=True)
+    assert "'u'" in str(e.value)
+    comm.Barrier()
