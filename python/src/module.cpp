@@ -309,6 +309,13 @@ py::dict verify(const std::string& path, const py::object& comm)
 
 } // namespace
 
+// Sets the Python exception `type` with `message`.
+template <class T>
+void raise_as(const py::exception<T>& type, const char* message)
+{
+    PyErr_SetString(type.ptr(), message);
+}
+
 PYBIND11_MODULE(_cairn, m)
 {
     m.doc() = "Cairn's C++ library, as the cairn package uses it (see help(cairn))";
@@ -327,23 +334,23 @@ PYBIND11_MODULE(_cairn, m)
             if (p)
                 std::rethrow_exception(p);
         } catch (const cairn::error::WrongAPIUsage& e) {
-            usage(e.what());
+            raise_as(usage, e.what());
         } catch (const cairn::error::Mismatch& e) {
-            mismatch(e.what());
+            raise_as(mismatch, e.what());
         } catch (const cairn::error::NotFound& e) {
-            not_found(e.what());
+            raise_as(not_found, e.what());
         } catch (const cairn::error::ReadError& e) {
-            read_error(e.what());
+            raise_as(read_error, e.what());
         } catch (const cairn::error::WriteError& e) {
-            write_error(e.what());
+            raise_as(write_error, e.what());
         } catch (const cairn::error::FormatError& e) {
-            format_error(e.what());
+            raise_as(format_error, e.what());
         } catch (const cairn::error::IntegrityError& e) {
-            integrity(e.what());
+            raise_as(integrity, e.what());
         } catch (const cairn::error::ConcurrentAccess& e) {
-            concurrent(e.what());
+            raise_as(concurrent, e.what());
         } catch (const cairn::Error& e) {
-            error(e.what());
+            raise_as(error, e.what());
         }
     });
     m.def("save", &save);
