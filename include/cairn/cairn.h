@@ -52,7 +52,7 @@ enum cairn_error_code {
     CAIRN_ERR_CONCURRENT = 8, /**< another job writes or replaced the checkpoint path */
     CAIRN_ERR_OTHER = 64,     /**< any other Cairn error */
     CAIRN_ERR_NO_MEMORY = 65, /**< out of memory */
-    CAIRN_ERR_INTERNAL = 66   /**< an unexpected exception inside Cairn (a bug) */
+    CAIRN_ERR_INTERNAL = 66   /**< a bug inside Cairn: error::Internal, or any other exception */
 };
 
 /** The message of the most recent failing call on this thread ("" if none).

@@ -22,6 +22,7 @@ public:
         not_found = 6,
         integrity = 7,
         concurrent = 8,
+        internal = 66,
     };
 
     Error(Kind kind, const std::string& what) : std::runtime_error(what), m_kind(kind) {}
@@ -86,6 +87,13 @@ public:
 class ConcurrentAccess : public Error {
 public:
     explicit ConcurrentAccess(const std::string& what) : Error(Kind::concurrent, what) {}
+};
+
+/// A broken invariant inside Cairn: a bug of Cairn's own, never a consequence
+/// of the caller's input or of the file system. Names the invariant.
+class Internal : public Error {
+public:
+    explicit Internal(const std::string& what) : Error(Kind::internal, what) {}
 };
 
 /// Throws the exception of `kind` with `what`. Used after error agreement.

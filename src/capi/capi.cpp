@@ -28,10 +28,13 @@ thread_local std::string t_message;
 thread_local int t_code = CAIRN_SUCCESS;
 
 // Codes 1..63 are the values of cairn::Error::Kind (a kind added in C++ is
-// a code at once; cairn_error_name learns its name when it is added there).
+// a code at once; cairn_error_name learns its name when it is added there);
+// error::Internal is CAIRN_ERR_INTERNAL.
 int code_of(cairn::Error::Kind kind) noexcept
 {
     const int k = static_cast<int>(kind);
+    if (kind == cairn::Error::Kind::internal)
+        return CAIRN_ERR_INTERNAL;
     return kind == cairn::Error::Kind::generic || k < 1 || k > 63 ? CAIRN_ERR_OTHER : k;
 }
 

@@ -231,8 +231,8 @@ void write_small_datasets(MPI_Comm comm, const std::string& tmp, const std::vect
     std::int64_t n[2] = {static_cast<std::int64_t>(smalls.size()), -static_cast<std::int64_t>(smalls.size())};
     mpi(MPI_Allreduce(MPI_IN_PLACE, n, 2, MPI_INT64_T, MPI_MAX, comm), "MPI_Allreduce");
     if (n[0] != -n[1])
-        throw error::WriteError(tmp + ": the ranks list between " + std::to_string(-n[1]) + " and " +
-                                std::to_string(n[0]) + " small datasets (internal error)");
+        throw error::Internal(tmp + ": the ranks list between " + std::to_string(-n[1]) + " and " +
+                              std::to_string(n[0]) + " small datasets (internal error)");
     if (smalls.empty())
         return;
     std::vector<std::size_t> group{0}; // group g: smalls[group[g], group[g + 1])

@@ -519,7 +519,7 @@ void GroupRows::append(std::size_t i)
 {
     MetadataColumns& out = m_head;
     if (i != m_next || i >= out.entries.size())
-        throw Error(Error::Kind::generic, "internal: metadata rows asked out of order");
+        throw error::Internal("internal: metadata rows asked out of order");
     ++m_next;
     auto& em = out.entries[i];
     const std::string ew = m_rw + ": entry '" + em.name + "'";
@@ -593,7 +593,7 @@ void GroupRows::expand_all()
 void GroupRows::finish()
 {
     if (m_next != m_head.entries.size())
-        throw Error(Error::Kind::generic, "internal: metadata rows finished before the last entry");
+        throw error::Internal("internal: metadata rows finished before the last entry");
     m_boxes.finish(m_box_at);
     m_files.finish(m_file_at);
     m_offsets.finish(m_offset_at);
@@ -956,8 +956,8 @@ void write_metadata_file(const std::string& path, const MetadataColumns& md, boo
     }
     const std::size_t hbytes = metadata_header_bytes;
     if (!sink.mem || sink.size < hbytes + 8 || std::memcmp(sink.mem + hbytes, k_hdf5_signature, 8) != 0)
-        throw error::WriteError(path + ": HDF5 left no file image with a user block of " + std::to_string(hbytes) +
-                                " bytes (internal error)");
+        throw error::Internal(path + ": HDF5 left no file image with a user block of " + std::to_string(hbytes) +
+                              " bytes (internal error)");
     const std::size_t size = hdf5_file_end(sink.mem, sink.size, hbytes);
     unsigned char* image = sink.mem;
     unsigned char h[k_header_used];
