@@ -10,10 +10,12 @@ namespace cairn {
 /// Base of every exception Cairn throws.
 class Error : public std::runtime_error {
 public:
-    /// Stable code of the concrete type; used to re-create the same exception
-    /// on every rank after an error agreement.
+    /// Stable code of the concrete class, one per class below (`generic`:
+    /// a plain cairn::Error). The same numbers are the C API's error codes
+    /// (CAIRN_ERR_USAGE ... CAIRN_ERR_INTERNAL, <cairn/cairn.h>), and the
+    /// error agreement sends them between ranks to re-create the same
+    /// exception on every rank (throw_error).
     enum class Kind : int {
-        generic = 0,
         usage = 1,
         mismatch = 2,
         read = 3,
@@ -22,6 +24,7 @@ public:
         not_found = 6,
         integrity = 7,
         concurrent = 8,
+        generic = 64,
         internal = 66,
     };
 
@@ -96,7 +99,9 @@ public:
     explicit Internal(const std::string& what) : Error(Kind::internal, what) {}
 };
 
-/// Throws the exception of `kind` with `what`. Used after error agreement.
+/// Throws the exception of `kind` with `what`: the one map from a Kind to
+/// its class (a plain cairn::Error for `generic` and for a value that is
+/// no Kind). Used after error agreement.
 [[noreturn]] void throw_error(Error::Kind kind, const std::string& what);
 
 } // namespace error
