@@ -6,6 +6,25 @@
 // reads from it), datasets are visited in metadata order, skipped by every
 // rank when nobody reads them, and a rank that fails keeps taking part with
 // empty selections until the file is closed.
+//
+// set_up_storage_reader shares the check of the datasets out over the ranks
+// (each opens the file serially and checks every size-th one). Each rank
+// reads, per array, one hyperslab (the bounding box of its read items when
+// they tile it) with collective transfers; ranks with nothing to read from a
+// dataset take part with an empty selection. Strided destinations that are
+// windows of row-major arrays are read into directly; others through the
+// bounded buffer. Small datasets (at most 1 MiB, addresses found by the
+// set-up check) are read straight through MPI-IO and not opened
+// (docs/FORMAT.md 7.5).
+//
+// Verification: each rank then reads, independently, the whole checksum
+// blocks of every stored chunk its region touches (whole rows along
+// dimension 0 of the chunk, one row more at either end when a row is longer
+// than a block) through the bounded buffer, checks them, and copies its
+// region out. Dense destinations are read into in place, in pieces of at most
+// staging_bytes, each piece but a chunk's last verified on a helper thread
+// while the next is read. verify_chunk opens the file with HDF5's serial
+// driver.
 #include "cairn/container.hpp"
 
 #include "cairn/errors.hpp"

@@ -8,6 +8,14 @@
 // rounds) is agreed in the same allreduce; a rank whose write fails takes
 // part in the remaining rounds with empty selections and reports its error
 // at the end, through the save's error agreement.
+//
+// Every rank creates every dataset (collective HDF5 calls with the same
+// arguments; the coordinator broadcasts the list in write_data) and writes
+// its chunks as hyperslabs with collective transfers, taking part with an
+// empty selection in the transfers it has nothing for. Independent
+// transfers: datasets with one writer or below `independent_below`; those of
+// at most 1 MiB go straight to their address through MPI-IO (docs/FORMAT.md
+// 7.4). The commit flushes the file with MPI_File_sync before it is closed.
 #include "cairn/container.hpp"
 
 #include "cairn/errors.hpp"
