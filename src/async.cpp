@@ -122,7 +122,7 @@ public:
     }
 
 private:
-    [[noreturn]] static void internal() { throw Error(Error::Kind::generic, "internal: staged copy used for planning"); }
+    [[noreturn]] static void internal() { throw error::Internal("internal: staged copy used for planning"); }
     detail::HostBuffer m_buffer;
     std::map<std::pair<std::string, std::uint32_t>, StridedView> m_views;
 };

@@ -58,23 +58,14 @@ double seconds_since(std::chrono::steady_clock::time_point t0)
 // what is wrong with the id.
 std::shared_ptr<StorageWriter> default_writer(const SaveOptions& o, const std::string& id)
 {
-    // The settings both writers take from SaveOptions.
-    const auto common = [&o](auto& w) {
-        w.fsync = o.fsync;
-        w.overwrite = o.overwrite;
-        w.alignment = o.alignment;
-        w.staging_bytes = o.staging_bytes;
-        w.checksum_block = o.checksum_block;
-        w.writeback_bytes = o.writeback_bytes;
-    };
     if (saves_container(o, id)) {
         ContainerWriterOptions co;
-        common(co);
+        static_cast<WriteOptions&>(co) = o; // the settings both writers share with SaveOptions
         co.tuning = o.container;
         return std::make_shared<ContainerWriter>(std::move(co));
     }
     DistcpWriterOptions po;
-    common(po);
+    static_cast<WriteOptions&>(po) = o;
     po.files_per_rank = o.files_per_rank;
     po.mpi_hints = o.per_rank.mpi_hints;
     return std::make_shared<DistcpWriter>(std::move(po));

@@ -37,9 +37,11 @@ extern "C" {
 
 /* ---- errors ------------------------------------------------------------ */
 
-/** Error codes returned by every function. Codes 1 to 63 are the kinds of
- *  the C++ exceptions of <cairn/errors.hpp> (cairn::Error::Kind, same
- *  values); 64 and up are failures outside them. Values are stable. */
+/** Error codes returned by every function. Each cairn::Error of
+ *  <cairn/errors.hpp> is the code of its class (cairn::Error::Kind holds
+ *  the same values: 1 to 8, OTHER for a plain cairn::Error, INTERNAL for
+ *  error::Internal); NO_MEMORY and INTERNAL also stand for std::bad_alloc
+ *  and any other exception. Values are stable. */
 enum cairn_error_code {
     CAIRN_SUCCESS = 0,
     CAIRN_ERR_USAGE = 1,      /**< the caller used the API wrongly (error::WrongAPIUsage) */
@@ -52,7 +54,7 @@ enum cairn_error_code {
     CAIRN_ERR_CONCURRENT = 8, /**< another job writes or replaced the checkpoint path */
     CAIRN_ERR_OTHER = 64,     /**< any other Cairn error */
     CAIRN_ERR_NO_MEMORY = 65, /**< out of memory */
-    CAIRN_ERR_INTERNAL = 66   /**< an unexpected exception inside Cairn (a bug) */
+    CAIRN_ERR_INTERNAL = 66   /**< a bug inside Cairn: error::Internal, or any other exception */
 };
 
 /** The message of the most recent failing call on this thread ("" if none).

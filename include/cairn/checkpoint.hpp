@@ -7,6 +7,7 @@
 #include "cairn/planner.hpp"
 #include "cairn/state_dict.hpp"
 #include "cairn/storage.hpp"
+#include "cairn/write_options.hpp"
 
 #include <mpi.h>
 
@@ -43,36 +44,14 @@ enum class Layout {
 };
 
 /// Options of save() and async_save().
-struct SaveOptions {
+/// The settings of how the files are written (fsync, overwrite, alignment,
+/// staging_bytes, checksum_block, writeback_bytes) are those of WriteOptions
+/// (cairn/write_options.hpp), its base.
+struct SaveOptions : WriteOptions {
     /// Storage layout; ignored when `storage` is given.
     Layout layout = Layout::automatic;
-    /// Make data and metadata durable (fsync of files and directory) before commit.
-    bool fsync = true;
     /// Number of .distcp files each rank writes (items are balanced by size).
     int files_per_rank = 1;
-    /// Chunks of at least this many bytes start at a multiple of it in their
-    /// file. Container layout: H5Pset_alignment(max(alignment, 64 KiB),
-    /// alignment), every HDF5 object of at least that size starts at a
-    /// multiple of it (set it to the stripe size of a parallel file system);
-    /// smaller objects are packed.
-    std::size_t alignment = 4096;
-    /// Replace a committed checkpoint at the same path. The old one stays
-    /// intact until the new one is committed.
-    bool overwrite = false;
-    /// Bytes of host staging memory per rank (packing strided shards,
-    /// coalescing small items).
-    std::size_t staging_bytes = std::size_t(64) << 20;
-    /// Bytes per checksum block: every stored chunk carries XXH3-64
-    /// checksums of its blocks, computed as the data streams out. 0: none.
-    std::uint64_t checksum_block = std::uint64_t(1) << 20;
-    /// With `fsync`: as a rank writes, start the device's writeback of each
-    /// piece it has written (Linux `sync_file_range`) and keep at most this
-    /// many bytes per file written but not yet on the device, so that
-    /// copying into the page cache and writing to the device overlap instead
-    /// of all bytes waiting for the final fsync. A hint: the fsync still
-    /// follows, so durability is the same; it does nothing where the system
-    /// lacks it. 0: off.
-    std::size_t writeback_bytes = std::size_t(64) << 20;
     /// async_save() only: how the data is staged.
     AsyncStaging async_staging = AsyncStaging::full_copy;
     /// Per-rank layout: MPI-IO hints of the .distcp files.
@@ -118,12 +97,7 @@ struct LoadOptions {
     /// error::IntegrityError on every rank).
     bool verify_checksums = true;
     /// Bytes of host memory per rank for read buffers; also the most bytes
-    /// one read call moves (dense destinations are read into in place, in
-    /// pieces of this size; each piece but a chunk's last is verified on a
-    /// helper thread while the next is read, and all before load returns).
-    /// Per-rank layout, other host destinations (padded, strided): reads go
-    /// to alternate halves of the buffer, and each read of 4 MiB or more is
-    /// verified and copied out on a helper thread while the next is read.
+    /// one read call moves. Every block read is verified before load returns.
     std::size_t staging_bytes = std::size_t(64) << 20;
     /// Per-rank layout: MPI-IO hints of the .distcp files.
     PerRankTuning per_rank;

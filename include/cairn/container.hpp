@@ -6,6 +6,7 @@
 #pragma once
 
 #include "cairn/storage.hpp"
+#include "cairn/write_options.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -57,35 +58,22 @@ struct ContainerTuning {
     std::size_t independent_below = std::size_t(1) << 20;
 };
 
-/// Options of the container writer (see SaveOptions for their meaning).
-struct ContainerWriterOptions {
-    bool fsync = true;
-    bool overwrite = false;
-    /// H5Pset_alignment(threshold = max(alignment, 64 KiB), alignment): every
-    /// object of at least the threshold (datasets, metadata blocks) starts at
-    /// a multiple of `alignment`; smaller ones are packed. Set it to the
-    /// stripe size of a parallel file system.
-    std::size_t alignment = 4096;
-    std::size_t staging_bytes = std::size_t(64) << 20;
-    /// Bytes per checksum block (0: no checksums); see SaveOptions.
-    std::uint64_t checksum_block = std::uint64_t(1) << 20;
-    /// Early writeback with fsync; see SaveOptions::writeback_bytes.
-    std::size_t writeback_bytes = std::size_t(64) << 20;
+/// Options of the container writer: the WriteOptions of a save, and the
+/// container's tuning.
+struct ContainerWriterOptions : WriteOptions {
+    /// MPI-IO hints, file locking, metadata cache (SaveOptions::container).
     ContainerTuning tuning;
 };
 
 /// Suffix of the file a container is written to before it is committed.
 inline constexpr const char* container_temp_suffix = ".cairn-tmp";
 
-/// Writes the container layout. Every rank creates every dataset (collective
-/// HDF5 calls with the same arguments; the coordinator broadcasts the list in
-/// write_data) and writes its chunks as hyperslabs with collective transfers,
-/// taking part with an empty selection in the transfers it has nothing for
-/// (independent transfers: datasets with one writer or below
-/// `independent_below`; those of at most 1 MiB straight at their address
-/// through MPI-IO, docs/FORMAT.md 7.4). Commit: the file is written as `<id>.cairn-tmp`, flushed (MPI_File_sync)
-/// and closed; the coordinator then adds scalars, strings and the /cairn
-/// metadata group, syncs it, renames it to `<id>` and syncs the directory.
+/// Writes the container layout: one HDF5 file that all ranks write through
+/// parallel HDF5, one dataset per array (ContainerTuning chooses collective
+/// or independent transfers; docs/FORMAT.md 7.4). Commit: the file is
+/// written as `<id>.cairn-tmp` and flushed; the coordinator then adds
+/// scalars, strings and the /cairn metadata group, syncs it, renames it to
+/// `<id>` and syncs the directory.
 namespace detail {
 struct BuiltinWriters; // commits from metadata columns (internal)
 struct BuiltinReaders; // reads the metadata as columns (internal)
@@ -111,23 +99,12 @@ private:
 };
 
 /// Reads the container layout. set_up_storage_reader checks that every
-/// dataset the metadata names exists with the right shape and type, the
-/// datasets shared out over the ranks (each opens the file serially and
-/// checks every size-th one). Each rank reads, per array, one hyperslab (the bounding box of its read
-/// items when they tile it) with collective transfers, dataset by dataset in
-/// metadata order; ranks with nothing to read from a dataset take part with
-/// an empty selection. Strided destinations that are windows of row-major
-/// arrays are read into directly; others through a bounded buffer. Small
-/// datasets (at most 1 MiB, addresses found by that check) are read
-/// straight through MPI-IO and not opened (docs/FORMAT.md 7.5).
-///
-/// Verification (`verify`, on by default, and checkpoints with checksums):
-/// each rank then reads, independently, the whole checksum blocks of every
-/// stored chunk its region touches — whole rows along dimension 0 of the
-/// chunk, one row more at either end when a row is longer than a block —
-/// through a bounded buffer, checks them, and copies its region out.
-/// verify_chunk reads a chunk whole, opening the file with HDF5's serial
-/// driver (local, any rank).
+/// dataset the metadata names exists with the right shape and type (a
+/// FormatError otherwise). Each rank reads what its boxes need, through at
+/// most `staging_bytes` of buffer (docs/FORMAT.md 7.5). With `verify` (the
+/// default) and a checkpoint with checksums, each rank reads the whole
+/// checksum blocks its region touches and checks them before copying its
+/// region out. verify_chunk reads a chunk whole (local, any rank).
 class ContainerReader : public StorageReader {
 public:
     explicit ContainerReader(std::size_t staging_bytes = std::size_t(64) << 20, ContainerTuning tuning = {},

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "cairn/storage.hpp"
+#include "cairn/write_options.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -26,24 +27,17 @@ struct PerRankTuning {
     MpiHints mpi_hints;
 };
 
-/// Options of the per-rank writer (see SaveOptions for their meaning).
-struct DistcpWriterOptions {
-    bool fsync = true;
+/// Options of the per-rank writer: the WriteOptions of a save, and the
+/// settings of the per-rank layout.
+struct DistcpWriterOptions : WriteOptions {
+    /// Number of .distcp files each rank writes (SaveOptions::files_per_rank).
     int files_per_rank = 1;
-    std::size_t alignment = 4096;
-    bool overwrite = false;
-    std::size_t staging_bytes = std::size_t(64) << 20;
-    /// Bytes per checksum block; 0: no checksums.
-    std::uint64_t checksum_block = std::uint64_t(1) << 20;
-    /// Early writeback with fsync; see SaveOptions::writeback_bytes.
-    std::size_t writeback_bytes = std::size_t(64) << 20;
     /// MPI-IO hints of the files (PerRankTuning::mpi_hints).
     MpiHints mpi_hints;
 };
 
-/// Writes the per-rank layout through MPI-IO (each rank opens its own files
-/// on MPI_COMM_SELF; chunks at explicit offsets, large ones aligned, small
-/// ones coalesced into one write). Commit: data synced, metadata written as
+/// Writes the per-rank layout through MPI-IO, each rank its own files (large
+/// chunks aligned, WriteOptions::alignment). Commit: data synced, metadata written as
 /// `.metadata.h5.tmp`, synced, renamed to `metadata.h5`, directory synced.
 /// Overwriting a committed checkpoint writes into a sibling staging directory
 /// and swaps it in at commit.
@@ -74,9 +68,9 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
-/// Reads the per-rank layout: only the byte runs of each chunk that overlap
-/// the requested boxes, merged into larger reads when the gaps between them
-/// are small (data sieving), through a bounded buffer.
+/// Reads the per-rank layout: only the bytes of each chunk that the
+/// requested boxes need (and, with `verify`, the whole checksum blocks they
+/// touch), through a bounded buffer.
 class DistcpReader : public StorageReader {
 public:
     /// `verify`: check the checksums of every block read (a mismatch throws

@@ -10,10 +10,12 @@ namespace cairn {
 /// Base of every exception Cairn throws.
 class Error : public std::runtime_error {
 public:
-    /// Stable code of the concrete type; used to re-create the same exception
-    /// on every rank after an error agreement.
+    /// Stable code of the concrete class, one per class below (`generic`:
+    /// a plain cairn::Error). The same numbers are the C API's error codes
+    /// (CAIRN_ERR_USAGE ... CAIRN_ERR_INTERNAL, <cairn/cairn.h>), and the
+    /// error agreement sends them between ranks to re-create the same
+    /// exception on every rank (throw_error).
     enum class Kind : int {
-        generic = 0,
         usage = 1,
         mismatch = 2,
         read = 3,
@@ -22,6 +24,8 @@ public:
         not_found = 6,
         integrity = 7,
         concurrent = 8,
+        generic = 64,
+        internal = 66,
     };
 
     Error(Kind kind, const std::string& what) : std::runtime_error(what), m_kind(kind) {}
@@ -88,7 +92,16 @@ public:
     explicit ConcurrentAccess(const std::string& what) : Error(Kind::concurrent, what) {}
 };
 
-/// Throws the exception of `kind` with `what`. Used after error agreement.
+/// A broken invariant inside Cairn: a bug of Cairn's own, never a consequence
+/// of the caller's input or of the file system. Names the invariant.
+class Internal : public Error {
+public:
+    explicit Internal(const std::string& what) : Error(Kind::internal, what) {}
+};
+
+/// Throws the exception of `kind` with `what`: the one map from a Kind to
+/// its class (a plain cairn::Error for `generic` and for a value that is
+/// no Kind). Used after error agreement.
 [[noreturn]] void throw_error(Error::Kind kind, const std::string& what);
 
 } // namespace error

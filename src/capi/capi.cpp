@@ -27,13 +27,20 @@ namespace {
 thread_local std::string t_message;
 thread_local int t_code = CAIRN_SUCCESS;
 
-// Codes 1..63 are the values of cairn::Error::Kind (a kind added in C++ is
-// a code at once; cairn_error_name learns its name when it is added there).
-int code_of(cairn::Error::Kind kind) noexcept
-{
-    const int k = static_cast<int>(kind);
-    return kind == cairn::Error::Kind::generic || k < 1 || k > 63 ? CAIRN_ERR_OTHER : k;
-}
+// The code of an exception is its cairn::Error::Kind: the enumerations
+// hold the same numbers (a kind added in C++ is a code at once; its
+// CAIRN_ERR_* name is added to cairn.h, cairn_error_name and the checks here).
+constexpr bool same_code(cairn::Error::Kind kind, int code) { return static_cast<int>(kind) == code; }
+static_assert(same_code(cairn::Error::Kind::usage, CAIRN_ERR_USAGE), "Error::Kind and CAIRN_ERR_* differ");
+static_assert(same_code(cairn::Error::Kind::mismatch, CAIRN_ERR_MISMATCH), "Error::Kind and CAIRN_ERR_* differ");
+static_assert(same_code(cairn::Error::Kind::read, CAIRN_ERR_READ), "Error::Kind and CAIRN_ERR_* differ");
+static_assert(same_code(cairn::Error::Kind::write, CAIRN_ERR_WRITE), "Error::Kind and CAIRN_ERR_* differ");
+static_assert(same_code(cairn::Error::Kind::format, CAIRN_ERR_FORMAT), "Error::Kind and CAIRN_ERR_* differ");
+static_assert(same_code(cairn::Error::Kind::not_found, CAIRN_ERR_NOT_FOUND), "Error::Kind and CAIRN_ERR_* differ");
+static_assert(same_code(cairn::Error::Kind::integrity, CAIRN_ERR_INTEGRITY), "Error::Kind and CAIRN_ERR_* differ");
+static_assert(same_code(cairn::Error::Kind::concurrent, CAIRN_ERR_CONCURRENT), "Error::Kind and CAIRN_ERR_* differ");
+static_assert(same_code(cairn::Error::Kind::generic, CAIRN_ERR_OTHER), "Error::Kind and CAIRN_ERR_* differ");
+static_assert(same_code(cairn::Error::Kind::internal, CAIRN_ERR_INTERNAL), "Error::Kind and CAIRN_ERR_* differ");
 
 // The code and message of the exception in flight, without recording them.
 void describe_current(int& code, std::string& message) noexcept
@@ -42,7 +49,7 @@ void describe_current(int& code, std::string& message) noexcept
         try {
             throw;
         } catch (const cairn::Error& e) {
-            code = code_of(e.kind());
+            code = static_cast<int>(e.kind());
             message = e.what();
         } catch (const std::bad_alloc&) {
             code = CAIRN_ERR_NO_MEMORY;

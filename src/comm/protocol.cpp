@@ -87,8 +87,8 @@ Bytes scatter_bytes(const Comm& c, const std::vector<Bytes>& all)
     Bytes flat;
     if (c.coordinator()) {
         if (all.size() != static_cast<std::size_t>(c.size))
-            throw Error(Error::Kind::generic, "internal: scatter of " + std::to_string(all.size()) + " plans to " +
-                                                  std::to_string(c.size) + " ranks");
+            throw error::Internal("internal: scatter of " + std::to_string(all.size()) + " plans to " +
+                                  std::to_string(c.size) + " ranks");
         for (const auto& b : all)
             counts.push_back(to_int_count(b.size(), "a plan"));
         displs = displacements(counts, "the scattered plans");
@@ -182,7 +182,7 @@ void share_metadata(const Comm& c, MetadataFrames* frames, MetadataDecoder* dec,
         c,
         [&] {
             if (!frames)
-                throw Error(Error::Kind::generic, "internal: share_metadata without the coordinator's metadata");
+                throw error::Internal("internal: share_metadata without the coordinator's metadata");
             return frames->next(frame_bytes);
         },
         [&](const Bytes& f) {

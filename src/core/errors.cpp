@@ -13,9 +13,10 @@ void throw_error(Error::Kind kind, const std::string& what)
     case Error::Kind::not_found: throw NotFound(what);
     case Error::Kind::integrity: throw IntegrityError(what);
     case Error::Kind::concurrent: throw ConcurrentAccess(what);
+    case Error::Kind::internal: throw Internal(what);
     case Error::Kind::generic: break;
     }
-    throw Error(Error::Kind::generic, what);
+    throw Error(Error::Kind::generic, what); // also for a number that is no Kind
 }
 
 } // namespace cairn::error

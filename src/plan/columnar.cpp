@@ -800,8 +800,8 @@ void ColumnarSavePlan::reuse(const SavePlan& rank0)
     auto& md = im.md;
     const std::size_t nentries = im.entries.size();
     if (rank0.items.size() != nentries || im.ids.size() != im.nranks * nentries)
-        throw Error(Error::Kind::generic, "internal: a kept plan of " + std::to_string(nentries) +
-                                              " entries reused for a plan of " + std::to_string(rank0.items.size()));
+        throw error::Internal("internal: a kept plan of " + std::to_string(nentries) +
+                              " entries reused for a plan of " + std::to_string(rank0.items.size()));
     for (std::size_t i = 0; i < nentries; ++i) {
         const auto& it = rank0.items[i];
         if (it.kind == ItemKind::scalar || it.kind == ItemKind::string)

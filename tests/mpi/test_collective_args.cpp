@@ -2,8 +2,9 @@
 // call (checkpoint ids, layouts, overwrite) and replicated arrays whose
 // copies differ between ranks. Every rank must get the same error::Mismatch
 // naming the values, promptly (a hang fails the CTest TIMEOUT), and nothing
-// may be written. Tagged [bad_input]: runs in mpi_np1..4 (at 1 rank there is
-// nothing to disagree with, and only the saves that must work run).
+// may be written. Tagged [bad_input]; CTest mpi.collective_args.np1..4 (at 1
+// rank there is nothing to disagree with, and only the saves that must work
+// run).
 #include "outcome.hpp"
 
 #include <cairn/cairn.hpp>

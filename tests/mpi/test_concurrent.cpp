@@ -3,7 +3,8 @@
 // (the world split into one communicator per rank) saving to one path, a
 // claim taken over during a save, a checkpoint replaced while a load or
 // verify reads it. The interleavings are forced with held locks and
-// progress callbacks, never with sleeps. Tagged [bad_input]: in mpi_np1..4.
+// progress callbacks, never with sleeps. Tagged [bad_input]; CTest
+// mpi.concurrent.np1..4.
 #include "outcome.hpp"
 
 #include <cairn/cairn.hpp>

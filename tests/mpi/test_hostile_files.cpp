@@ -8,7 +8,7 @@
 // readers) checked by verify, and the system's reason when the container
 // cannot be created.
 //
-// Hidden from the mpi_np* runs ([.hostile]): CTest runs them as
+// Hidden from the mpi.<file>.np* runs ([.hostile]): CTest runs them as
 // mpi_hostile_np*, with a short TIMEOUT (tests/hostile.cmake).
 #include "fixtures.hpp"
 #include "outcome.hpp"

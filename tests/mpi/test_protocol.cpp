@@ -249,3 +249,35 @@ TEST_CASE("load and verify with the metadata in many small frames", "[protocol]"
         CHECK(all(report.bytes == bytes));
     }
 }
+
+TEST_CASE("error agreement: every rank gets the failing rank's exception class and message", "[protocol]")
+{
+    const cd::Comm c(MPI_COMM_WORLD);
+    const int bad = c.size - 1;
+    using K = cairn::Error::Kind;
+    for (K k : {K::usage, K::mismatch, K::read, K::write, K::format, K::not_found, K::integrity, K::concurrent,
+                K::generic, K::internal}) {
+        bool thrown = false;
+        K got = K::generic;
+        std::string what;
+        try {
+            cd::run_phase(c, "test phase", [&] {
+                if (c.rank == bad)
+                    cairn::error::throw_error(k, "broken on purpose");
+            });
+        } catch (const cairn::Error& e) {
+            thrown = true;
+            got = e.kind();
+            what = e.what();
+        }
+        CHECK(thrown);
+        CHECK(got == k);
+        CHECK(what == "rank " + std::to_string(bad) + " (test phase): broken on purpose");
+    }
+    CHECK_THROWS_AS(cd::run_phase(c, "test phase",
+                                  [&] {
+                                      if (c.rank == bad)
+                                          throw cairn::error::Internal("internal: a broken invariant");
+                                  }),
+                    cairn::error::Internal);
+}

@@ -1,4 +1,4 @@
-// Element types (include/cairn/dtype.hpp) and the exception types.
+// Element types (include/cairn/dtype.hpp).
 #include "unit_common.hpp"
 
 #include "cairn/dtype.hpp"
@@ -95,24 +95,3 @@ TEST_CASE("dtype_of maps C++ types", "[dtype]")
     CHECK(dtype_size(dtype_of<bool>) == sizeof(bool));
 }
 
-TEST_CASE("error::throw_error re-creates each exception type", "[dtype]")
-{
-    using K = Error::Kind;
-    const auto rethrown_kind = [](K k) {
-        try {
-            error::throw_error(k, "message " + std::to_string(static_cast<int>(k)));
-        } catch (const Error& e) {
-            CHECK(std::string(e.what()) == "message " + std::to_string(static_cast<int>(k)));
-            return e.kind();
-        }
-        return static_cast<K>(-1);
-    };
-    for (K k : {K::generic, K::usage, K::mismatch, K::read, K::write, K::format, K::not_found})
-        CHECK(rethrown_kind(k) == k);
-    CHECK_THROWS_AS(error::throw_error(K::usage, "x"), error::WrongAPIUsage);
-    CHECK_THROWS_AS(error::throw_error(K::mismatch, "x"), error::Mismatch);
-    CHECK_THROWS_AS(error::throw_error(K::read, "x"), error::ReadError);
-    CHECK_THROWS_AS(error::throw_error(K::write, "x"), error::WriteError);
-    CHECK_THROWS_AS(error::throw_error(K::format, "x"), error::FormatError);
-    CHECK_THROWS_AS(error::throw_error(K::not_found, "x"), error::NotFound);
-}

@@ -133,8 +133,8 @@ struct DistcpReader::Impl {
         const std::uint64_t A = span ? a - a % span : a;
         const std::uint64_t B = span ? std::min(len, (b + span - 1) / span * span) : b;
         if (B - A > room)
-            throw Error(Error::Kind::generic, "internal: read of " + std::to_string(B - A) + " bytes exceeds the " +
-                                                  std::to_string(room) + "-byte buffer");
+            throw error::Internal("internal: read of " + std::to_string(B - A) + " bytes exceeds the " +
+                                  std::to_string(room) + "-byte buffer");
         std::uint64_t from = A; // bytes [A, from) are in the buffer already
         if (held.chunk == &chunk && held.A <= A && A < held.B) {
             from = std::min(B, held.B);

@@ -1,3 +1,6 @@
+// The per-rank layout, writing side: each rank opens its own .distcp files
+// on MPI_COMM_SELF and writes its chunks at explicit offsets, large ones
+// aligned, small ones coalesced into one write.
 #include "cairn/distcp.hpp"
 #include "cairn/errors.hpp"
 #include "core/checksum.hpp"

@@ -61,8 +61,10 @@ std::string container_entry_name(const std::string& path)
 
 namespace cairn::detail::container {
 
-using h5::check;
-using h5::check_status;
+using h5::check_read;
+using h5::check_read_status;
+using h5::check_write;
+using h5::check_write_status;
 using h5::Handle;
 
 std::string link_name(const std::string& fqn)
@@ -120,22 +122,23 @@ std::vector<std::size_t> small_rounds(const std::vector<std::uint64_t>& most, in
 
 Handle file_access(MPI_Comm comm, const ContainerTuning& t, std::size_t alignment, const std::string& what, bool write)
 {
-    Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), what + ": file access properties", write));
+    const auto check = write ? check_write : check_read;
+    const auto check_status = write ? check_write_status : check_read_status;
+    Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), what + ": file access properties"));
     if (comm != MPI_COMM_NULL) {
         const detail::MpiInfo info(t.mpi_hints); // checked (check_tuning)
-        check_status(H5Pset_fapl_mpio(fapl, comm, info.get()), what + ": selecting the MPI-IO driver",
-                     write); // duplicates comm and info
-        check_status(H5Pset_all_coll_metadata_ops(fapl, t.collective_metadata), what + ": collective metadata reads",
-                     write);
-        check_status(H5Pset_coll_metadata_write(fapl, t.collective_metadata), what + ": collective metadata writes", write);
+        // duplicates comm and info
+        check_status(H5Pset_fapl_mpio(fapl, comm, info.get()), what + ": selecting the MPI-IO driver");
+        check_status(H5Pset_all_coll_metadata_ops(fapl, t.collective_metadata), what + ": collective metadata reads");
+        check_status(H5Pset_coll_metadata_write(fapl, t.collective_metadata), what + ": collective metadata writes");
     }
-    check_status(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST), what + ": library version bounds", write);
+    check_status(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST), what + ": library version bounds");
     if (alignment > 1) {
         // Objects below 64 KiB (small datasets, from the small-data blocks
         // below) are packed without padding, so that runs of adjacent small
         // datasets are written with one call (write_small_datasets).
         const hsize_t threshold = std::max<hsize_t>(alignment, hsize_t(64) * 1024);
-        check_status(H5Pset_alignment(fapl, threshold, alignment), what + ": alignment", write);
+        check_status(H5Pset_alignment(fapl, threshold, alignment), what + ": alignment");
     }
     if (comm != MPI_COMM_NULL) {
         // Metadata and small raw data are allocated from blocks of this size,
@@ -143,8 +146,8 @@ Handle file_access(MPI_Comm comm, const ContainerTuning& t, std::size_t alignmen
         // file in large writes. (The coordinator's serial session adds few
         // objects: HDF5's 2 KiB default wastes less there.)
         const hsize_t block = 64 * 1024;
-        check_status(H5Pset_meta_block_size(fapl, block), what + ": metadata block size", write);
-        check_status(H5Pset_small_data_block_size(fapl, block), what + ": small data block size", write);
+        check_status(H5Pset_meta_block_size(fapl, block), what + ": metadata block size");
+        check_status(H5Pset_small_data_block_size(fapl, block), what + ": small data block size");
     }
     if (t.metadata_cache_bytes > 0) {
         // HDF5 bounds: a cache of at most 128 MiB; sync points of parallel
@@ -152,19 +155,19 @@ Handle file_access(MPI_Comm comm, const ContainerTuning& t, std::size_t alignmen
         const std::size_t size = std::clamp<std::size_t>(t.metadata_cache_bytes, 1024 * 1024, std::size_t(128) << 20);
         H5AC_cache_config_t cfg;
         cfg.version = H5AC__CURR_CACHE_CONFIG_VERSION;
-        check_status(H5Pget_mdc_config(fapl, &cfg), what + ": metadata cache", write);
+        check_status(H5Pget_mdc_config(fapl, &cfg), what + ": metadata cache");
         cfg.set_initial_size = true;
         cfg.initial_size = size;
         cfg.max_size = std::max(cfg.max_size, size);
         cfg.min_size = std::min(cfg.min_size, size);
         cfg.decr_mode = H5C_decr__off; // keep the headers of a save's datasets until close
         cfg.dirty_bytes_threshold = std::clamp<std::size_t>(size / 2, 512, std::size_t(32) << 20);
-        check_status(H5Pset_mdc_config(fapl, &cfg), what + ": metadata cache", write);
+        check_status(H5Pset_mdc_config(fapl, &cfg), what + ": metadata cache");
     }
 #if H5_VERSION_GE(1, 12, 1) || (H5_VERS_MAJOR == 1 && H5_VERS_MINOR == 10 && H5_VERS_RELEASE >= 7)
     const hbool_t use = t.file_locking != FileLocking::off;
     const hbool_t ignore_when_disabled = t.file_locking != FileLocking::on;
-    check_status(H5Pset_file_locking(fapl, use, ignore_when_disabled), what + ": file locking", write);
+    check_status(H5Pset_file_locking(fapl, use, ignore_when_disabled), what + ": file locking");
 #else
     if (t.file_locking != FileLocking::best_effort)
         throw error::WrongAPIUsage(std::string("file_locking: this HDF5 (") + H5_VERS_INFO +
@@ -175,17 +178,20 @@ Handle file_access(MPI_Comm comm, const ContainerTuning& t, std::size_t alignmen
 
 Handle link_creation(const std::string& what, bool write)
 {
-    Handle lcpl(check(H5Pcreate(H5P_LINK_CREATE), what, write));
-    check_status(H5Pset_char_encoding(lcpl, H5T_CSET_UTF8), what, write);
+    const auto check = write ? check_write : check_read;
+    const auto check_status = write ? check_write_status : check_read_status;
+    Handle lcpl(check(H5Pcreate(H5P_LINK_CREATE), what));
+    check_status(H5Pset_char_encoding(lcpl, H5T_CSET_UTF8), what);
     return lcpl;
 }
 
 Handle shape_space(const Shape& shape, const std::string& what, bool write)
 {
+    const auto check = write ? check_write : check_read;
     if (shape.empty())
-        return Handle(check(H5Screate(H5S_SCALAR), what + ": dataspace", write));
+        return Handle(check(H5Screate(H5S_SCALAR), what + ": dataspace"));
     std::vector<hsize_t> dims(shape.begin(), shape.end());
-    return Handle(check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), what + ": dataspace", write));
+    return Handle(check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), what + ": dataspace"));
 }
 
 void inject(const char* point, const std::string& what, bool write)
@@ -200,17 +206,20 @@ void inject(const char* point, const std::string& what, bool write)
 
 void select_box(hid_t space, const Box& box, const std::string& what, bool write)
 {
+    const auto check_status = write ? check_write_status : check_read_status;
     if (box.ndim() == 0) {
-        check_status(H5Sselect_all(space), what + ": selection", write);
+        check_status(H5Sselect_all(space), what + ": selection");
         return;
     }
     std::vector<hsize_t> start(box.offsets.begin(), box.offsets.end()), count(box.shape.begin(), box.shape.end());
     check_status(H5Sselect_hyperslab(space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr),
-                 what + ": selecting " + box.str(), write);
+                 what + ": selecting " + box.str());
 }
 
 Handle view_space(const StridedView& v, const std::string& what, bool write)
 {
+    const auto check = write ? check_write : check_read;
+    const auto check_status = write ? check_write_status : check_read_status;
     // Dimensions of extent 1 do not move in memory: drop them (the row-major
     // order of the elements is unchanged).
     Shape s, t;
@@ -249,18 +258,20 @@ Handle view_space(const StridedView& v, const std::string& what, bool write)
             return Handle();
         P *= m;
     }
-    Handle space(check(H5Screate_simple(static_cast<int>(n), M.data(), nullptr), what + ": memory dataspace", write));
+    Handle space(check(H5Screate_simple(static_cast<int>(n), M.data(), nullptr), what + ": memory dataspace"));
     check_status(H5Sselect_hyperslab(space, H5S_SELECT_SET, start.data(), q.data(), count.data(), nullptr),
-                 what + ": memory selection", write);
+                 what + ": memory selection");
     return space;
 }
 
 Handle dense_space(std::uint64_t n, const std::string& what, bool write)
 {
+    const auto check = write ? check_write : check_read;
+    const auto check_status = write ? check_write_status : check_read_status;
     const hsize_t dims[1] = {std::max<hsize_t>(n, 1)};
-    Handle space(check(H5Screate_simple(1, dims, nullptr), what + ": memory dataspace", write));
+    Handle space(check(H5Screate_simple(1, dims, nullptr), what + ": memory dataspace"));
     if (n == 0)
-        check_status(H5Sselect_none(space), what + ": empty selection", write);
+        check_status(H5Sselect_none(space), what + ": empty selection");
     return space;
 }
 

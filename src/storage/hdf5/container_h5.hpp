@@ -56,10 +56,11 @@ h5::Handle dense_space(std::uint64_t n, const std::string& what, bool write);
 
 /// Fault point `point` (src/core/fault.hpp) at an HDF5 call that has just
 /// succeeded: throws error::WriteError (`write`) or error::ReadError
-/// "<what>: <strerror>" when a fault fires there, as check() throws for a
-/// failed call. The call is made first because a collective call skipped on
-/// one rank hangs the others; the caller notes the error and goes on taking
-/// part in the collective calls, as after a real failure.
+/// "<what>: <strerror>" when a fault fires there, as h5::check_write() and
+/// h5::check_read() throw for a failed call. The call is made first because
+/// a collective call skipped on one rank hangs the others; the caller notes
+/// the error and goes on taking part in the collective calls, as after a
+/// real failure.
 void inject(const char* point, const std::string& what, bool write);
 
 /// Datasets of at most this many bytes whose file type needs no conversion

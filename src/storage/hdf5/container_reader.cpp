@@ -6,6 +6,25 @@
 // reads from it), datasets are visited in metadata order, skipped by every
 // rank when nobody reads them, and a rank that fails keeps taking part with
 // empty selections until the file is closed.
+//
+// set_up_storage_reader shares the check of the datasets out over the ranks
+// (each opens the file serially and checks every size-th one). Each rank
+// reads, per array, one hyperslab (the bounding box of its read items when
+// they tile it) with collective transfers; ranks with nothing to read from a
+// dataset take part with an empty selection. Strided destinations that are
+// windows of row-major arrays are read into directly; others through the
+// bounded buffer. Small datasets (at most 1 MiB, addresses found by the
+// set-up check) are read straight through MPI-IO and not opened
+// (docs/FORMAT.md 7.5).
+//
+// Verification: each rank then reads, independently, the whole checksum
+// blocks of every stored chunk its region touches (whole rows along
+// dimension 0 of the chunk, one row more at either end when a row is longer
+// than a block) through the bounded buffer, checks them, and copies its
+// region out. Dense destinations are read into in place, in pieces of at most
+// staging_bytes, each piece but a chunk's last verified on a helper thread
+// while the next is read. verify_chunk opens the file with HDF5's serial
+// driver.
 #include "cairn/container.hpp"
 
 #include "cairn/errors.hpp"
@@ -34,8 +53,8 @@ namespace cairn {
 namespace fs = detail::fs;
 namespace ct = detail::container;
 namespace fault = detail::fault;
-using detail::h5::check;
-using detail::h5::check_status;
+using detail::h5::check_read;
+using detail::h5::check_read_status;
 using detail::h5::Handle;
 
 namespace {
@@ -88,7 +107,7 @@ const std::string& dataset_of(const std::string& file, const std::string& fqn, c
 Handle memory_type(hid_t file_type, DType dtype)
 {
     if (dtype == DType::boolean && H5Tget_class(file_type) == H5T_INTEGER)
-        return Handle(check(H5Tcopy(H5T_NATIVE_UINT8), "copying an HDF5 type", false)); // bool stored as plain bytes
+        return Handle(check_read(H5Tcopy(H5T_NATIVE_UINT8), "copying an HDF5 type")); // bool stored as plain bytes
     return detail::h5::dataset_type(static_cast<int>(dtype), true);
 }
 
@@ -120,11 +139,11 @@ void check_dataset_part(hid_t file, const Metadata& md, const std::string& path,
             throw error::FormatError(what + " is not a dataset");
         }
         detail::h5::check_dataset_storage(dset, what);
-        const Handle space(check(H5Dget_space(dset), what, false));
+        const Handle space(check_read(H5Dget_space(dset), what));
         if (!same_shape(space, em.global_shape))
             throw error::FormatError(what + " has shape " + dims_str(space) + ", the metadata says " +
                                      shape_str(em.global_shape));
-        const Handle type(check(H5Dget_type(dset), what, false));
+        const Handle type(check_read(H5Dget_type(dset), what));
         const auto dt = stored_dtype(em);
         if (!detail::h5::dataset_type_matches(type, static_cast<int>(dt))) {
             const Handle want = detail::h5::dataset_type(static_cast<int>(dt), false);
@@ -370,7 +389,7 @@ Fetch hdf5_fetch(hid_t dset, hid_t mtype, hid_t fspace, hid_t xfer, const std::s
     return [=](const Box& P, std::int64_t n, char* buf) {
         ct::select_box(fspace, P, what, false);
         const Handle mem = ct::dense_space(static_cast<std::uint64_t>(n), what, false);
-        check_status(H5Dread(dset, mtype, mem, fspace, xfer, buf), "reading " + what, false);
+        check_read_status(H5Dread(dset, mtype, mem, fspace, xfer, buf), "reading " + what);
         ct::inject(fault::h5_read, "reading " + what, false);
     };
 }
@@ -691,7 +710,7 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
                     [](std::int64_t r) { return r > 0; })) {
         detail::h5::ErrorSilencer quiet;
         const Handle fapl = ct::file_access(im.comm, im.tuning, 0, path, false);
-        Handle file(check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), "opening " + path, false));
+        Handle file(check_read(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), "opening " + path));
         ct::log_hints(file, im.tuning, path);
         // Injected faults (ct::inject) follow the real, collective calls: the
         // rank notes the error and takes part in the rest with empty selections.
@@ -700,10 +719,10 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
         } catch (...) {
             note();
         }
-        const Handle collective(check(H5Pcreate(H5P_DATASET_XFER), path + ": transfer properties", false));
-        check_status(H5Pset_dxpl_mpio(collective, H5FD_MPIO_COLLECTIVE), path + ": collective transfers", false);
-        const Handle independent(check(H5Pcreate(H5P_DATASET_XFER), path + ": transfer properties", false));
-        check_status(H5Pset_dxpl_mpio(independent, H5FD_MPIO_INDEPENDENT), path + ": independent transfers", false);
+        const Handle collective(check_read(H5Pcreate(H5P_DATASET_XFER), path + ": transfer properties"));
+        check_read_status(H5Pset_dxpl_mpio(collective, H5FD_MPIO_COLLECTIVE), path + ": collective transfers");
+        const Handle independent(check_read(H5Pcreate(H5P_DATASET_XFER), path + ": transfer properties"));
+        check_read_status(H5Pset_dxpl_mpio(independent, H5FD_MPIO_INDEPENDENT), path + ": independent transfers");
         const Handle none = ct::dense_space(0, path, false);
         Scratch scratch; // read_verified's, and small strided or device regions
         detail::HostBuffer staged; // pieces of regions not read in place (page-locked with CUDA)
@@ -770,9 +789,9 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
                     continue;
                 }
             }
-            Handle dset(check(H5Dopen2(file, ds.c_str(), H5P_DEFAULT), "opening " + what, false));
-            const Handle fspace(check(H5Dget_space(dset), what, false));
-            const Handle ftype(check(H5Dget_type(dset), what, false));
+            Handle dset(check_read(H5Dopen2(file, ds.c_str(), H5P_DEFAULT), "opening " + what));
+            const Handle fspace(check_read(H5Dget_space(dset), what));
+            const Handle ftype(check_read(H5Dget_type(dset), what));
             const Handle mtype = memory_type(ftype, stored_dtype(em));
             bool usable = true;
             if (!same_shape(fspace, em.global_shape)) {
@@ -845,7 +864,7 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
                             Task* packed = nullptr;
                             std::int64_t first = 0, n = 0;
                             prepare(tasks[ti], p, mem, buf, owned, packed, first, n);
-                            check_status(H5Dread(dset, mtype, mem, fspace, independent, buf), "reading " + what, false);
+                            check_read_status(H5Dread(dset, mtype, mem, fspace, independent, buf), "reading " + what);
                             ct::inject(fault::h5_read, "reading " + what, false);
                             done(packed, first, n);
                         } catch (...) {
@@ -877,11 +896,11 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
                     }
                     try {
                         if (!mine) {
-                            check_status(H5Sselect_none(fspace), what + ": empty selection", false);
+                            check_read_status(H5Sselect_none(fspace), what + ": empty selection");
                             mem = none;
                             buf = &dummy;
                         }
-                        check_status(H5Dread(dset, mtype, mem, fspace, collective, buf), "reading " + what, false);
+                        check_read_status(H5Dread(dset, mtype, mem, fspace, collective, buf), "reading " + what);
                         ct::inject(fault::h5_read, "reading " + what, false);
                         if (mine)
                             done(packed, first, n);
@@ -929,13 +948,13 @@ std::uint64_t ContainerReader::verify_chunk(const std::string& fqn, const EntryM
     const std::string what = im.path + ": dataset '" + chunk.storage.path + "'";
     if (!detail::h5::hard_links_only(im.serial, chunk.storage.path, what))
         throw error::FormatError(what + " is missing");
-    const Handle dset(check(H5Dopen2(im.serial, chunk.storage.path.c_str(), H5P_DEFAULT), "opening " + what, false));
+    const Handle dset(check_read(H5Dopen2(im.serial, chunk.storage.path.c_str(), H5P_DEFAULT), "opening " + what));
     detail::h5::check_dataset_storage(dset, what);
-    const Handle fspace(check(H5Dget_space(dset), what, false));
+    const Handle fspace(check_read(H5Dget_space(dset), what));
     if (!same_shape(fspace, entry.global_shape))
         throw error::FormatError(what + " has shape " + dims_str(fspace) + ", the metadata says " +
                                  shape_str(entry.global_shape));
-    const Handle ftype(check(H5Dget_type(dset), what, false));
+    const Handle ftype(check_read(H5Dget_type(dset), what));
     const Handle mtype = memory_type(ftype, stored_dtype(entry));
     const auto es = dtype_size(stored_dtype(entry));
     return read_verified(hdf5_fetch(dset, mtype, fspace, H5P_DEFAULT, what), im.md->checksum_block, chunk, es, nullptr,
@@ -969,18 +988,18 @@ void detail::BuiltinReaders::verify_value(ContainerReader& r, const std::string&
         bad("is not a dataset");
     }
     detail::h5::check_dataset_storage(dset, what);
-    const Handle space(check(H5Dget_space(dset), what, false));
+    const Handle space(check_read(H5Dget_space(dset), what));
     if (H5Sget_simple_extent_type(space) != H5S_SCALAR)
         bad("has shape " + dims_str(space) + ", not a scalar dataspace");
-    const Handle ftype(check(H5Dget_type(dset), what, false));
+    const Handle ftype(check_read(H5Dget_type(dset), what));
     if (entry.kind == ItemKind::string) {
         if (H5Tget_class(ftype) != H5T_STRING || H5Tis_variable_str(ftype) <= 0)
             bad("has type " + detail::h5::type_description(ftype) + ", not a variable-length string");
-        const Handle mtype(check(H5Tcopy(H5T_C_S1), what, false));
-        check_status(H5Tset_size(mtype, H5T_VARIABLE), what, false);
-        check_status(H5Tset_cset(mtype, H5Tget_cset(ftype)), what, false);
+        const Handle mtype(check_read(H5Tcopy(H5T_C_S1), what));
+        check_read_status(H5Tset_size(mtype, H5T_VARIABLE), what);
+        check_read_status(H5Tset_cset(mtype, H5Tget_cset(ftype)), what);
         char* p = nullptr;
-        check_status(H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "reading " + what, false);
+        check_read_status(H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "reading " + what);
         const std::string got = p ? p : "";
         H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, &p);
         if (got != entry.value)
@@ -996,7 +1015,7 @@ void detail::BuiltinReaders::verify_value(ContainerReader& r, const std::string&
     }
     const Handle mtype = memory_type(ftype, entry.dtype);
     std::vector<unsigned char> got(dtype_size(entry.dtype), 0);
-    check_status(H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, got.data()), "reading " + what, false);
+    check_read_status(H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, got.data()), "reading " + what);
     if (entry.value.size() != got.size() || std::memcmp(got.data(), entry.value.data(), got.size()) != 0)
         bad("holds " + detail::scalar_text(entry.dtype, got.data(), got.size()) + ", the metadata's value is " +
             detail::scalar_text(entry.dtype, entry.value.data(), entry.value.size()));

@@ -8,6 +8,14 @@
 // rounds) is agreed in the same allreduce; a rank whose write fails takes
 // part in the remaining rounds with empty selections and reports its error
 // at the end, through the save's error agreement.
+//
+// Every rank creates every dataset (collective HDF5 calls with the same
+// arguments; the coordinator broadcasts the list in write_data) and writes
+// its chunks as hyperslabs with collective transfers, taking part with an
+// empty selection in the transfers it has nothing for. Independent
+// transfers: datasets with one writer or below `independent_below`; those of
+// at most 1 MiB go straight to their address through MPI-IO (docs/FORMAT.md
+// 7.4). The commit flushes the file with MPI_File_sync before it is closed.
 #include "cairn/container.hpp"
 
 #include "cairn/errors.hpp"
@@ -42,8 +50,8 @@ namespace fs = detail::fs;
 namespace ct = detail::container;
 namespace fault = detail::fault;
 using detail::Bytes;
-using detail::h5::check;
-using detail::h5::check_status;
+using detail::h5::check_write;
+using detail::h5::check_write_status;
 using detail::h5::Handle;
 
 namespace {
@@ -105,10 +113,10 @@ std::string utc_now()
 // allocated at creation, never filled (every element is written by some rank).
 Handle dataset_creation(const std::string& what)
 {
-    Handle dcpl(check(H5Pcreate(H5P_DATASET_CREATE), what, true));
-    check_status(H5Pset_layout(dcpl, H5D_CONTIGUOUS), what + ": contiguous layout", true);
-    check_status(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), what + ": allocation time", true);
-    check_status(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), what + ": fill time", true);
+    Handle dcpl(check_write(H5Pcreate(H5P_DATASET_CREATE), what));
+    check_write_status(H5Pset_layout(dcpl, H5D_CONTIGUOUS), what + ": contiguous layout");
+    check_write_status(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), what + ": allocation time");
+    check_write_status(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), what + ": fill time");
     return dcpl;
 }
 
@@ -231,8 +239,8 @@ void write_small_datasets(MPI_Comm comm, const std::string& tmp, const std::vect
     std::int64_t n[2] = {static_cast<std::int64_t>(smalls.size()), -static_cast<std::int64_t>(smalls.size())};
     mpi(MPI_Allreduce(MPI_IN_PLACE, n, 2, MPI_INT64_T, MPI_MAX, comm), "MPI_Allreduce");
     if (n[0] != -n[1])
-        throw error::WriteError(tmp + ": the ranks list between " + std::to_string(-n[1]) + " and " +
-                                std::to_string(n[0]) + " small datasets (internal error)");
+        throw error::Internal(tmp + ": the ranks list between " + std::to_string(-n[1]) + " and " +
+                              std::to_string(n[0]) + " small datasets (internal error)");
     if (smalls.empty())
         return;
     std::vector<std::size_t> group{0}; // group g: smalls[group[g], group[g + 1])
@@ -590,10 +598,10 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
         const bool doomed = reserved < 0;
         const Handle dcpl = dataset_creation(tmp);
         const Handle lcpl = ct::link_creation(tmp, true);
-        const Handle collective(check(H5Pcreate(H5P_DATASET_XFER), tmp + ": transfer properties", true));
-        check_status(H5Pset_dxpl_mpio(collective, H5FD_MPIO_COLLECTIVE), tmp + ": collective transfers", true);
-        const Handle independent(check(H5Pcreate(H5P_DATASET_XFER), tmp + ": transfer properties", true));
-        check_status(H5Pset_dxpl_mpio(independent, H5FD_MPIO_INDEPENDENT), tmp + ": independent transfers", true);
+        const Handle collective(check_write(H5Pcreate(H5P_DATASET_XFER), tmp + ": transfer properties"));
+        check_write_status(H5Pset_dxpl_mpio(collective, H5FD_MPIO_COLLECTIVE), tmp + ": collective transfers");
+        const Handle independent(check_write(H5Pcreate(H5P_DATASET_XFER), tmp + ": transfer properties"));
+        check_write_status(H5Pset_dxpl_mpio(independent, H5FD_MPIO_INDEPENDENT), tmp + ": independent transfers");
         const Handle none = ct::dense_space(0, tmp, true);
         detail::HostBuffer buffer; // the staging buffer (page-locked with CUDA), on first use
         static const char dummy = 0; // H5Dwrite wants a buffer even for an empty selection
@@ -677,8 +685,8 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
             const Handle ftype = detail::h5::dataset_type(code, false);
             const Handle mtype = detail::h5::dataset_type(code, true);
             const Handle fspace = ct::shape_space(ds.shape, what, true);
-            Handle dset(check(H5Dcreate2(file, ds.path.c_str(), ftype, fspace, lcpl, dcpl, H5P_DEFAULT),
-                              "creating " + what, true));
+            Handle dset(check_write(H5Dcreate2(file, ds.path.c_str(), ftype, fspace, lcpl, dcpl, H5P_DEFAULT),
+                                    "creating " + what));
             try {
                 ct::inject(fault::h5_create, "creating " + what, true);
             } catch (...) {
@@ -722,7 +730,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                             Handle owned;
                             Box region;
                             prepare(tasks[ti], p, fspace, what, mem, buf, owned, region);
-                            check_status(H5Dwrite(dset, mtype, mem, fspace, independent, buf), "writing " + what, true);
+                            check_write_status(H5Dwrite(dset, mtype, mem, fspace, independent, buf), "writing " + what);
                             ct::inject(fault::h5_write, "writing " + what, true);
                             wrote(region, ds.shape, stored_at, es);
                         } catch (...) {
@@ -753,11 +761,11 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                     }
                     try {
                         if (!mine) {
-                            check_status(H5Sselect_none(fspace), what + ": empty selection", true);
+                            check_write_status(H5Sselect_none(fspace), what + ": empty selection");
                             mem = none;
                             buf = &dummy;
                         }
-                        check_status(H5Dwrite(dset, mtype, mem, fspace, collective, buf), "writing " + what, true);
+                        check_write_status(H5Dwrite(dset, mtype, mem, fspace, collective, buf), "writing " + what);
                         ct::inject(fault::h5_write, "writing " + what, true);
                         if (mine)
                             wrote(region, ds.shape, stored_at, es);
@@ -823,7 +831,7 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
                 if (im.opt.fsync) // collective; MPI_File_sync on every rank: durable before the commit
                     deferred.run_during([&] {
                         try {
-                            check_status(H5Fflush(file, H5F_SCOPE_GLOBAL), "flushing " + tmp, true);
+                            check_write_status(H5Fflush(file, H5F_SCOPE_GLOBAL), "flushing " + tmp);
                             ct::inject(fault::h5_flush, "flushing " + tmp, true);
                         } catch (...) {
                             note();
@@ -877,7 +885,7 @@ void detail::BuiltinWriters::finish(ContainerWriter& w, MetadataColumns& md)
         fs::reserve(im.tmp, fs::file_size(im.tmp),
                     detail::metadata_group_bytes_bound(md) + 16 * static_cast<std::uint64_t>(im.opt.alignment));
         const Handle fapl = ct::file_access(MPI_COMM_NULL, im.opt.tuning, im.opt.alignment, im.tmp, true);
-        Handle file(check(H5Fopen(im.tmp.c_str(), H5F_ACC_RDWR, fapl), "reopening " + im.tmp, true));
+        Handle file(check_write(H5Fopen(im.tmp.c_str(), H5F_ACC_RDWR, fapl), "reopening " + im.tmp));
         ct::inject(fault::h5_open, "reopening " + im.tmp, true);
         const Handle lcpl = ct::link_creation(im.tmp, true);
         const Handle dcpl = dataset_creation(im.tmp);
@@ -890,29 +898,29 @@ void detail::BuiltinWriters::finish(ContainerWriter& w, MetadataColumns& md)
                     throw error::WriteError(what + ": the value of scalar '" + fqn + "' has " +
                                             std::to_string(em.value.size()) + " bytes");
                 const auto code = static_cast<int>(em.dtype);
-                const Handle space(check(H5Screate(H5S_SCALAR), what, true));
-                Handle dset(check(H5Dcreate2(file, path.c_str(), detail::h5::dataset_type(code, false), space, lcpl,
-                                             H5P_DEFAULT, H5P_DEFAULT),
-                                  "creating " + what, true));
-                check_status(H5Dwrite(dset, detail::h5::dataset_type(code, true), H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                                      em.value.data()),
-                             "writing " + what, true);
+                const Handle space(check_write(H5Screate(H5S_SCALAR), what));
+                Handle dset(check_write(H5Dcreate2(file, path.c_str(), detail::h5::dataset_type(code, false), space,
+                                                   lcpl, H5P_DEFAULT, H5P_DEFAULT),
+                                        "creating " + what));
+                check_write_status(H5Dwrite(dset, detail::h5::dataset_type(code, true), H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                                            em.value.data()),
+                                   "writing " + what);
             } else if (em.kind == ItemKind::string) {
-                const Handle type(check(H5Tcopy(H5T_C_S1), what, true));
-                check_status(H5Tset_size(type, H5T_VARIABLE), what, true);
-                check_status(H5Tset_cset(type, H5T_CSET_UTF8), what, true);
-                const Handle space(check(H5Screate(H5S_SCALAR), what, true));
-                Handle dset(check(H5Dcreate2(file, path.c_str(), type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT),
-                                  "creating " + what, true));
+                const Handle type(check_write(H5Tcopy(H5T_C_S1), what));
+                check_write_status(H5Tset_size(type, H5T_VARIABLE), what);
+                check_write_status(H5Tset_cset(type, H5T_CSET_UTF8), what);
+                const Handle space(check_write(H5Screate(H5S_SCALAR), what));
+                Handle dset(check_write(H5Dcreate2(file, path.c_str(), type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT),
+                                        "creating " + what));
                 const char* p = em.value.c_str();
-                check_status(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "writing " + what, true);
+                check_write_status(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "writing " + what);
             } else if (em.chunks == 0 && H5Lexists(file, path.c_str(), H5P_DEFAULT) <= 0) {
                 // An array without elements: nobody wrote it.
                 const auto code = static_cast<int>(em.kind == ItemKind::bytes ? DType::u8 : em.dtype);
                 const Handle space = ct::shape_space(em.global_shape, what, true);
-                Handle dset(check(H5Dcreate2(file, path.c_str(), detail::h5::dataset_type(code, false), space, lcpl,
-                                             dcpl, H5P_DEFAULT),
-                                  "creating " + what, true));
+                Handle dset(check_write(H5Dcreate2(file, path.c_str(), detail::h5::dataset_type(code, false), space,
+                                                   lcpl, dcpl, H5P_DEFAULT),
+                                        "creating " + what));
             }
         }
         detail::write_metadata_group(file, md);

@@ -57,20 +57,43 @@ std::string last_error()
     return msg;
 }
 
-hid_t check(hid_t id, const std::string& what, bool write)
+namespace {
+
+// "<what>: <hdf5 message>", and the HDF5 error stack cleared.
+std::string failure(const std::string& what)
 {
-    if (id >= 0)
-        return id;
     auto msg = what + ": " + (last_error().empty() ? "HDF5 call failed" : last_error());
     H5Eclear2(H5E_DEFAULT);
-    if (write)
-        throw error::WriteError(msg);
-    throw error::ReadError(msg);
+    return msg;
 }
 
-herr_t check_status(herr_t rc, const std::string& what, bool write)
+} // namespace
+
+hid_t check_write(hid_t id, const std::string& what)
 {
-    check(rc < 0 ? H5I_INVALID_HID : 0, what, write);
+    if (id < 0)
+        throw error::WriteError(failure(what));
+    return id;
+}
+
+hid_t check_read(hid_t id, const std::string& what)
+{
+    if (id < 0)
+        throw error::ReadError(failure(what));
+    return id;
+}
+
+herr_t check_write_status(herr_t rc, const std::string& what)
+{
+    if (rc < 0)
+        throw error::WriteError(failure(what));
+    return rc;
+}
+
+herr_t check_read_status(herr_t rc, const std::string& what)
+{
+    if (rc < 0)
+        throw error::ReadError(failure(what));
     return rc;
 }
 
@@ -115,13 +138,13 @@ hid_t create_file(const std::string& path, hid_t fcpl, hid_t fapl)
 void write_string_attr(hid_t obj, const char* name, const std::string& value)
 {
     const std::string what = std::string("writing attribute '") + name + "'";
-    Handle type(check(H5Tcopy(H5T_C_S1), what, true));
-    check_status(H5Tset_size(type, H5T_VARIABLE), what, true);
-    check_status(H5Tset_cset(type, H5T_CSET_UTF8), what, true);
-    Handle space(check(H5Screate(H5S_SCALAR), what, true));
-    Handle attr(check(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), what, true));
+    Handle type(check_write(H5Tcopy(H5T_C_S1), what));
+    check_write_status(H5Tset_size(type, H5T_VARIABLE), what);
+    check_write_status(H5Tset_cset(type, H5T_CSET_UTF8), what);
+    Handle space(check_write(H5Screate(H5S_SCALAR), what));
+    Handle attr(check_write(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), what));
     const char* p = value.c_str();
-    check_status(H5Awrite(attr, type, &p), what, true);
+    check_write_status(H5Awrite(attr, type, &p), what);
 }
 
 namespace {
@@ -139,23 +162,23 @@ bool write_array_attr(hid_t obj, const char* name, hid_t type, const void* data,
     const bool dataset = !empty && !dims.empty() && bytes > dataset_above;
     const std::string what = std::string(dataset ? "writing dataset '" : "writing attribute '") + name + "'";
     // No dims: one value in a scalar dataspace; a zero extent: a null dataspace.
-    Handle space(check(dims.empty() ? H5Screate(H5S_SCALAR)
-                       : empty      ? H5Screate(H5S_NULL)
-                                    : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
-                       what, true));
+    Handle space(check_write(dims.empty() ? H5Screate(H5S_SCALAR)
+                             : empty      ? H5Screate(H5S_NULL)
+                                          : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                             what));
     if (dataset) {
         // Contiguous, allocated when written, never filled: its bytes are
         // written once (HDF5 1.10 writes a large attribute three times).
-        Handle dcpl(check(H5Pcreate(H5P_DATASET_CREATE), what, true));
-        check_status(H5Pset_layout(dcpl, H5D_CONTIGUOUS), what, true);
-        check_status(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), what, true);
-        Handle dset(check(H5Dcreate2(obj, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), what, true));
-        check_status(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), what, true);
+        Handle dcpl(check_write(H5Pcreate(H5P_DATASET_CREATE), what));
+        check_write_status(H5Pset_layout(dcpl, H5D_CONTIGUOUS), what);
+        check_write_status(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER), what);
+        Handle dset(check_write(H5Dcreate2(obj, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), what));
+        check_write_status(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), what);
         return true;
     }
-    Handle attr(check(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), what, true));
+    Handle attr(check_write(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), what));
     if (!empty)
-        check_status(H5Awrite(attr, type, data), what, true);
+        check_write_status(H5Awrite(attr, type, data), what);
     return false;
 }
 } // namespace
@@ -206,9 +229,9 @@ bool write_u64_column(hid_t obj, const char* name, const std::vector<std::uint64
 void write_raw_attr(hid_t obj, const char* name, hid_t type, const void* data)
 {
     const std::string what = std::string("writing attribute '") + name + "'";
-    Handle space(check(H5Screate(H5S_SCALAR), what, true));
-    Handle attr(check(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), what, true));
-    check_status(H5Awrite(attr, type, data), what, true);
+    Handle space(check_write(H5Screate(H5S_SCALAR), what));
+    Handle attr(check_write(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT), what));
+    check_write_status(H5Awrite(attr, type, data), what);
 }
 
 void write_raw_array_attr(hid_t obj, const char* name, hid_t type, const void* data, hsize_t n)
@@ -219,9 +242,11 @@ void write_raw_array_attr(hid_t obj, const char* name, hid_t type, const void* d
 namespace {
 Handle vlen_string_type(const std::string& what, bool write)
 {
-    Handle type(check(H5Tcopy(H5T_C_S1), what, write));
-    check_status(H5Tset_size(type, H5T_VARIABLE), what, write);
-    check_status(H5Tset_cset(type, H5T_CSET_UTF8), what, write);
+    const auto check = write ? check_write : check_read;
+    const auto check_status = write ? check_write_status : check_read_status;
+    Handle type(check(H5Tcopy(H5T_C_S1), what));
+    check_status(H5Tset_size(type, H5T_VARIABLE), what);
+    check_status(H5Tset_cset(type, H5T_CSET_UTF8), what);
     return type;
 }
 } // namespace
@@ -243,7 +268,7 @@ Handle open_attr(hid_t obj, const char* name, const std::string& where)
 {
     if (!has_attr(obj, name))
         throw error::FormatError(where + ": attribute '" + name + "' is missing");
-    return Handle(check(H5Aopen(obj, name, H5P_DEFAULT), where + ": opening attribute '" + name + "'", false));
+    return Handle(check_read(H5Aopen(obj, name, H5P_DEFAULT), where + ": opening attribute '" + name + "'"));
 }
 
 std::size_t space_points(hid_t space, const std::string& what, std::vector<hsize_t>* dims)
@@ -273,7 +298,7 @@ std::size_t space_points(hid_t space, const std::string& what, std::vector<hsize
 
 std::size_t attr_points(hid_t attr, const std::string& what, std::vector<hsize_t>* dims)
 {
-    Handle space(check(H5Aget_space(attr), what, false));
+    Handle space(check_read(H5Aget_space(attr), what));
     return space_points(space, what, dims);
 }
 
@@ -351,7 +376,7 @@ void check_dataset_storage(hid_t dset, const std::string& what)
     if (H5Dget_offset(dset) != HADDR_UNDEF)
         return;
     H5Eclear2(H5E_DEFAULT);
-    Handle dcpl(check(H5Dget_create_plist(dset), what + ": creation properties", false));
+    Handle dcpl(check_read(H5Dget_create_plist(dset), what + ": creation properties"));
     const H5D_layout_t layout = H5Pget_layout(dcpl);
     switch (layout) {
     case H5D_CONTIGUOUS:
@@ -385,17 +410,17 @@ std::string read_string_attr(hid_t obj, const char* name, const std::string& whe
 {
     const std::string what = where + ": attribute '" + name + "'";
     Handle attr = open_attr(obj, name, where);
-    Handle ftype(check(H5Aget_type(attr), what, false));
+    Handle ftype(check_read(H5Aget_type(attr), what));
     if (H5Tget_class(ftype) != H5T_STRING)
         throw error::FormatError(what + " is not a string");
     if (attr_points(attr, what, nullptr) != 1)
         throw error::FormatError(what + " is not a single string");
     if (H5Tis_variable_str(ftype) > 0) {
-        Handle mtype(check(H5Tcopy(H5T_C_S1), what, false));
+        Handle mtype(check_read(H5Tcopy(H5T_C_S1), what));
         H5Tset_size(mtype, H5T_VARIABLE);
         H5Tset_cset(mtype, H5Tget_cset(ftype));
         char* p = nullptr;
-        check_status(H5Aread(attr, mtype, &p), what, false);
+        check_read_status(H5Aread(attr, mtype, &p), what);
         std::string s = p ? p : "";
         Handle space(H5Screate(H5S_SCALAR));
         H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, &p);
@@ -403,7 +428,7 @@ std::string read_string_attr(hid_t obj, const char* name, const std::string& whe
     }
     const std::size_t n = H5Tget_size(ftype);
     std::string s(n, '\0');
-    check_status(H5Aread(attr, ftype, s.data()), what, false);
+    check_read_status(H5Aread(attr, ftype, s.data()), what);
     s.resize(s.find('\0') == std::string::npos ? n : s.find('\0'));
     return s;
 }
@@ -416,7 +441,7 @@ std::optional<IntArray> IntArray::find(hid_t obj, const char* name, const std::s
     if (link < 0)
         throw error::FormatError(where + ": '" + name + "' is a soft or external link, not a dataset of this file");
     if (link > 0) {
-        Handle o(check(H5Oopen(obj, name, H5P_DEFAULT), where + ": opening '" + name + "'", false));
+        Handle o(check_read(H5Oopen(obj, name, H5P_DEFAULT), where + ": opening '" + name + "'"));
         if (H5Iget_type(o) == H5I_DATASET) {
             check_dataset_storage(o, where + ": dataset '" + name + "'");
             ds = std::move(o);
@@ -433,7 +458,7 @@ std::optional<IntArray> IntArray::find(hid_t obj, const char* name, const std::s
 
 IntArray::IntArray(Handle h, bool dataset, std::string what) : m_h(std::move(h)), m_dataset(dataset), m_what(std::move(what))
 {
-    Handle ftype(check(m_dataset ? H5Dget_type(m_h) : H5Aget_type(m_h), m_what, false));
+    Handle ftype(check_read(m_dataset ? H5Dget_type(m_h) : H5Aget_type(m_h), m_what));
     if (H5Tget_class(ftype) != H5T_INTEGER)
         throw error::FormatError(m_what + " is not an integer " + (m_dataset ? "dataset" : "attribute"));
     m_value_bytes = H5Tget_size(ftype);
@@ -441,7 +466,7 @@ IntArray::IntArray(Handle h, bool dataset, std::string what) : m_h(std::move(h))
 
 std::size_t IntArray::points(std::vector<hsize_t>* dims) const
 {
-    Handle space(check(m_dataset ? H5Dget_space(m_h) : H5Aget_space(m_h), m_what, false));
+    Handle space(check_read(m_dataset ? H5Dget_space(m_h) : H5Aget_space(m_h), m_what));
     const std::size_t n = space_points(space, m_what, dims);
     if (m_dataset) {
         // A dataset's extents are only a claim: what the file stores bounds
@@ -456,8 +481,8 @@ std::size_t IntArray::points(std::vector<hsize_t>* dims) const
 
 void IntArray::read(hid_t mtype, void* data) const
 {
-    check_status(m_dataset ? H5Dread(m_h, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) : H5Aread(m_h, mtype, data),
-                 m_what, false);
+    check_read_status(m_dataset ? H5Dread(m_h, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) : H5Aread(m_h, mtype, data),
+                      m_what);
 }
 
 std::vector<std::int64_t> IntArray::read_i64(std::vector<hsize_t>* dims) const
@@ -504,14 +529,14 @@ void read_raw_array_attr(hid_t obj, const char* name, hid_t type, void* data, st
     if (got != n)
         throw error::FormatError(what + " has " + std::to_string(got) + " elements, expected " + std::to_string(n));
     if (n)
-        check_status(H5Aread(attr, type, data), what, false);
+        check_read_status(H5Aread(attr, type, data), what);
 }
 
 std::vector<std::string> read_string_array_attr(hid_t obj, const char* name, const std::string& where)
 {
     const std::string what = where + ": attribute '" + name + "'";
     Handle attr = open_attr(obj, name, where);
-    Handle ftype(check(H5Aget_type(attr), what, false));
+    Handle ftype(check_read(H5Aget_type(attr), what));
     const auto n = attr_points(attr, what, nullptr);
     std::vector<std::string> out;
     if (n == 0)
@@ -520,11 +545,11 @@ std::vector<std::string> read_string_array_attr(hid_t obj, const char* name, con
         throw error::FormatError(what + " is not an array of variable-length strings");
     Handle mtype = vlen_string_type(what, false);
     std::vector<char*> p(n, nullptr);
-    check_status(H5Aread(attr, mtype, p.data()), what, false);
+    check_read_status(H5Aread(attr, mtype, p.data()), what);
     out.reserve(n);
     for (auto* s : p)
         out.emplace_back(s ? s : "");
-    Handle space(check(H5Aget_space(attr), what, false));
+    Handle space(check_read(H5Aget_space(attr), what));
     H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, p.data());
     return out;
 }
@@ -535,7 +560,7 @@ void read_raw_attr(hid_t obj, const char* name, hid_t type, void* data, const st
     Handle attr = open_attr(obj, name, where);
     if (attr_points(attr, what, nullptr) != 1)
         throw error::FormatError(what + " is not a single value");
-    check_status(H5Aread(attr, type, data), what, false);
+    check_read_status(H5Aread(attr, type, data), what);
 }
 
 hid_t native_type(int code)
@@ -570,24 +595,24 @@ namespace {
 Handle float16(hid_t base, std::size_t epos, std::size_t esize, std::size_t msize, std::size_t ebias)
 {
     const std::string what = "building a 16-bit float type";
-    Handle t(check(H5Tcopy(base), what, true));
-    check_status(H5Tset_fields(t, 15, epos, esize, 0, msize), what, true);
-    check_status(H5Tset_size(t, 2), what, true);
-    check_status(H5Tset_precision(t, 16), what, true);
-    check_status(H5Tset_offset(t, 0), what, true);
-    check_status(H5Tset_ebias(t, ebias), what, true);
-    check_status(H5Tset_norm(t, H5T_NORM_IMPLIED), what, true);
-    check_status(H5Tset_inpad(t, H5T_PAD_ZERO), what, true);
+    Handle t(check_write(H5Tcopy(base), what));
+    check_write_status(H5Tset_fields(t, 15, epos, esize, 0, msize), what);
+    check_write_status(H5Tset_size(t, 2), what);
+    check_write_status(H5Tset_precision(t, 16), what);
+    check_write_status(H5Tset_offset(t, 0), what);
+    check_write_status(H5Tset_ebias(t, ebias), what);
+    check_write_status(H5Tset_norm(t, H5T_NORM_IMPLIED), what);
+    check_write_status(H5Tset_inpad(t, H5T_PAD_ZERO), what);
     return t;
 }
 
 Handle bool_enum()
 {
     const std::string what = "building the bool enum type";
-    Handle t(check(H5Tenum_create(H5T_NATIVE_INT8), what, true));
+    Handle t(check_write(H5Tenum_create(H5T_NATIVE_INT8), what));
     const std::int8_t no = 0, yes = 1;
-    check_status(H5Tenum_insert(t, "FALSE", &no), what, true);
-    check_status(H5Tenum_insert(t, "TRUE", &yes), what, true);
+    check_write_status(H5Tenum_insert(t, "FALSE", &no), what);
+    check_write_status(H5Tenum_insert(t, "TRUE", &yes), what);
     return t;
 }
 
@@ -596,7 +621,9 @@ Handle bool_enum()
 Handle dataset_type(int code, bool memory)
 {
     const std::string what = "copying an HDF5 type";
-    auto copy = [&](hid_t file_type, hid_t mem_type) { return Handle(check(H5Tcopy(memory ? mem_type : file_type), what, true)); };
+    auto copy = [&](hid_t file_type, hid_t mem_type) {
+        return Handle(check_write(H5Tcopy(memory ? mem_type : file_type), what));
+    };
     switch (static_cast<DType>(code)) {
     case DType::f16: return float16(memory ? H5T_NATIVE_FLOAT : H5T_IEEE_F32LE, 10, 5, 10, 15);
     case DType::bf16: return float16(memory ? H5T_NATIVE_FLOAT : H5T_IEEE_F32LE, 7, 8, 7, 127);

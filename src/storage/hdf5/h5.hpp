@@ -1,5 +1,5 @@
 // Private: RAII handles and checked calls for the HDF5 C API. Every HDF5 call
-// Cairn makes goes through check(); failures throw with the HDF5 error stack's
+// Cairn makes goes through check_write() or check_read(); failures throw with the HDF5 error stack's
 // innermost message and the object involved. The automatic printing of the
 // HDF5 error stack is silenced while Cairn is inside HDF5 (ErrorSilencer).
 #pragma once
@@ -58,9 +58,13 @@ private:
 /// The innermost message of the current HDF5 error stack ("" if none).
 std::string last_error();
 
-/// Throws (error kind chosen by `write`) when `id` < 0: "<what>: <hdf5 message>".
-hid_t check(hid_t id, const std::string& what, bool write);
-herr_t check_status(herr_t rc, const std::string& what, bool write);
+/// Return `id` (`rc`), or, when it is negative, clear the HDF5 error stack
+/// and throw "<what>: <hdf5 message>": error::WriteError for a call of a
+/// save, error::ReadError for a call of a load or verify.
+hid_t check_write(hid_t id, const std::string& what);
+hid_t check_read(hid_t id, const std::string& what);
+herr_t check_write_status(herr_t rc, const std::string& what);
+herr_t check_read_status(herr_t rc, const std::string& what);
 
 /// H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl), or error::WriteError
 /// "creating <path>: <hdf5 message> (<system reason>)". HDF5's message

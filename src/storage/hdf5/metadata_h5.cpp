@@ -26,8 +26,10 @@
 
 namespace cairn::detail {
 
-using h5::check;
-using h5::check_status;
+using h5::check_read;
+using h5::check_read_status;
+using h5::check_write;
+using h5::check_write_status;
 using h5::Handle;
 
 std::string escape_name(const std::string& fqn)
@@ -53,21 +55,21 @@ namespace {
 // Enumerated HDF5 types for kinds and dtypes: h5dump and h5py show names.
 Handle kind_enum()
 {
-    Handle t(check(H5Tenum_create(H5T_NATIVE_UINT8), "metadata: kind type", true));
+    Handle t(check_write(H5Tenum_create(H5T_NATIVE_UINT8), "metadata: kind type"));
     for (auto k : {ItemKind::array, ItemKind::bytes, ItemKind::scalar, ItemKind::string}) {
         const auto v = static_cast<std::uint8_t>(k);
-        check_status(H5Tenum_insert(t, item_kind_name(k), &v), "metadata: kind type", true);
+        check_write_status(H5Tenum_insert(t, item_kind_name(k), &v), "metadata: kind type");
     }
     return t;
 }
 
 Handle dtype_enum()
 {
-    Handle t(check(H5Tenum_create(H5T_NATIVE_UINT8), "metadata: dtype type", true));
+    Handle t(check_write(H5Tenum_create(H5T_NATIVE_UINT8), "metadata: dtype type"));
     for (int c = 0; c < dtype_count; ++c) {
         const auto v = static_cast<std::uint8_t>(c);
-        check_status(H5Tenum_insert(t, std::string(dtype_name(static_cast<DType>(c))).c_str(), &v),
-                     "metadata: dtype type", true);
+        check_write_status(H5Tenum_insert(t, std::string(dtype_name(static_cast<DType>(c))).c_str(), &v),
+                           "metadata: dtype type");
     }
     return t;
 }
@@ -272,7 +274,7 @@ void write_metadata_group(hid_t loc, const MetadataColumns& md, std::size_t data
     const bool lengths_as_runs = as_runs(md.chunk_length, chunk_blocks, length_runs);
     const bool any_runs = boxes_as_runs || files_as_runs || offsets_as_runs || lengths_as_runs;
 
-    Handle root(check(H5Gcreate2(loc, "cairn", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating group /cairn", true));
+    Handle root(check_write(H5Gcreate2(loc, "cairn", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating group /cairn"));
     h5::write_string_attr(root, "library_version", md.library_version);
     h5::write_i64_attr(root, "world_size", {md.world_size}, {});
     h5::write_string_attr(root, "layout", md.layout);
@@ -313,7 +315,8 @@ void write_metadata_group(hid_t loc, const MetadataColumns& md, std::size_t data
 
     // Scalars and strings: one attribute each, named by the entry, of its
     // natural type, so h5dump shows `"step" ... (0): 100`.
-    Handle values(check(H5Gcreate2(root, "values", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating /cairn/values", true));
+    Handle values(
+        check_write(H5Gcreate2(root, "values", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating /cairn/values"));
     for (const auto& em : md.entries) {
         if (em.kind == ItemKind::string)
             h5::write_string_attr(values, em.name.c_str(), em.value);
@@ -383,7 +386,7 @@ GroupRows::GroupRows(hid_t loc, const std::string& where)
     if (H5Lexists(loc, "cairn", H5P_DEFAULT) <= 0)
         throw error::FormatError(where + ": no group /cairn (not a Cairn checkpoint)");
     h5::hard_links_only(loc, "/cairn", where + ": /cairn"); // never another file's, nor another object
-    Handle root(check(H5Gopen2(loc, "cairn", H5P_DEFAULT), where + ": opening /cairn", false));
+    Handle root(check_read(H5Gopen2(loc, "cairn", H5P_DEFAULT), where + ": opening /cairn"));
     MetadataColumns& md = m_head;
     m_rw = where + ": /cairn";
     const std::string& rw = m_rw;
@@ -443,7 +446,7 @@ GroupRows::GroupRows(hid_t loc, const std::string& where)
 
     Handle values;
     if (H5Lexists(root, "values", H5P_DEFAULT) > 0 && h5::hard_links_only(root, "values", rw + "/values"))
-        values = Handle(check(H5Gopen2(root, "values", H5P_DEFAULT), rw + "/values", false));
+        values = Handle(check_read(H5Gopen2(root, "values", H5P_DEFAULT), rw + "/values"));
     std::size_t si = 0; // cursor into shapes
     for (std::size_t i = 0; i < n; ++i) {
         const std::string ew = rw + ": entry '" + names[i] + "'";
@@ -519,7 +522,7 @@ void GroupRows::append(std::size_t i)
 {
     MetadataColumns& out = m_head;
     if (i != m_next || i >= out.entries.size())
-        throw Error(Error::Kind::generic, "internal: metadata rows asked out of order");
+        throw error::Internal("internal: metadata rows asked out of order");
     ++m_next;
     auto& em = out.entries[i];
     const std::string ew = m_rw + ": entry '" + em.name + "'";
@@ -593,7 +596,7 @@ void GroupRows::expand_all()
 void GroupRows::finish()
 {
     if (m_next != m_head.entries.size())
-        throw Error(Error::Kind::generic, "internal: metadata rows finished before the last entry");
+        throw error::Internal("internal: metadata rows finished before the last entry");
     m_boxes.finish(m_box_at);
     m_files.finish(m_file_at);
     m_offsets.finish(m_offset_at);
@@ -932,11 +935,11 @@ void write_metadata_file(const std::string& path, const MetadataColumns& md, boo
     ImageSink sink;
     {
         h5::ErrorSilencer quiet;
-        Handle fcpl(check(H5Pcreate(H5P_FILE_CREATE), path, true));
-        check_status(H5Pset_userblock(fcpl, metadata_header_bytes), path + ": user block", true);
-        Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), path, true));
-        check_status(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST), path, true);
-        check_status(H5Pset_fapl_core(fapl, std::size_t(64) << 10, 0), path + ": in-memory driver", true);
+        Handle fcpl(check_write(H5Pcreate(H5P_FILE_CREATE), path));
+        check_write_status(H5Pset_userblock(fcpl, metadata_header_bytes), path + ": user block");
+        Handle fapl(check_write(H5Pcreate(H5P_FILE_ACCESS), path));
+        check_write_status(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST), path);
+        check_write_status(H5Pset_fapl_core(fapl, std::size_t(64) << 10, 0), path + ": in-memory driver");
         H5FD_file_image_callbacks_t cb{};
         cb.image_malloc = &sink_malloc;
         cb.image_memcpy = &sink_memcpy;
@@ -945,19 +948,19 @@ void write_metadata_file(const std::string& path, const MetadataColumns& md, boo
         cb.udata_copy = &sink_udata_copy;
         cb.udata_free = &sink_udata_free;
         cb.udata = &sink;
-        check_status(H5Pset_file_image_callbacks(fapl, &cb), path + ": file image callbacks", true);
+        check_write_status(H5Pset_file_image_callbacks(fapl, &cb), path + ": file image callbacks");
         // HDF5 first opens an existing file of the name without creating it:
         // a name below `path` cannot exist, so nothing on disk is read.
         const std::string image = path + "/cairn-metadata-image";
-        Handle file(check(H5Fcreate(image.c_str(), H5F_ACC_TRUNC, fcpl, fapl), "creating " + path, true));
+        Handle file(check_write(H5Fcreate(image.c_str(), H5F_ACC_TRUNC, fcpl, fapl), "creating " + path));
         write_metadata_group(file, md);
         if (!file.reset())
             throw error::WriteError("closing " + path + ": " + h5::last_error());
     }
     const std::size_t hbytes = metadata_header_bytes;
     if (!sink.mem || sink.size < hbytes + 8 || std::memcmp(sink.mem + hbytes, k_hdf5_signature, 8) != 0)
-        throw error::WriteError(path + ": HDF5 left no file image with a user block of " + std::to_string(hbytes) +
-                                " bytes (internal error)");
+        throw error::Internal(path + ": HDF5 left no file image with a user block of " + std::to_string(hbytes) +
+                              " bytes (internal error)");
     const std::size_t size = hdf5_file_end(sink.mem, sink.size, hbytes);
     unsigned char* image = sink.mem;
     unsigned char h[k_header_used];
@@ -1027,8 +1030,8 @@ auto with_metadata_file(const std::string& path, Read&& read)
     // predates the header), and is parsed from these very bytes.
     const bool sealed = check_header(bytes, path);
     h5::ErrorSilencer quiet;
-    Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), path, false));
-    check_status(H5Pset_fapl_core(fapl, 1 << 16, 0), path + ": in-memory driver", false);
+    Handle fapl(check_read(H5Pcreate(H5P_FILE_ACCESS), path));
+    check_read_status(H5Pset_fapl_core(fapl, 1 << 16, 0), path + ": in-memory driver");
     // HDF5 copies an image into the property list, into its copies and into
     // the open file: with these callbacks every copy is `bytes` itself
     // (read-only, and `bytes` outlives the list and the file).
@@ -1040,8 +1043,8 @@ auto with_metadata_file(const std::string& path, Read&& read)
     shared.udata_copy = &shared_image_udata_copy;
     shared.udata_free = &shared_image_udata_free;
     shared.udata = &bytes;
-    check_status(H5Pset_file_image_callbacks(fapl, &shared), path + ": file image callbacks", false);
-    check_status(H5Pset_file_image(fapl, bytes.data(), bytes.size()), path + ": file image", false);
+    check_read_status(H5Pset_file_image_callbacks(fapl, &shared), path + ": file image callbacks");
+    check_read_status(H5Pset_file_image(fapl, bytes.data(), bytes.size()), path + ": file image");
     // The core driver refuses to open an image under the name of an existing
     // file: a name below a regular file cannot exist.
     const std::string image = path + "/cairn-metadata-image";
