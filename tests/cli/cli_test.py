@@ -107,6 +107,8 @@ def p(name):
 run(mpi(2, ARGS.make, p("rich")), expect=0)
 run(mpi(2, ARGS.make, p("rich.h5"), "--container"), expect=0)
 run(mpi(2, ARGS.make, p("rich_mod"), "--modify"), expect=0)
+run(mpi(2, ARGS.make, p("one"), "--one"), expect=0)
+run(mpi(2, ARGS.make, p("one_mod"), "--one", "--modify"), expect=0)
 run(mpi(2, ARGS.minimal, p("minimal")), expect=0)
 # 600 x 300 doubles (1.4 MiB): with --memory 1 the verbs take several passes.
 run(mpi(4, ARGS.heat2d, "--nx", "600", "--ny", "300", "--steps", "5", "--checkpoint", p("heat")), expect=0)
@@ -254,6 +256,50 @@ check("u: only in " + p("minimal") in r.stdout and "grid: only in " + p("rich") 
       r.stdout)
 r = cairn("diff", "--max-lines", "1", p("minimal"), p("rich"), expect=1)
 check("... and 12 more" in r.stdout, "diff --max-lines", r.stdout)
+# The summary counts the union of both entry sets, in the singular for one.
+check("differ in 13 of 13 entries" in r.stdout, "diff: of the union of the entries", r.stdout)
+r = cairn("diff", p("rich"), p("one"), expect=1)
+check("differ in 10 of 11 entries" in r.stdout, "diff: a subset, of the union", r.stdout)
+r = cairn("diff", p("one"), p("one"), expect=0)
+check(r.stdout.endswith("are equal (1 entry)\n"), "diff: 1 entry", r.stdout)
+r = cairn("diff", p("one"), p("one_mod"), expect=1)
+check("differ in 1 of 1 entry\n" in r.stdout, "diff: 1 of 1 entry", r.stdout)
+# The largest difference of an array.
+r = cairn("diff", p("rich"), p("rich_mod"), expect=1)
+check("grid: 1 of 105 elements differ, first at [5, 4, 2]: 542 vs -1; largest difference 543 at [5, 4, 2]"
+      in r.stdout, "diff: the largest difference", r.stdout)
+# Tolerances: --abs D like h5diff -d, --rel P like h5diff -p.
+r = cairn("diff", "--abs", "30", p("rich"), p("rich_mod"), expect=1)
+check("grid: 1 of 105 elements differ" in r.stdout and "ids:" not in r.stdout and
+      "differ within --abs 30 in 1 of 11 entries" in r.stdout, "diff --abs 30: ids (25) within, grid (543) not",
+      r.stdout)
+r = cairn("diff", "--abs", "543", p("rich"), p("rich_mod"), expect=0)
+check("are equal within --abs 543 (11 entries)" in r.stdout, "diff --abs 543: equal", r.stdout)
+r = cairn("diff", "--rel", "1.0005", p("rich"), p("rich_mod"), expect=1)
+check("grid: 1 of 105" in r.stdout and "ids:" not in r.stdout,
+      "diff --rel: |25 - 0| <= 1.0005 * 25 but |542 - -1| > 1.0005 * 542", r.stdout)
+r = cairn("diff", "--rel", "1.002", p("rich"), p("rich_mod"), expect=0)
+check("are equal within --rel 1.002" in r.stdout, "diff --rel 1.002: equal", r.stdout)
+r = cairn("diff", "--abs", "1", "--rel", "1.0005", p("rich"), p("rich_mod"), expect=1)
+check("grid:" in r.stdout and "ids:" not in r.stdout, "diff --abs --rel: either suffices", r.stdout)
+r = cairn("--memory", "1", "diff", p("heat"), p("heat6"), expect=1)
+m = re.search(r"temperature: \d+ of 180000 elements differ, first at \[\d+, \d+\]: \S+ vs \S+; "
+              r"largest difference (\S+) at \[\d+, \d+\]", r.stdout)
+check(m, "diff: an array's largest difference over several passes", r.stdout)
+if m:
+    largest = float(m.group(1))
+    check(0 < largest < 1, "diff: heat2d's largest difference between steps 5 and 6", r.stdout)
+    r = cairn("--memory", "1", "diff", "--abs", repr(largest), p("heat"), p("heat6"), expect=1)
+    check("temperature" not in r.stdout and "step: 5 vs 6" in r.stdout and "differ within --abs" in r.stdout,
+          "diff --abs LARGEST: the array within, the scalar not", r.stdout)
+    r = cairn("--memory", "1", "diff", "--abs", "1", p("heat"), p("heat6"), expect=0)
+    check("are equal within --abs 1 (2 entries)" in r.stdout, "diff --abs 1: equal", r.stdout)
+    r = cairn("--memory", "1", "diff", "--abs", repr(largest * 0.999), p("heat"), p("heat6"), expect=1)
+    m2 = re.search(r"temperature: ([1-9]\d*) of 180000 elements differ, .*; largest difference (\S+) at", r.stdout)
+    check(m2 and float(m2.group(2)) == largest, "diff --abs just below LARGEST: the elements outside, the same largest",
+          r.stdout)
+r = cairn("diff", "--abs", "-1", p("rich"), p("rich_mod"), expect=2)
+check("--abs" in r.stderr, "diff --abs -1: refused", r.stderr)
 
 # ---- CAIRN_LOG -------------------------------------------------------------------
 r = cairn("convert", "-q", "--force", p("minimal"), p("logged.h5"), env=dict(ENV, CAIRN_LOG="info"))

@@ -264,6 +264,28 @@ std::string format_value(DType dtype, const void* p)
     return "?";
 }
 
+bool numeric_value(DType dtype, const void* p, long double& v)
+{
+    switch (dtype) {
+    case DType::f16: v = half_to_float(load_as<std::uint16_t>(p)); return true;
+    case DType::bf16: v = bf16_to_float(load_as<std::uint16_t>(p)); return true;
+    case DType::f32: v = load_as<float>(p); return true;
+    case DType::f64: v = load_as<double>(p); return true;
+    case DType::i8: v = load_as<std::int8_t>(p); return true;
+    case DType::i16: v = load_as<std::int16_t>(p); return true;
+    case DType::i32: v = load_as<std::int32_t>(p); return true;
+    case DType::i64: v = static_cast<long double>(load_as<std::int64_t>(p)); return true;
+    case DType::u8: v = load_as<std::uint8_t>(p); return true;
+    case DType::u16: v = load_as<std::uint16_t>(p); return true;
+    case DType::u32: v = load_as<std::uint32_t>(p); return true;
+    case DType::u64: v = static_cast<long double>(load_as<std::uint64_t>(p)); return true;
+    case DType::boolean: return false;
+    }
+    return false;
+}
+
+std::string format_double(double v) { return float_str(v); }
+
 std::string json_value(DType dtype, const void* p)
 {
     std::string s = format_value(dtype, p);

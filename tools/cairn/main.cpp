@@ -1,7 +1,7 @@
 // cairn: inspect, check, compare, convert and repair Cairn checkpoints (docs/CLI.md).
 //
 //   cairn ls CKPT [--json]            cairn verify CKPT [--strict]
-//   cairn cat CKPT NAME [--slice S]   cairn diff A B
+//   cairn cat CKPT NAME [--slice S]   cairn diff A B [--abs D] [--rel P]
 //   cairn convert SRC DST [--layout L] [--force]
 //   cairn repair PATH
 //
@@ -80,6 +80,14 @@ int main(int argc, char** argv)
     c_diff->add_option("A", diff.a, "First checkpoint")->required();
     c_diff->add_option("B", diff.b, "Second checkpoint")->required();
     c_diff->add_option("--max-lines", diff.max_lines, "Print at most this many differing entries");
+    c_diff->add_option("--abs", diff.tolerance.abs,
+                       "Numbers are equal when |a - b| <= D (like h5diff -d)")
+        ->type_name("D")
+        ->check(CLI::NonNegativeNumber);
+    c_diff->add_option("--rel", diff.tolerance.rel,
+                       "Numbers are equal when |a - b| <= P * |a| (like h5diff -p); with --abs, either suffices")
+        ->type_name("P")
+        ->check(CLI::NonNegativeNumber);
 
     ConvertArgs convert;
     auto* c_convert = app.add_subcommand("convert", "Rewrite a checkpoint in another layout, on the ranks of this run");

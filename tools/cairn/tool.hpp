@@ -67,6 +67,11 @@ std::uint64_t stored_bytes(const cairn::EntryMeta& e);
 /// One element of `dtype` at `p` as text: shortest round-trip form for
 /// floats ("nan", "inf", "-inf"), decimal integers, "true"/"false".
 std::string format_value(cairn::DType dtype, const void* p);
+/// One element of a numeric `dtype` at `p` as a number (floats, integers;
+/// 64-bit integers exactly); false for booleans.
+bool numeric_value(cairn::DType dtype, const void* p, long double& v);
+/// A double in its shortest round-trip form ("nan", "inf", "-inf").
+std::string format_double(double v);
 /// The same, as a JSON value (non-finite floats as strings).
 std::string json_value(cairn::DType dtype, const void* p);
 /// A JSON string literal (invalid UTF-8 bytes become U+FFFD).
@@ -173,9 +178,18 @@ struct VerifyArgs {
 };
 int cmd_verify(const Context& ctx, const VerifyArgs& args);
 
+/// Tolerances of `cairn diff` for numeric values (h5diff's -d and -p): two
+/// values are equal when bitwise equal, or when |a - b| <= abs (with
+/// --abs), or when |a - b| <= rel * |a| (with --rel).
+struct Tolerance {
+    std::optional<double> abs, rel;
+    bool any() const { return abs.has_value() || rel.has_value(); }
+};
+
 struct DiffArgs {
     std::string a, b;
     std::size_t max_lines = 20;
+    Tolerance tolerance;
 };
 int cmd_diff(const Context& ctx, const DiffArgs& args);
 
