@@ -193,6 +193,23 @@ check("DAMAGED" in r.stdout and "'u'" in r.stdout and "__1_0.distcp" in r.stdout
       "verify: a flipped bit is reported, naming the array and the file", r.stdout + r.stderr)
 cairn("verify", "-q", p("minimal"))   # the original is intact
 
+
+def json_of(r, what):
+    try:
+        return json.loads(r.stdout)
+    except ValueError as e:
+        check(False, "%s: not JSON (%s)" % (what, e), r.stdout + r.stderr)
+        return None
+
+
+doc = json_of(cairn("verify", "--json", p("rich")), "verify --json")
+check(doc and doc["status"] == "ok" and doc["checksums"] is True and doc["chunks"] >= 8 and doc["bytes"] > 0 and
+      doc["problems"] == [] and doc["layout"] == "distcp" and doc["checkpoint"] == p("rich"),
+      "verify --json: an intact checkpoint", str(doc))
+doc = json_of(cairn("verify", "--json", p("flipped"), expect=1), "verify --json of damage")
+check(doc and doc["status"] == "damaged" and len(doc["problems"]) == 1 and "__1_0.distcp" in doc["problems"][0] and
+      "'u'" in doc["problems"][0], "verify --json: the damage, naming the file and the array", str(doc))
+
 # ---- convert and diff ----------------------------------------------------------------
 for src, mid, back in (("rich", "rich_c.h5", "rich_back"), ("heat", "heat_c.h5", "heat_back")):
     cairn("--memory", "1", "convert", p(src), p(mid))
@@ -223,6 +240,10 @@ check(json.loads(cairn("ls", "--json", p("rich_c.h5")).stdout)["checksum_block"]
 cairn("convert", "--hint", "cb_nodes=1", p("rich_plain.h5"), p("rich_plain_back"))
 r = cairn("diff", p("rich"), p("rich_plain_back"), expect=0)
 check("are equal" in r.stdout, "convert with hints, without checksums, and back: equal", r.stdout)
+doc = json_of(cairn("verify", "--json", p("rich_plain.h5")), "verify --json without checksums")
+check(doc and doc["status"] == "readable" and doc["checksums"] is False and doc["bytes_read"] > 0 and
+      doc["layout"] == "container", "verify --json: a container without checksums, read", str(doc))
+cairn("verify", "--json", "--strict", p("rich_plain.h5"), expect=1)
 # The hints reach the files of both layouts, as CAIRN_LOG=debug shows: a
 # container read, per-rank files written, then those read. cb_buffer_size is
 # a hint that Open MPI's components and ROMIO (MPICH) all report back.
@@ -298,6 +319,31 @@ if m:
     m2 = re.search(r"temperature: ([1-9]\d*) of 180000 elements differ, .*; largest difference (\S+) at", r.stdout)
     check(m2 and float(m2.group(2)) == largest, "diff --abs just below LARGEST: the elements outside, the same largest",
           r.stdout)
+# diff --json: every differing entry, whatever --max-lines says.
+doc = json_of(cairn("diff", "--json", "--max-lines", "0", p("rich"), p("rich_mod"), expect=1), "diff --json")
+if doc:
+    d = {x["name"]: x for x in doc["differences"]}
+    check(doc["equal"] is False and doc["entries"] == 11 and doc["different"] == 2 and sorted(d) == ["grid", "ids"] and
+          doc["tolerance"] == {"abs": None, "rel": None}, "diff --json: the summary", str(doc))
+    g = d.get("grid", {})
+    check(g.get("what") == "elements" and g.get("count") == 1 and g.get("of") == 105 and
+          g.get("first") == {"index": [5, 4, 2], "a": 542, "b": -1} and
+          g.get("largest") == {"difference": 543, "index": [5, 4, 2]}, "diff --json: an array's record", str(g))
+doc = json_of(cairn("diff", "--json", p("minimal"), p("rich"), expect=1), "diff --json of key sets")
+if doc:
+    d = {x["name"]: x["what"] for x in doc["differences"]}
+    check(doc["entries"] == 13 and doc["different"] == 13 and d.get("u") == "only_in_a" and
+          d.get("grid") == "only_in_b", "diff --json: entries only in one", str(doc))
+doc = json_of(cairn("--memory", "1", "diff", "--json", "--rel", "0.1", p("heat"), p("heat6"), expect=1),
+              "diff --json --rel")
+if doc:
+    d = {x["name"]: x for x in doc["differences"]}
+    check(doc["tolerance"] == {"abs": None, "rel": 0.1} and
+          d.get("step") == {"name": "step", "what": "value", "a": 5, "b": 6},
+          "diff --json: a scalar's record and the tolerance", str(doc))
+doc = json_of(cairn("diff", "--json", p("rich"), p("rich_back")), "diff --json of equal checkpoints")
+check(doc and doc["equal"] is True and doc["differences"] == [] and doc["entries"] == 11,
+      "diff --json: equal", str(doc))
 r = cairn("diff", "--abs", "-1", p("rich"), p("rich_mod"), expect=2)
 check("--abs" in r.stderr, "diff --abs -1: refused", r.stderr)
 

@@ -176,24 +176,39 @@ int cmd_diff(const Context& ctx, const DiffArgs& args)
     const cairn::Metadata ma = open_checkpoint(ctx, args.a);
     const cairn::Metadata mb = open_checkpoint(ctx, args.b);
 
-    // Differences by entry name, in name order; `lines` only on rank 0.
+    // Differences by entry name, in name order, as text and as JSON
+    // (docs/CLI.md); complete only on rank 0.
     std::map<std::string, std::string> lines;
+    std::map<std::string, nlohmann::ordered_json> records;
+    auto record = [&records](const std::string& name, const char* what) -> nlohmann::ordered_json& {
+        auto& r = records[name];
+        r["name"] = name;
+        r["what"] = what;
+        return r;
+    };
     cairn::Metadata arrays; // arrays to compare element by element (A's entries)
     std::vector<std::string> blobs;
     for (const auto& [name, ea] : ma.entries) {
         const auto it = mb.entries.find(name);
         if (it == mb.entries.end()) {
             lines[name] = name + ": only in " + args.a;
+            record(name, "only_in_a");
             continue;
         }
         const cairn::EntryMeta& eb = it->second;
         if (ea.kind != eb.kind || (ea.kind != cairn::ItemKind::string && ea.kind != cairn::ItemKind::bytes &&
                                    ea.dtype != eb.dtype)) {
             lines[name] = name + ": " + kind_dtype(ea) + " vs " + kind_dtype(eb);
+            auto& r = record(name, "type");
+            r["a"] = kind_dtype(ea);
+            r["b"] = kind_dtype(eb);
             continue;
         }
         if (ea.global_shape != eb.global_shape) {
             lines[name] = name + ": shape " + cairn::shape_str(ea.global_shape) + " vs " + cairn::shape_str(eb.global_shape);
+            auto& r = record(name, "shape");
+            r["a"] = ea.global_shape;
+            r["b"] = eb.global_shape;
             continue;
         }
         switch (ea.kind) {
@@ -206,12 +221,18 @@ int cmd_diff(const Context& ctx, const DiffArgs& args)
                 const std::string va = sized ? format_value(ea.dtype, ea.value.data()) : "?";
                 const std::string vb = sized ? format_value(eb.dtype, eb.value.data()) : "?";
                 lines[name] = name + ": " + va + " vs " + vb;
+                auto& r = record(name, "value");
+                r["a"] = json_from_text(va);
+                r["b"] = json_from_text(vb);
             }
             break;
         }
         case cairn::ItemKind::string:
             if (ea.value != eb.value) {
                 lines[name] = name + ": " + quoted(ea.value) + " vs " + quoted(eb.value);
+                auto& r = record(name, "value");
+                r["a"] = ea.value;
+                r["b"] = eb.value;
             }
             break;
         case cairn::ItemKind::bytes: blobs.push_back(name); break;
@@ -222,6 +243,7 @@ int cmd_diff(const Context& ctx, const DiffArgs& args)
     for (const auto& kv : mb.entries)
         if (!ma.entries.count(kv.first)) {
             lines[kv.first] = kv.first + ": only in " + args.b;
+            record(kv.first, "only_in_b");
             ++all_names;
         }
 
@@ -267,6 +289,14 @@ int cmd_diff(const Context& ctx, const DiffArgs& args)
                       (n == 1 ? " differs" : " differ") + ", first at " + d.index + ": " + d.a + " vs " + d.b;
         if (d.largest > 0)
             lines[name] += "; largest difference " + format_double(d.largest) + " at " + d.largest_index;
+        auto& r = record(name, "elements");
+        r["count"] = d.count;
+        r["of"] = n;
+        r["first"] = {{"index", nlohmann::ordered_json::parse(d.index)},
+                      {"a", json_from_text(d.a)},
+                      {"b", json_from_text(d.b)}};
+        if (d.largest > 0)
+            r["largest"] = {{"difference", d.largest}, {"index", nlohmann::ordered_json::parse(d.largest_index)}};
     }
 
     // Byte blobs: rank 0 reads both sides.
@@ -295,10 +325,31 @@ int cmd_diff(const Context& ctx, const DiffArgs& args)
             std::snprintf(buf, sizeof buf, ": %zu of %zu bytes differ, first at offset %zu: 0x%02x vs 0x%02x", count,
                           va[k].size(), first, static_cast<unsigned>(va[k][first]), static_cast<unsigned>(vb[k][first]));
             lines[blobs[k]] = blobs[k] + buf;
+            auto& r = record(blobs[k], "bytes");
+            r["count"] = count;
+            r["of"] = va[k].size();
+            r["first"] = {{"offset", first},
+                          {"a", static_cast<unsigned>(va[k][first])},
+                          {"b", static_cast<unsigned>(vb[k][first])}};
         }
     }
 
-    if (ctx.root()) {
+    if (ctx.root() && args.json) {
+        nlohmann::ordered_json doc;
+        doc["a"] = args.a;
+        doc["b"] = args.b;
+        doc["equal"] = lines.empty();
+        doc["tolerance"] = {{"abs", args.tolerance.abs ? nlohmann::ordered_json(*args.tolerance.abs) : nullptr},
+                            {"rel", args.tolerance.rel ? nlohmann::ordered_json(*args.tolerance.rel) : nullptr}};
+        doc["entries"] = all_names;
+        doc["different"] = records.size();
+        auto& list = doc["differences"] = nlohmann::ordered_json::array();
+        for (auto& kv : records)
+            list.push_back(std::move(kv.second));
+        const std::string text = json_text(doc);
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::fflush(stdout);
+    } else if (ctx.root()) {
         std::size_t shown = 0;
         for (const auto& kv : lines) {
             if (shown++ == args.max_lines) {

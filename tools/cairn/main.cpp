@@ -1,7 +1,7 @@
 // cairn: inspect, check, compare, convert and repair Cairn checkpoints (docs/CLI.md).
 //
-//   cairn ls CKPT [--json]            cairn verify CKPT [--strict]
-//   cairn cat CKPT NAME [--slice S]   cairn diff A B [--abs D] [--rel P]
+//   cairn ls CKPT [--json]            cairn verify CKPT [--strict] [--json]
+//   cairn cat CKPT NAME [--slice S]   cairn diff A B [--abs D] [--rel P] [--json]
 //   cairn convert SRC DST [--layout L] [--force]
 //   cairn repair PATH
 //
@@ -73,6 +73,7 @@ int main(int argc, char** argv)
     auto* c_verify = app.add_subcommand("verify", "Check the checksum of every stored block (in parallel under mpiexec)");
     c_verify->add_option("CKPT", verify.path, "Checkpoint")->required();
     c_verify->add_flag("--strict", verify.strict, "Exit 1 when the checkpoint has no checksums");
+    c_verify->add_flag("--json", verify.json, "Print JSON for scripts");
 
     DiffArgs diff;
     auto* c_diff = app.add_subcommand("diff", "Compare two checkpoints value by value (keys, dtypes, shapes, values "
@@ -88,6 +89,7 @@ int main(int argc, char** argv)
                        "Numbers are equal when |a - b| <= P * |a| (like h5diff -p); with --abs, either suffices")
         ->type_name("P")
         ->check(CLI::NonNegativeNumber);
+    c_diff->add_flag("--json", diff.json, "Print JSON for scripts (every differing entry)");
 
     ConvertArgs convert;
     auto* c_convert = app.add_subcommand("convert", "Rewrite a checkpoint in another layout, on the ranks of this run");

@@ -7,6 +7,7 @@
 #include <cairn/plan.hpp>
 
 #include <mpi.h>
+#include <nlohmann/json.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -72,10 +73,14 @@ std::string format_value(cairn::DType dtype, const void* p);
 bool numeric_value(cairn::DType dtype, const void* p, long double& v);
 /// A double in its shortest round-trip form ("nan", "inf", "-inf").
 std::string format_double(double v);
-/// The same, as a JSON value (non-finite floats as strings).
-std::string json_value(cairn::DType dtype, const void* p);
-/// A JSON string literal (invalid UTF-8 bytes become U+FFFD).
-std::string json_string(const std::string& s);
+/// The same, as a JSON value: a number (integers exactly, floats in their
+/// shortest form), true / false, or the string "nan", "inf", "-inf".
+nlohmann::ordered_json json_value(cairn::DType dtype, const void* p);
+/// A value printed by format_value as JSON (the same forms).
+nlohmann::ordered_json json_from_text(const std::string& text);
+/// `j` as text for stdout: indented by 2, a newline at the end; bytes of
+/// strings that are not UTF-8 become U+FFFD.
+std::string json_text(const nlohmann::ordered_json& j);
 /// A quoted string with C escapes for control characters, for text output.
 std::string quoted(const std::string& s);
 /// `s` made safe for a terminal, for text output of names, paths and
@@ -175,6 +180,7 @@ int cmd_cat(const Context& ctx, const CatArgs& args);
 struct VerifyArgs {
     std::string path;
     bool strict = false;
+    bool json = false;
 };
 int cmd_verify(const Context& ctx, const VerifyArgs& args);
 
@@ -190,6 +196,7 @@ struct DiffArgs {
     std::string a, b;
     std::size_t max_lines = 20;
     Tolerance tolerance;
+    bool json = false;
 };
 int cmd_diff(const Context& ctx, const DiffArgs& args);
 
