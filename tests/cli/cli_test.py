@@ -113,6 +113,12 @@ run(mpi(2, ARGS.minimal, p("minimal")), expect=0)
 # 600 x 300 doubles (1.4 MiB): with --memory 1 the verbs take several passes.
 run(mpi(4, ARGS.heat2d, "--nx", "600", "--ny", "300", "--steps", "5", "--checkpoint", p("heat")), expect=0)
 run(mpi(2, ARGS.heat2d, "--nx", "600", "--ny", "300", "--steps", "6", "--checkpoint", p("heat6")), expect=0)
+# Checkpoint manager directories: heat2d saving every 2 (3) steps, keeping
+# the last 2: mgr/step_00000004, mgr/step_00000006 (mgr_c: .h5 of 3 and 6).
+run(mpi(2, ARGS.heat2d, "--nx", "600", "--ny", "300", "--steps", "6", "--checkpoint-every", "2",
+        "--checkpoint-dir", p("mgr")), expect=0)
+run(mpi(2, ARGS.heat2d, "--nx", "600", "--ny", "300", "--steps", "6", "--checkpoint-every", "3",
+        "--checkpoint-dir", p("mgr_c"), "--container"), expect=0)
 if FAILURES:
     sys.exit("cli_test: could not write the checkpoints")
 
@@ -346,6 +352,64 @@ check(doc and doc["equal"] is True and doc["differences"] == [] and doc["entries
       "diff --json: equal", str(doc))
 r = cairn("diff", "--abs", "-1", p("rich"), p("rich_mod"), expect=2)
 check("--abs" in r.stderr, "diff --abs -1: refused", r.stderr)
+
+# ---- checkpoint manager directories ------------------------------------------------
+r = cairn("ls", p("mgr"))
+check(re.search(r"mgr: checkpoint manager directory, 2 steps, LATEST step_00000006\n", r.stdout) and
+      re.search(r"^  4  step_00000004  per-rank, 2 ranks, 2 entries, .*B, \S+$", r.stdout, re.M) and
+      re.search(r"^  6  step_00000006  per-rank, 2 ranks, 2 entries, .*  \(default\)$", r.stdout, re.M),
+      "ls MANAGER: its steps, the default marked", r.stdout)
+doc = json_of(cairn("ls", "--json", p("mgr_c")), "ls --json MANAGER")
+check(doc and doc["default_step"] == 6 and doc["LATEST"] == "step_00000006.h5" and
+      [(x["step"], x["name"], x["layout"], x["entries"]) for x in doc["steps"]] ==
+      [(3, "step_00000003.h5", "container", 2), (6, "step_00000006.h5", "container", 2)],
+      "ls --json MANAGER: steps of containers", str(doc))
+r = cairn("ls", p("mgr/LATEST"))
+check(r.stdout.startswith(p("mgr/step_00000006") + ": per-rank layout"), "ls MANAGER/LATEST: the checkpoint it names",
+      r.stdout)
+r = cairn("ls", "--step", "4", p("mgr"))
+check(r.stdout.startswith(p("mgr/step_00000004") + ": per-rank layout") and "step         scalar  i64   = 4" in r.stdout,
+      "ls --step 4 MANAGER: that checkpoint's entries", r.stdout)
+check(cairn("cat", p("mgr"), "step").stdout == "6\n", "cat MANAGER: the default step")
+check(cairn("cat", "--step", "4", p("mgr"), "step").stdout == "4\n", "cat --step 4 MANAGER")
+check(cairn("cat", p("mgr_c/LATEST"), "step").stdout == "6\n", "cat MANAGER/LATEST")
+r = cairn("verify", p("mgr_c"))
+check(p("mgr_c/step_00000006.h5") + ": OK" in r.stdout, "verify MANAGER: the default step", r.stdout)
+r = cairn("--memory", "1", "diff", p("mgr"), p("heat6"))
+check("are equal (2 entries)" in r.stdout, "diff MANAGER CKPT: step 6 is heat2d's step 6", r.stdout)
+r = cairn("--memory", "1", "diff", p("mgr"), p("mgr_c"))
+check("are equal (2 entries)" in r.stdout, "diff MANAGER MANAGER: per-rank and container", r.stdout)
+r = cairn("diff", "--step", "6", p("mgr"), p("heat6"))
+check("are equal" in r.stdout, "diff --step 6 MANAGER CKPT", r.stdout)
+r = cairn("diff", "--step", "4", p("mgr"), p("mgr/LATEST"), expect=1)
+check("step: 4 vs 6" in r.stdout, "diff --step 4 MANAGER MANAGER/LATEST: --step applies to the directory", r.stdout)
+cairn("convert", "--step", "3", p("mgr_c"), p("mgr_step3"))
+check(cairn("cat", p("mgr_step3"), "step").stdout == "3\n", "convert --step 3 MANAGER DST")
+# The default follows LATEST while it names a committed checkpoint, else the highest step.
+with open(p("mgr/LATEST"), "w") as f:
+    f.write("step_00000004\n")
+check(cairn("cat", p("mgr"), "step").stdout == "4\n", "cat MANAGER: the step LATEST names")
+check(re.search(r"^  4  step_00000004 .*\(default\)$", cairn("ls", p("mgr")).stdout, re.M), "ls MANAGER: LATEST's default")
+with open(p("mgr/LATEST"), "w") as f:
+    f.write("../rich\n")
+check(cairn("cat", p("mgr"), "step").stdout == "6\n", "cat MANAGER: the highest step when LATEST names none")
+r = cairn("cat", p("mgr/LATEST"), "step", expect=2)
+check("names '../rich', not a checkpoint of the manager" in r.stderr, "MANAGER/LATEST naming no checkpoint: an error",
+      r.stderr)
+with open(p("mgr/LATEST"), "w") as f:
+    f.write("step_00000006\n")
+for args, needle in ((["cat", "--step", "5", p("mgr"), "step"], "no checkpoint of step 5 (steps: 4, 6)"),
+                     (["verify", "--step", "4", p("rich")], p("rich") + " is not a checkpoint manager directory"),
+                     (["ls", "--step", "4", p("mgr/LATEST")], "pass its manager directory"),
+                     (["diff", "--step", "4", p("rich"), p("rich_mod")], "neither " + p("rich") + " nor")):
+    r = cairn(*args, expect=2)
+    check(needle in r.stderr, "error for %s names %r" % (" ".join(args), needle), r.stderr)
+os.makedirs(p("mgr_empty"))
+with open(p("mgr_empty/LATEST"), "w") as f:
+    f.write("step_00000001\n")
+check("0 steps" in cairn("ls", p("mgr_empty")).stdout, "ls of a manager directory without checkpoints")
+r = cairn("cat", p("mgr_empty"), "step", expect=2)
+check("without a committed checkpoint" in r.stderr, "cat of a manager directory without checkpoints", r.stderr)
 
 # ---- CAIRN_LOG -------------------------------------------------------------------
 r = cairn("convert", "-q", "--force", p("minimal"), p("logged.h5"), env=dict(ENV, CAIRN_LOG="info"))

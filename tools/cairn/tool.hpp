@@ -36,6 +36,7 @@ struct Context {
     int size = 1;
     bool quiet = false;             ///< --quiet: no progress bar, no summary lines on stderr
     std::uint64_t memory = 256ull << 20; ///< --memory: bytes of array data per rank and pass
+    std::optional<std::int64_t> step;    ///< --step: the step of a checkpoint manager directory
     bool root() const { return rank == 0; }
 };
 
@@ -53,6 +54,31 @@ cairn::Metadata open_checkpoint(const Context& ctx, const std::string& path);
 /// for verbs whose other ranks need none of it (ls), so that they do not
 /// each hold a large checkpoint's metadata.
 cairn::Metadata open_checkpoint_on_root(const Context& ctx, const std::string& path);
+
+// ---- checkpoint manager directories (manager.cpp) ----------------------------
+
+/// A committed checkpoint of a manager directory.
+struct ManagedStep {
+    std::int64_t step = 0;
+    std::string name; ///< step_<N> or step_<N>.h5
+    std::string path; ///< root/name
+};
+
+/// Whether `path` is a checkpoint manager directory: a directory without
+/// metadata.h5 that holds LATEST or a checkpoint named step_<N>[.h5]. Local.
+bool is_manager_dir(const std::string& path);
+/// The committed checkpoints of a manager directory, by step. Local.
+std::vector<ManagedStep> manager_steps(const std::string& root);
+/// The step a verb takes without --step: the one LATEST names when it is
+/// committed, else the highest. `steps` must not be empty.
+const ManagedStep& default_step(const std::string& root, const std::vector<ManagedStep>& steps);
+/// The checkpoint `path` names, agreed on every rank: for a manager
+/// directory the checkpoint of ctx.step (default: default_step), for a
+/// manager's LATEST file the checkpoint it names, else `path` itself
+/// (ToolError for --step with anything but a manager directory, unless
+/// `manager` is given: then it tells whether `path` is one, and --step
+/// applies to manager directories only). Collective.
+std::string resolve_checkpoint(const Context& ctx, const std::string& path, bool* manager = nullptr);
 
 /// The entry `name` of `md`, or a ToolError naming the checkpoint and the entry.
 const cairn::EntryMeta& find_entry(const cairn::Metadata& md, const std::string& path, const std::string& name);
@@ -169,6 +195,8 @@ struct LsArgs {
     bool json = false;
 };
 int cmd_ls(const Context& ctx, const LsArgs& args);
+/// `ls` of a manager directory without --step: its steps.
+int cmd_ls_manager(const Context& ctx, const LsArgs& args);
 
 struct CatArgs {
     std::string path;
