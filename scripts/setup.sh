@@ -14,7 +14,7 @@ set -euo pipefail
 cairn_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$cairn_root"
 
-cairn_packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools catch2 libxxhash-dev libcli11-dev python3 python3-dev python3-h5py python3-numpy python3-pytest python3-mpi4py pybind11-dev libtrilinos-kokkos-dev clang libclang-rt-14-dev)
+cairn_packages=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools catch2 libxxhash-dev libcli11-dev nlohmann-json3-dev python3 python3-dev python3-h5py python3-numpy python3-pytest python3-mpi4py pybind11-dev libtrilinos-kokkos-dev clang libclang-rt-14-dev)
 
 # shellcheck source=scripts/packages.sh
 source scripts/packages.sh

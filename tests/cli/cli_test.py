@@ -107,10 +107,18 @@ def p(name):
 run(mpi(2, ARGS.make, p("rich")), expect=0)
 run(mpi(2, ARGS.make, p("rich.h5"), "--container"), expect=0)
 run(mpi(2, ARGS.make, p("rich_mod"), "--modify"), expect=0)
+run(mpi(2, ARGS.make, p("one"), "--one"), expect=0)
+run(mpi(2, ARGS.make, p("one_mod"), "--one", "--modify"), expect=0)
 run(mpi(2, ARGS.minimal, p("minimal")), expect=0)
 # 600 x 300 doubles (1.4 MiB): with --memory 1 the verbs take several passes.
 run(mpi(4, ARGS.heat2d, "--nx", "600", "--ny", "300", "--steps", "5", "--checkpoint", p("heat")), expect=0)
 run(mpi(2, ARGS.heat2d, "--nx", "600", "--ny", "300", "--steps", "6", "--checkpoint", p("heat6")), expect=0)
+# Checkpoint manager directories: heat2d saving every 2 (3) steps, keeping
+# the last 2: mgr/step_00000004, mgr/step_00000006 (mgr_c: .h5 of 3 and 6).
+run(mpi(2, ARGS.heat2d, "--nx", "600", "--ny", "300", "--steps", "6", "--checkpoint-every", "2",
+        "--checkpoint-dir", p("mgr")), expect=0)
+run(mpi(2, ARGS.heat2d, "--nx", "600", "--ny", "300", "--steps", "6", "--checkpoint-every", "3",
+        "--checkpoint-dir", p("mgr_c"), "--container"), expect=0)
 if FAILURES:
     sys.exit("cli_test: could not write the checkpoints")
 
@@ -191,6 +199,23 @@ check("DAMAGED" in r.stdout and "'u'" in r.stdout and "__1_0.distcp" in r.stdout
       "verify: a flipped bit is reported, naming the array and the file", r.stdout + r.stderr)
 cairn("verify", "-q", p("minimal"))   # the original is intact
 
+
+def json_of(r, what):
+    try:
+        return json.loads(r.stdout)
+    except ValueError as e:
+        check(False, "%s: not JSON (%s)" % (what, e), r.stdout + r.stderr)
+        return None
+
+
+doc = json_of(cairn("verify", "--json", p("rich")), "verify --json")
+check(doc and doc["status"] == "ok" and doc["checksums"] is True and doc["chunks"] >= 8 and doc["bytes"] > 0 and
+      doc["problems"] == [] and doc["layout"] == "distcp" and doc["checkpoint"] == p("rich"),
+      "verify --json: an intact checkpoint", str(doc))
+doc = json_of(cairn("verify", "--json", p("flipped"), expect=1), "verify --json of damage")
+check(doc and doc["status"] == "damaged" and len(doc["problems"]) == 1 and "__1_0.distcp" in doc["problems"][0] and
+      "'u'" in doc["problems"][0], "verify --json: the damage, naming the file and the array", str(doc))
+
 # ---- convert and diff ----------------------------------------------------------------
 for src, mid, back in (("rich", "rich_c.h5", "rich_back"), ("heat", "heat_c.h5", "heat_back")):
     cairn("--memory", "1", "convert", p(src), p(mid))
@@ -221,6 +246,10 @@ check(json.loads(cairn("ls", "--json", p("rich_c.h5")).stdout)["checksum_block"]
 cairn("convert", "--hint", "cb_nodes=1", p("rich_plain.h5"), p("rich_plain_back"))
 r = cairn("diff", p("rich"), p("rich_plain_back"), expect=0)
 check("are equal" in r.stdout, "convert with hints, without checksums, and back: equal", r.stdout)
+doc = json_of(cairn("verify", "--json", p("rich_plain.h5")), "verify --json without checksums")
+check(doc and doc["status"] == "readable" and doc["checksums"] is False and doc["bytes_read"] > 0 and
+      doc["layout"] == "container", "verify --json: a container without checksums, read", str(doc))
+cairn("verify", "--json", "--strict", p("rich_plain.h5"), expect=1)
 # The hints reach the files of both layouts, as CAIRN_LOG=debug shows: a
 # container read, per-rank files written, then those read. cb_buffer_size is
 # a hint that Open MPI's components and ROMIO (MPICH) all report back.
@@ -254,6 +283,133 @@ check("u: only in " + p("minimal") in r.stdout and "grid: only in " + p("rich") 
       r.stdout)
 r = cairn("diff", "--max-lines", "1", p("minimal"), p("rich"), expect=1)
 check("... and 12 more" in r.stdout, "diff --max-lines", r.stdout)
+# The summary counts the union of both entry sets, in the singular for one.
+check("differ in 13 of 13 entries" in r.stdout, "diff: of the union of the entries", r.stdout)
+r = cairn("diff", p("rich"), p("one"), expect=1)
+check("differ in 10 of 11 entries" in r.stdout, "diff: a subset, of the union", r.stdout)
+r = cairn("diff", p("one"), p("one"), expect=0)
+check(r.stdout.endswith("are equal (1 entry)\n"), "diff: 1 entry", r.stdout)
+r = cairn("diff", p("one"), p("one_mod"), expect=1)
+check("differ in 1 of 1 entry\n" in r.stdout, "diff: 1 of 1 entry", r.stdout)
+# The largest difference of an array.
+r = cairn("diff", p("rich"), p("rich_mod"), expect=1)
+check("grid: 1 of 105 elements differ, first at [5, 4, 2]: 542 vs -1; largest difference 543 at [5, 4, 2]"
+      in r.stdout, "diff: the largest difference", r.stdout)
+# Tolerances: --abs D like h5diff -d, --rel P like h5diff -p.
+r = cairn("diff", "--abs", "30", p("rich"), p("rich_mod"), expect=1)
+check("grid: 1 of 105 elements differ" in r.stdout and "ids:" not in r.stdout and
+      "differ within --abs 30 in 1 of 11 entries" in r.stdout, "diff --abs 30: ids (25) within, grid (543) not",
+      r.stdout)
+r = cairn("diff", "--abs", "543", p("rich"), p("rich_mod"), expect=0)
+check("are equal within --abs 543 (11 entries)" in r.stdout, "diff --abs 543: equal", r.stdout)
+r = cairn("diff", "--rel", "1.0005", p("rich"), p("rich_mod"), expect=1)
+check("grid: 1 of 105" in r.stdout and "ids:" not in r.stdout,
+      "diff --rel: |25 - 0| <= 1.0005 * 25 but |542 - -1| > 1.0005 * 542", r.stdout)
+r = cairn("diff", "--rel", "1.002", p("rich"), p("rich_mod"), expect=0)
+check("are equal within --rel 1.002" in r.stdout, "diff --rel 1.002: equal", r.stdout)
+r = cairn("diff", "--abs", "1", "--rel", "1.0005", p("rich"), p("rich_mod"), expect=1)
+check("grid:" in r.stdout and "ids:" not in r.stdout, "diff --abs --rel: either suffices", r.stdout)
+r = cairn("--memory", "1", "diff", p("heat"), p("heat6"), expect=1)
+m = re.search(r"temperature: \d+ of 180000 elements differ, first at \[\d+, \d+\]: \S+ vs \S+; "
+              r"largest difference (\S+) at \[\d+, \d+\]", r.stdout)
+check(m, "diff: an array's largest difference over several passes", r.stdout)
+if m:
+    largest = float(m.group(1))
+    check(0 < largest < 1, "diff: heat2d's largest difference between steps 5 and 6", r.stdout)
+    r = cairn("--memory", "1", "diff", "--abs", repr(largest), p("heat"), p("heat6"), expect=1)
+    check("temperature" not in r.stdout and "step: 5 vs 6" in r.stdout and "differ within --abs" in r.stdout,
+          "diff --abs LARGEST: the array within, the scalar not", r.stdout)
+    r = cairn("--memory", "1", "diff", "--abs", "1", p("heat"), p("heat6"), expect=0)
+    check("are equal within --abs 1 (2 entries)" in r.stdout, "diff --abs 1: equal", r.stdout)
+    r = cairn("--memory", "1", "diff", "--abs", repr(largest * 0.999), p("heat"), p("heat6"), expect=1)
+    m2 = re.search(r"temperature: ([1-9]\d*) of 180000 elements differ, .*; largest difference (\S+) at", r.stdout)
+    check(m2 and float(m2.group(2)) == largest, "diff --abs just below LARGEST: the elements outside, the same largest",
+          r.stdout)
+# diff --json: every differing entry, whatever --max-lines says.
+doc = json_of(cairn("diff", "--json", "--max-lines", "0", p("rich"), p("rich_mod"), expect=1), "diff --json")
+if doc:
+    d = {x["name"]: x for x in doc["differences"]}
+    check(doc["equal"] is False and doc["entries"] == 11 and doc["different"] == 2 and sorted(d) == ["grid", "ids"] and
+          doc["tolerance"] == {"abs": None, "rel": None}, "diff --json: the summary", str(doc))
+    g = d.get("grid", {})
+    check(g.get("what") == "elements" and g.get("count") == 1 and g.get("of") == 105 and
+          g.get("first") == {"index": [5, 4, 2], "a": 542, "b": -1} and
+          g.get("largest") == {"difference": 543, "index": [5, 4, 2]}, "diff --json: an array's record", str(g))
+doc = json_of(cairn("diff", "--json", p("minimal"), p("rich"), expect=1), "diff --json of key sets")
+if doc:
+    d = {x["name"]: x["what"] for x in doc["differences"]}
+    check(doc["entries"] == 13 and doc["different"] == 13 and d.get("u") == "only_in_a" and
+          d.get("grid") == "only_in_b", "diff --json: entries only in one", str(doc))
+doc = json_of(cairn("--memory", "1", "diff", "--json", "--rel", "0.1", p("heat"), p("heat6"), expect=1),
+              "diff --json --rel")
+if doc:
+    d = {x["name"]: x for x in doc["differences"]}
+    check(doc["tolerance"] == {"abs": None, "rel": 0.1} and
+          d.get("step") == {"name": "step", "what": "value", "a": 5, "b": 6},
+          "diff --json: a scalar's record and the tolerance", str(doc))
+doc = json_of(cairn("diff", "--json", p("rich"), p("rich_back")), "diff --json of equal checkpoints")
+check(doc and doc["equal"] is True and doc["differences"] == [] and doc["entries"] == 11,
+      "diff --json: equal", str(doc))
+r = cairn("diff", "--abs", "-1", p("rich"), p("rich_mod"), expect=2)
+check("--abs" in r.stderr, "diff --abs -1: refused", r.stderr)
+
+# ---- checkpoint manager directories ------------------------------------------------
+r = cairn("ls", p("mgr"))
+check(re.search(r"mgr: checkpoint manager directory, 2 steps, LATEST step_00000006\n", r.stdout) and
+      re.search(r"^  4  step_00000004  per-rank, 2 ranks, 2 entries, .*B, \S+$", r.stdout, re.M) and
+      re.search(r"^  6  step_00000006  per-rank, 2 ranks, 2 entries, .*  \(default\)$", r.stdout, re.M),
+      "ls MANAGER: its steps, the default marked", r.stdout)
+doc = json_of(cairn("ls", "--json", p("mgr_c")), "ls --json MANAGER")
+check(doc and doc["default_step"] == 6 and doc["LATEST"] == "step_00000006.h5" and
+      [(x["step"], x["name"], x["layout"], x["entries"]) for x in doc["steps"]] ==
+      [(3, "step_00000003.h5", "container", 2), (6, "step_00000006.h5", "container", 2)],
+      "ls --json MANAGER: steps of containers", str(doc))
+r = cairn("ls", p("mgr/LATEST"))
+check(r.stdout.startswith(p("mgr/step_00000006") + ": per-rank layout"), "ls MANAGER/LATEST: the checkpoint it names",
+      r.stdout)
+r = cairn("ls", "--step", "4", p("mgr"))
+check(r.stdout.startswith(p("mgr/step_00000004") + ": per-rank layout") and "step         scalar  i64   = 4" in r.stdout,
+      "ls --step 4 MANAGER: that checkpoint's entries", r.stdout)
+check(cairn("cat", p("mgr"), "step").stdout == "6\n", "cat MANAGER: the default step")
+check(cairn("cat", "--step", "4", p("mgr"), "step").stdout == "4\n", "cat --step 4 MANAGER")
+check(cairn("cat", p("mgr_c/LATEST"), "step").stdout == "6\n", "cat MANAGER/LATEST")
+r = cairn("verify", p("mgr_c"))
+check(p("mgr_c/step_00000006.h5") + ": OK" in r.stdout, "verify MANAGER: the default step", r.stdout)
+r = cairn("--memory", "1", "diff", p("mgr"), p("heat6"))
+check("are equal (2 entries)" in r.stdout, "diff MANAGER CKPT: step 6 is heat2d's step 6", r.stdout)
+r = cairn("--memory", "1", "diff", p("mgr"), p("mgr_c"))
+check("are equal (2 entries)" in r.stdout, "diff MANAGER MANAGER: per-rank and container", r.stdout)
+r = cairn("diff", "--step", "6", p("mgr"), p("heat6"))
+check("are equal" in r.stdout, "diff --step 6 MANAGER CKPT", r.stdout)
+r = cairn("diff", "--step", "4", p("mgr"), p("mgr/LATEST"), expect=1)
+check("step: 4 vs 6" in r.stdout, "diff --step 4 MANAGER MANAGER/LATEST: --step applies to the directory", r.stdout)
+cairn("convert", "--step", "3", p("mgr_c"), p("mgr_step3"))
+check(cairn("cat", p("mgr_step3"), "step").stdout == "3\n", "convert --step 3 MANAGER DST")
+# The default follows LATEST while it names a committed checkpoint, else the highest step.
+with open(p("mgr/LATEST"), "w") as f:
+    f.write("step_00000004\n")
+check(cairn("cat", p("mgr"), "step").stdout == "4\n", "cat MANAGER: the step LATEST names")
+check(re.search(r"^  4  step_00000004 .*\(default\)$", cairn("ls", p("mgr")).stdout, re.M), "ls MANAGER: LATEST's default")
+with open(p("mgr/LATEST"), "w") as f:
+    f.write("../rich\n")
+check(cairn("cat", p("mgr"), "step").stdout == "6\n", "cat MANAGER: the highest step when LATEST names none")
+r = cairn("cat", p("mgr/LATEST"), "step", expect=2)
+check("names '../rich', not a checkpoint of the manager" in r.stderr, "MANAGER/LATEST naming no checkpoint: an error",
+      r.stderr)
+with open(p("mgr/LATEST"), "w") as f:
+    f.write("step_00000006\n")
+for args, needle in ((["cat", "--step", "5", p("mgr"), "step"], "no checkpoint of step 5 (steps: 4, 6)"),
+                     (["verify", "--step", "4", p("rich")], p("rich") + " is not a checkpoint manager directory"),
+                     (["ls", "--step", "4", p("mgr/LATEST")], "pass its manager directory"),
+                     (["diff", "--step", "4", p("rich"), p("rich_mod")], "neither " + p("rich") + " nor")):
+    r = cairn(*args, expect=2)
+    check(needle in r.stderr, "error for %s names %r" % (" ".join(args), needle), r.stderr)
+os.makedirs(p("mgr_empty"))
+with open(p("mgr_empty/LATEST"), "w") as f:
+    f.write("step_00000001\n")
+check("0 steps" in cairn("ls", p("mgr_empty")).stdout, "ls of a manager directory without checkpoints")
+r = cairn("cat", p("mgr_empty"), "step", expect=2)
+check("without a committed checkpoint" in r.stderr, "cat of a manager directory without checkpoints", r.stderr)
 
 # ---- CAIRN_LOG -------------------------------------------------------------------
 r = cairn("convert", "-q", "--force", p("minimal"), p("logged.h5"), env=dict(ENV, CAIRN_LOG="info"))

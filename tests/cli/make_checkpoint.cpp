@@ -1,7 +1,7 @@
 // Writes a checkpoint with one entry of every kind and known values, for the
 // tests of the cairn tool (tests/cli/cli_test.py computes the same values).
 //
-//   mpiexec -n N cairn_cli_make_checkpoint PATH [--modify] [--container]
+//   mpiexec -n N cairn_cli_make_checkpoint PATH [--modify] [--container] [--one]
 //
 // grid     f32 [7, 5, 3]  grid[i][j][k] = 100 i + 10 j + k, split along dim 1
 // ids      i32 [11]       ids[i] = 3 i - 5, split along dim 0
@@ -12,7 +12,7 @@
 // blob     bytes          0, 1, ..., 19
 // label    string         hello "cairn"<newline>
 // dt f32 0.5, count u64 18446744073709551615, on bool true (scalars)
-// --modify: grid[5][4][2] = -1 and ids[10] = 0.
+// --modify: grid[5][4][2] = -1 and ids[10] = 0. --one: ids alone.
 #include <cairn/checkpoint.hpp>
 #include <cairn/errors.hpp>
 #include <cairn/state_dict.hpp>
@@ -33,15 +33,16 @@ int main(int argc, char** argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s PATH [--modify] [--container]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s PATH [--modify] [--container] [--one]\n", argv[0]);
         MPI_Finalize();
         return 2;
     }
     const std::string path = argv[1];
-    bool modify = false, container = false;
+    bool modify = false, container = false, one = false;
     for (int a = 2; a < argc; ++a) {
         modify = modify || std::string(argv[a]) == "--modify";
         container = container || std::string(argv[a]) == "--container";
+        one = one || std::string(argv[a]) == "--one";
     }
     auto part = [&](std::int64_t n, int r) { return n * r / size; };
 
@@ -75,17 +76,19 @@ int main(int argc, char** argv)
     int rc = 0;
     try {
         cairn::StateDict state;
-        state.add_array<float>("grid", grid.data(), {7, 5, 3}, cairn::Box{{0, j0, 0}, {7, j1 - j0, 3}});
         state.add_array<std::int32_t>("ids", ids.data(), {11}, cairn::Box{{i0}, {i1 - i0}});
-        state.add_replicated<double>("special", special.data(), {6});
-        state.add_replicated<bool>("flags", flags, {4});
-        state.add_replicated<double>("zero_d", &zero_d, {});
-        state.add_array<double>("empty", nullptr, {0, 4}, cairn::Box{{0, 0}, {0, 4}});
-        state.add_bytes("blob", &blob);
-        state.add_string("label", &label);
-        state.add_scalar("dt", &dt);
-        state.add_scalar("count", &count);
-        state.add_scalar("on", &on);
+        if (!one) {
+            state.add_array<float>("grid", grid.data(), {7, 5, 3}, cairn::Box{{0, j0, 0}, {7, j1 - j0, 3}});
+            state.add_replicated<double>("special", special.data(), {6});
+            state.add_replicated<bool>("flags", flags, {4});
+            state.add_replicated<double>("zero_d", &zero_d, {});
+            state.add_array<double>("empty", nullptr, {0, 4}, cairn::Box{{0, 0}, {0, 4}});
+            state.add_bytes("blob", &blob);
+            state.add_string("label", &label);
+            state.add_scalar("dt", &dt);
+            state.add_scalar("count", &count);
+            state.add_scalar("on", &on);
+        }
         cairn::SaveOptions options;
         options.overwrite = true;
         if (container)

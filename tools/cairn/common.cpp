@@ -264,55 +264,45 @@ std::string format_value(DType dtype, const void* p)
     return "?";
 }
 
-std::string json_value(DType dtype, const void* p)
+bool numeric_value(DType dtype, const void* p, long double& v)
 {
-    std::string s = format_value(dtype, p);
-    if (s == "nan" || s == "inf" || s == "-inf")
-        return "\"" + s + "\"";
-    return s;
+    switch (dtype) {
+    case DType::f16: v = half_to_float(load_as<std::uint16_t>(p)); return true;
+    case DType::bf16: v = bf16_to_float(load_as<std::uint16_t>(p)); return true;
+    case DType::f32: v = load_as<float>(p); return true;
+    case DType::f64: v = load_as<double>(p); return true;
+    case DType::i8: v = load_as<std::int8_t>(p); return true;
+    case DType::i16: v = load_as<std::int16_t>(p); return true;
+    case DType::i32: v = load_as<std::int32_t>(p); return true;
+    case DType::i64: v = static_cast<long double>(load_as<std::int64_t>(p)); return true;
+    case DType::u8: v = load_as<std::uint8_t>(p); return true;
+    case DType::u16: v = load_as<std::uint16_t>(p); return true;
+    case DType::u32: v = load_as<std::uint32_t>(p); return true;
+    case DType::u64: v = static_cast<long double>(load_as<std::uint64_t>(p)); return true;
+    case DType::boolean: return false;
+    }
+    return false;
 }
 
-std::string json_string(const std::string& s)
+std::string format_double(double v) { return float_str(v); }
+
+nlohmann::ordered_json json_value(DType dtype, const void* p) { return json_from_text(format_value(dtype, p)); }
+
+nlohmann::ordered_json json_from_text(const std::string& text)
 {
-    std::string out = "\"";
-    const auto* b = reinterpret_cast<const unsigned char*>(s.data());
-    const std::size_t n = s.size();
-    for (std::size_t i = 0; i < n;) {
-        const unsigned char ch = b[i];
-        if (ch == '"' || ch == '\\') {
-            out += '\\';
-            out += static_cast<char>(ch);
-            ++i;
-        } else if (ch < 0x20 || ch == 0x7f) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", ch);
-            out += buf;
-            ++i;
-        } else if (ch < 0x80) {
-            out += static_cast<char>(ch);
-            ++i;
-        } else {
-            // A valid UTF-8 sequence is copied, anything else becomes U+FFFD.
-            const std::size_t len = ch >= 0xf0 && ch < 0xf5 ? 4 : ch >= 0xe0 ? 3 : ch >= 0xc2 && ch < 0xe0 ? 2 : 0;
-            bool ok = len > 0 && i + len <= n && !(ch >= 0xf5);
-            for (std::size_t k = 1; ok && k < len; ++k)
-                ok = (b[i + k] & 0xc0) == 0x80;
-            if (ok && len == 3 && ch == 0xe0 && b[i + 1] < 0xa0)
-                ok = false; // overlong
-            if (ok && len == 3 && ch == 0xed && b[i + 1] >= 0xa0)
-                ok = false; // surrogate
-            if (ok && len == 4 && ((ch == 0xf0 && b[i + 1] < 0x90) || (ch == 0xf4 && b[i + 1] >= 0x90)))
-                ok = false;
-            if (ok) {
-                out.append(s, i, len);
-                i += len;
-            } else {
-                out += "\\ufffd";
-                ++i;
-            }
-        }
-    }
-    return out + "\"";
+    if (text == "nan" || text == "inf" || text == "-inf" || text == "?")
+        return text;
+    if (text == "true" || text == "false")
+        return text == "true";
+    // Integers of 64 bits stay exact; floats keep their shortest form
+    // (parsed as the double nearest to it).
+    auto j = nlohmann::ordered_json::parse(text, nullptr, false);
+    return j.is_discarded() ? nlohmann::ordered_json(text) : j;
+}
+
+std::string json_text(const nlohmann::ordered_json& j)
+{
+    return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 namespace {

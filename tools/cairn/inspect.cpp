@@ -24,20 +24,47 @@ std::string layout_words(const std::string& layout)
 }
 
 // The value of a scalar, checked against its dtype's size.
-std::string scalar_text(const std::string& path, const std::string& name, const cairn::EntryMeta& e, bool json)
+std::string scalar_text(const std::string& path, const std::string& name, const cairn::EntryMeta& e)
 {
     if (e.value.size() != cairn::dtype_size(e.dtype))
         throw ToolError(path + ": scalar '" + name + "' holds " + std::to_string(e.value.size()) + " bytes, its dtype " +
                         std::string(cairn::dtype_name(e.dtype)) + " has " + std::to_string(cairn::dtype_size(e.dtype)));
-    return json ? json_value(e.dtype, e.value.data()) : format_value(e.dtype, e.value.data());
+    return format_value(e.dtype, e.value.data());
 }
 
-std::string json_shape(const cairn::Shape& s)
+// `ls --json` (docs/CLI.md).
+nlohmann::ordered_json ls_json(const std::string& path, const cairn::Metadata& md)
 {
-    std::string out = "[";
-    for (std::size_t d = 0; d < s.size(); ++d)
-        out += (d ? ", " : "") + std::to_string(s[d]);
-    return out + "]";
+    nlohmann::ordered_json doc;
+    doc["checkpoint"] = path;
+    doc["layout"] = md.layout;
+    doc["format_version"] = md.format_version;
+    doc["library_version"] = md.library_version;
+    doc["world_size"] = md.world_size;
+    doc["created"] = md.created;
+    doc["checksum_block"] = md.checksum_block;
+    auto& entries = doc["entries"] = nlohmann::ordered_json::array();
+    for (const auto& [name, e] : md.entries) {
+        nlohmann::ordered_json j;
+        j["name"] = name;
+        j["kind"] = cairn::item_kind_name(e.kind);
+        switch (e.kind) {
+        case cairn::ItemKind::array:
+            j["dtype"] = cairn::dtype_name(e.dtype);
+            j["shape"] = e.global_shape;
+            j["chunks"] = e.chunks.size();
+            j["bytes"] = stored_bytes(e);
+            break;
+        case cairn::ItemKind::bytes: j["length"] = e.global_shape.empty() ? 0 : e.global_shape[0]; break;
+        case cairn::ItemKind::scalar:
+            j["dtype"] = cairn::dtype_name(e.dtype);
+            j["value"] = json_from_text(scalar_text(path, name, e));
+            break;
+        case cairn::ItemKind::string: j["value"] = e.value; break;
+        }
+        entries.push_back(std::move(j));
+    }
+    return doc;
 }
 
 void print(const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); }
@@ -52,41 +79,7 @@ int cmd_ls(const Context& ctx, const LsArgs& args)
         if (!ctx.root())
             return;
         if (args.json) {
-            out += "{\n  \"checkpoint\": " + json_string(args.path) + ",\n";
-            out += "  \"layout\": " + json_string(md.layout) + ",\n";
-            out += "  \"format_version\": " + std::to_string(md.format_version) + ",\n";
-            out += "  \"library_version\": " + json_string(md.library_version) + ",\n";
-            out += "  \"world_size\": " + std::to_string(md.world_size) + ",\n";
-            out += "  \"created\": " + json_string(md.created) + ",\n";
-            out += "  \"checksum_block\": " + std::to_string(md.checksum_block) + ",\n";
-            out += "  \"entries\": [";
-            bool first = true;
-            for (const auto& [name, e] : md.entries) {
-                out += first ? "\n" : ",\n";
-                first = false;
-                out += "    {\"name\": " + json_string(name) + ", \"kind\": " +
-                       json_string(cairn::item_kind_name(e.kind));
-                switch (e.kind) {
-                case cairn::ItemKind::array:
-                    out += ", \"dtype\": " + json_string(std::string(cairn::dtype_name(e.dtype))) +
-                           ", \"shape\": " + json_shape(e.global_shape) +
-                           ", \"chunks\": " + std::to_string(e.chunks.size()) +
-                           ", \"bytes\": " + std::to_string(stored_bytes(e));
-                    break;
-                case cairn::ItemKind::bytes:
-                    out += ", \"length\": " + std::to_string(e.global_shape.empty() ? 0 : e.global_shape[0]);
-                    break;
-                case cairn::ItemKind::scalar:
-                    out += ", \"dtype\": " + json_string(std::string(cairn::dtype_name(e.dtype))) +
-                           ", \"value\": " + scalar_text(args.path, name, e, true);
-                    break;
-                case cairn::ItemKind::string:
-                    out += ", \"value\": " + json_string(e.value);
-                    break;
-                }
-                out += "}";
-            }
-            out += md.entries.empty() ? "]\n}\n" : "\n  ]\n}\n";
+            out = json_text(ls_json(args.path, md));
             return;
         }
         std::uint64_t total = 0;
@@ -121,7 +114,7 @@ int cmd_ls(const Context& ctx, const LsArgs& args)
             case cairn::ItemKind::bytes:
                 line += std::to_string(e.global_shape.empty() ? 0 : e.global_shape[0]) + " bytes";
                 break;
-            case cairn::ItemKind::scalar: line += "= " + scalar_text(args.path, name, e, false); break;
+            case cairn::ItemKind::scalar: line += "= " + scalar_text(args.path, name, e); break;
             case cairn::ItemKind::string: line += "= " + quoted(e.value); break;
             }
             out += line + "\n";
@@ -303,7 +296,7 @@ int cmd_cat(const Context& ctx, const CatArgs& args)
     std::string out;
     switch (e.kind) {
     case cairn::ItemKind::scalar:
-        agree(ctx, [&] { out = scalar_text(args.path, args.name, e, false) + "\n"; });
+        agree(ctx, [&] { out = scalar_text(args.path, args.name, e) + "\n"; });
         break;
     case cairn::ItemKind::string: out = e.value + "\n"; break;
     case cairn::ItemKind::bytes: {

@@ -1,7 +1,7 @@
 // cairn: inspect, check, compare, convert and repair Cairn checkpoints (docs/CLI.md).
 //
-//   cairn ls CKPT [--json]            cairn verify CKPT [--strict]
-//   cairn cat CKPT NAME [--slice S]   cairn diff A B
+//   cairn ls CKPT [--json]            cairn verify CKPT [--strict] [--json]
+//   cairn cat CKPT NAME [--slice S]   cairn diff A B [--abs D] [--rel P] [--json]
 //   cairn convert SRC DST [--layout L] [--force]
 //   cairn repair PATH
 //
@@ -27,7 +27,9 @@ const char* footer = R"(Exit status:
   2  error: bad arguments, no checkpoint at the path, unknown entry, bad slice,
      unreadable metadata (the message on stderr names the file and the entry)
 
-CKPT is a per-rank checkpoint directory or a container file (.h5). A CKPT
+CKPT is a per-rank checkpoint directory or a container file (.h5), or a
+checkpoint manager directory (its steps for ls; with --step N, or by default
+the checkpoint LATEST names, for every verb) or its LATEST file. A CKPT
 that is missing beside a complete CKPT.cairn-staging (a replacement
 interrupted between its two renames) is an error until `cairn repair CKPT`
 puts the newest copy in place. Under
@@ -55,17 +57,22 @@ int main(int argc, char** argv)
         ->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 30));
     app.set_version_flag("--version", std::string(cairn::version()));
 
+    std::optional<std::int64_t> step;
+    const std::string step_help = "With a checkpoint manager directory: the checkpoint of step N "
+                                  "(default: the one LATEST names)";
     LsArgs ls;
     auto* c_ls = app.add_subcommand("ls", "List the entries of a checkpoint: arrays with dtype, shape, chunks and "
                                           "bytes; scalars and strings with their values; byte blobs with their length");
     c_ls->add_option("CKPT", ls.path, "Checkpoint (directory or .h5 file)")->required();
     c_ls->add_flag("--json", ls.json, "Print JSON for scripts");
+    c_ls->add_option("--step", step, step_help + "; without it, ls lists the steps")->type_name("N");
 
     CatArgs cat;
     auto* c_cat = app.add_subcommand("cat", "Print the values of an array (or part of it), a scalar, a string, or a "
                                             "byte blob as hex");
     c_cat->add_option("CKPT", cat.path, "Checkpoint")->required();
     c_cat->add_option("NAME", cat.name, "Entry name")->required();
+    c_cat->add_option("--step", step, step_help)->type_name("N");
     c_cat->add_option("-s,--slice", cat.slice,
                       "numpy-like selection per dimension, e.g. 0:4,2 or ::2,-1 (start:stop:step, negative from the end)");
 
@@ -73,6 +80,8 @@ int main(int argc, char** argv)
     auto* c_verify = app.add_subcommand("verify", "Check the checksum of every stored block (in parallel under mpiexec)");
     c_verify->add_option("CKPT", verify.path, "Checkpoint")->required();
     c_verify->add_flag("--strict", verify.strict, "Exit 1 when the checkpoint has no checksums");
+    c_verify->add_flag("--json", verify.json, "Print JSON for scripts");
+    c_verify->add_option("--step", step, step_help)->type_name("N");
 
     DiffArgs diff;
     auto* c_diff = app.add_subcommand("diff", "Compare two checkpoints value by value (keys, dtypes, shapes, values "
@@ -80,6 +89,16 @@ int main(int argc, char** argv)
     c_diff->add_option("A", diff.a, "First checkpoint")->required();
     c_diff->add_option("B", diff.b, "Second checkpoint")->required();
     c_diff->add_option("--max-lines", diff.max_lines, "Print at most this many differing entries");
+    c_diff->add_option("--abs", diff.tolerance.abs,
+                       "Numbers are equal when |a - b| <= D (like h5diff -d)")
+        ->type_name("D")
+        ->check(CLI::NonNegativeNumber);
+    c_diff->add_option("--rel", diff.tolerance.rel,
+                       "Numbers are equal when |a - b| <= P * |a| (like h5diff -p); with --abs, either suffices")
+        ->type_name("P")
+        ->check(CLI::NonNegativeNumber);
+    c_diff->add_flag("--json", diff.json, "Print JSON for scripts (every differing entry)");
+    c_diff->add_option("--step", step, step_help + " (of A and of B)")->type_name("N");
 
     ConvertArgs convert;
     auto* c_convert = app.add_subcommand("convert", "Rewrite a checkpoint in another layout, on the ranks of this run");
@@ -88,6 +107,7 @@ int main(int argc, char** argv)
     c_convert->add_option("--layout", convert.layout, "auto (from DST's name), per-rank or container")
         ->check(CLI::IsMember({"auto", "per-rank", "container"}));
     c_convert->add_flag("-f,--force", convert.force, "Replace an existing DST");
+    c_convert->add_option("--step", step, step_help + " (of SRC)")->type_name("N");
     c_convert->add_option("--hint", convert.hints,
                           "KEY=VALUE, repeatable: an MPI-IO hint of the files read and written, "
                           "container or per-rank (e.g. striping_factor=16)");
@@ -115,21 +135,44 @@ int main(int argc, char** argv)
         return rc == 0 ? exit_ok : exit_error;
     }
     ctx.memory = memory_mib << 20;
+    ctx.step = step;
 
     std::string verb = app.get_subcommands().front()->get_name();
     try {
-        if (verb == "ls")
-            rc = cmd_ls(ctx, ls);
-        else if (verb == "cat")
+        if (verb == "ls") {
+            int manager = 0; // a manager directory without --step: its steps
+            agree(ctx, [&] { manager = ctx.root() && !ctx.step && is_manager_dir(ls.path); });
+            MPI_Bcast(&manager, 1, MPI_INT, 0, ctx.comm);
+            if (manager) {
+                rc = cmd_ls_manager(ctx, ls);
+            } else {
+                ls.path = resolve_checkpoint(ctx, ls.path);
+                rc = cmd_ls(ctx, ls);
+            }
+        } else if (verb == "cat") {
+            cat.path = resolve_checkpoint(ctx, cat.path);
             rc = cmd_cat(ctx, cat);
-        else if (verb == "verify")
+        } else if (verb == "verify") {
+            verify.path = resolve_checkpoint(ctx, verify.path);
             rc = cmd_verify(ctx, verify);
-        else if (verb == "diff")
+        } else if (verb == "diff") {
+            // --step applies to whichever of A and B is a manager directory.
+            bool ma = false, mb = false;
+            const std::string a = resolve_checkpoint(ctx, diff.a, &ma);
+            const std::string b = resolve_checkpoint(ctx, diff.b, &mb);
+            if (ctx.step && !ma && !mb)
+                throw ToolError("--step " + std::to_string(*ctx.step) + ": neither " + diff.a + " nor " + diff.b +
+                                " is a checkpoint manager directory (step_<N> checkpoints, LATEST)");
+            diff.a = a;
+            diff.b = b;
             rc = cmd_diff(ctx, diff);
+        }
         else if (verb == "repair")
             rc = cmd_repair(ctx, repair);
-        else
+        else {
+            convert.src = resolve_checkpoint(ctx, convert.src);
             rc = cmd_convert(ctx, convert);
+        }
     } catch (const cairn::Error& e) { // the same on every rank (collective calls, agreed reads)
         if (ctx.root())
             std::fprintf(stderr, "cairn %s: %s\n", verb.c_str(), printable(e.what()).c_str());

@@ -7,6 +7,7 @@
 #include <cairn/plan.hpp>
 
 #include <mpi.h>
+#include <nlohmann/json.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -35,6 +36,7 @@ struct Context {
     int size = 1;
     bool quiet = false;             ///< --quiet: no progress bar, no summary lines on stderr
     std::uint64_t memory = 256ull << 20; ///< --memory: bytes of array data per rank and pass
+    std::optional<std::int64_t> step;    ///< --step: the step of a checkpoint manager directory
     bool root() const { return rank == 0; }
 };
 
@@ -53,6 +55,31 @@ cairn::Metadata open_checkpoint(const Context& ctx, const std::string& path);
 /// each hold a large checkpoint's metadata.
 cairn::Metadata open_checkpoint_on_root(const Context& ctx, const std::string& path);
 
+// ---- checkpoint manager directories (manager.cpp) ----------------------------
+
+/// A committed checkpoint of a manager directory.
+struct ManagedStep {
+    std::int64_t step = 0;
+    std::string name; ///< step_<N> or step_<N>.h5
+    std::string path; ///< root/name
+};
+
+/// Whether `path` is a checkpoint manager directory: a directory without
+/// metadata.h5 that holds LATEST or a checkpoint named step_<N>[.h5]. Local.
+bool is_manager_dir(const std::string& path);
+/// The committed checkpoints of a manager directory, by step. Local.
+std::vector<ManagedStep> manager_steps(const std::string& root);
+/// The step a verb takes without --step: the one LATEST names when it is
+/// committed, else the highest. `steps` must not be empty.
+const ManagedStep& default_step(const std::string& root, const std::vector<ManagedStep>& steps);
+/// The checkpoint `path` names, agreed on every rank: for a manager
+/// directory the checkpoint of ctx.step (default: default_step), for a
+/// manager's LATEST file the checkpoint it names, else `path` itself
+/// (ToolError for --step with anything but a manager directory, unless
+/// `manager` is given: then it tells whether `path` is one, and --step
+/// applies to manager directories only). Collective.
+std::string resolve_checkpoint(const Context& ctx, const std::string& path, bool* manager = nullptr);
+
 /// The entry `name` of `md`, or a ToolError naming the checkpoint and the entry.
 const cairn::EntryMeta& find_entry(const cairn::Metadata& md, const std::string& path, const std::string& name);
 
@@ -67,10 +94,19 @@ std::uint64_t stored_bytes(const cairn::EntryMeta& e);
 /// One element of `dtype` at `p` as text: shortest round-trip form for
 /// floats ("nan", "inf", "-inf"), decimal integers, "true"/"false".
 std::string format_value(cairn::DType dtype, const void* p);
-/// The same, as a JSON value (non-finite floats as strings).
-std::string json_value(cairn::DType dtype, const void* p);
-/// A JSON string literal (invalid UTF-8 bytes become U+FFFD).
-std::string json_string(const std::string& s);
+/// One element of a numeric `dtype` at `p` as a number (floats, integers;
+/// 64-bit integers exactly); false for booleans.
+bool numeric_value(cairn::DType dtype, const void* p, long double& v);
+/// A double in its shortest round-trip form ("nan", "inf", "-inf").
+std::string format_double(double v);
+/// The same, as a JSON value: a number (integers exactly, floats in their
+/// shortest form), true / false, or the string "nan", "inf", "-inf".
+nlohmann::ordered_json json_value(cairn::DType dtype, const void* p);
+/// A value printed by format_value as JSON (the same forms).
+nlohmann::ordered_json json_from_text(const std::string& text);
+/// `j` as text for stdout: indented by 2, a newline at the end; bytes of
+/// strings that are not UTF-8 become U+FFFD.
+std::string json_text(const nlohmann::ordered_json& j);
 /// A quoted string with C escapes for control characters, for text output.
 std::string quoted(const std::string& s);
 /// `s` made safe for a terminal, for text output of names, paths and
@@ -159,6 +195,8 @@ struct LsArgs {
     bool json = false;
 };
 int cmd_ls(const Context& ctx, const LsArgs& args);
+/// `ls` of a manager directory without --step: its steps.
+int cmd_ls_manager(const Context& ctx, const LsArgs& args);
 
 struct CatArgs {
     std::string path;
@@ -170,12 +208,23 @@ int cmd_cat(const Context& ctx, const CatArgs& args);
 struct VerifyArgs {
     std::string path;
     bool strict = false;
+    bool json = false;
 };
 int cmd_verify(const Context& ctx, const VerifyArgs& args);
+
+/// Tolerances of `cairn diff` for numeric values (h5diff's -d and -p): two
+/// values are equal when bitwise equal, or when |a - b| <= abs (with
+/// --abs), or when |a - b| <= rel * |a| (with --rel).
+struct Tolerance {
+    std::optional<double> abs, rel;
+    bool any() const { return abs.has_value() || rel.has_value(); }
+};
 
 struct DiffArgs {
     std::string a, b;
     std::size_t max_lines = 20;
+    Tolerance tolerance;
+    bool json = false;
 };
 int cmd_diff(const Context& ctx, const DiffArgs& args);
 

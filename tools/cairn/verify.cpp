@@ -60,18 +60,37 @@ int cmd_verify(const Context& ctx, const VerifyArgs& args)
     for (const auto& kv : md.entries)
         total += stored_bytes(kv.second);
 
+    nlohmann::ordered_json doc;
+    doc["checkpoint"] = args.path;
+    doc["layout"] = md.layout;
+    auto print_json = [&] {
+        if (ctx.root() && args.json) {
+            const std::string text = json_text(doc);
+            std::fwrite(text.data(), 1, text.size(), stdout);
+            std::fflush(stdout);
+        }
+    };
+
     if (md.layout == "container" && md.checksum_block == 0) {
         std::uint64_t read = 0;
+        doc["checksums"] = false;
         try {
             read = read_everything(ctx, args.path, md);
         } catch (const cairn::Error& e) {
-            if (ctx.root()) {
+            doc["status"] = "damaged";
+            doc["problems"] = nlohmann::ordered_json::array({std::string(e.what())});
+            print_json();
+            if (ctx.root() && !args.json) {
                 std::printf("%s: DAMAGED: %s\n", printable(args.path).c_str(), printable(e.what()).c_str());
                 std::fflush(stdout);
             }
             return exit_different;
         }
-        if (ctx.root()) {
+        doc["status"] = "readable";
+        doc["bytes_read"] = read;
+        doc["problems"] = nlohmann::ordered_json::array();
+        print_json();
+        if (ctx.root() && !args.json) {
             std::printf("%s: container saved without checksums: read every dataset, %s: readable\n",
                         printable(args.path).c_str(), human_bytes(read).c_str());
             std::fflush(stdout);
@@ -91,7 +110,13 @@ int cmd_verify(const Context& ctx, const VerifyArgs& args)
         };
     const cairn::VerifyReport report = cairn::verify(args.path, ctx.comm, options);
     bar.finish();
-    if (ctx.root()) {
+    doc["checksums"] = report.checksums;
+    doc["status"] = !report.ok() ? "damaged" : report.checksums ? "ok" : "no_checksums";
+    doc["chunks"] = report.chunks;
+    doc["bytes"] = report.bytes;
+    doc["problems"] = report.problems;
+    print_json();
+    if (ctx.root() && !args.json) {
         const std::string path = printable(args.path);
         for (const auto& p : report.problems)
             std::printf("%s: %s\n", path.c_str(), printable(p).c_str());

@@ -65,6 +65,7 @@ class Cairn(CMakePackage):
         msg="Kokkos with CUDA keeps views in device memory: build cairn +cuda to stage them",
     )
     depends_on("cli11@2:", type="build", when="+tools")  # header-only
+    depends_on("nlohmann-json@3:", type="build", when="+tools")  # header-only: the tool's JSON output
 
     depends_on("catch2@2", type="test")
     depends_on("pkgconfig", type="test")  # the install test builds through cairn.pc too
