@@ -1377,7 +1377,7 @@ void bench_planning(long ranks, long arrays, Results& R)
                 w.storage = cairn::StorageInfo{path, off, static_cast<u64>(rows * cols * 8), {0x9e3779b97f4a7c15ull ^ off}};
                 off += static_cast<u64>(rows * cols * 8);
             }
-            // As the ranks send them (src/checkpoint.cpp): every name table
+            // As the ranks send them (src/driver/save.cpp): every name table
             // is the same bytes here, so ranks but 0 leave theirs out.
             results[static_cast<std::size_t>(r)] = r == 0 ? cd::encode(rs) : cd::strip_name_table(cd::encode(rs));
             results_bytes += run == 0 ? results[static_cast<std::size_t>(r)].size() : 0;
@@ -1416,7 +1416,7 @@ void bench_planning(long ranks, long arrays, Results& R)
                 p.items.push_back(std::move(it));
             }
             // As a save sends it: every rank's plan is the same but for its
-            // boxes, so ranks but 0 send only those (src/checkpoint.cpp).
+            // boxes, so ranks but 0 send only those (src/driver/save.cpp).
             std::uint64_t skeleton = 0;
             gathered[static_cast<std::size_t>(r)] = r == 0 ? cd::encode(p) : cd::boxes_form(cd::encode(p), skeleton);
             gathered_bytes += run == 0 ? gathered[static_cast<std::size_t>(r)].size() : 0;
@@ -1476,7 +1476,7 @@ void bench_planning(long ranks, long arrays, Results& R)
         md_bytes = static_cast<u64>(stdfs::file_size(mdpath));
         peak_extra = std::max(peak_extra, static_cast<double>(status_kib("VmHWM") - rss_before) * 1024.0);
         {
-            // A load of it (src/checkpoint.cpp). The coordinator reads
+            // A load of it (src/driver/load.cpp). The coordinator reads
             // metadata.h5 and encodes it in frames of whole entries for the
             // broadcast (detail::share_metadata), the chunk rows expanded
             // entry by entry; kept here to decode them below as every rank
@@ -1552,7 +1552,7 @@ void bench_planning(long ranks, long arrays, Results& R)
             t_load_part += now() - t0;
             load_part_heap = static_cast<double>(mallinfo2().uordblks - heap_before);
             // verify() on 64 ranks: rank 0's share of the chunks, assigned
-            // as they arrive (src/checkpoint.cpp), kept with each entry's first.
+            // as they arrive (src/driver/verify.cpp), kept with each entry's first.
             {
                 constexpr int verifiers = 64;
                 const auto heap0 = mallinfo2().uordblks;
@@ -1690,7 +1690,7 @@ void bench_planning_generic(long ranks, long arrays, Results& R)
         t0 = now();
         std::vector<cairn::SavePlan> plans;
         plans.reserve(gathered.size());
-        for (auto& g : gathered) { // as src/checkpoint.cpp: the plans sent as boxes put back together with rank 0's
+        for (auto& g : gathered) { // as src/driver/save.cpp: the plans sent as boxes put back together with rank 0's
             plans.push_back(cairn::detail::decode_save_plan(cairn::detail::restore_save_plan(g, gathered.front())));
             if (&g != &gathered.front())
                 cairn::detail::Bytes().swap(g);
@@ -1709,7 +1709,7 @@ void bench_planning_generic(long ranks, long arrays, Results& R)
         t_encode += now() - t0;
         out.clear();
         // Write results as the ranks would report them, attached to the metadata.
-        // As attach_results (src/checkpoint.cpp): entries found through one
+        // As attach_results (src/driver/save.cpp): entries found through one
         // hash map of names.
         t0 = now();
         std::unordered_map<std::string_view, cairn::EntryMeta*> by_name;

@@ -3,7 +3,7 @@
 #include "cairn/async.hpp"
 
 #include "cairn/errors.hpp"
-#include "save_session.hpp"
+#include "driver/save_session.hpp"
 #include "stage/stage.hpp"
 
 #include <map>

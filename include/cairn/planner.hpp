@@ -111,7 +111,7 @@ public:
     /// nullptr when the state has no array of that name (or before
     /// set_up_planner). Local, never throws; the pointer stays valid until
     /// the next set_up_planner. load() decodes only the chunks that overlap
-    /// it (src/checkpoint.cpp).
+    /// it (src/driver/load.cpp).
     const Box* requested_box(const std::string& fqn) const;
 
     /// Keys of the state that the checkpoint lacks (partial loads only).

@@ -1,7 +1,7 @@
 // validate_checkpoint_id of the storage interfaces and of the built-in
 // storages: which checkpoint ids each one takes (the seeds' automatic storage
-// selection). Layout::automatic (src/checkpoint.cpp) asks the container's
-// first, then the per-rank layout's.
+// selection). Layout::automatic (src/driver/read_session.cpp, save.cpp)
+// asks the container's first, then the per-rank layout's.
 #include "cairn/container.hpp"
 #include "cairn/distcp.hpp"
 #include "cairn/storage.hpp"

@@ -1,6 +1,6 @@
 // Private: a save between its phases, so that save() and async_save() share
-// one sequence: plan_save() (local plans, global plan, scatter) then
-// write_and_commit() (write, gather results, commit).
+// one sequence (src/driver/save.cpp): plan_save() (local plan, exchange,
+// global plan, final plan) then write_and_commit() (write, commit).
 #pragma once
 
 #include "cairn/checkpoint.hpp"
@@ -46,14 +46,16 @@ struct SaveSession {
     /// claim it must not clean up (what is there is another job's).
     bool may_clean = true;
     std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    /// Seconds since the session began.
+    double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
 };
 
-/// Phases 1-3. Collective over `comm`: local plans, the coordinator's global
+/// The planning phases. Collective over `comm`: local plans, the coordinator's global
 /// plan and metadata, final plans scattered. Same error contract as save().
 std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& checkpoint_id, MPI_Comm comm,
                                        const SaveOptions& options);
 
-/// Phases 4-5. Collective over the session's communicator: every rank writes
+/// The write and the commit. Collective over the session's communicator: every rank writes
 /// its plan with data from `source` (the planner, or a staged copy); results
 /// go to the coordinator, which commits. `on_written` runs on each rank once
 /// its own data is written, before the commit. On any failure the
