@@ -100,9 +100,15 @@ class Cairn(CMakePackage):
             # Cairn refuses an MPI for Fortran other than its MPI for C.
             args.append(self.define("MPI_Fortran_COMPILER", spec["mpi"].mpifc))
         if spec.satisfies("+python"):
-            # Installed into <prefix>/lib/pythonX.Y/site-packages, where the
-            # extended python looks.
-            args.append(self.define("Python3_EXECUTABLE", spec["python"].command.path))
+            # The interpreter of the extended python (in Spack 1.x that of
+            # its python-venv), and that python's platlib under the prefix
+            # (lib/pythonX.Y/site-packages), where `spack load` and views
+            # look, whatever the interpreter's default install scheme
+            # (Debian's python3: local/lib/python3.Y/dist-packages).
+            args.extend([
+                self.define("Python3_EXECUTABLE", spec["python"].command.path),
+                self.define("CAIRN_PYTHON_INSTALL_DIR", python_platlib),
+            ])
         if spec.satisfies("+cuda"):
             args.append(self.define("CMAKE_CUDA_COMPILER", join_path(spec["cuda"].prefix.bin, "nvcc")))
         return args
