@@ -42,6 +42,7 @@ class Cairn(CMakePackage):
     variant("kokkos", default=False, description="Kokkos::View adapter cairn/kokkos.hpp (CAIRN_USE_KOKKOS)")
     variant("cuda", default=False, description="Stage CUDA device memory (CAIRN_USE_CUDA)")
     variant("tools", default=True, description="The cairn command-line tool (CAIRN_BUILD_TOOLS)")
+    variant("python", default=False, description="The cairn Python package (CAIRN_BUILD_PYTHON)")
     # Off by default, unlike in CMake: the driver is for developers measuring
     # Cairn (docs/BENCHMARKS.md), and it is not installed.
     variant("benchmarks", default=False, description="Build the benchmark driver bench/ (CAIRN_BUILD_BENCHMARKS)")
@@ -67,6 +68,15 @@ class Cairn(CMakePackage):
     depends_on("cli11@2:", type="build", when="+tools")  # header-only
     depends_on("nlohmann-json@3:", type="build", when="+tools")  # header-only: the tool's JSON output
 
+    # The Python package: a pybind11 module over libcairn; mpi4py of the
+    # same MPI for its parallel save and load (docs/PYTHON.md).
+    extends("python", when="+python")
+    depends_on("python@3.8:", type=("build", "run"), when="+python")
+    depends_on("py-pybind11@2.10:", type="build", when="+python")
+    depends_on("py-numpy", type=("build", "run"), when="+python")
+    depends_on("py-mpi4py", type="run", when="+python")
+    depends_on("py-pytest", type="test", when="+python")
+
     depends_on("catch2@2", type="test")
     depends_on("pkgconfig", type="test")  # the install test builds through cairn.pc too
 
@@ -80,6 +90,7 @@ class Cairn(CMakePackage):
             self.define_from_variant("CAIRN_USE_CUDA", "cuda"),
             self.define_from_variant("CAIRN_BUILD_TOOLS", "tools"),
             self.define_from_variant("CAIRN_BUILD_BENCHMARKS", "benchmarks"),
+            self.define_from_variant("CAIRN_BUILD_PYTHON", "python"),
             self.define("BUILD_TESTING", self.run_tests),
             # The MPI and the HDF5 of the spec, not the first ones on the path.
             self.define("MPI_C_COMPILER", spec["mpi"].mpicc),
@@ -89,6 +100,16 @@ class Cairn(CMakePackage):
         if spec.satisfies("+fortran"):
             # Cairn refuses an MPI for Fortran other than its MPI for C.
             args.append(self.define("MPI_Fortran_COMPILER", spec["mpi"].mpifc))
+        if spec.satisfies("+python"):
+            # The interpreter of the extended python (in Spack 1.x that of
+            # its python-venv), and that python's platlib under the prefix
+            # (lib/pythonX.Y/site-packages), where `spack load` and views
+            # look, whatever the interpreter's default install scheme
+            # (Debian's python3: local/lib/python3.Y/dist-packages).
+            args.extend([
+                self.define("Python3_EXECUTABLE", spec["python"].command.path),
+                self.define("CAIRN_PYTHON_INSTALL_DIR", python_platlib),
+            ])
         if spec.satisfies("+cuda"):
             args.append(self.define("CMAKE_CUDA_COMPILER", join_path(spec["cuda"].prefix.bin, "nvcc")))
         return args
