@@ -877,7 +877,9 @@ void detail::BuiltinWriters::finish(ContainerWriter& w, MetadataColumns& md)
         fs::reserve(im.tmp, fs::file_size(im.tmp),
                     detail::metadata_group_bytes_bound(md) + 16 * static_cast<std::uint64_t>(im.opt.alignment));
         const Handle fapl = ct::file_access(MPI_COMM_NULL, im.opt.tuning, im.opt.alignment, im.tmp, true);
-        Handle file(check(H5Fopen(im.tmp.c_str(), H5F_ACC_RDWR, fapl), "reopening " + im.tmp, true));
+        // A write that fails (EIO) in this session must not leave the file
+        // open inside HDF5: Sec2File closes it whatever happens.
+        auto file = detail::h5::Sec2File::open(im.tmp, fapl);
         ct::inject(fault::h5_open, "reopening " + im.tmp, true);
         const Handle lcpl = ct::link_creation(im.tmp, true);
         const Handle dcpl = dataset_creation(im.tmp);
@@ -916,8 +918,7 @@ void detail::BuiltinWriters::finish(ContainerWriter& w, MetadataColumns& md)
             }
         }
         detail::write_metadata_group(file, md);
-        if (!file.reset())
-            throw error::WriteError("closing " + im.tmp + ": " + detail::h5::last_error());
+        file.close();
     }
     if (im.opt.fsync)
         fs::fsync_path(im.tmp);
