@@ -89,9 +89,9 @@ int scratch_fd() noexcept
         return fd;
 #endif
     if (std::FILE* f = std::tmpfile()) {
-        const int fd = ::dup(::fileno(f));
+        const int copy = ::dup(::fileno(f));
         std::fclose(f);
-        return fd;
+        return copy;
     }
     return -1;
 }
@@ -129,6 +129,19 @@ bool divert_to_memory(int fd) noexcept
     const bool ok = ::dup2(scratch, fd) == fd;
     ::close(scratch);
     return ok;
+}
+
+// The end of the file's allocated space (EOA); false where HDF5 cannot
+// tell (H5Fget_eoa came with 1.10.2).
+bool end_of_allocation(hid_t file, haddr_t& eoa) noexcept
+{
+#if H5_VERSION_GE(1, 10, 2)
+    return H5Fget_eoa(file, &eoa) >= 0;
+#else
+    (void)file;
+    (void)eoa;
+    return false;
+#endif
 }
 
 std::string stack_message()
@@ -169,16 +182,17 @@ void Sec2File::close()
         return;
     // Everything reaches the file here: after the flush it is a complete
     // HDF5 file whose end of allocated space (EOA) the superblock records.
-    haddr_t eoa = 0;
-    if (H5Fflush(m_id, H5F_SCOPE_LOCAL) < 0 || H5Fget_eoa(m_id, &eoa) < 0) {
+    if (H5Fflush(m_id, H5F_SCOPE_LOCAL) < 0) {
         const std::string msg = stack_message();
         abandon();
         throw error::WriteError("closing " + m_what + ": " + msg);
     }
-    const int fd = sec2_descriptor(m_id);
+    haddr_t eoa = 0;
+    const int fd = end_of_allocation(m_id, eoa) ? sec2_descriptor(m_id) : -1;
     const int file = fd >= 0 ? ::dup(fd) : -1;
     if (file < 0 || !divert_to_memory(fd)) {
-        // (Not sec2, or out of descriptors: an ordinary close.)
+        // (Not sec2, HDF5 before 1.10.2, or out of descriptors: an
+        // ordinary close.)
         if (file >= 0)
             ::close(file);
         const hid_t id = m_id;
