@@ -200,6 +200,174 @@ struct SmallDataset {
 constexpr std::uint64_t k_small_group_bytes = std::uint64_t(2) << 20;
 constexpr std::uint64_t k_small_send_bytes = std::uint64_t(8) << 20;
 
+void small_mpi(int rc, const std::string& tmp, const char* what)
+{
+    if (rc != MPI_SUCCESS)
+        throw error::WriteError(tmp + ": " + what + " of the small datasets failed");
+}
+
+// The rounds of write_small_datasets are collective: every rank must see
+// the same list (it follows from the agreed schedule and the shared dataset
+// list; a difference would be a bug, reported the same way on every rank).
+void check_same_small_list(MPI_Comm comm, const std::string& tmp, std::size_t count)
+{
+    std::int64_t n[2] = {static_cast<std::int64_t>(count), -static_cast<std::int64_t>(count)};
+    small_mpi(MPI_Allreduce(MPI_IN_PLACE, n, 2, MPI_INT64_T, MPI_MAX, comm), tmp, "MPI_Allreduce");
+    if (n[0] != -n[1])
+        throw error::WriteError(tmp + ": the ranks list between " + std::to_string(-n[1]) + " and " +
+                                std::to_string(n[0]) + " small datasets (internal error)");
+}
+
+// The groups of consecutive small datasets of at most k_small_group_bytes
+// (or one dataset): group g is smalls[group[g], group[g + 1]).
+std::vector<std::size_t> small_groups(const std::vector<SmallDataset>& smalls)
+{
+    std::vector<std::size_t> group{0};
+    std::uint64_t acc = 0;
+    for (std::size_t i = 0; i < smalls.size(); ++i) {
+        if (acc > 0 && acc + smalls[i].bytes > k_small_group_bytes) {
+            group.push_back(i);
+            acc = 0;
+        }
+        acc += smalls[i].bytes;
+    }
+    group.push_back(smalls.size());
+    return group;
+}
+
+// The most bytes any rank sends for each group, agreed in one allreduce; a
+// rank that `failed` sends nothing.
+std::vector<std::uint64_t> most_sent(MPI_Comm comm, const std::string& tmp, const std::vector<SmallDataset>& smalls,
+                                     const std::vector<std::size_t>& group, bool failed)
+{
+    const std::size_t groups = group.size() - 1;
+    std::vector<std::uint64_t> most(groups, 0);
+    if (!failed)
+        for (std::size_t g = 0; g < groups; ++g)
+            for (std::size_t i = group[g]; i < group[g + 1]; ++i)
+                most[g] += smalls[i].mine;
+    small_mpi(MPI_Allreduce(MPI_IN_PLACE, most.data(), static_cast<int>(groups), MPI_UINT64_T, MPI_MAX, comm), tmp,
+              "MPI_Allreduce");
+    return most;
+}
+
+// One round's exchange of small-dataset pieces: what this rank sends (hdr:
+// (file offset, length) pairs; data: their bytes; counts: per rank, the hdr
+// values and the data bytes for it) and what it receives (rhdr, rdata).
+class SmallExchange {
+public:
+    explicit SmallExchange(int size)
+        : counts(2 * static_cast<std::size_t>(size)), rcounts(counts.size()), m_size(size),
+          m_hc(static_cast<std::size_t>(size)), m_hd(m_hc.size()), m_dc(m_hc.size()), m_dd(m_hc.size()),
+          m_rhc(m_hc.size()), m_rhd(m_hc.size()), m_rdc(m_hc.size()), m_rdd(m_hc.size())
+    {
+    }
+    // Nothing to send.
+    void clear()
+    {
+        hdr.clear();
+        data.clear();
+        std::fill(counts.begin(), counts.end(), 0);
+    }
+    // Collective: MPI_Alltoall of the counts, then MPI_Alltoallv of the
+    // offsets and of the bytes.
+    void exchange(MPI_Comm comm, const std::string& tmp)
+    {
+        small_mpi(MPI_Alltoall(counts.data(), 2, MPI_INT64_T, rcounts.data(), 2, MPI_INT64_T, comm), tmp,
+                  "MPI_Alltoall");
+        int hoff = 0, doff = 0, rhoff = 0, rdoff = 0;
+        for (int k = 0; k < m_size; ++k) {
+            const auto u = static_cast<std::size_t>(k);
+            m_hc[u] = static_cast<int>(counts[2 * u]);
+            m_dc[u] = static_cast<int>(counts[2 * u + 1]);
+            m_rhc[u] = static_cast<int>(rcounts[2 * u]);
+            m_rdc[u] = static_cast<int>(rcounts[2 * u + 1]);
+            m_hd[u] = hoff;
+            m_dd[u] = doff;
+            m_rhd[u] = rhoff;
+            m_rdd[u] = rdoff;
+            hoff += m_hc[u];
+            doff += m_dc[u];
+            rhoff += m_rhc[u];
+            rdoff += m_rdc[u];
+        }
+        rhdr.resize(static_cast<std::size_t>(rhoff));
+        rdata.resize(static_cast<std::size_t>(rdoff));
+        small_mpi(MPI_Alltoallv(hdr.data(), m_hc.data(), m_hd.data(), MPI_UINT64_T, rhdr.data(), m_rhc.data(),
+                                m_rhd.data(), MPI_UINT64_T, comm),
+                  tmp, "MPI_Alltoallv (offsets)");
+        small_mpi(MPI_Alltoallv(data.data(), m_dc.data(), m_dd.data(), MPI_BYTE, rdata.data(), m_rdc.data(),
+                                m_rdd.data(), MPI_BYTE, comm),
+                  tmp, "MPI_Alltoallv (bytes)");
+    }
+
+    std::vector<std::uint64_t> hdr, rhdr;
+    std::vector<char> data, rdata;
+    std::vector<std::int64_t> counts, rcounts;
+
+private:
+    int m_size;
+    std::vector<int> m_hc, m_hd, m_dc, m_dd, m_rhc, m_rhd, m_rdc, m_rdd;
+};
+
+// Packs this rank's pieces of the round's groups [first, last) into `x`, in
+// the order of their owners (group g: rank g % size), which is the order of
+// the send displacements.
+template <class Pack>
+void pack_round(SmallExchange& x, const std::vector<SmallDataset>& smalls, const std::vector<std::size_t>& group,
+                std::size_t first, std::size_t last, int size, Pack& pack)
+{
+    std::vector<std::pair<std::size_t, std::size_t>> owned; // (owner, group)
+    for (std::size_t g = first; g < last; ++g)
+        owned.emplace_back(g % static_cast<std::size_t>(size), g);
+    std::sort(owned.begin(), owned.end());
+    for (const auto& [owner, g] : owned) {
+        const auto h0 = x.hdr.size();
+        const auto d0 = x.data.size();
+        for (std::size_t i = group[g]; i < group[g + 1]; ++i)
+            pack(smalls[i], x.hdr, x.data);
+        x.counts[2 * owner] = static_cast<std::int64_t>(x.hdr.size() - h0);
+        x.counts[2 * owner + 1] = static_cast<std::int64_t>(x.data.size() - d0);
+    }
+}
+
+// Writes this rank's group from the pieces it received ((offset, length)
+// pairs in `rhdr`, their bytes in `rdata`), by offset; adjacent ones in one
+// write, gathered in `run`.
+template <class Write>
+void write_received(const std::vector<std::uint64_t>& rhdr, const std::vector<char>& rdata, std::vector<char>& run,
+                    Write& write)
+{
+    struct Piece {
+        std::uint64_t at, size;
+        const char* src;
+    };
+    std::vector<Piece> pieces;
+    pieces.reserve(rhdr.size() / 2);
+    const char* src = rdata.data();
+    for (std::size_t j = 0; j + 1 < rhdr.size(); j += 2) {
+        pieces.push_back(Piece{rhdr[j], rhdr[j + 1], src});
+        src += rhdr[j + 1];
+    }
+    std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.at < b.at; });
+    std::size_t j = 0;
+    while (j < pieces.size()) {
+        std::size_t k = j + 1;
+        std::uint64_t end = pieces[j].at + pieces[j].size;
+        while (k < pieces.size() && pieces[k].at == end)
+            end += pieces[k++].size;
+        if (k == j + 1) {
+            write(pieces[j].at, pieces[j].src, pieces[j].size);
+        } else {
+            run.clear();
+            for (std::size_t m = j; m < k; ++m)
+                run.insert(run.end(), pieces[m].src, pieces[m].src + pieces[m].size);
+            write(pieces[j].at, run.data(), run.size());
+        }
+        j = k;
+    }
+}
+
 // Writes the small datasets (docs/FORMAT.md 7.4), collective over `comm`:
 // each group of consecutive datasets (their storage mostly adjacent in the
 // file) is written by one rank, its owner, which receives every rank's
@@ -210,147 +378,47 @@ constexpr std::uint64_t k_small_send_bytes = std::uint64_t(8) << 20;
 // any rank sends for each group, one allreduce): a rank sends at most
 // k_small_send_bytes of data per round (or one group) and receives at most
 // one group; a round spans up to one group per rank. `pack(sd, hdr, data)`
-// appends this rank's
-// runs of it ((offset, length) pairs and bytes); `write(at, src, size)`
-// writes. A rank that `failed` earlier sends nothing and writes nothing but
-// takes part in every round. MPI failures throw; write failures throw after
-// the rounds.
+// appends this rank's runs of it ((offset, length) pairs and bytes);
+// `write(at, src, size)` writes. A rank that `failed` earlier sends nothing
+// and writes nothing but takes part in every round. MPI failures throw;
+// write failures throw after the rounds.
 template <class Pack, class Write>
 void write_small_datasets(MPI_Comm comm, const std::string& tmp, const std::vector<SmallDataset>& smalls, bool failed,
                           Pack&& pack, Write&& write)
 {
     int size = 1;
     MPI_Comm_size(comm, &size);
-    auto mpi = [&](int rc, const char* what) {
-        if (rc != MPI_SUCCESS)
-            throw error::WriteError(tmp + ": " + what + " of the small datasets failed");
-    };
-    // The rounds below are collective: every rank must see the same list
-    // (it follows from the agreed schedule and the shared dataset list; a
-    // difference would be a bug, reported the same way on every rank).
-    std::int64_t n[2] = {static_cast<std::int64_t>(smalls.size()), -static_cast<std::int64_t>(smalls.size())};
-    mpi(MPI_Allreduce(MPI_IN_PLACE, n, 2, MPI_INT64_T, MPI_MAX, comm), "MPI_Allreduce");
-    if (n[0] != -n[1])
-        throw error::WriteError(tmp + ": the ranks list between " + std::to_string(-n[1]) + " and " +
-                                std::to_string(n[0]) + " small datasets (internal error)");
+    check_same_small_list(comm, tmp, smalls.size());
     if (smalls.empty())
         return;
-    std::vector<std::size_t> group{0}; // group g: smalls[group[g], group[g + 1])
-    std::uint64_t acc = 0;
-    for (std::size_t i = 0; i < smalls.size(); ++i) {
-        if (acc > 0 && acc + smalls[i].bytes > k_small_group_bytes) {
-            group.push_back(i);
-            acc = 0;
-        }
-        acc += smalls[i].bytes;
-    }
-    group.push_back(smalls.size());
-    const std::size_t groups = group.size() - 1;
+    const std::vector<std::size_t> group = small_groups(smalls);
+    const std::vector<std::size_t> rounds =
+        ct::small_rounds(most_sent(comm, tmp, smalls, group, failed), size, k_small_send_bytes);
+    SmallExchange x(size);
+    std::vector<char> run;
     std::exception_ptr write_error;
-    std::vector<std::uint64_t> most(groups, 0); // the most bytes a rank sends per group
-    if (!failed)
-        for (std::size_t g = 0; g < groups; ++g)
-            for (std::size_t i = group[g]; i < group[g + 1]; ++i)
-                most[g] += smalls[i].mine;
-    mpi(MPI_Allreduce(MPI_IN_PLACE, most.data(), static_cast<int>(groups), MPI_UINT64_T, MPI_MAX, comm),
-        "MPI_Allreduce");
-    const std::vector<std::size_t> rounds = ct::small_rounds(most, size, k_small_send_bytes);
-    std::vector<std::uint64_t> hdr, rhdr;
-    std::vector<char> data, rdata, run;
-    std::vector<std::int64_t> counts(2 * static_cast<std::size_t>(size)), rcounts(counts.size());
-    std::vector<int> hc(static_cast<std::size_t>(size)), hd(hc.size()), dc(hc.size()), dd(hc.size());
-    std::vector<int> rhc(hc.size()), rhd(hc.size()), rdc(hc.size()), rdd(hc.size());
+    auto note = [&] {
+        failed = true;
+        if (!write_error)
+            write_error = std::current_exception();
+    };
     for (std::size_t round = 0; round + 1 < rounds.size(); ++round) {
-        const std::size_t first = rounds[round], last = rounds[round + 1];
-        // Pack in the order of the owners (group g: rank g % size), which is
-        // the order of the send displacements.
-        std::vector<std::pair<std::size_t, std::size_t>> owned; // (owner, group)
-        for (std::size_t g = first; g < last; ++g)
-            owned.emplace_back(g % static_cast<std::size_t>(size), g);
-        std::sort(owned.begin(), owned.end());
-        hdr.clear();
-        data.clear();
-        std::fill(counts.begin(), counts.end(), 0);
+        x.clear();
         if (!failed) {
             try {
-                for (const auto& [owner, g] : owned) {
-                    const auto h0 = hdr.size();
-                    const auto d0 = data.size();
-                    for (std::size_t i = group[g]; i < group[g + 1]; ++i)
-                        pack(smalls[i], hdr, data);
-                    counts[2 * owner] = static_cast<std::int64_t>(hdr.size() - h0);
-                    counts[2 * owner + 1] = static_cast<std::int64_t>(data.size() - d0);
-                }
+                pack_round(x, smalls, group, rounds[round], rounds[round + 1], size, pack);
             } catch (...) {
-                failed = true;
-                if (!write_error)
-                    write_error = std::current_exception();
-                hdr.clear();
-                data.clear();
-                std::fill(counts.begin(), counts.end(), 0);
+                note();
+                x.clear();
             }
         }
-        mpi(MPI_Alltoall(counts.data(), 2, MPI_INT64_T, rcounts.data(), 2, MPI_INT64_T, comm), "MPI_Alltoall");
-        int hoff = 0, doff = 0, rhoff = 0, rdoff = 0;
-        for (int k = 0; k < size; ++k) {
-            const auto u = static_cast<std::size_t>(k);
-            hc[u] = static_cast<int>(counts[2 * u]);
-            dc[u] = static_cast<int>(counts[2 * u + 1]);
-            rhc[u] = static_cast<int>(rcounts[2 * u]);
-            rdc[u] = static_cast<int>(rcounts[2 * u + 1]);
-            hd[u] = hoff;
-            dd[u] = doff;
-            rhd[u] = rhoff;
-            rdd[u] = rdoff;
-            hoff += hc[u];
-            doff += dc[u];
-            rhoff += rhc[u];
-            rdoff += rdc[u];
-        }
-        rhdr.resize(static_cast<std::size_t>(rhoff));
-        rdata.resize(static_cast<std::size_t>(rdoff));
-        mpi(MPI_Alltoallv(hdr.data(), hc.data(), hd.data(), MPI_UINT64_T, rhdr.data(), rhc.data(), rhd.data(),
-                          MPI_UINT64_T, comm),
-            "MPI_Alltoallv (offsets)");
-        mpi(MPI_Alltoallv(data.data(), dc.data(), dd.data(), MPI_BYTE, rdata.data(), rdc.data(), rdd.data(), MPI_BYTE,
-                          comm),
-            "MPI_Alltoallv (bytes)");
-        if (failed || rhdr.empty())
+        x.exchange(comm, tmp);
+        if (failed || x.rhdr.empty())
             continue;
-        // This rank's group: every piece, by offset; adjacent ones in one write.
-        struct Piece {
-            std::uint64_t at, size;
-            const char* src;
-        };
-        std::vector<Piece> pieces;
-        pieces.reserve(rhdr.size() / 2);
-        const char* src = rdata.data();
-        for (std::size_t j = 0; j + 1 < rhdr.size(); j += 2) {
-            pieces.push_back(Piece{rhdr[j], rhdr[j + 1], src});
-            src += rhdr[j + 1];
-        }
-        std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.at < b.at; });
         try {
-            std::size_t j = 0;
-            while (j < pieces.size()) {
-                std::size_t k = j + 1;
-                std::uint64_t end = pieces[j].at + pieces[j].size;
-                while (k < pieces.size() && pieces[k].at == end)
-                    end += pieces[k++].size;
-                if (k == j + 1) {
-                    write(pieces[j].at, pieces[j].src, pieces[j].size);
-                } else {
-                    run.clear();
-                    for (std::size_t m = j; m < k; ++m)
-                        run.insert(run.end(), pieces[m].src, pieces[m].src + pieces[m].size);
-                    write(pieces[j].at, run.data(), run.size());
-                }
-                j = k;
-            }
+            write_received(x.rhdr, x.rdata, run, write);
         } catch (...) {
-            failed = true;
-            if (!write_error)
-                write_error = std::current_exception();
+            note();
         }
     }
     if (write_error)
@@ -1065,6 +1133,70 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
     return save.run(plan, planner);
 }
 
+namespace {
+
+// A scalar's dataset, of its natural type (docs/FORMAT.md 7).
+void write_scalar_dataset(hid_t file, const detail::MetadataColumns::Entry& em, const std::string& path, hid_t lcpl,
+                          const std::string& what)
+{
+    if (em.value.size() != dtype_size(em.dtype))
+        throw error::WriteError(what + ": the value of scalar '" + em.name + "' has " +
+                                std::to_string(em.value.size()) + " bytes");
+    const auto code = static_cast<int>(em.dtype);
+    const Handle space(check(H5Screate(H5S_SCALAR), what, true));
+    Handle dset(check(H5Dcreate2(file, path.c_str(), detail::h5::dataset_type(code, false), space, lcpl, H5P_DEFAULT,
+                                 H5P_DEFAULT),
+                      "creating " + what, true));
+    check_status(H5Dwrite(dset, detail::h5::dataset_type(code, true), H5S_ALL, H5S_ALL, H5P_DEFAULT, em.value.data()),
+                 "writing " + what, true);
+}
+
+// A string's dataset: a variable-length UTF-8 string.
+void write_string_dataset(hid_t file, const detail::MetadataColumns::Entry& em, const std::string& path, hid_t lcpl,
+                          const std::string& what)
+{
+    const Handle type(check(H5Tcopy(H5T_C_S1), what, true));
+    check_status(H5Tset_size(type, H5T_VARIABLE), what, true);
+    check_status(H5Tset_cset(type, H5T_CSET_UTF8), what, true);
+    const Handle space(check(H5Screate(H5S_SCALAR), what, true));
+    Handle dset(check(H5Dcreate2(file, path.c_str(), type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT), "creating " + what,
+                      true));
+    const char* p = em.value.c_str();
+    check_status(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "writing " + what, true);
+}
+
+// The dataset of an array without elements: nobody wrote it.
+void create_empty_dataset(hid_t file, const detail::MetadataColumns::Entry& em, const std::string& path, hid_t lcpl,
+                          hid_t dcpl, const std::string& what)
+{
+    const auto code = static_cast<int>(em.kind == ItemKind::bytes ? DType::u8 : em.dtype);
+    const Handle space = ct::shape_space(em.global_shape, what, true);
+    Handle dset(check(H5Dcreate2(file, path.c_str(), detail::h5::dataset_type(code, false), space, lcpl, dcpl,
+                                 H5P_DEFAULT),
+                      "creating " + what, true));
+}
+
+// The commit's datasets in the temporary file `tmp`: the scalars' and the
+// strings' (the values every rank agreed on), and the arrays' without
+// elements.
+void write_value_datasets(hid_t file, const detail::MetadataColumns& md, const std::string& tmp)
+{
+    const Handle lcpl = ct::link_creation(tmp, true);
+    const Handle dcpl = dataset_creation(tmp);
+    for (const auto& em : md.entries) {
+        const std::string path = container_dataset_path(em.name);
+        const std::string what = tmp + ": dataset '" + path + "'";
+        if (em.kind == ItemKind::scalar)
+            write_scalar_dataset(file, em, path, lcpl, what);
+        else if (em.kind == ItemKind::string)
+            write_string_dataset(file, em, path, lcpl, what);
+        else if (em.chunks == 0 && H5Lexists(file, path.c_str(), H5P_DEFAULT) <= 0)
+            create_empty_dataset(file, em, path, lcpl, dcpl, what);
+    }
+}
+
+} // namespace
+
 void ContainerWriter::finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>&)
 {
     auto md = detail::to_columns(metadata);
@@ -1092,42 +1224,7 @@ void detail::BuiltinWriters::finish(ContainerWriter& w, MetadataColumns& md)
         // open inside HDF5: Sec2File closes it whatever happens.
         auto file = detail::h5::Sec2File::open(im.tmp, fapl);
         ct::inject(fault::h5_open, "reopening " + im.tmp, true);
-        const Handle lcpl = ct::link_creation(im.tmp, true);
-        const Handle dcpl = dataset_creation(im.tmp);
-        for (const auto& em : md.entries) {
-            const std::string& fqn = em.name;
-            const std::string path = container_dataset_path(fqn);
-            const std::string what = im.tmp + ": dataset '" + path + "'";
-            if (em.kind == ItemKind::scalar) {
-                if (em.value.size() != dtype_size(em.dtype))
-                    throw error::WriteError(what + ": the value of scalar '" + fqn + "' has " +
-                                            std::to_string(em.value.size()) + " bytes");
-                const auto code = static_cast<int>(em.dtype);
-                const Handle space(check(H5Screate(H5S_SCALAR), what, true));
-                Handle dset(check(H5Dcreate2(file, path.c_str(), detail::h5::dataset_type(code, false), space, lcpl,
-                                             H5P_DEFAULT, H5P_DEFAULT),
-                                  "creating " + what, true));
-                check_status(H5Dwrite(dset, detail::h5::dataset_type(code, true), H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                                      em.value.data()),
-                             "writing " + what, true);
-            } else if (em.kind == ItemKind::string) {
-                const Handle type(check(H5Tcopy(H5T_C_S1), what, true));
-                check_status(H5Tset_size(type, H5T_VARIABLE), what, true);
-                check_status(H5Tset_cset(type, H5T_CSET_UTF8), what, true);
-                const Handle space(check(H5Screate(H5S_SCALAR), what, true));
-                Handle dset(check(H5Dcreate2(file, path.c_str(), type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT),
-                                  "creating " + what, true));
-                const char* p = em.value.c_str();
-                check_status(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "writing " + what, true);
-            } else if (em.chunks == 0 && H5Lexists(file, path.c_str(), H5P_DEFAULT) <= 0) {
-                // An array without elements: nobody wrote it.
-                const auto code = static_cast<int>(em.kind == ItemKind::bytes ? DType::u8 : em.dtype);
-                const Handle space = ct::shape_space(em.global_shape, what, true);
-                Handle dset(check(H5Dcreate2(file, path.c_str(), detail::h5::dataset_type(code, false), space, lcpl,
-                                             dcpl, H5P_DEFAULT),
-                                  "creating " + what, true));
-            }
-        }
+        write_value_datasets(file, md, im.tmp);
         detail::write_metadata_group(file, md);
         file.close();
     }
