@@ -586,353 +586,552 @@ LoadPlan ContainerReader::prepare_local_plan(LoadPlan plan)
     return plan;
 }
 
+namespace {
+
+// ---- read_data ----------------------------------------------------------
+
+// The read schedule every rank agrees on before the collective open, in one
+// allreduce (MAX) of [failed, rounds[D], highest reader[D], -lowest
+// reader[D], 1 + address[D]]: whether a rank failed, how many collective
+// H5Dread calls (rounds) each dataset needs, whether one rank alone reads
+// it, and the addresses of the datasets read straight through MPI-IO (0:
+// through HDF5; each rank knows those of its part of check_datasets).
+class ReadSchedule {
+public:
+    explicit ReadSchedule(std::size_t datasets) : m_d(datasets), m_v(1 + 4 * datasets, 0) {}
+    void set_address(std::size_t d, std::uint64_t at) { m_v[1 + 3 * m_d + d] = static_cast<std::int64_t>(at) + 1; }
+    void add_rounds(std::size_t d, std::int64_t n) { m_v[1 + d] += n; }
+    /// Collective: adds this rank's readers (and `failed`) and agrees.
+    void agree(MPI_Comm comm, bool failed, const std::string& path)
+    {
+        if (failed)
+            m_v[0] = 1;
+        int rank = 0, size = 1;
+        MPI_Comm_rank(comm, &rank);
+        MPI_Comm_size(comm, &size);
+        for (std::size_t d = 0; d < m_d; ++d) {
+            const bool mine = m_v[1 + d] > 0;
+            m_v[1 + m_d + d] = mine ? rank : -1;
+            m_v[1 + 2 * m_d + d] = mine ? -rank : -std::int64_t(size);
+        }
+        if (MPI_Allreduce(MPI_IN_PLACE, m_v.data(), static_cast<int>(m_v.size()), MPI_INT64_T, MPI_MAX, comm) !=
+            MPI_SUCCESS)
+            throw error::ReadError(path + ": MPI_Allreduce of the read schedule failed");
+    }
+    bool failed() const { return m_v[0] != 0; }
+    std::int64_t rounds(std::size_t d) const { return m_v[1 + d]; }
+    bool single_reader(std::size_t d) const { return m_v[1 + m_d + d] == -m_v[1 + 2 * m_d + d]; }
+    /// Where dataset d's bytes start, when some rank may read it straight.
+    std::optional<std::uint64_t> address(std::size_t d) const
+    {
+        const std::int64_t at1 = m_v[1 + 3 * m_d + d];
+        return at1 > 0 ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(at1 - 1)) : std::nullopt;
+    }
+    bool anything_read() const
+    {
+        return std::any_of(m_v.begin() + 1, m_v.begin() + 1 + static_cast<std::ptrdiff_t>(m_d),
+                           [](std::int64_t r) { return r > 0; });
+    }
+
+private:
+    std::size_t m_d;
+    std::vector<std::int64_t> m_v;
+};
+
+// The container while read_data reads it, and what its reads share.
+// Members in the order they are made (and destroyed in reverse).
+struct OpenReadFile {
+    OpenReadFile(const std::string& path, MPI_Comm comm, const ContainerTuning& tuning)
+        : fapl(ct::file_access(comm, tuning, 0, path, false)),
+          file(check_read(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), "opening " + path))
+    {
+        ct::log_hints(file, tuning, path);
+    }
+    void make_properties(const std::string& path)
+    {
+        collective = Handle(check_read(H5Pcreate(H5P_DATASET_XFER), path + ": transfer properties"));
+        check_read_status(H5Pset_dxpl_mpio(collective, H5FD_MPIO_COLLECTIVE), path + ": collective transfers");
+        independent = Handle(check_read(H5Pcreate(H5P_DATASET_XFER), path + ": transfer properties"));
+        check_read_status(H5Pset_dxpl_mpio(independent, H5FD_MPIO_INDEPENDENT), path + ": independent transfers");
+        none = ct::dense_space(0, path, false);
+    }
+
+    const Handle fapl;
+    Handle file;
+    Handle collective, independent;
+    Handle none;               // an empty selection
+    Scratch scratch;           // read_verified's, and small strided or device regions
+    detail::HostBuffer staged; // pieces of regions not read in place (page-locked with CUDA)
+    // Small datasets stored as in memory are read straight from their
+    // address through this rank's own MPI-IO handle (opened on first use);
+    // every rank skips them in HDF5 (no open, no transfer).
+    std::optional<detail::MpiFile> direct;
+};
+
+// One dataset while read_data reads it through HDF5.
+struct OpenReadDataset {
+    std::size_t index = 0;            // in the schedule
+    const EntryMeta* em = nullptr;
+    std::string what;                 // "<path>: dataset '<name>'"
+    std::uint64_t es = 0;
+    Handle dset, fspace, ftype, mtype;
+    bool usable = true;               // its shape is the metadata's
+    std::size_t first_task = 0, end_task = 0; // its tasks on this rank
+};
+
+// The memory side of one H5Dread: a piece of a task, or nothing (`none`, an
+// empty dataspace, and a dummy buffer); `packed` when it goes through the
+// staging buffer (elements [first, first + n) of that task).
+struct ReadPiece {
+    ReadPiece(hid_t none, void* dummy) : mem(none), buf(dummy) {}
+    hid_t mem;
+    void* buf;
+    Handle owned; // `mem`, when made for this piece
+    Task* packed = nullptr;
+    std::int64_t first = 0, n = 0;
+};
+
+// What read_data reads with: the reader's settings and state.
+struct LoadSetup {
+    const Metadata& md;
+    const std::string& path;
+    MPI_Comm comm;
+    std::size_t staging;
+    const ContainerTuning& tuning;
+    bool verifying; // checksums on: every region read chunk by chunk, checked (read_verified)
+    const std::map<std::string, std::uint64_t>& direct; // check_datasets' addresses
+    std::uint64_t& bytes_read;
+};
+
+// One read_data call (docs at the top of this file): step 1, local, finds
+// the destinations and pieces this rank reads and agrees on the schedule;
+// step 2, collective, opens the file and reads the rounds of every dataset
+// someone needs.
+class ContainerLoad {
+public:
+    explicit ContainerLoad(const LoadSetup& s) : m_s(s), m_sched(0) { list_datasets(); }
+
+    void run(const LoadPlan& plan, LoadPlanner& planner)
+    {
+        plan_reads(plan, planner);
+        if (!agree_schedule())
+            return; // another rank failed; the load's error agreement reports it
+        if (m_sched.anything_read())
+            read_container();
+        if (m_err)
+            std::rethrow_exception(m_err);
+        for (std::size_t b = 0; b < m_blobs.size(); ++b)
+            planner.load_bytes(*m_blob_items[b], std::move(m_blobs[b]));
+    }
+
+private:
+    // ---- step 1 (local)
+    void list_datasets();
+    void plan_reads(const LoadPlan& plan, LoadPlanner& planner);
+    void plan_item(const ReadItem& item, LoadPlanner& planner);
+    Task destination(const ReadItem& item, const EntryMeta& em, std::int64_t es, LoadPlanner& planner);
+    void choose_rounds(Task& t, const EntryMeta& em, std::int64_t es, const std::string& what);
+    bool agree_schedule();
+    // ---- step 2 (collective)
+    void read_container();
+    bool read_straight(OpenReadFile& f, std::size_t d, std::size_t& cursor);
+    void read_task_straight(OpenReadFile& f, const Task& t, const EntryMeta& em, std::uint64_t at, std::size_t es,
+                            const std::string& what);
+    void read_dataset(OpenReadFile& f, std::size_t d, std::size_t& cursor);
+    void read_verified_regions(OpenReadFile& f, OpenReadDataset& ds);
+    void read_independently(OpenReadFile& f, OpenReadDataset& ds);
+    void read_collectively(OpenReadFile& f, OpenReadDataset& ds);
+    void read_chunks_verified(OpenReadFile& f, const Fetch& fetch, const Task& t, const EntryMeta& em, std::size_t es,
+                              const std::string& what);
+    void prepare(OpenReadFile& f, Task& t, std::int64_t p, const OpenReadDataset& ds, ReadPiece& piece);
+    void done(OpenReadFile& f, const ReadPiece& piece, const OpenReadDataset& ds);
+    void close(OpenReadFile& f);
+    std::size_t tasks_end(std::size_t cursor, std::size_t d) const
+    {
+        while (cursor < m_tasks.size() && m_tasks[cursor].dataset == d)
+            ++cursor;
+        return cursor;
+    }
+    static Box region_of(const Task& t, const EntryMeta& em)
+    {
+        return t.item->kind == ItemKind::bytes ? whole(em.global_shape) : t.item->box;
+    }
+
+    // Records the exception being handled as this rank's first read error.
+    void note() noexcept
+    {
+        if (!m_err)
+            m_err = std::current_exception();
+    }
+    // Runs `f`, noting what it throws: the rank goes on with the collective calls.
+    template <class F>
+    void noting(F&& f) noexcept
+    {
+        try {
+            f();
+        } catch (...) {
+            note();
+        }
+    }
+
+    const LoadSetup& m_s;
+    // Datasets with elements, in metadata order: the schedule's columns.
+    std::vector<const std::pair<const std::string, EntryMeta>*> m_datasets;
+    std::map<std::string, std::size_t> m_index;
+    ReadSchedule m_sched;
+    // Step 1's: what this rank reads, by dataset after the agreement.
+    std::vector<Task> m_tasks;
+    std::vector<std::vector<std::byte>> m_blobs;
+    std::vector<const ReadItem*> m_blob_items;
+    std::int64_t m_max_piece_bytes = 0;
+    std::exception_ptr m_local_failure;
+    // Step 2's.
+    std::exception_ptr m_err; // this rank's first read error
+};
+
+void ContainerLoad::list_datasets()
+{
+    for (const auto& kv : m_s.md.entries)
+        if ((kv.second.kind == ItemKind::array || kv.second.kind == ItemKind::bytes) && !kv.second.chunks.empty() &&
+            volume(kv.second.global_shape) > 0) {
+            m_index.emplace(kv.first, m_datasets.size());
+            m_datasets.push_back(&kv);
+        }
+    m_sched = ReadSchedule(m_datasets.size());
+    for (std::size_t d = 0; d < m_datasets.size(); ++d) {
+        const auto a = m_s.direct.find(m_datasets[d]->first);
+        if (a != m_s.direct.end())
+            m_sched.set_address(d, a->second);
+    }
+}
+
+// Destinations and pieces; a failure is kept for the agreement.
+void ContainerLoad::plan_reads(const LoadPlan& plan, LoadPlanner& planner)
+{
+    try {
+        // Before the collective open (which every rank must enter or none):
+        // a FIFO or device would block HDF5's open, on some ranks perhaps.
+        fs::check_regular_file(m_s.path, fs::Follow::yes);
+        for (const auto& item : plan.items)
+            plan_item(item, planner);
+    } catch (...) {
+        m_local_failure = std::current_exception();
+    }
+}
+
+void ContainerLoad::plan_item(const ReadItem& item, LoadPlanner& planner)
+{
+    const auto e = m_s.md.entries.find(item.fqn);
+    if (e == m_s.md.entries.end() || e->second.kind != item.kind ||
+        (item.kind != ItemKind::array && item.kind != ItemKind::bytes))
+        throw error::WrongAPIUsage("read item for " + std::string(item_kind_name(item.kind)) + " '" + item.fqn +
+                                   "' is not in the checkpoint's metadata");
+    const EntryMeta& em = e->second;
+    const auto es = static_cast<std::int64_t>(dtype_size(stored_dtype(em)));
+    Task t = destination(item, em, es, planner);
+    if (volume(t.view.shape) == 0)
+        return; // nothing to read (an empty blob is delivered at the end)
+    const auto d = m_index.find(item.fqn);
+    if (d == m_index.end())
+        throw error::FormatError(m_s.path + ": entry '" + item.fqn + "' has elements but no stored chunks");
+    t.dataset = d->second;
+    if (m_s.verifying)
+        t.rounds = 1; // read alone, chunk by chunk (read_verified)
+    else
+        choose_rounds(t, em, es, m_s.path + ": dataset '" + em.chunks.front().storage.path + "'");
+    m_sched.add_rounds(t.dataset, t.rounds);
+    m_tasks.push_back(std::move(t));
+}
+
+// Where item's elements go: a blob of this load (bytes entries) or the
+// planner's destination (arrays).
+Task ContainerLoad::destination(const ReadItem& item, const EntryMeta& em, std::int64_t es, LoadPlanner& planner)
+{
+    Task t;
+    t.item = &item;
+    if (item.kind == ItemKind::bytes) {
+        t.blob = m_blobs.size();
+        m_blobs.emplace_back(static_cast<std::size_t>(em.global_shape.at(0)));
+        m_blob_items.push_back(&item);
+        t.view = StridedView{m_blobs.back().data(), 1, em.global_shape, {1}};
+        return t;
+    }
+    if (item.box.ndim() != em.global_shape.size() || !item.box.inside(em.global_shape))
+        throw error::WrongAPIUsage("array '" + item.fqn + "': region " + item.box.str() +
+                                   " is outside its global shape " + shape_str(em.global_shape));
+    const DataRef dst = planner.resolve_destination(item);
+    if (dst.view.elem_size != static_cast<std::size_t>(es) || dst.view.shape != item.box.shape)
+        throw error::WrongAPIUsage("array '" + item.fqn + "': the planner's destination does not match the region " +
+                                   item.box.str());
+    t.view = dst.view;
+    t.space = dst.space;
+    return t;
+}
+
+// Read in place in one round (a memory hyperslab of host memory), or in
+// pieces through the staging buffer.
+void ContainerLoad::choose_rounds(Task& t, const EntryMeta& em, std::int64_t es, const std::string& what)
+{
+    if (t.space == MemorySpace::host) // device memory: never handed to HDF5, staged in pieces
+        t.mem = ct::view_space(t.view, what, false);
+    if (t.mem.valid()) {
+        t.rounds = 1;
+        return;
+    }
+    t.split = ct::Split(region_of(t, em), std::max<std::int64_t>(static_cast<std::int64_t>(m_s.staging) / es, 1));
+    t.rounds = t.split.count();
+    m_max_piece_bytes = std::max(m_max_piece_bytes, t.split.max_elements() * es);
+}
+
+// Collective: agrees on the schedule and on any rank's local failure;
+// false when another rank failed (this rank's own failure is thrown).
+bool ContainerLoad::agree_schedule()
+{
+    m_sched.agree(m_s.comm, m_local_failure != nullptr, m_s.path);
+    if (m_sched.failed()) {
+        if (m_local_failure)
+            std::rethrow_exception(m_local_failure);
+        return false;
+    }
+    std::stable_sort(m_tasks.begin(), m_tasks.end(),
+                     [](const Task& a, const Task& b) { return a.dataset < b.dataset; });
+    return true;
+}
+
+// Collective: opens the file and reads, dataset by dataset in metadata
+// order, those someone reads (straight or through HDF5); closes.
+void ContainerLoad::read_container()
+{
+    detail::h5::ErrorSilencer quiet;
+    OpenReadFile f(m_s.path, m_s.comm, m_s.tuning);
+    // Injected faults (ct::inject) follow the real, collective calls: the
+    // rank notes the error and takes part in the rest with empty selections.
+    noting([&] { ct::inject(fault::h5_open, "opening " + m_s.path, false); });
+    f.make_properties(m_s.path);
+    std::size_t cursor = 0;
+    for (std::size_t d = 0; d < m_datasets.size(); ++d)
+        if (m_sched.rounds(d) > 0 && !read_straight(f, d, cursor))
+            read_dataset(f, d, cursor);
+    close(f);
+}
+
+// Reads dataset `d` straight from its address when it is small, stored as
+// in memory (check_datasets found its address) and read alone or verified;
+// false (and nothing done) otherwise.
+bool ContainerLoad::read_straight(OpenReadFile& f, std::size_t d, std::size_t& cursor)
+{
+    const EntryMeta& em = m_datasets[d]->second;
+    const auto es = dtype_size(stored_dtype(em));
+    const auto bytes = static_cast<std::uint64_t>(volume(em.global_shape)) * es;
+    const std::uint64_t direct_max = std::min<std::uint64_t>(ct::direct_max_bytes, m_s.staging);
+    const auto at = m_sched.address(d);
+    if (!at || bytes > direct_max ||
+        !(m_s.verifying || m_sched.single_reader(d) || bytes < m_s.tuning.independent_below))
+        return false;
+    const std::string what = m_s.path + ": dataset '" + em.chunks.front().storage.path + "'";
+    const std::size_t end = tasks_end(cursor, d);
+    for (std::size_t ti = cursor; ti < end && !m_err; ++ti)
+        noting([&] { read_task_straight(f, m_tasks[ti], em, *at, es, what); });
+    cursor = end;
+    return true;
+}
+
+void ContainerLoad::read_task_straight(OpenReadFile& f, const Task& t, const EntryMeta& em, std::uint64_t at,
+                                       std::size_t es, const std::string& what)
+{
+    if (!f.direct) {
+        fs::check_regular_file(m_s.path, fs::Follow::yes);
+        f.direct.emplace(m_s.path, detail::MpiFile::Mode::read, m_s.tuning.mpi_hints);
+    }
+    const Box I = region_of(t, em);
+    if (m_s.verifying) {
+        const Fetch fetch = [&](const Box& P, std::int64_t, char* buf) {
+            read_box_direct(*f.direct, at, em.global_shape, es, P, buf, what);
+        };
+        read_chunks_verified(f, fetch, t, em, es, what);
+        return;
+    }
+    const auto n = static_cast<std::size_t>(I.volume());
+    if (detail::is_dense(t.view) && t.space == MemorySpace::host) {
+        read_box_direct(*f.direct, at, em.global_shape, es, I, static_cast<char*>(t.view.data), what);
+    } else {
+        char* buf = detail::grow(f.scratch.read, n * es, m_s.staging);
+        read_box_direct(*f.direct, at, em.global_shape, es, I, buf, what);
+        detail::stage_in(DataRef{t.view, t.space}, 0, static_cast<std::int64_t>(n), buf);
+    }
+    m_s.bytes_read += n * es;
+}
+
+// Reads the checksum blocks of the stored chunks that task `t`'s region
+// touches, checked, into its destination (read_verified).
+void ContainerLoad::read_chunks_verified(OpenReadFile& f, const Fetch& fetch, const Task& t, const EntryMeta& em,
+                                         std::size_t es, const std::string& what)
+{
+    const Box I = region_of(t, em);
+    for (const auto& ch : em.chunks) {
+        const auto O = I.ndim() ? intersect(ch.box, I) : std::optional<Box>(I);
+        if (O)
+            m_s.bytes_read += read_verified(fetch, m_s.md.checksum_block, ch, es, &*O, &I, &t.view, t.space,
+                                            m_s.staging, f.scratch, what, t.item->fqn);
+    }
+}
+
+// Collective: opens dataset `d` and reads this rank's tasks of it,
+// [cursor, ...), in the agreed way; moves `cursor` past them.
+void ContainerLoad::read_dataset(OpenReadFile& f, std::size_t d, std::size_t& cursor)
+{
+    OpenReadDataset ds;
+    ds.index = d;
+    ds.em = &m_datasets[d]->second;
+    const std::string& name = ds.em->chunks.front().storage.path;
+    ds.what = m_s.path + ": dataset '" + name + "'";
+    ds.dset = Handle(check_read(H5Dopen2(f.file, name.c_str(), H5P_DEFAULT), "opening " + ds.what));
+    ds.fspace = Handle(check_read(H5Dget_space(ds.dset), ds.what));
+    ds.ftype = Handle(check_read(H5Dget_type(ds.dset), ds.what));
+    ds.mtype = memory_type(ds.ftype, stored_dtype(*ds.em));
+    if (!same_shape(ds.fspace, ds.em->global_shape)) {
+        ds.usable = false;
+        if (!m_err)
+            m_err = std::make_exception_ptr(error::FormatError(ds.what + " has shape " + dims_str(ds.fspace) +
+                                                               ", the metadata says " +
+                                                               shape_str(ds.em->global_shape)));
+    }
+    ds.es = static_cast<std::uint64_t>(dtype_size(stored_dtype(*ds.em)));
+    ds.first_task = cursor;
+    ds.end_task = tasks_end(cursor, d);
+    const auto bytes = static_cast<std::uint64_t>(volume(ds.em->global_shape)) * ds.es;
+    if (m_s.verifying)
+        read_verified_regions(f, ds);
+    else if (m_sched.single_reader(d) || bytes < m_s.tuning.independent_below)
+        read_independently(f, ds);
+    else
+        read_collectively(f, ds);
+    cursor = ds.end_task;
+    if (!ds.dset.reset() && !m_err)
+        m_err = std::make_exception_ptr(error::ReadError("closing " + ds.what + ": " + detail::h5::last_error()));
+}
+
+// Every rank opened the dataset; each reads the checksum blocks of the
+// chunks its regions touch, alone.
+void ContainerLoad::read_verified_regions(OpenReadFile& f, OpenReadDataset& ds)
+{
+    for (std::size_t ti = ds.first_task; ti < ds.end_task && !m_err && ds.usable; ++ti)
+        noting([&] {
+            read_chunks_verified(f, hdf5_fetch(ds.dset, ds.mtype, ds.fspace, f.independent, ds.what), m_tasks[ti],
+                                 *ds.em, ds.es, ds.what);
+        });
+}
+
+// Every rank opened the dataset (collective metadata); its readers read alone.
+void ContainerLoad::read_independently(OpenReadFile& f, OpenReadDataset& ds)
+{
+    static char dummy = 0;
+    for (std::size_t ti = ds.first_task; ti < ds.end_task && !m_err && ds.usable; ++ti)
+        for (std::int64_t p = 0; p < m_tasks[ti].rounds && !m_err; ++p)
+            noting([&] {
+                ReadPiece piece(f.none, &dummy);
+                prepare(f, m_tasks[ti], p, ds, piece);
+                check_read_status(H5Dread(ds.dset, ds.mtype, piece.mem, ds.fspace, f.independent, piece.buf),
+                             "reading " + ds.what);
+                ct::inject(fault::h5_read, "reading " + ds.what, false);
+                done(f, piece, ds);
+            });
+}
+
+// The dataset's agreed rounds of collective reads: every rank takes part in
+// each, with an empty selection when it has nothing (left) to read or has
+// failed.
+void ContainerLoad::read_collectively(OpenReadFile& f, OpenReadDataset& ds)
+{
+    static char dummy = 0;
+    std::size_t ti = ds.first_task;
+    std::int64_t next = 0; // the next piece of task ti
+    for (std::int64_t r = 0; r < m_sched.rounds(ds.index); ++r) {
+        while (ti < ds.end_task && next >= m_tasks[ti].rounds) {
+            ++ti;
+            next = 0;
+        }
+        ReadPiece piece(f.none, &dummy);
+        bool mine = !m_err && ds.usable && ti < ds.end_task;
+        if (mine) {
+            try {
+                prepare(f, m_tasks[ti], next, ds, piece);
+            } catch (...) {
+                note();
+                mine = false;
+            }
+            ++next;
+        }
+        noting([&] {
+            if (!mine) {
+                check_read_status(H5Sselect_none(ds.fspace), ds.what + ": empty selection");
+                piece.mem = f.none;
+                piece.buf = &dummy;
+            }
+            check_read_status(H5Dread(ds.dset, ds.mtype, piece.mem, ds.fspace, f.collective, piece.buf),
+                         "reading " + ds.what);
+            ct::inject(fault::h5_read, "reading " + ds.what, false);
+            if (mine)
+                done(f, piece, ds);
+        });
+    }
+}
+
+// Selects piece `p` of task `t` in the dataset's file space; the memory side
+// in `piece`.
+void ContainerLoad::prepare(OpenReadFile& f, Task& t, std::int64_t p, const OpenReadDataset& ds, ReadPiece& piece)
+{
+    const Box box = region_of(t, *ds.em);
+    if (t.mem.valid()) {
+        ct::select_box(ds.fspace, box, ds.what, false);
+        piece.mem = t.mem;
+        piece.buf = t.view.data;
+        piece.first = 0;
+        piece.n = box.volume();
+        piece.packed = nullptr;
+        return;
+    }
+    const Box b = t.split.piece(p, piece.first, piece.n);
+    ct::select_box(ds.fspace, b, ds.what, false);
+    if (!f.staged.data())
+        f.staged = detail::HostBuffer(static_cast<std::size_t>(m_max_piece_bytes));
+    piece.owned = ct::dense_space(static_cast<std::uint64_t>(piece.n), ds.what, false);
+    piece.mem = piece.owned;
+    piece.buf = f.staged.data();
+    piece.packed = &t;
+}
+
+// After a piece is read: unpacks it into its destination when staged.
+void ContainerLoad::done(OpenReadFile& f, const ReadPiece& piece, const OpenReadDataset& ds)
+{
+    if (piece.packed)
+        detail::stage_in(DataRef{piece.packed->view, piece.packed->space}, piece.first, piece.n, f.staged.data());
+    m_s.bytes_read += static_cast<std::uint64_t>(piece.n) * ds.es;
+}
+
+void ContainerLoad::close(OpenReadFile& f)
+{
+    if (f.direct) {
+        noting([&] { f.direct->close(); });
+        f.direct.reset();
+    }
+    if (!f.file.reset() && !m_err)
+        m_err = std::make_exception_ptr(error::ReadError("closing " + m_s.path + ": " + detail::h5::last_error()));
+    noting([&] { ct::inject(fault::h5_close, "closing " + m_s.path, false); });
+}
+
+} // namespace
+
 void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
 {
     auto& im = *m_impl;
     im.bytes_read = 0;
     if (!im.md)
         throw error::WrongAPIUsage("ContainerReader::read_data before set_up_storage_reader");
-    const Metadata& md = *im.md;
-    const std::string& path = im.path;
-    const bool verifying = im.verify && md.checksum_block != 0;
-
-    // Datasets with elements, in metadata order: the schedule's columns.
-    std::vector<const std::pair<const std::string, EntryMeta>*> datasets;
-    std::map<std::string, std::size_t> index;
-    for (const auto& kv : md.entries)
-        if ((kv.second.kind == ItemKind::array || kv.second.kind == ItemKind::bytes) && !kv.second.chunks.empty() &&
-            volume(kv.second.global_shape) > 0) {
-            index.emplace(kv.first, datasets.size());
-            datasets.push_back(&kv);
-        }
-
-    // 1. Local: destinations and pieces; agreed with the schedule.
-    std::vector<Task> tasks;
-    std::vector<std::vector<std::byte>> blobs;
-    std::vector<const ReadItem*> blob_items;
-    // [failed, rounds[D], highest reader[D], -lowest reader[D], 1 + address[D]
-    // of the datasets read straight (0: through HDF5; each rank knows those of
-    // its part of check_datasets)], agreed with MAX.
-    const std::size_t D = datasets.size();
-    std::vector<std::int64_t> rounds(1 + 4 * D, 0);
-    for (std::size_t d = 0; d < D; ++d) {
-        const auto a = im.direct.find(datasets[d]->first);
-        if (a != im.direct.end())
-            rounds[1 + 3 * D + d] = static_cast<std::int64_t>(a->second) + 1;
-    }
-    std::int64_t max_piece_bytes = 0;
-    std::exception_ptr failed;
-    try {
-        // Before the collective open (which every rank must enter or none):
-        // a FIFO or device would block HDF5's open, on some ranks perhaps.
-        fs::check_regular_file(path, fs::Follow::yes);
-        for (const auto& item : plan.items) {
-            const auto e = md.entries.find(item.fqn);
-            if (e == md.entries.end() || e->second.kind != item.kind ||
-                (item.kind != ItemKind::array && item.kind != ItemKind::bytes))
-                throw error::WrongAPIUsage("read item for " + std::string(item_kind_name(item.kind)) + " '" + item.fqn +
-                                           "' is not in the checkpoint's metadata");
-            const EntryMeta& em = e->second;
-            const auto es = static_cast<std::int64_t>(dtype_size(stored_dtype(em)));
-            Task t;
-            t.item = &item;
-            if (item.kind == ItemKind::bytes) {
-                t.blob = blobs.size();
-                blobs.emplace_back(static_cast<std::size_t>(em.global_shape.at(0)));
-                blob_items.push_back(&item);
-                t.view = StridedView{blobs.back().data(), 1, em.global_shape, {1}};
-            } else {
-                if (item.box.ndim() != em.global_shape.size() || !item.box.inside(em.global_shape))
-                    throw error::WrongAPIUsage("array '" + item.fqn + "': region " + item.box.str() +
-                                               " is outside its global shape " + shape_str(em.global_shape));
-                const DataRef dst = planner.resolve_destination(item);
-                if (dst.view.elem_size != static_cast<std::size_t>(es) || dst.view.shape != item.box.shape)
-                    throw error::WrongAPIUsage("array '" + item.fqn +
-                                               "': the planner's destination does not match the region " + item.box.str());
-                t.view = dst.view;
-                t.space = dst.space;
-            }
-            if (volume(t.view.shape) == 0)
-                continue; // nothing to read (an empty blob is delivered below)
-            const auto d = index.find(item.fqn);
-            if (d == index.end())
-                throw error::FormatError(path + ": entry '" + item.fqn + "' has elements but no stored chunks");
-            t.dataset = d->second;
-            const std::string what = path + ": dataset '" + em.chunks.front().storage.path + "'";
-            if (verifying) {
-                t.rounds = 1; // read alone, chunk by chunk (read_verified)
-                rounds[t.dataset + 1] += t.rounds;
-                tasks.push_back(std::move(t));
-                continue;
-            }
-            if (t.space == MemorySpace::host) // device memory: never handed to HDF5, staged in pieces
-                t.mem = ct::view_space(t.view, what, false);
-            if (t.mem.valid()) {
-                t.rounds = 1;
-            } else {
-                const Box box = item.kind == ItemKind::bytes ? whole(em.global_shape) : item.box;
-                t.split = ct::Split(box, std::max<std::int64_t>(static_cast<std::int64_t>(im.staging) / es, 1));
-                t.rounds = t.split.count();
-                max_piece_bytes = std::max(max_piece_bytes, t.split.max_elements() * es);
-            }
-            rounds[t.dataset + 1] += t.rounds;
-            tasks.push_back(std::move(t));
-        }
-    } catch (...) {
-        failed = std::current_exception();
-        rounds[0] = 1;
-    }
-    int rank = 0, size = 1;
-    MPI_Comm_rank(im.comm, &rank);
-    MPI_Comm_size(im.comm, &size);
-    for (std::size_t d = 0; d < D; ++d) {
-        const bool mine = rounds[1 + d] > 0;
-        rounds[1 + D + d] = mine ? rank : -1;
-        rounds[1 + 2 * D + d] = mine ? -rank : -std::int64_t(size);
-    }
-    if (MPI_Allreduce(MPI_IN_PLACE, rounds.data(), static_cast<int>(rounds.size()), MPI_INT64_T, MPI_MAX, im.comm) !=
-        MPI_SUCCESS)
-        throw error::ReadError(path + ": MPI_Allreduce of the read schedule failed");
-    if (rounds[0] != 0) {
-        if (failed)
-            std::rethrow_exception(failed);
-        return; // another rank failed; the load's error agreement reports it
-    }
-    std::stable_sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.dataset < b.dataset; });
-
-    // 2. Collective: open the file, read the rounds of every dataset someone needs.
-    std::exception_ptr err;
-    auto note = [&] {
-        if (!err)
-            err = std::current_exception();
-    };
-    if (std::any_of(rounds.begin() + 1, rounds.begin() + 1 + static_cast<std::ptrdiff_t>(D),
-                    [](std::int64_t r) { return r > 0; })) {
-        detail::h5::ErrorSilencer quiet;
-        const Handle fapl = ct::file_access(im.comm, im.tuning, 0, path, false);
-        Handle file(check_read(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), "opening " + path));
-        ct::log_hints(file, im.tuning, path);
-        // Injected faults (ct::inject) follow the real, collective calls: the
-        // rank notes the error and takes part in the rest with empty selections.
-        try {
-            ct::inject(fault::h5_open, "opening " + path, false);
-        } catch (...) {
-            note();
-        }
-        const Handle collective(check_read(H5Pcreate(H5P_DATASET_XFER), path + ": transfer properties"));
-        check_read_status(H5Pset_dxpl_mpio(collective, H5FD_MPIO_COLLECTIVE), path + ": collective transfers");
-        const Handle independent(check_read(H5Pcreate(H5P_DATASET_XFER), path + ": transfer properties"));
-        check_read_status(H5Pset_dxpl_mpio(independent, H5FD_MPIO_INDEPENDENT), path + ": independent transfers");
-        const Handle none = ct::dense_space(0, path, false);
-        Scratch scratch; // read_verified's, and small strided or device regions
-        detail::HostBuffer staged; // pieces of regions not read in place (page-locked with CUDA)
-        static char dummy = 0;
-        // Small datasets stored as in memory are read straight from their
-        // address through this rank's own MPI-IO handle (opened on first use);
-        // every rank skips them in HDF5 (no open, no transfer).
-        std::optional<detail::MpiFile> direct;
-        const std::uint64_t direct_max = std::min<std::uint64_t>(ct::direct_max_bytes, im.staging);
-
-        std::size_t cursor = 0;
-        for (std::size_t d = 0; d < datasets.size(); ++d) {
-            if (rounds[d + 1] == 0)
-                continue;
-            const EntryMeta& em = datasets[d]->second;
-            const std::string& ds = em.chunks.front().storage.path;
-            const std::string what = path + ": dataset '" + ds + "'";
-            {
-                const auto es = dtype_size(stored_dtype(em));
-                const auto bytes = static_cast<std::uint64_t>(volume(em.global_shape)) * es;
-                const bool single = rounds[1 + D + d] == -rounds[1 + 2 * D + d];
-                const std::int64_t at1 = rounds[1 + 3 * D + d];
-                if (at1 > 0 && bytes <= direct_max && (verifying || single || bytes < im.tuning.independent_below)) {
-                    const auto at = static_cast<std::uint64_t>(at1 - 1);
-                    std::size_t end = cursor;
-                    while (end < tasks.size() && tasks[end].dataset == d)
-                        ++end;
-                    const Fetch fetch = [&](const Box& P, std::int64_t, char* buf) {
-                        read_box_direct(*direct, at, em.global_shape, es, P, buf, what);
-                    };
-                    for (std::size_t ti = cursor; ti < end && !err; ++ti) {
-                        try {
-                            if (!direct) {
-                                fs::check_regular_file(path, fs::Follow::yes);
-                                direct.emplace(path, detail::MpiFile::Mode::read, im.tuning.mpi_hints);
-                            }
-                            const Task& t = tasks[ti];
-                            const Box I = t.item->kind == ItemKind::bytes ? whole(em.global_shape) : t.item->box;
-                            if (verifying) {
-                                for (const auto& ch : em.chunks) {
-                                    const auto O = I.ndim() ? intersect(ch.box, I) : std::optional<Box>(I);
-                                    if (O)
-                                        im.bytes_read += read_verified(fetch, md.checksum_block, ch, es, &*O, &I,
-                                                                       &t.view, t.space, im.staging, scratch, what,
-                                                                       t.item->fqn);
-                                }
-                            } else {
-                                const auto n = static_cast<std::size_t>(I.volume());
-                                if (detail::is_dense(t.view) && t.space == MemorySpace::host) {
-                                    read_box_direct(*direct, at, em.global_shape, es, I, static_cast<char*>(t.view.data),
-                                                    what);
-                                } else {
-                                    char* buf = detail::grow(scratch.read, n * es, im.staging);
-                                    read_box_direct(*direct, at, em.global_shape, es, I, buf, what);
-                                    detail::stage_in(DataRef{t.view, t.space}, 0, static_cast<std::int64_t>(n), buf);
-                                }
-                                im.bytes_read += n * es;
-                            }
-                        } catch (...) {
-                            note();
-                        }
-                    }
-                    cursor = end;
-                    continue;
-                }
-            }
-            Handle dset(check_read(H5Dopen2(file, ds.c_str(), H5P_DEFAULT), "opening " + what));
-            const Handle fspace(check_read(H5Dget_space(dset), what));
-            const Handle ftype(check_read(H5Dget_type(dset), what));
-            const Handle mtype = memory_type(ftype, stored_dtype(em));
-            bool usable = true;
-            if (!same_shape(fspace, em.global_shape)) {
-                usable = false;
-                if (!err)
-                    err = std::make_exception_ptr(error::FormatError(what + " has shape " + dims_str(fspace) +
-                                                                     ", the metadata says " + shape_str(em.global_shape)));
-            }
-            const auto es = static_cast<std::uint64_t>(dtype_size(stored_dtype(em)));
-            std::size_t end = cursor;
-            while (end < tasks.size() && tasks[end].dataset == d)
-                ++end;
-            // Selects piece `p` of task `t` in `fspace`; the memory side in
-            // `mem` / `buf`; `packed` when it goes through the buffer.
-            auto prepare = [&](Task& t, std::int64_t p, hid_t& mem, void*& buf, Handle& owned, Task*& packed,
-                               std::int64_t& first, std::int64_t& n) {
-                const Box box = t.item->kind == ItemKind::bytes ? whole(em.global_shape) : t.item->box;
-                if (t.mem.valid()) {
-                    ct::select_box(fspace, box, what, false);
-                    mem = t.mem;
-                    buf = t.view.data;
-                    first = 0;
-                    n = box.volume();
-                    packed = nullptr;
-                    return;
-                }
-                const Box b = t.split.piece(p, first, n);
-                ct::select_box(fspace, b, what, false);
-                if (!staged.data())
-                    staged = detail::HostBuffer(static_cast<std::size_t>(max_piece_bytes));
-                owned = ct::dense_space(static_cast<std::uint64_t>(n), what, false);
-                mem = owned;
-                buf = staged.data();
-                packed = &t;
-            };
-            auto done = [&](Task* packed, std::int64_t first, std::int64_t n) {
-                if (packed)
-                    detail::stage_in(DataRef{packed->view, packed->space}, first, n, staged.data());
-                im.bytes_read += static_cast<std::uint64_t>(n) * es;
-            };
-            const std::int64_t nrounds = rounds[1 + d];
-            const bool single = rounds[1 + D + d] == -rounds[1 + 2 * D + d];
-            const auto bytes = static_cast<std::uint64_t>(volume(em.global_shape)) * es;
-            if (verifying) {
-                // Every rank opened the dataset; each reads the checksum
-                // blocks of the chunks its regions touch, alone.
-                for (std::size_t ti = cursor; ti < end && !err && usable; ++ti) {
-                    try {
-                        const Task& t = tasks[ti];
-                        const Box I = t.item->kind == ItemKind::bytes ? whole(em.global_shape) : t.item->box;
-                        for (const auto& ch : em.chunks) {
-                            const auto O = I.ndim() ? intersect(ch.box, I) : std::optional<Box>(I);
-                            if (O)
-                                im.bytes_read += read_verified(hdf5_fetch(dset, mtype, fspace, independent, what),
-                                                               md.checksum_block, ch, es, &*O, &I, &t.view, t.space,
-                                                               im.staging, scratch, what, t.item->fqn);
-                        }
-                    } catch (...) {
-                        note();
-                    }
-                }
-            } else if (single || bytes < im.tuning.independent_below) {
-                // Every rank opened the dataset (collective metadata); its readers read alone.
-                for (std::size_t ti = cursor; ti < end && !err && usable; ++ti)
-                    for (std::int64_t p = 0; p < tasks[ti].rounds && !err; ++p) {
-                        try {
-                            hid_t mem = none;
-                            void* buf = &dummy;
-                            Handle owned;
-                            Task* packed = nullptr;
-                            std::int64_t first = 0, n = 0;
-                            prepare(tasks[ti], p, mem, buf, owned, packed, first, n);
-                            check_read_status(H5Dread(dset, mtype, mem, fspace, independent, buf), "reading " + what);
-                            ct::inject(fault::h5_read, "reading " + what, false);
-                            done(packed, first, n);
-                        } catch (...) {
-                            note();
-                        }
-                    }
-            } else {
-                std::size_t ti = cursor;
-                std::int64_t piece = 0;
-                for (std::int64_t r = 0; r < nrounds; ++r) {
-                    while (ti < end && piece >= tasks[ti].rounds) {
-                        ++ti;
-                        piece = 0;
-                    }
-                    hid_t mem = none;
-                    void* buf = &dummy;
-                    Handle owned;
-                    Task* packed = nullptr;
-                    std::int64_t first = 0, n = 0;
-                    bool mine = !err && usable && ti < end;
-                    if (mine) {
-                        try {
-                            prepare(tasks[ti], piece, mem, buf, owned, packed, first, n);
-                        } catch (...) {
-                            note();
-                            mine = false;
-                        }
-                        ++piece;
-                    }
-                    try {
-                        if (!mine) {
-                            check_read_status(H5Sselect_none(fspace), what + ": empty selection");
-                            mem = none;
-                            buf = &dummy;
-                        }
-                        check_read_status(H5Dread(dset, mtype, mem, fspace, collective, buf), "reading " + what);
-                        ct::inject(fault::h5_read, "reading " + what, false);
-                        if (mine)
-                            done(packed, first, n);
-                    } catch (...) {
-                        note();
-                    }
-                }
-            }
-            cursor = end;
-            if (!dset.reset() && !err)
-                err = std::make_exception_ptr(error::ReadError("closing " + what + ": " + detail::h5::last_error()));
-        }
-        if (direct) {
-            try {
-                direct->close();
-            } catch (...) {
-                note();
-            }
-            direct.reset();
-        }
-        if (!file.reset() && !err)
-            err = std::make_exception_ptr(error::ReadError("closing " + path + ": " + detail::h5::last_error()));
-        try {
-            ct::inject(fault::h5_close, "closing " + path, false);
-        } catch (...) {
-            note();
-        }
-    }
-    if (err)
-        std::rethrow_exception(err);
-    for (std::size_t b = 0; b < blobs.size(); ++b)
-        planner.load_bytes(*blob_items[b], std::move(blobs[b]));
+    const bool verifying = im.verify && im.md->checksum_block != 0;
+    const LoadSetup setup{*im.md, im.path, im.comm, im.staging, im.tuning, verifying, im.direct, im.bytes_read};
+    ContainerLoad load(setup);
+    load.run(plan, planner);
 }
 
 std::uint64_t ContainerReader::verify_chunk(const std::string& fqn, const EntryMeta& entry, const ChunkMeta& chunk)

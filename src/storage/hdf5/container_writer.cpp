@@ -208,6 +208,174 @@ struct SmallDataset {
 constexpr std::uint64_t k_small_group_bytes = std::uint64_t(2) << 20;
 constexpr std::uint64_t k_small_send_bytes = std::uint64_t(8) << 20;
 
+void small_mpi(int rc, const std::string& tmp, const char* what)
+{
+    if (rc != MPI_SUCCESS)
+        throw error::WriteError(tmp + ": " + what + " of the small datasets failed");
+}
+
+// The rounds of write_small_datasets are collective: every rank must see
+// the same list (it follows from the agreed schedule and the shared dataset
+// list; a difference would be a bug, reported the same way on every rank).
+void check_same_small_list(MPI_Comm comm, const std::string& tmp, std::size_t count)
+{
+    std::int64_t n[2] = {static_cast<std::int64_t>(count), -static_cast<std::int64_t>(count)};
+    small_mpi(MPI_Allreduce(MPI_IN_PLACE, n, 2, MPI_INT64_T, MPI_MAX, comm), tmp, "MPI_Allreduce");
+    if (n[0] != -n[1])
+        throw error::Internal(tmp + ": the ranks list between " + std::to_string(-n[1]) + " and " +
+                              std::to_string(n[0]) + " small datasets (internal error)");
+}
+
+// The groups of consecutive small datasets of at most k_small_group_bytes
+// (or one dataset): group g is smalls[group[g], group[g + 1]).
+std::vector<std::size_t> small_groups(const std::vector<SmallDataset>& smalls)
+{
+    std::vector<std::size_t> group{0};
+    std::uint64_t acc = 0;
+    for (std::size_t i = 0; i < smalls.size(); ++i) {
+        if (acc > 0 && acc + smalls[i].bytes > k_small_group_bytes) {
+            group.push_back(i);
+            acc = 0;
+        }
+        acc += smalls[i].bytes;
+    }
+    group.push_back(smalls.size());
+    return group;
+}
+
+// The most bytes any rank sends for each group, agreed in one allreduce; a
+// rank that `failed` sends nothing.
+std::vector<std::uint64_t> most_sent(MPI_Comm comm, const std::string& tmp, const std::vector<SmallDataset>& smalls,
+                                     const std::vector<std::size_t>& group, bool failed)
+{
+    const std::size_t groups = group.size() - 1;
+    std::vector<std::uint64_t> most(groups, 0);
+    if (!failed)
+        for (std::size_t g = 0; g < groups; ++g)
+            for (std::size_t i = group[g]; i < group[g + 1]; ++i)
+                most[g] += smalls[i].mine;
+    small_mpi(MPI_Allreduce(MPI_IN_PLACE, most.data(), static_cast<int>(groups), MPI_UINT64_T, MPI_MAX, comm), tmp,
+              "MPI_Allreduce");
+    return most;
+}
+
+// One round's exchange of small-dataset pieces: what this rank sends (hdr:
+// (file offset, length) pairs; data: their bytes; counts: per rank, the hdr
+// values and the data bytes for it) and what it receives (rhdr, rdata).
+class SmallExchange {
+public:
+    explicit SmallExchange(int size)
+        : counts(2 * static_cast<std::size_t>(size)), rcounts(counts.size()), m_size(size),
+          m_hc(static_cast<std::size_t>(size)), m_hd(m_hc.size()), m_dc(m_hc.size()), m_dd(m_hc.size()),
+          m_rhc(m_hc.size()), m_rhd(m_hc.size()), m_rdc(m_hc.size()), m_rdd(m_hc.size())
+    {
+    }
+    // Nothing to send.
+    void clear()
+    {
+        hdr.clear();
+        data.clear();
+        std::fill(counts.begin(), counts.end(), 0);
+    }
+    // Collective: MPI_Alltoall of the counts, then MPI_Alltoallv of the
+    // offsets and of the bytes.
+    void exchange(MPI_Comm comm, const std::string& tmp)
+    {
+        small_mpi(MPI_Alltoall(counts.data(), 2, MPI_INT64_T, rcounts.data(), 2, MPI_INT64_T, comm), tmp,
+                  "MPI_Alltoall");
+        int hoff = 0, doff = 0, rhoff = 0, rdoff = 0;
+        for (int k = 0; k < m_size; ++k) {
+            const auto u = static_cast<std::size_t>(k);
+            m_hc[u] = static_cast<int>(counts[2 * u]);
+            m_dc[u] = static_cast<int>(counts[2 * u + 1]);
+            m_rhc[u] = static_cast<int>(rcounts[2 * u]);
+            m_rdc[u] = static_cast<int>(rcounts[2 * u + 1]);
+            m_hd[u] = hoff;
+            m_dd[u] = doff;
+            m_rhd[u] = rhoff;
+            m_rdd[u] = rdoff;
+            hoff += m_hc[u];
+            doff += m_dc[u];
+            rhoff += m_rhc[u];
+            rdoff += m_rdc[u];
+        }
+        rhdr.resize(static_cast<std::size_t>(rhoff));
+        rdata.resize(static_cast<std::size_t>(rdoff));
+        small_mpi(MPI_Alltoallv(hdr.data(), m_hc.data(), m_hd.data(), MPI_UINT64_T, rhdr.data(), m_rhc.data(),
+                                m_rhd.data(), MPI_UINT64_T, comm),
+                  tmp, "MPI_Alltoallv (offsets)");
+        small_mpi(MPI_Alltoallv(data.data(), m_dc.data(), m_dd.data(), MPI_BYTE, rdata.data(), m_rdc.data(),
+                                m_rdd.data(), MPI_BYTE, comm),
+                  tmp, "MPI_Alltoallv (bytes)");
+    }
+
+    std::vector<std::uint64_t> hdr, rhdr;
+    std::vector<char> data, rdata;
+    std::vector<std::int64_t> counts, rcounts;
+
+private:
+    int m_size;
+    std::vector<int> m_hc, m_hd, m_dc, m_dd, m_rhc, m_rhd, m_rdc, m_rdd;
+};
+
+// Packs this rank's pieces of the round's groups [first, last) into `x`, in
+// the order of their owners (group g: rank g % size), which is the order of
+// the send displacements.
+template <class Pack>
+void pack_round(SmallExchange& x, const std::vector<SmallDataset>& smalls, const std::vector<std::size_t>& group,
+                std::size_t first, std::size_t last, int size, Pack& pack)
+{
+    std::vector<std::pair<std::size_t, std::size_t>> owned; // (owner, group)
+    for (std::size_t g = first; g < last; ++g)
+        owned.emplace_back(g % static_cast<std::size_t>(size), g);
+    std::sort(owned.begin(), owned.end());
+    for (const auto& [owner, g] : owned) {
+        const auto h0 = x.hdr.size();
+        const auto d0 = x.data.size();
+        for (std::size_t i = group[g]; i < group[g + 1]; ++i)
+            pack(smalls[i], x.hdr, x.data);
+        x.counts[2 * owner] = static_cast<std::int64_t>(x.hdr.size() - h0);
+        x.counts[2 * owner + 1] = static_cast<std::int64_t>(x.data.size() - d0);
+    }
+}
+
+// Writes this rank's group from the pieces it received ((offset, length)
+// pairs in `rhdr`, their bytes in `rdata`), by offset; adjacent ones in one
+// write, gathered in `run`.
+template <class Write>
+void write_received(const std::vector<std::uint64_t>& rhdr, const std::vector<char>& rdata, std::vector<char>& run,
+                    Write& write)
+{
+    struct Piece {
+        std::uint64_t at, size;
+        const char* src;
+    };
+    std::vector<Piece> pieces;
+    pieces.reserve(rhdr.size() / 2);
+    const char* src = rdata.data();
+    for (std::size_t j = 0; j + 1 < rhdr.size(); j += 2) {
+        pieces.push_back(Piece{rhdr[j], rhdr[j + 1], src});
+        src += rhdr[j + 1];
+    }
+    std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.at < b.at; });
+    std::size_t j = 0;
+    while (j < pieces.size()) {
+        std::size_t k = j + 1;
+        std::uint64_t end = pieces[j].at + pieces[j].size;
+        while (k < pieces.size() && pieces[k].at == end)
+            end += pieces[k++].size;
+        if (k == j + 1) {
+            write(pieces[j].at, pieces[j].src, pieces[j].size);
+        } else {
+            run.clear();
+            for (std::size_t m = j; m < k; ++m)
+                run.insert(run.end(), pieces[m].src, pieces[m].src + pieces[m].size);
+            write(pieces[j].at, run.data(), run.size());
+        }
+        j = k;
+    }
+}
+
 // Writes the small datasets (docs/FORMAT.md 7.4), collective over `comm`:
 // each group of consecutive datasets (their storage mostly adjacent in the
 // file) is written by one rank, its owner, which receives every rank's
@@ -218,147 +386,47 @@ constexpr std::uint64_t k_small_send_bytes = std::uint64_t(8) << 20;
 // any rank sends for each group, one allreduce): a rank sends at most
 // k_small_send_bytes of data per round (or one group) and receives at most
 // one group; a round spans up to one group per rank. `pack(sd, hdr, data)`
-// appends this rank's
-// runs of it ((offset, length) pairs and bytes); `write(at, src, size)`
-// writes. A rank that `failed` earlier sends nothing and writes nothing but
-// takes part in every round. MPI failures throw; write failures throw after
-// the rounds.
+// appends this rank's runs of it ((offset, length) pairs and bytes);
+// `write(at, src, size)` writes. A rank that `failed` earlier sends nothing
+// and writes nothing but takes part in every round. MPI failures throw;
+// write failures throw after the rounds.
 template <class Pack, class Write>
 void write_small_datasets(MPI_Comm comm, const std::string& tmp, const std::vector<SmallDataset>& smalls, bool failed,
                           Pack&& pack, Write&& write)
 {
     int size = 1;
     MPI_Comm_size(comm, &size);
-    auto mpi = [&](int rc, const char* what) {
-        if (rc != MPI_SUCCESS)
-            throw error::WriteError(tmp + ": " + what + " of the small datasets failed");
-    };
-    // The rounds below are collective: every rank must see the same list
-    // (it follows from the agreed schedule and the shared dataset list; a
-    // difference would be a bug, reported the same way on every rank).
-    std::int64_t n[2] = {static_cast<std::int64_t>(smalls.size()), -static_cast<std::int64_t>(smalls.size())};
-    mpi(MPI_Allreduce(MPI_IN_PLACE, n, 2, MPI_INT64_T, MPI_MAX, comm), "MPI_Allreduce");
-    if (n[0] != -n[1])
-        throw error::Internal(tmp + ": the ranks list between " + std::to_string(-n[1]) + " and " +
-                              std::to_string(n[0]) + " small datasets (internal error)");
+    check_same_small_list(comm, tmp, smalls.size());
     if (smalls.empty())
         return;
-    std::vector<std::size_t> group{0}; // group g: smalls[group[g], group[g + 1])
-    std::uint64_t acc = 0;
-    for (std::size_t i = 0; i < smalls.size(); ++i) {
-        if (acc > 0 && acc + smalls[i].bytes > k_small_group_bytes) {
-            group.push_back(i);
-            acc = 0;
-        }
-        acc += smalls[i].bytes;
-    }
-    group.push_back(smalls.size());
-    const std::size_t groups = group.size() - 1;
+    const std::vector<std::size_t> group = small_groups(smalls);
+    const std::vector<std::size_t> rounds =
+        ct::small_rounds(most_sent(comm, tmp, smalls, group, failed), size, k_small_send_bytes);
+    SmallExchange x(size);
+    std::vector<char> run;
     std::exception_ptr write_error;
-    std::vector<std::uint64_t> most(groups, 0); // the most bytes a rank sends per group
-    if (!failed)
-        for (std::size_t g = 0; g < groups; ++g)
-            for (std::size_t i = group[g]; i < group[g + 1]; ++i)
-                most[g] += smalls[i].mine;
-    mpi(MPI_Allreduce(MPI_IN_PLACE, most.data(), static_cast<int>(groups), MPI_UINT64_T, MPI_MAX, comm),
-        "MPI_Allreduce");
-    const std::vector<std::size_t> rounds = ct::small_rounds(most, size, k_small_send_bytes);
-    std::vector<std::uint64_t> hdr, rhdr;
-    std::vector<char> data, rdata, run;
-    std::vector<std::int64_t> counts(2 * static_cast<std::size_t>(size)), rcounts(counts.size());
-    std::vector<int> hc(static_cast<std::size_t>(size)), hd(hc.size()), dc(hc.size()), dd(hc.size());
-    std::vector<int> rhc(hc.size()), rhd(hc.size()), rdc(hc.size()), rdd(hc.size());
+    auto note = [&] {
+        failed = true;
+        if (!write_error)
+            write_error = std::current_exception();
+    };
     for (std::size_t round = 0; round + 1 < rounds.size(); ++round) {
-        const std::size_t first = rounds[round], last = rounds[round + 1];
-        // Pack in the order of the owners (group g: rank g % size), which is
-        // the order of the send displacements.
-        std::vector<std::pair<std::size_t, std::size_t>> owned; // (owner, group)
-        for (std::size_t g = first; g < last; ++g)
-            owned.emplace_back(g % static_cast<std::size_t>(size), g);
-        std::sort(owned.begin(), owned.end());
-        hdr.clear();
-        data.clear();
-        std::fill(counts.begin(), counts.end(), 0);
+        x.clear();
         if (!failed) {
             try {
-                for (const auto& [owner, g] : owned) {
-                    const auto h0 = hdr.size();
-                    const auto d0 = data.size();
-                    for (std::size_t i = group[g]; i < group[g + 1]; ++i)
-                        pack(smalls[i], hdr, data);
-                    counts[2 * owner] = static_cast<std::int64_t>(hdr.size() - h0);
-                    counts[2 * owner + 1] = static_cast<std::int64_t>(data.size() - d0);
-                }
+                pack_round(x, smalls, group, rounds[round], rounds[round + 1], size, pack);
             } catch (...) {
-                failed = true;
-                if (!write_error)
-                    write_error = std::current_exception();
-                hdr.clear();
-                data.clear();
-                std::fill(counts.begin(), counts.end(), 0);
+                note();
+                x.clear();
             }
         }
-        mpi(MPI_Alltoall(counts.data(), 2, MPI_INT64_T, rcounts.data(), 2, MPI_INT64_T, comm), "MPI_Alltoall");
-        int hoff = 0, doff = 0, rhoff = 0, rdoff = 0;
-        for (int k = 0; k < size; ++k) {
-            const auto u = static_cast<std::size_t>(k);
-            hc[u] = static_cast<int>(counts[2 * u]);
-            dc[u] = static_cast<int>(counts[2 * u + 1]);
-            rhc[u] = static_cast<int>(rcounts[2 * u]);
-            rdc[u] = static_cast<int>(rcounts[2 * u + 1]);
-            hd[u] = hoff;
-            dd[u] = doff;
-            rhd[u] = rhoff;
-            rdd[u] = rdoff;
-            hoff += hc[u];
-            doff += dc[u];
-            rhoff += rhc[u];
-            rdoff += rdc[u];
-        }
-        rhdr.resize(static_cast<std::size_t>(rhoff));
-        rdata.resize(static_cast<std::size_t>(rdoff));
-        mpi(MPI_Alltoallv(hdr.data(), hc.data(), hd.data(), MPI_UINT64_T, rhdr.data(), rhc.data(), rhd.data(),
-                          MPI_UINT64_T, comm),
-            "MPI_Alltoallv (offsets)");
-        mpi(MPI_Alltoallv(data.data(), dc.data(), dd.data(), MPI_BYTE, rdata.data(), rdc.data(), rdd.data(), MPI_BYTE,
-                          comm),
-            "MPI_Alltoallv (bytes)");
-        if (failed || rhdr.empty())
+        x.exchange(comm, tmp);
+        if (failed || x.rhdr.empty())
             continue;
-        // This rank's group: every piece, by offset; adjacent ones in one write.
-        struct Piece {
-            std::uint64_t at, size;
-            const char* src;
-        };
-        std::vector<Piece> pieces;
-        pieces.reserve(rhdr.size() / 2);
-        const char* src = rdata.data();
-        for (std::size_t j = 0; j + 1 < rhdr.size(); j += 2) {
-            pieces.push_back(Piece{rhdr[j], rhdr[j + 1], src});
-            src += rhdr[j + 1];
-        }
-        std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.at < b.at; });
         try {
-            std::size_t j = 0;
-            while (j < pieces.size()) {
-                std::size_t k = j + 1;
-                std::uint64_t end = pieces[j].at + pieces[j].size;
-                while (k < pieces.size() && pieces[k].at == end)
-                    end += pieces[k++].size;
-                if (k == j + 1) {
-                    write(pieces[j].at, pieces[j].src, pieces[j].size);
-                } else {
-                    run.clear();
-                    for (std::size_t m = j; m < k; ++m)
-                        run.insert(run.end(), pieces[m].src, pieces[m].src + pieces[m].size);
-                    write(pieces[j].at, run.data(), run.size());
-                }
-                j = k;
-            }
+            write_received(x.rhdr, x.rdata, run, write);
         } catch (...) {
-            failed = true;
-            if (!write_error)
-                write_error = std::current_exception();
+            note();
         }
     }
     if (write_error)
@@ -437,6 +505,630 @@ std::vector<SavePlan> ContainerWriter::prepare_global_plan(std::vector<SavePlan>
     return plans;
 }
 
+namespace {
+
+// ---- write_data ---------------------------------------------------------
+
+// The write schedule that every rank agrees on before the file is created,
+// in one allreduce (MAX) of [failed, rounds[D], highest writer[D], -lowest
+// writer[D]]: whether a rank failed, how many collective H5Dwrite calls
+// (rounds) each dataset needs, and whether one rank alone writes it.
+class Schedule {
+public:
+    explicit Schedule(std::size_t datasets) : m_d(datasets), m_v(1 + 3 * datasets, 0) {}
+    void add_rounds(std::size_t d, std::int64_t n) { m_v[1 + d] += n; }
+    /// Collective: adds this rank's writers (and `failed`) and agrees.
+    void agree(const detail::Comm& c, bool failed, const std::string& tmp)
+    {
+        if (failed)
+            m_v[0] = 1;
+        for (std::size_t d = 0; d < m_d; ++d) {
+            const bool mine = m_v[1 + d] > 0;
+            m_v[1 + m_d + d] = mine ? c.rank : -1;
+            m_v[1 + 2 * m_d + d] = mine ? -c.rank : -std::int64_t(c.size);
+        }
+        if (MPI_Allreduce(MPI_IN_PLACE, m_v.data(), static_cast<int>(m_v.size()), MPI_INT64_T, MPI_MAX, c.comm) !=
+            MPI_SUCCESS)
+            throw error::WriteError(tmp + ": MPI_Allreduce of the write schedule failed");
+    }
+    bool failed() const { return m_v[0] != 0; }
+    std::int64_t rounds(std::size_t d) const { return m_v[1 + d]; }
+    bool single_writer(std::size_t d) const { return m_v[1 + m_d + d] == -m_v[1 + 2 * m_d + d]; }
+
+private:
+    std::size_t m_d;
+    std::vector<std::int64_t> m_v;
+};
+
+// The container while write_data writes it, and what its writes share.
+// Members in the order they are made (and destroyed in reverse).
+struct OpenContainer {
+    OpenContainer(const std::string& tmp, MPI_Comm comm, const ContainerWriterOptions& opt, std::uint64_t writeback_limit)
+        : fapl(ct::file_access(comm, opt.tuning, opt.alignment, tmp, true)),
+          file(detail::h5::create_file(tmp, H5P_DEFAULT, fapl)), writeback(tmp, writeback_limit)
+    {
+        ct::log_hints(file, opt.tuning, tmp);
+    }
+    void make_properties(const std::string& tmp)
+    {
+        dcpl = dataset_creation(tmp);
+        lcpl = ct::link_creation(tmp, true);
+        collective = Handle(check_write(H5Pcreate(H5P_DATASET_XFER), tmp + ": transfer properties"));
+        check_write_status(H5Pset_dxpl_mpio(collective, H5FD_MPIO_COLLECTIVE), tmp + ": collective transfers");
+        independent = Handle(check_write(H5Pcreate(H5P_DATASET_XFER), tmp + ": transfer properties"));
+        check_write_status(H5Pset_dxpl_mpio(independent, H5FD_MPIO_INDEPENDENT), tmp + ": independent transfers");
+        none = ct::dense_space(0, tmp, true);
+    }
+
+    const Handle fapl;
+    Handle file;
+    detail::Writeback writeback;
+    Handle dcpl, lcpl, collective, independent;
+    Handle none;               // an empty selection
+    detail::HostBuffer buffer; // the staging buffer (page-locked with CUDA), on first use
+    // Small datasets written independently go straight to their address
+    // through this rank's own MPI-IO handle on the file (opened on first
+    // use, closed before the flush, whose MPI_File_sync makes them durable).
+    std::optional<detail::MpiFile> direct;
+    // The same list on every rank: aggregated after the datasets' loop.
+    std::vector<SmallDataset> smalls;
+};
+
+// One dataset while write_data writes it.
+struct OpenDataset {
+    std::size_t index = 0; // in the dataset list
+    const DatasetSpec* spec = nullptr;
+    std::string what; // "<tmp>: dataset '<path>'"
+    std::size_t es = 0;
+    Handle ftype, mtype, fspace, dset;
+    haddr_t stored_at = HADDR_UNDEF; // where its bytes start, for early writeback
+    std::size_t first_task = 0, end_task = 0; // its tasks on this rank
+};
+
+// The memory side of one H5Dwrite: a piece of a task, or nothing (`none`,
+// an empty dataspace, and a dummy buffer).
+struct Piece {
+    Piece(hid_t none, const void* dummy) : mem(none), buf(dummy) {}
+    hid_t mem; // memory dataspace
+    const void* buf;
+    Handle owned; // `mem`, when made for this piece
+    Box region;   // what it covers in the dataset
+};
+
+// One write_data call (docs at the top of this file): step 1, local, finds
+// what this rank writes and agrees on the schedule; step 2, collective,
+// creates the file and every dataset and writes them.
+class ContainerSave {
+public:
+    ContainerSave(const ContainerWriterOptions& opt, MPI_Comm comm, std::string tmp, std::vector<DatasetSpec> specs)
+        : m_opt(opt), m_c(comm), m_tmp(std::move(tmp)), m_specs(std::move(specs)), m_sched(m_specs.size()),
+          m_writeback_limit(opt.fsync ? opt.writeback_bytes : 0), // early writeback: with fsync only
+          m_piece_bytes(detail::Writeback::available()
+                            ? static_cast<std::int64_t>(detail::Writeback::piece_of(m_writeback_limit))
+                            : 0)
+    {
+    }
+
+    std::vector<WriteResult> run(const SavePlan& plan, SavePlanner& planner)
+    {
+        plan_writes(plan, planner);
+        if (!agree_schedule())
+            return {}; // another rank failed; the save's error agreement reports it
+        write_container();
+        if (m_err)
+            std::rethrow_exception(m_err);
+        if (m_another_failed)
+            return {}; // the save's error agreement reports the other rank's error
+        return finished_results();
+    }
+
+private:
+    // ---- step 1 (local)
+    void plan_writes(const SavePlan& plan, SavePlanner& planner);
+    void plan_item(const WriteItem& it, const std::map<std::string, std::size_t>& index, SavePlanner& planner);
+    void choose_rounds(Task& t, const DataRef& ref, std::int64_t es);
+    void plan_checksums(Task& t, const DataRef& ref, std::int64_t es, WriteResult& res);
+    bool agree_schedule();
+    // ---- step 2 (collective)
+    void write_container();
+    int reserve_space();
+    void write_dataset(OpenContainer& f, std::size_t d, std::size_t& cursor);
+    void write_independently(OpenContainer& f, OpenDataset& ds);
+    void queue_small(OpenContainer& f, OpenDataset& ds, haddr_t at);
+    void write_collectively(OpenContainer& f, OpenDataset& ds);
+    void prepare(OpenContainer& f, Task& t, std::int64_t p, const OpenDataset& ds, Piece& piece);
+    void wrote(OpenContainer& f, const Box& region, const OpenDataset& ds);
+    void write_smalls(OpenContainer& f);
+    void pack_small(const Task& t, const Shape& shape, std::uint64_t at, std::size_t es, std::vector<std::uint64_t>& hdr,
+                    std::vector<char>& data);
+    void write_direct(OpenContainer& f, std::uint64_t at, const char* src, std::uint64_t size);
+    void close_direct(OpenContainer& f);
+    void name_full_disk();
+    bool agree_outcome();
+    void flush(OpenContainer& f);
+    void close(OpenContainer& f);
+    std::vector<WriteResult> finished_results();
+
+    // Records the exception being handled as this rank's first write error.
+    void note() noexcept
+    {
+        if (!m_err)
+            m_err = std::current_exception();
+    }
+    // Runs `f`, noting what it throws: the rank goes on with the collective calls.
+    template <class F>
+    void noting(F&& f) noexcept
+    {
+        try {
+            f();
+        } catch (...) {
+            note();
+        }
+    }
+
+    const ContainerWriterOptions& m_opt;
+    const detail::Comm m_c;
+    const std::string m_tmp;
+    const std::vector<DatasetSpec> m_specs;
+    Schedule m_sched;
+    const std::uint64_t m_writeback_limit;
+    const std::int64_t m_piece_bytes; // of early writeback (0: off), as detail::Writeback cuts it
+    // Step 1's: what this rank writes, by dataset after the agreement.
+    std::vector<Task> m_tasks;
+    std::vector<WriteResult> m_results;
+    std::int64_t m_max_piece_bytes = 0;
+    std::exception_ptr m_local_failure;
+    std::vector<char> m_scratch; // packing strided data for checksums
+    // Dense chunks are hashed after the writes, overlapping the flush's
+    // MPI_File_sync, which mostly waits for the device: their hashers (by
+    // result) and byte ranges.
+    std::vector<std::unique_ptr<detail::ChunkHasher>> m_hashers;
+    detail::DeferredHashes m_deferred;
+    // Step 2's.
+    std::exception_ptr m_err; // this rank's first write error
+    bool m_another_failed = false;
+};
+
+// What this rank writes, and how many pieces (rounds) each dataset needs
+// here. A failure is kept for the agreement (agree_schedule).
+void ContainerSave::plan_writes(const SavePlan& plan, SavePlanner& planner)
+{
+    try {
+        std::map<std::string, std::size_t> index;
+        for (std::size_t d = 0; d < m_specs.size(); ++d)
+            index.emplace(m_specs[d].fqn, d);
+        for (const auto& it : plan.items)
+            if (it.kind == ItemKind::array || it.kind == ItemKind::bytes) // scalars and strings: finish()
+                plan_item(it, index, planner);
+    } catch (...) {
+        m_local_failure = std::current_exception();
+    }
+}
+
+void ContainerSave::plan_item(const WriteItem& it, const std::map<std::string, std::size_t>& index,
+                              SavePlanner& planner)
+{
+    const auto found = index.find(it.fqn);
+    if (found == index.end())
+        throw error::WriteError(m_tmp + ": entry '" + it.fqn + "' is not in the coordinator's dataset list");
+    const DatasetSpec& ds = m_specs[found->second];
+    const auto es = static_cast<std::int64_t>(dtype_size(stored_dtype(ds)));
+    if (it.box.ndim() != ds.shape.size() || !it.box.inside(ds.shape) ||
+        it.nbytes != static_cast<std::uint64_t>(it.box.volume() * es))
+        throw error::WriteError(m_tmp + ": dataset '" + ds.path + "': planned chunk " + it.box.str() + " of " +
+                                std::to_string(it.nbytes) + " bytes does not fit its global shape " +
+                                shape_str(ds.shape));
+    const DataRef ref = planner.resolve_data(it);
+    if (ref.view.elem_size != static_cast<std::size_t>(es) || ref.view.shape != it.box.shape)
+        throw error::WriteError(m_tmp + ": dataset '" + ds.path + "': the planner's data does not match chunk " +
+                                it.box.str());
+    Task t;
+    t.item = &it;
+    t.dataset = found->second;
+    t.view = ref.view;
+    t.space = ref.space;
+    if (it.box.volume() > 0)
+        choose_rounds(t, ref, es);
+    m_sched.add_rounds(found->second, t.rounds);
+    WriteResult res; // the chunk lives at its box in the dataset: offset 0
+    res.fqn = it.fqn;
+    res.chunk = it.chunk;
+    res.storage.path = ds.path;
+    res.storage.length = it.nbytes;
+    plan_checksums(t, ref, es, res);
+    m_results.push_back(std::move(res));
+    m_tasks.push_back(std::move(t));
+}
+
+// How task `t` is written: from the caller's memory in one round (a memory
+// hyperslab), in pieces with early writeback, or staged in pieces.
+void ContainerSave::choose_rounds(Task& t, const DataRef& ref, std::int64_t es)
+{
+    const WriteItem& it = *t.item;
+    const std::int64_t piece_bytes = m_piece_bytes;
+    if (ref.space == MemorySpace::host) // device memory: never handed to HDF5, staged in pieces
+        t.mem = ct::view_space(ref.view, m_tmp + ": dataset '" + m_specs[t.dataset].path + "'", true);
+    if (t.mem.valid() && piece_bytes > 0 && detail::is_dense(ref.view) &&
+        static_cast<std::int64_t>(it.nbytes) > piece_bytes) {
+        // Dense and large, with early writeback: written from the caller's
+        // memory in pieces, each one's writeback started as soon as it is
+        // in the file.
+        t.mem = Handle();
+        t.split = ct::Split(it.box, std::max<std::int64_t>(piece_bytes / es, 1));
+        t.rounds = t.split.count();
+    } else if (t.mem.valid()) {
+        t.rounds = 1;
+    } else {
+        // Strided or on the device: through the staging buffer.
+        const auto capacity_bytes = static_cast<std::int64_t>(m_opt.staging_bytes);
+        t.split = ct::Split(it.box, std::max<std::int64_t>(capacity_bytes / es, 1));
+        t.rounds = t.split.count();
+        m_max_piece_bytes = std::max(m_max_piece_bytes, t.split.max_elements() * es);
+    }
+}
+
+// The chunk's checksums: hashed now (strided host data), after the writes
+// (dense host data, DeferredHashes) or as its pieces are staged (device).
+void ContainerSave::plan_checksums(Task& t, const DataRef& ref, std::int64_t es, WriteResult& res)
+{
+    const WriteItem& it = *t.item;
+    m_hashers.emplace_back();
+    if (!m_opt.checksum_block || it.box.volume() == 0)
+        return;
+    const bool on_host = ref.space == MemorySpace::host;
+    if (!on_host || detail::is_dense(ref.view)) {
+        m_hashers.back() = std::make_unique<detail::ChunkHasher>(
+            detail::checksum_span(it.box.shape, static_cast<std::size_t>(es), m_opt.checksum_block));
+        if (on_host) // hashed later, from the same memory
+            m_deferred.add(m_hashers.back().get(), ref.view.data, static_cast<std::size_t>(it.nbytes));
+        else // from the host copies, piece by piece, as they are staged
+            t.hash = m_hashers.back().get();
+    } else {
+        res.storage.checksums = chunk_checksums(ref.view, it.box, static_cast<std::size_t>(es), m_opt.checksum_block,
+                                                m_opt.staging_bytes, m_scratch);
+    }
+}
+
+// Collective: agrees on the schedule and on any rank's local failure;
+// false when another rank failed (this rank's own failure is thrown).
+bool ContainerSave::agree_schedule()
+{
+    m_sched.agree(m_c, m_local_failure != nullptr, m_tmp);
+    if (m_sched.failed()) {
+        if (m_local_failure)
+            std::rethrow_exception(m_local_failure);
+        return false;
+    }
+    std::stable_sort(m_tasks.begin(), m_tasks.end(),
+                     [](const Task& a, const Task& b) { return a.dataset < b.dataset; });
+    return true;
+}
+
+// Collective: creates the file and every dataset; writes each dataset
+// collectively in its agreed number of rounds, or independently by its
+// writers alone (a single writer, or fewer bytes than independent_below);
+// then the small datasets; then, when no rank failed, flushes; closes.
+void ContainerSave::write_container()
+{
+    detail::h5::ErrorSilencer quiet;
+    OpenContainer f(m_tmp, m_c.comm, m_opt, m_writeback_limit);
+    // Injected faults (ct::inject) follow the real, collective calls: the
+    // rank notes the error and takes part in the rest with empty selections.
+    noting([&] { ct::inject(fault::h5_create, "creating " + m_tmp, true); });
+    const int reserved = reserve_space();
+    f.make_properties(m_tmp);
+    std::size_t cursor = 0;
+    for (std::size_t d = 0; d < (reserved < 0 ? 0 : m_specs.size()); ++d)
+        write_dataset(f, d, cursor);
+    write_smalls(f);
+    f.writeback.start_rest();
+    close_direct(f);
+    if (reserved == 0 && m_c.rank == 0 && !m_err)
+        noting([&] { unreserved_room(m_tmp, m_specs.size()); });
+    name_full_disk();
+    m_another_failed = agree_outcome();
+    if (!m_another_failed)
+        flush(f);
+    close(f);
+}
+
+// The file's space is reserved before anything is written into it: a
+// collective write that fails on one rank for want of space leaves parallel
+// HDF5's ranks in different states, and the close's metadata sync then
+// waits forever. The coordinator reserves; when it cannot, no rank writes
+// (every rank learns it in one broadcast). Where the file system cannot
+// reserve, the coordinator checks its free space before the flush instead
+// (unreserved_room). Returns 1: reserved, 0: cannot be reserved here,
+// -1: failed.
+int ContainerSave::reserve_space()
+{
+    int reserved = 1;
+    if (m_c.rank == 0) {
+        try {
+            reserved = fs::reserve(m_tmp, 0, reserve_bytes(m_specs, m_opt.alignment)) ? 1 : 0;
+        } catch (...) {
+            note();
+            reserved = -1;
+        }
+    }
+    if (MPI_Bcast(&reserved, 1, MPI_INT, 0, m_c.comm) != MPI_SUCCESS)
+        throw error::WriteError(m_tmp + ": MPI_Bcast of the space reservation failed");
+    return reserved;
+}
+
+// Creates dataset `d` (collective) and writes this rank's tasks of it,
+// [cursor, ...): moves `cursor` past them.
+void ContainerSave::write_dataset(OpenContainer& f, std::size_t d, std::size_t& cursor)
+{
+    OpenDataset ds;
+    ds.index = d;
+    ds.spec = &m_specs[d];
+    ds.what = m_tmp + ": dataset '" + ds.spec->path + "'";
+    const auto code = static_cast<int>(stored_dtype(*ds.spec));
+    ds.ftype = detail::h5::dataset_type(code, false);
+    ds.mtype = detail::h5::dataset_type(code, true);
+    ds.fspace = ct::shape_space(ds.spec->shape, ds.what, true);
+    ds.dset = Handle(check_write(H5Dcreate2(f.file, ds.spec->path.c_str(), ds.ftype, ds.fspace, f.lcpl, f.dcpl, H5P_DEFAULT),
+                           "creating " + ds.what));
+    noting([&] { ct::inject(fault::h5_create, "creating " + ds.what, true); });
+    ds.first_task = ds.end_task = cursor;
+    while (ds.end_task < m_tasks.size() && m_tasks[ds.end_task].dataset == d)
+        ++ds.end_task;
+    ds.es = dtype_size(stored_dtype(*ds.spec));
+    // Where its bytes start (contiguous, allocated at creation): for early
+    // writeback of what this rank writes through HDF5.
+    ds.stored_at = f.writeback.active() ? H5Dget_offset(ds.dset) : HADDR_UNDEF;
+    const auto bytes = static_cast<std::uint64_t>(volume(ds.spec->shape)) * ds.es;
+    if (m_sched.rounds(d) > 0 && (m_sched.single_writer(d) || bytes < m_opt.tuning.independent_below))
+        write_independently(f, ds);
+    else
+        write_collectively(f, ds);
+    cursor = ds.end_task;
+    if (!ds.dset.reset() && !m_err)
+        m_err = std::make_exception_ptr(error::WriteError("closing " + ds.what + ": " + detail::h5::last_error()));
+}
+
+// A dataset its writers write alone: small ones stored as in memory go to
+// the aggregated small-dataset writes (queue_small), the others through
+// HDF5 piece by piece.
+void ContainerSave::write_independently(OpenContainer& f, OpenDataset& ds)
+{
+    const auto bytes = static_cast<std::uint64_t>(volume(ds.spec->shape)) * ds.es;
+    haddr_t at = HADDR_UNDEF;
+    // The same on every rank (it does not depend on per-rank options).
+    if (bytes <= ct::direct_max_bytes && H5Tequal(ds.ftype, ds.mtype) > 0)
+        at = ds.stored_at != HADDR_UNDEF ? ds.stored_at : H5Dget_offset(ds.dset);
+    if (at != HADDR_UNDEF) {
+        queue_small(f, ds, at);
+        return;
+    }
+    static const char dummy = 0; // H5Dwrite wants a buffer even for an empty selection
+    for (std::size_t ti = ds.first_task; ti < ds.end_task && !m_err; ++ti)
+        for (std::int64_t p = 0; p < m_tasks[ti].rounds && !m_err; ++p)
+            noting([&] {
+                Piece piece(f.none, &dummy);
+                prepare(f, m_tasks[ti], p, ds, piece);
+                check_write_status(H5Dwrite(ds.dset, ds.mtype, piece.mem, ds.fspace, f.independent, piece.buf),
+                             "writing " + ds.what);
+                ct::inject(fault::h5_write, "writing " + ds.what, true);
+                wrote(f, piece.region, ds);
+            });
+}
+
+// A small dataset written straight to its address `at`, after the loop
+// over the datasets, aggregated (write_small_datasets).
+void ContainerSave::queue_small(OpenContainer& f, OpenDataset& ds, haddr_t at)
+{
+    const auto bytes = static_cast<std::uint64_t>(volume(ds.spec->shape)) * ds.es;
+    std::uint64_t mine = 0;
+    for (std::size_t ti = ds.first_task; ti < ds.end_task; ++ti)
+        if (m_tasks[ti].rounds > 0) // as write_smalls packs them
+            mine += static_cast<std::uint64_t>(m_tasks[ti].item->box.volume()) * ds.es;
+    f.smalls.push_back(SmallDataset{ds.index, static_cast<std::uint64_t>(at), bytes, ds.first_task, ds.end_task, mine});
+    for (std::size_t ti = ds.first_task; ti < ds.end_task && !m_err; ++ti)
+        noting([&] { ct::inject(fault::h5_write, "writing " + ds.what, true); });
+}
+
+// A dataset written collectively in its agreed rounds: every rank takes part
+// in each, with an empty selection when it has nothing (left) to write or
+// has failed.
+void ContainerSave::write_collectively(OpenContainer& f, OpenDataset& ds)
+{
+    static const char dummy = 0;
+    std::size_t ti = ds.first_task;
+    std::int64_t next = 0; // the next piece of task ti
+    for (std::int64_t r = 0; r < m_sched.rounds(ds.index); ++r) {
+        while (ti < ds.end_task && next >= m_tasks[ti].rounds) {
+            ++ti;
+            next = 0;
+        }
+        Piece piece(f.none, &dummy);
+        bool mine = !m_err && ti < ds.end_task;
+        if (mine) {
+            try {
+                prepare(f, m_tasks[ti], next, ds, piece);
+            } catch (...) {
+                note();
+                mine = false;
+            }
+            ++next;
+        }
+        noting([&] {
+            if (!mine) {
+                check_write_status(H5Sselect_none(ds.fspace), ds.what + ": empty selection");
+                piece.mem = f.none;
+                piece.buf = &dummy;
+            }
+            check_write_status(H5Dwrite(ds.dset, ds.mtype, piece.mem, ds.fspace, f.collective, piece.buf),
+                         "writing " + ds.what);
+            ct::inject(fault::h5_write, "writing " + ds.what, true);
+            if (mine)
+                wrote(f, piece.region, ds);
+        });
+    }
+}
+
+// Selects piece `p` of task `t` in the dataset's file space; the memory side
+// in `piece`.
+void ContainerSave::prepare(OpenContainer& f, Task& t, std::int64_t p, const OpenDataset& ds, Piece& piece)
+{
+    if (t.mem.valid()) {
+        piece.region = t.item->box;
+        ct::select_box(ds.fspace, piece.region, ds.what, true);
+        piece.mem = t.mem;
+        piece.buf = t.view.data;
+        return;
+    }
+    std::int64_t first = 0, n = 0;
+    piece.region = t.split.piece(p, first, n);
+    ct::select_box(ds.fspace, piece.region, ds.what, true);
+    piece.owned = ct::dense_space(static_cast<std::uint64_t>(n), ds.what, true);
+    piece.mem = piece.owned;
+    if (detail::is_dense(t.view) && t.space == MemorySpace::host) { // a piece of a large dense chunk, in place
+        piece.buf = static_cast<const char*>(t.view.data) + first * static_cast<std::int64_t>(t.view.elem_size);
+        return;
+    }
+    if (!f.buffer.data())
+        f.buffer = detail::HostBuffer(static_cast<std::size_t>(m_max_piece_bytes));
+    detail::stage_out(DataRef{t.view, t.space}, first, n, f.buffer.data());
+    if (t.hash) // pieces come in order: p = 0, 1, ...
+        t.hash->update(f.buffer.data(), static_cast<std::size_t>(n) * t.view.elem_size);
+    piece.buf = f.buffer.data();
+}
+
+// Starts the writeback of `region`, just written by this rank into the dataset.
+void ContainerSave::wrote(OpenContainer& f, const Box& region, const OpenDataset& ds)
+{
+    if (ds.stored_at == HADDR_UNDEF) // writeback off
+        return;
+    detail::for_each_run(ds.spec->shape, region, [&](std::uint64_t first, std::uint64_t count) {
+        f.writeback.wrote(static_cast<std::uint64_t>(ds.stored_at) + first * ds.es, count * ds.es);
+    });
+}
+
+// Collective: the small datasets queued by queue_small, aggregated.
+void ContainerSave::write_smalls(OpenContainer& f)
+{
+    noting([&] {
+        const auto pack = [&](const SmallDataset& sd, std::vector<std::uint64_t>& hdr, std::vector<char>& data) {
+            for (std::size_t ti = sd.first_task; ti < sd.end_task; ++ti)
+                if (m_tasks[ti].rounds > 0)
+                    pack_small(m_tasks[ti], m_specs[sd.dataset].shape, sd.at,
+                               dtype_size(stored_dtype(m_specs[sd.dataset])), hdr, data);
+        };
+        const auto write = [&](std::uint64_t at, const char* src, std::uint64_t size) {
+            write_direct(f, at, src, size);
+        };
+        write_small_datasets(m_c.comm, m_tmp, f.smalls, m_err != nullptr, pack, write);
+    });
+}
+
+// Appends the runs of task `t` (a dataset of `shape` stored at `at`) to
+// `hdr` (file offset, length) and its bytes, in the chunk's row-major order
+// (the order of the runs), to `data`.
+void ContainerSave::pack_small(const Task& t, const Shape& shape, std::uint64_t at, std::size_t es,
+                               std::vector<std::uint64_t>& hdr, std::vector<char>& data)
+{
+    const auto n = static_cast<std::size_t>(t.item->box.volume());
+    const auto start = data.size();
+    data.resize(start + n * es);
+    if (detail::is_dense(t.view) && t.space == MemorySpace::host)
+        std::memcpy(data.data() + start, t.view.data, n * es);
+    else
+        detail::stage_out(DataRef{t.view, t.space}, 0, static_cast<std::int64_t>(n), data.data() + start);
+    if (t.hash)
+        t.hash->update(data.data() + start, n * es);
+    detail::for_each_run(shape, t.item->box, [&](std::uint64_t first, std::uint64_t count) {
+        hdr.push_back(at + first * es);
+        hdr.push_back(count * es);
+    });
+}
+
+// Writes `size` bytes at `at` through this rank's own handle.
+void ContainerSave::write_direct(OpenContainer& f, std::uint64_t at, const char* src, std::uint64_t size)
+{
+    if (!f.direct)
+        f.direct.emplace(m_tmp, detail::MpiFile::Mode::write, m_opt.tuning.mpi_hints);
+    f.direct->write_at(at, src, size);
+    f.writeback.wrote(at, size);
+}
+
+void ContainerSave::close_direct(OpenContainer& f)
+{
+    if (!f.direct)
+        return;
+    noting([&] { f.direct->close(); });
+    f.direct.reset();
+}
+
+// HDF5 and the MPI library may have lost a full disk's errno: named here,
+// before the failed file is truncated (agree_outcome).
+void ContainerSave::name_full_disk()
+{
+    if (!m_err)
+        return;
+    try {
+        std::rethrow_exception(m_err);
+    } catch (const error::WriteError& e) {
+        const std::string what = e.what();
+        if (what.find(std::strerror(ENOSPC)) == std::string::npos)
+            if (const auto full = fs::no_space_note(m_tmp, 4096); !full.empty())
+                m_err = std::make_exception_ptr(error::WriteError(what + full));
+    } catch (...) {
+    }
+}
+
+// Collective: did any rank fail? Then no rank flushes, and the coordinator
+// first truncates the doomed file, so that the close's metadata writes find
+// space whatever filled the disk.
+bool ContainerSave::agree_outcome()
+{
+    int any_failed = m_err ? 1 : 0;
+    if (MPI_Allreduce(MPI_IN_PLACE, &any_failed, 1, MPI_INT, MPI_MAX, m_c.comm) != MPI_SUCCESS)
+        throw error::WriteError(m_tmp + ": MPI_Allreduce of the write outcome failed");
+    if (any_failed) {
+        if (m_c.rank == 0)
+            fs::truncate_noexcept(m_tmp, 0);
+        if (MPI_Barrier(m_c.comm) != MPI_SUCCESS)
+            throw error::WriteError(m_tmp + ": MPI_Barrier before closing a failed save failed");
+    }
+    return any_failed != 0;
+}
+
+// Collective with fsync (MPI_File_sync on every rank: durable before the
+// commit), while the deferred checksums are computed.
+void ContainerSave::flush(OpenContainer& f)
+{
+    noting([&] { // the hashing's error
+        if (m_opt.fsync)
+            m_deferred.run_during([&] {
+                noting([&] {
+                    check_write_status(H5Fflush(f.file, H5F_SCOPE_GLOBAL), "flushing " + m_tmp);
+                    ct::inject(fault::h5_flush, "flushing " + m_tmp, true);
+                });
+            });
+        else
+            m_deferred.run();
+    });
+}
+
+void ContainerSave::close(OpenContainer& f)
+{
+    if (!f.file.reset() && !m_err)
+        m_err = std::make_exception_ptr(error::WriteError("closing " + m_tmp + ": " + detail::h5::last_error()));
+    noting([&] { ct::inject(fault::h5_close, "closing " + m_tmp, true); });
+}
+
+std::vector<WriteResult> ContainerSave::finished_results()
+{
+    for (std::size_t k = 0; k < m_results.size(); ++k)
+        if (m_hashers[k])
+            m_results[k].storage.checksums = m_hashers[k]->finish();
+    return std::move(m_results);
+}
+
+} // namespace
+
 std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SavePlanner& planner)
 {
     auto& im = *m_impl;
@@ -444,423 +1136,73 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
     Bytes list = im.coordinator ? im.list : Bytes{};
     detail::bcast_bytes(c, list);
     std::string tmp;
-    const auto specs = decode_list(list, tmp);
-
-    // 1. Local: what this rank writes, and how many pieces (rounds) each
-    //    dataset needs here. Agreed, with any local failure, in one allreduce
-    //    (MAX) of [failed, rounds[D], highest writer[D], -lowest writer[D]].
-    const std::size_t D = specs.size();
-    std::vector<Task> tasks;
-    std::vector<WriteResult> results;
-    std::vector<std::int64_t> sched(1 + 3 * D, 0);
-    const std::uint64_t writeback_limit = im.opt.fsync ? im.opt.writeback_bytes : 0; // early writeback: with fsync only
-    std::int64_t max_piece_bytes = 0;
-    std::exception_ptr failed;
-    std::vector<char> scratch; // packing strided data for checksums
-    // Dense chunks are hashed after the writes, overlapping the flush's
-    // MPI_File_sync, which mostly waits for the device: their hashers (by
-    // result) and byte ranges.
-    std::vector<std::unique_ptr<detail::ChunkHasher>> hashers;
-    detail::DeferredHashes deferred;
-    try {
-        std::map<std::string, std::size_t> index;
-        for (std::size_t d = 0; d < D; ++d)
-            index.emplace(specs[d].fqn, d);
-        const std::int64_t capacity_bytes = static_cast<std::int64_t>(im.opt.staging_bytes);
-        // The piece of early writeback (0: off), as detail::Writeback cuts it.
-        const std::int64_t piece_bytes =
-            detail::Writeback::available() ? static_cast<std::int64_t>(detail::Writeback::piece_of(writeback_limit)) : 0;
-        for (const auto& it : plan.items) {
-            if (it.kind != ItemKind::array && it.kind != ItemKind::bytes)
-                continue; // scalars and strings: written by finish() from the metadata
-            const auto found = index.find(it.fqn);
-            if (found == index.end())
-                throw error::WriteError(tmp + ": entry '" + it.fqn + "' is not in the coordinator's dataset list");
-            const DatasetSpec& ds = specs[found->second];
-            const auto es = static_cast<std::int64_t>(dtype_size(stored_dtype(ds)));
-            if (it.box.ndim() != ds.shape.size() || !it.box.inside(ds.shape) ||
-                it.nbytes != static_cast<std::uint64_t>(it.box.volume() * es))
-                throw error::WriteError(tmp + ": dataset '" + ds.path + "': planned chunk " + it.box.str() + " of " +
-                                        std::to_string(it.nbytes) + " bytes does not fit its global shape " +
-                                        shape_str(ds.shape));
-            const DataRef ref = planner.resolve_data(it);
-            const bool on_host = ref.space == MemorySpace::host;
-            if (ref.view.elem_size != static_cast<std::size_t>(es) || ref.view.shape != it.box.shape)
-                throw error::WriteError(tmp + ": dataset '" + ds.path + "': the planner's data does not match chunk " +
-                                        it.box.str());
-            Task t;
-            t.item = &it;
-            t.dataset = found->second;
-            t.view = ref.view;
-            t.space = ref.space;
-            if (it.box.volume() > 0) {
-                if (on_host) // device memory: never handed to HDF5, staged in pieces
-                    t.mem = ct::view_space(ref.view, tmp + ": dataset '" + ds.path + "'", true);
-                if (t.mem.valid() && piece_bytes > 0 && detail::is_dense(ref.view) &&
-                    static_cast<std::int64_t>(it.nbytes) > piece_bytes) {
-                    // Dense and large, with early writeback: written from
-                    // the caller's memory in pieces, each one's writeback
-                    // started as soon as it is in the file.
-                    t.mem = Handle();
-                    t.split = ct::Split(it.box, std::max<std::int64_t>(piece_bytes / es, 1));
-                    t.rounds = t.split.count();
-                } else if (t.mem.valid()) {
-                    t.rounds = 1;
-                } else {
-                    // Strided or on the device: through the staging buffer.
-                    t.split = ct::Split(it.box, std::max<std::int64_t>(capacity_bytes / es, 1));
-                    t.rounds = t.split.count();
-                    max_piece_bytes = std::max(max_piece_bytes, t.split.max_elements() * es);
-                }
-            }
-            sched[1 + found->second] += t.rounds;
-            WriteResult res; // the chunk lives at its box in the dataset: offset 0
-            res.fqn = it.fqn;
-            res.chunk = it.chunk;
-            res.storage.path = ds.path;
-            res.storage.length = it.nbytes;
-            hashers.emplace_back();
-            if (im.opt.checksum_block && it.box.volume() > 0) {
-                if (!on_host || detail::is_dense(ref.view)) {
-                    hashers.back() = std::make_unique<detail::ChunkHasher>(
-                        detail::checksum_span(it.box.shape, static_cast<std::size_t>(es), im.opt.checksum_block));
-                    if (on_host) // hashed later, from the same memory
-                        deferred.add(hashers.back().get(), ref.view.data, static_cast<std::size_t>(it.nbytes));
-                    else // from the host copies, piece by piece, as they are staged
-                        t.hash = hashers.back().get();
-                } else {
-                    res.storage.checksums = chunk_checksums(ref.view, it.box, static_cast<std::size_t>(es),
-                                                            im.opt.checksum_block, im.opt.staging_bytes, scratch);
-                }
-            }
-            results.push_back(std::move(res));
-            tasks.push_back(std::move(t));
-        }
-    } catch (...) {
-        failed = std::current_exception();
-        sched[0] = 1;
-    }
-    for (std::size_t d = 0; d < D; ++d) {
-        const bool mine = sched[1 + d] > 0;
-        sched[1 + D + d] = mine ? c.rank : -1;
-        sched[1 + 2 * D + d] = mine ? -c.rank : -std::int64_t(c.size);
-    }
-    if (MPI_Allreduce(MPI_IN_PLACE, sched.data(), static_cast<int>(sched.size()), MPI_INT64_T, MPI_MAX, im.comm) !=
-        MPI_SUCCESS)
-        throw error::WriteError(tmp + ": MPI_Allreduce of the write schedule failed");
-    if (sched[0] != 0) {
-        if (failed)
-            std::rethrow_exception(failed);
-        return {}; // another rank failed; the save's error agreement reports it
-    }
-    std::stable_sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.dataset < b.dataset; });
-
-    // 2. Collective: create the file and every dataset; write each dataset
-    //    collectively in its agreed number of rounds, or independently by its
-    //    writers alone (a single writer, or fewer bytes than independent_below).
-    detail::h5::ErrorSilencer quiet;
-    std::exception_ptr err; // this rank's first write error
-    bool another_failed = false;
-    auto note = [&] {
-        if (!err)
-            err = std::current_exception();
-    };
-    {
-        const Handle fapl = ct::file_access(im.comm, im.opt.tuning, im.opt.alignment, tmp, true);
-        Handle file(detail::h5::create_file(tmp, H5P_DEFAULT, fapl));
-        ct::log_hints(file, im.opt.tuning, tmp);
-        detail::Writeback writeback(tmp, writeback_limit);
-        // Injected faults (ct::inject) follow the real, collective calls: the
-        // rank notes the error and takes part in the rest with empty selections.
-        try {
-            ct::inject(fault::h5_create, "creating " + tmp, true);
-        } catch (...) {
-            note();
-        }
-        // The file's space is reserved before anything is written into it:
-        // a collective write that fails on one rank for want of space leaves
-        // parallel HDF5's ranks in different states, and the close's
-        // metadata sync then waits forever. The coordinator reserves; when
-        // it cannot, no rank writes (every rank learns it in one broadcast).
-        // Where the file system cannot reserve, the coordinator checks its
-        // free space before the flush instead (unreserved_room).
-        int reserved = 1; // 1: reserved, 0: cannot be reserved here, -1: failed
-        if (c.rank == 0) {
-            try {
-                reserved = fs::reserve(tmp, 0, reserve_bytes(specs, im.opt.alignment)) ? 1 : 0;
-            } catch (...) {
-                note();
-                reserved = -1;
-            }
-        }
-        if (MPI_Bcast(&reserved, 1, MPI_INT, 0, im.comm) != MPI_SUCCESS)
-            throw error::WriteError(tmp + ": MPI_Bcast of the space reservation failed");
-        const bool doomed = reserved < 0;
-        const Handle dcpl = dataset_creation(tmp);
-        const Handle lcpl = ct::link_creation(tmp, true);
-        const Handle collective(check_write(H5Pcreate(H5P_DATASET_XFER), tmp + ": transfer properties"));
-        check_write_status(H5Pset_dxpl_mpio(collective, H5FD_MPIO_COLLECTIVE), tmp + ": collective transfers");
-        const Handle independent(check_write(H5Pcreate(H5P_DATASET_XFER), tmp + ": transfer properties"));
-        check_write_status(H5Pset_dxpl_mpio(independent, H5FD_MPIO_INDEPENDENT), tmp + ": independent transfers");
-        const Handle none = ct::dense_space(0, tmp, true);
-        detail::HostBuffer buffer; // the staging buffer (page-locked with CUDA), on first use
-        static const char dummy = 0; // H5Dwrite wants a buffer even for an empty selection
-        // Small datasets written independently go straight to their address
-        // through this rank's own MPI-IO handle on the file (opened on first
-        // use, closed before the flush, whose MPI_File_sync makes them durable).
-        std::optional<detail::MpiFile> direct;
-        // The same on every rank (it does not depend on per-rank options):
-        // the small datasets form one list, aggregated after the loop.
-        const std::uint64_t direct_max = ct::direct_max_bytes;
-        std::vector<SmallDataset> smalls;
-        // Appends the runs of task `t` (a dataset of `shape` stored at `at`)
-        // to `hdr` (file offset, length) and its bytes, in the chunk's
-        // row-major order (the order of the runs), to `data`.
-        auto pack_small = [&](const Task& t, const Shape& shape, std::uint64_t at, std::size_t es,
-                              std::vector<std::uint64_t>& hdr, std::vector<char>& data) {
-            const auto n = static_cast<std::size_t>(t.item->box.volume());
-            const auto start = data.size();
-            data.resize(start + n * es);
-            if (detail::is_dense(t.view) && t.space == MemorySpace::host)
-                std::memcpy(data.data() + start, t.view.data, n * es);
-            else
-                detail::stage_out(DataRef{t.view, t.space}, 0, static_cast<std::int64_t>(n), data.data() + start);
-            if (t.hash)
-                t.hash->update(data.data() + start, n * es);
-            detail::for_each_run(shape, t.item->box, [&](std::uint64_t first, std::uint64_t count) {
-                hdr.push_back(at + first * es);
-                hdr.push_back(count * es);
-            });
-        };
-        // Writes `size` bytes at `at` through this rank's own handle.
-        auto write_direct = [&](std::uint64_t at, const char* src, std::uint64_t size) {
-            if (!direct)
-                direct.emplace(tmp, detail::MpiFile::Mode::write, im.opt.tuning.mpi_hints);
-            direct->write_at(at, src, size);
-            writeback.wrote(at, size);
-        };
-
-        // Selects piece `p` of task `t` in `fspace` (its box: `region`); the
-        // memory side in `mem` / `buf`.
-        auto prepare = [&](Task& t, std::int64_t p, hid_t fspace, const std::string& what, hid_t& mem, const void*& buf,
-                           Handle& owned, Box& region) {
-            if (t.mem.valid()) {
-                region = t.item->box;
-                ct::select_box(fspace, region, what, true);
-                mem = t.mem;
-                buf = t.view.data;
-                return;
-            }
-            std::int64_t first = 0, n = 0;
-            region = t.split.piece(p, first, n);
-            ct::select_box(fspace, region, what, true);
-            owned = ct::dense_space(static_cast<std::uint64_t>(n), what, true);
-            mem = owned;
-            if (detail::is_dense(t.view) && t.space == MemorySpace::host) { // a piece of a large dense chunk, in place
-                buf = static_cast<const char*>(t.view.data) + first * static_cast<std::int64_t>(t.view.elem_size);
-                return;
-            }
-            if (!buffer.data())
-                buffer = detail::HostBuffer(static_cast<std::size_t>(max_piece_bytes));
-            detail::stage_out(DataRef{t.view, t.space}, first, n, buffer.data());
-            if (t.hash) // pieces come in order: p = 0, 1, ...
-                t.hash->update(buffer.data(), static_cast<std::size_t>(n) * t.view.elem_size);
-            buf = buffer.data();
-        };
-        // Starts the writeback of `region`, just written by this rank into a
-        // dataset of `shape` stored at `at`.
-        auto wrote = [&](const Box& region, const Shape& shape, haddr_t at, std::size_t es) {
-            if (at == HADDR_UNDEF) // writeback off
-                return;
-            detail::for_each_run(shape, region, [&](std::uint64_t first, std::uint64_t count) {
-                writeback.wrote(static_cast<std::uint64_t>(at) + first * es, count * es);
-            });
-        };
-
-        std::size_t cursor = 0;
-        for (std::size_t d = 0; d < (doomed ? 0 : D); ++d) {
-            const DatasetSpec& ds = specs[d];
-            const std::string what = tmp + ": dataset '" + ds.path + "'";
-            const auto code = static_cast<int>(stored_dtype(ds));
-            const Handle ftype = detail::h5::dataset_type(code, false);
-            const Handle mtype = detail::h5::dataset_type(code, true);
-            const Handle fspace = ct::shape_space(ds.shape, what, true);
-            Handle dset(check_write(H5Dcreate2(file, ds.path.c_str(), ftype, fspace, lcpl, dcpl, H5P_DEFAULT),
-                                    "creating " + what));
-            try {
-                ct::inject(fault::h5_create, "creating " + what, true);
-            } catch (...) {
-                note();
-            }
-            std::size_t end = cursor;
-            while (end < tasks.size() && tasks[end].dataset == d)
-                ++end;
-            const std::int64_t rounds = sched[1 + d];
-            const auto es = dtype_size(stored_dtype(ds));
-            const auto bytes = static_cast<std::uint64_t>(volume(ds.shape)) * es;
-            const bool single = sched[1 + D + d] == -sched[1 + 2 * D + d];
-            // Where its bytes start (contiguous, allocated at creation): for
-            // early writeback of what this rank writes through HDF5.
-            const haddr_t stored_at = writeback.active() ? H5Dget_offset(dset) : HADDR_UNDEF;
-            if (rounds > 0 && (single || bytes < im.opt.tuning.independent_below)) {
-                // Small, stored as in memory: straight to its address.
-                haddr_t at = HADDR_UNDEF;
-                if (bytes <= direct_max && H5Tequal(ftype, mtype) > 0)
-                    at = stored_at != HADDR_UNDEF ? stored_at : H5Dget_offset(dset);
-                if (at != HADDR_UNDEF) {
-                    // Written after the loop, aggregated (write_small_datasets).
-                    std::uint64_t mine = 0;
-                    for (std::size_t ti = cursor; ti < end; ++ti)
-                        if (tasks[ti].rounds > 0) // as `pack` below
-                            mine += static_cast<std::uint64_t>(tasks[ti].item->box.volume()) * es;
-                    smalls.push_back(SmallDataset{d, static_cast<std::uint64_t>(at), bytes, cursor, end, mine});
-                    for (std::size_t ti = cursor; ti < end && !err; ++ti) {
-                        try {
-                            ct::inject(fault::h5_write, "writing " + what, true);
-                        } catch (...) {
-                            note();
-                        }
-                    }
-                }
-                for (std::size_t ti = cursor; ti < end && !err && at == HADDR_UNDEF; ++ti)
-                    for (std::int64_t p = 0; p < tasks[ti].rounds && !err; ++p) {
-                        try {
-                            hid_t mem = none;
-                            const void* buf = &dummy;
-                            Handle owned;
-                            Box region;
-                            prepare(tasks[ti], p, fspace, what, mem, buf, owned, region);
-                            check_write_status(H5Dwrite(dset, mtype, mem, fspace, independent, buf), "writing " + what);
-                            ct::inject(fault::h5_write, "writing " + what, true);
-                            wrote(region, ds.shape, stored_at, es);
-                        } catch (...) {
-                            note();
-                        }
-                    }
-            } else {
-                std::size_t ti = cursor;
-                std::int64_t piece = 0;
-                for (std::int64_t r = 0; r < rounds; ++r) {
-                    while (ti < end && piece >= tasks[ti].rounds) {
-                        ++ti;
-                        piece = 0;
-                    }
-                    hid_t mem = none;
-                    const void* buf = &dummy;
-                    Handle owned;
-                    Box region;
-                    bool mine = !err && ti < end;
-                    if (mine) {
-                        try {
-                            prepare(tasks[ti], piece, fspace, what, mem, buf, owned, region);
-                        } catch (...) {
-                            note();
-                            mine = false;
-                        }
-                        ++piece;
-                    }
-                    try {
-                        if (!mine) {
-                            check_write_status(H5Sselect_none(fspace), what + ": empty selection");
-                            mem = none;
-                            buf = &dummy;
-                        }
-                        check_write_status(H5Dwrite(dset, mtype, mem, fspace, collective, buf), "writing " + what);
-                        ct::inject(fault::h5_write, "writing " + what, true);
-                        if (mine)
-                            wrote(region, ds.shape, stored_at, es);
-                    } catch (...) {
-                        note();
-                    }
-                }
-            }
-            cursor = end;
-            if (!dset.reset() && !err)
-                err = std::make_exception_ptr(error::WriteError("closing " + what + ": " + detail::h5::last_error()));
-        }
-        try {
-            const auto pack = [&](const SmallDataset& sd, std::vector<std::uint64_t>& hdr, std::vector<char>& data) {
-                for (std::size_t ti = sd.first_task; ti < sd.end_task; ++ti)
-                    if (tasks[ti].rounds > 0)
-                        pack_small(tasks[ti], specs[sd.dataset].shape, sd.at,
-                                   dtype_size(stored_dtype(specs[sd.dataset])), hdr, data);
-            };
-            write_small_datasets(im.comm, tmp, smalls, err != nullptr, pack, write_direct);
-        } catch (...) {
-            note();
-        }
-        writeback.start_rest();
-        if (direct) {
-            try {
-                direct->close();
-            } catch (...) {
-                note();
-            }
-            direct.reset();
-        }
-        // Agreed: did any rank fail? Then no rank flushes, and the
-        // coordinator first truncates the doomed file, so that the close's
-        // metadata writes find space whatever filled the disk.
-        if (reserved == 0 && c.rank == 0 && !err) {
-            try {
-                unreserved_room(tmp, specs.size());
-            } catch (...) {
-                note();
-            }
-        }
-        if (err) // HDF5 and the MPI library may have lost a full disk's errno: named here, before the truncation
-            try {
-                std::rethrow_exception(err);
-            } catch (const error::WriteError& e) {
-                const std::string what = e.what();
-                if (what.find(std::strerror(ENOSPC)) == std::string::npos)
-                    if (const auto full = fs::no_space_note(tmp, 4096); !full.empty())
-                        err = std::make_exception_ptr(error::WriteError(what + full));
-            } catch (...) {
-            }
-        int any_failed = err ? 1 : 0;
-        if (MPI_Allreduce(MPI_IN_PLACE, &any_failed, 1, MPI_INT, MPI_MAX, im.comm) != MPI_SUCCESS)
-            throw error::WriteError(tmp + ": MPI_Allreduce of the write outcome failed");
-        if (any_failed) {
-            if (c.rank == 0)
-                fs::truncate_noexcept(tmp, 0);
-            if (MPI_Barrier(im.comm) != MPI_SUCCESS)
-                throw error::WriteError(tmp + ": MPI_Barrier before closing a failed save failed");
-        } else {
-            try {
-                if (im.opt.fsync) // collective; MPI_File_sync on every rank: durable before the commit
-                    deferred.run_during([&] {
-                        try {
-                            check_write_status(H5Fflush(file, H5F_SCOPE_GLOBAL), "flushing " + tmp);
-                            ct::inject(fault::h5_flush, "flushing " + tmp, true);
-                        } catch (...) {
-                            note();
-                        }
-                    });
-                else
-                    deferred.run();
-            } catch (...) {
-                note(); // the hashing's error
-            }
-        }
-        if (!file.reset() && !err)
-            err = std::make_exception_ptr(error::WriteError("closing " + tmp + ": " + detail::h5::last_error()));
-        try {
-            ct::inject(fault::h5_close, "closing " + tmp, true);
-        } catch (...) {
-            note();
-        }
-        another_failed = any_failed != 0;
-    }
-    if (err)
-        std::rethrow_exception(err);
-    if (another_failed)
-        return {}; // the save's error agreement reports the other rank's error
-    for (std::size_t k = 0; k < results.size(); ++k)
-        if (hashers[k])
-            results[k].storage.checksums = hashers[k]->finish();
-    return results;
+    auto specs = decode_list(list, tmp);
+    ContainerSave save(im.opt, im.comm, std::move(tmp), std::move(specs));
+    return save.run(plan, planner);
 }
+
+namespace {
+
+// A scalar's dataset, of its natural type (docs/FORMAT.md 7).
+void write_scalar_dataset(hid_t file, const detail::MetadataColumns::Entry& em, const std::string& path, hid_t lcpl,
+                          const std::string& what)
+{
+    if (em.value.size() != dtype_size(em.dtype))
+        throw error::WriteError(what + ": the value of scalar '" + em.name + "' has " +
+                                std::to_string(em.value.size()) + " bytes");
+    const auto code = static_cast<int>(em.dtype);
+    const Handle space(check_write(H5Screate(H5S_SCALAR), what));
+    Handle dset(check_write(H5Dcreate2(file, path.c_str(), detail::h5::dataset_type(code, false), space, lcpl, H5P_DEFAULT,
+                                 H5P_DEFAULT),
+                      "creating " + what));
+    check_write_status(H5Dwrite(dset, detail::h5::dataset_type(code, true), H5S_ALL, H5S_ALL, H5P_DEFAULT, em.value.data()),
+                 "writing " + what);
+}
+
+// A string's dataset: a variable-length UTF-8 string.
+void write_string_dataset(hid_t file, const detail::MetadataColumns::Entry& em, const std::string& path, hid_t lcpl,
+                          const std::string& what)
+{
+    const Handle type(check_write(H5Tcopy(H5T_C_S1), what));
+    check_write_status(H5Tset_size(type, H5T_VARIABLE), what);
+    check_write_status(H5Tset_cset(type, H5T_CSET_UTF8), what);
+    const Handle space(check_write(H5Screate(H5S_SCALAR), what));
+    Handle dset(check_write(H5Dcreate2(file, path.c_str(), type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT), "creating " + what));
+    const char* p = em.value.c_str();
+    check_write_status(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "writing " + what);
+}
+
+// The dataset of an array without elements: nobody wrote it.
+void create_empty_dataset(hid_t file, const detail::MetadataColumns::Entry& em, const std::string& path, hid_t lcpl,
+                          hid_t dcpl, const std::string& what)
+{
+    const auto code = static_cast<int>(em.kind == ItemKind::bytes ? DType::u8 : em.dtype);
+    const Handle space = ct::shape_space(em.global_shape, what, true);
+    Handle dset(check_write(H5Dcreate2(file, path.c_str(), detail::h5::dataset_type(code, false), space, lcpl, dcpl,
+                                 H5P_DEFAULT),
+                      "creating " + what));
+}
+
+// The commit's datasets in the temporary file `tmp`: the scalars' and the
+// strings' (the values every rank agreed on), and the arrays' without
+// elements.
+void write_value_datasets(hid_t file, const detail::MetadataColumns& md, const std::string& tmp)
+{
+    const Handle lcpl = ct::link_creation(tmp, true);
+    const Handle dcpl = dataset_creation(tmp);
+    for (const auto& em : md.entries) {
+        const std::string path = container_dataset_path(em.name);
+        const std::string what = tmp + ": dataset '" + path + "'";
+        if (em.kind == ItemKind::scalar)
+            write_scalar_dataset(file, em, path, lcpl, what);
+        else if (em.kind == ItemKind::string)
+            write_string_dataset(file, em, path, lcpl, what);
+        else if (em.chunks == 0 && H5Lexists(file, path.c_str(), H5P_DEFAULT) <= 0)
+            create_empty_dataset(file, em, path, lcpl, dcpl, what);
+    }
+}
+
+} // namespace
 
 void ContainerWriter::finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>&)
 {
@@ -885,47 +1227,13 @@ void detail::BuiltinWriters::finish(ContainerWriter& w, MetadataColumns& md)
         fs::reserve(im.tmp, fs::file_size(im.tmp),
                     detail::metadata_group_bytes_bound(md) + 16 * static_cast<std::uint64_t>(im.opt.alignment));
         const Handle fapl = ct::file_access(MPI_COMM_NULL, im.opt.tuning, im.opt.alignment, im.tmp, true);
-        Handle file(check_write(H5Fopen(im.tmp.c_str(), H5F_ACC_RDWR, fapl), "reopening " + im.tmp));
+        // A write that fails (EIO) in this session must not leave the file
+        // open inside HDF5: Sec2File closes it whatever happens.
+        auto file = detail::h5::Sec2File::open(im.tmp, fapl);
         ct::inject(fault::h5_open, "reopening " + im.tmp, true);
-        const Handle lcpl = ct::link_creation(im.tmp, true);
-        const Handle dcpl = dataset_creation(im.tmp);
-        for (const auto& em : md.entries) {
-            const std::string& fqn = em.name;
-            const std::string path = container_dataset_path(fqn);
-            const std::string what = im.tmp + ": dataset '" + path + "'";
-            if (em.kind == ItemKind::scalar) {
-                if (em.value.size() != dtype_size(em.dtype))
-                    throw error::WriteError(what + ": the value of scalar '" + fqn + "' has " +
-                                            std::to_string(em.value.size()) + " bytes");
-                const auto code = static_cast<int>(em.dtype);
-                const Handle space(check_write(H5Screate(H5S_SCALAR), what));
-                Handle dset(check_write(H5Dcreate2(file, path.c_str(), detail::h5::dataset_type(code, false), space,
-                                                   lcpl, H5P_DEFAULT, H5P_DEFAULT),
-                                        "creating " + what));
-                check_write_status(H5Dwrite(dset, detail::h5::dataset_type(code, true), H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                                            em.value.data()),
-                                   "writing " + what);
-            } else if (em.kind == ItemKind::string) {
-                const Handle type(check_write(H5Tcopy(H5T_C_S1), what));
-                check_write_status(H5Tset_size(type, H5T_VARIABLE), what);
-                check_write_status(H5Tset_cset(type, H5T_CSET_UTF8), what);
-                const Handle space(check_write(H5Screate(H5S_SCALAR), what));
-                Handle dset(check_write(H5Dcreate2(file, path.c_str(), type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT),
-                                        "creating " + what));
-                const char* p = em.value.c_str();
-                check_write_status(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "writing " + what);
-            } else if (em.chunks == 0 && H5Lexists(file, path.c_str(), H5P_DEFAULT) <= 0) {
-                // An array without elements: nobody wrote it.
-                const auto code = static_cast<int>(em.kind == ItemKind::bytes ? DType::u8 : em.dtype);
-                const Handle space = ct::shape_space(em.global_shape, what, true);
-                Handle dset(check_write(H5Dcreate2(file, path.c_str(), detail::h5::dataset_type(code, false), space,
-                                                   lcpl, dcpl, H5P_DEFAULT),
-                                        "creating " + what));
-            }
-        }
+        write_value_datasets(file, md, im.tmp);
         detail::write_metadata_group(file, md);
-        if (!file.reset())
-            throw error::WriteError("closing " + im.tmp + ": " + detail::h5::last_error());
+        file.close();
     }
     if (im.opt.fsync)
         fs::fsync_path(im.tmp);

@@ -5,11 +5,16 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <limits>
+#include <system_error>
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace cairn::detail::h5 {
@@ -55,6 +60,183 @@ std::string last_error()
     std::string msg;
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, innermost, &msg);
     return msg;
+}
+
+namespace {
+herr_t system_reason(unsigned, const H5E_error2_t* err, void* data)
+{
+    auto& out = *static_cast<std::string*>(data);
+    if (!out.empty() || !err || !err->desc)
+        return 0;
+    static const char key[] = "error message = '";
+    const std::string desc = err->desc;
+    const auto at = desc.find(key);
+    if (at == std::string::npos)
+        return 0;
+    const auto from = at + sizeof key - 1;
+    const auto to = desc.find('\'', from);
+    out = desc.substr(from, to == std::string::npos ? std::string::npos : to - from);
+    return 0;
+}
+
+// An anonymous file in memory that accepts every write (an unlinked
+// temporary file where memfd_create is missing); -1 if none can be had.
+int scratch_fd() noexcept
+{
+#ifdef SYS_memfd_create
+    const int fd = static_cast<int>(::syscall(SYS_memfd_create, "cairn-abandoned", 1U /* MFD_CLOEXEC */));
+    if (fd >= 0)
+        return fd;
+#endif
+    if (std::FILE* f = std::tmpfile()) {
+        const int copy = ::dup(::fileno(f));
+        std::fclose(f);
+        return copy;
+    }
+    return -1;
+}
+} // namespace
+
+std::string last_system_error()
+{
+    std::string msg;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, system_reason, &msg);
+    return msg;
+}
+
+namespace {
+// The descriptor of a file that HDF5's sec2 driver holds; -1 for another
+// driver.
+int sec2_descriptor(hid_t file) noexcept
+{
+    const hid_t fapl = H5Fget_access_plist(file);
+    if (fapl < 0)
+        return -1;
+    const bool sec2 = H5Pget_driver(fapl) == H5FD_SEC2;
+    H5Pclose(fapl);
+    void* handle = nullptr;
+    if (!sec2 || H5Fget_vfd_handle(file, H5P_DEFAULT, &handle) < 0 || !handle)
+        return -1;
+    return *static_cast<int*>(handle);
+}
+
+// Points `fd` at an anonymous memory file; false when it cannot.
+bool divert_to_memory(int fd) noexcept
+{
+    const int scratch = scratch_fd();
+    if (scratch < 0)
+        return false;
+    const bool ok = ::dup2(scratch, fd) == fd;
+    ::close(scratch);
+    return ok;
+}
+
+// The end of the file's allocated space (EOA); false where HDF5 cannot
+// tell (H5Fget_eoa came with 1.10.2).
+bool end_of_allocation(hid_t file, haddr_t& eoa) noexcept
+{
+#if H5_VERSION_GE(1, 10, 2)
+    return H5Fget_eoa(file, &eoa) >= 0;
+#else
+    (void)file;
+    (void)eoa;
+    return false;
+#endif
+}
+
+std::string stack_message()
+{
+    std::string msg = last_error().empty() ? "HDF5 call failed" : last_error();
+    if (const auto why = last_system_error(); !why.empty() && msg.find(why) == std::string::npos)
+        msg += " (" + why + ")";
+    H5Eclear2(H5E_DEFAULT);
+    return msg;
+}
+} // namespace
+
+Sec2File Sec2File::open(const std::string& path, hid_t fapl)
+{
+    const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl);
+    if (id >= 0)
+        return Sec2File(id, path);
+    const std::string msg = stack_message();
+    struct stat file {};
+    if (::stat(path.c_str(), &file) == 0) {
+        // The descriptors of this process on the file: HDF5's leftover.
+        std::error_code ec;
+        for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+            char* end = nullptr;
+            const long fd = std::strtol(e.path().filename().c_str(), &end, 10);
+            struct stat st {};
+            if (end && *end == '\0' && fd > 2 && ::fstat(static_cast<int>(fd), &st) == 0 &&
+                st.st_dev == file.st_dev && st.st_ino == file.st_ino)
+                divert_to_memory(static_cast<int>(fd));
+        }
+    }
+    throw error::WriteError("reopening " + path + ": " + msg);
+}
+
+void Sec2File::close()
+{
+    if (m_id < 0)
+        return;
+    // Everything reaches the file here: after the flush it is a complete
+    // HDF5 file whose end of allocated space (EOA) the superblock records.
+    if (H5Fflush(m_id, H5F_SCOPE_LOCAL) < 0) {
+        const std::string msg = stack_message();
+        abandon();
+        throw error::WriteError("closing " + m_what + ": " + msg);
+    }
+    haddr_t eoa = 0;
+    const int fd = end_of_allocation(m_id, eoa) ? sec2_descriptor(m_id) : -1;
+    const int file = fd >= 0 ? ::dup(fd) : -1;
+    if (file < 0 || !divert_to_memory(fd)) {
+        // (Not sec2, HDF5 before 1.10.2, or out of descriptors: an
+        // ordinary close.)
+        if (file >= 0)
+            ::close(file);
+        const hid_t id = m_id;
+        m_id = H5I_INVALID_HID;
+        if (H5Fclose(id) < 0)
+            throw error::WriteError("closing " + m_what + ": " + stack_message());
+        return;
+    }
+    // The close's own writes (the superblock's smaller EOA once the unused
+    // space of HDF5's allocation blocks is released, the trim of the file)
+    // go to memory: a close that fails half destroys the file inside HDF5,
+    // which then crashes at shutdown. The file keeps what the flush wrote,
+    // cut at the flushed EOA (space reserved beyond it is given back).
+    const hid_t id = m_id;
+    m_id = H5I_INVALID_HID;
+    const bool closed = H5Fclose(id) >= 0;
+    const std::string msg = closed ? std::string() : stack_message();
+    const int trim = ::ftruncate(file, static_cast<off_t>(eoa)) == 0 ? 0 : errno;
+    const int shut = ::close(file) == 0 ? 0 : errno;
+    if (!closed)
+        throw error::WriteError("closing " + m_what + ": " + msg);
+    if (trim != 0)
+        throw error::WriteError("closing " + m_what + ": cannot trim it to " + std::to_string(eoa) +
+                                " bytes: " + std::strerror(trim));
+    if (shut != 0)
+        throw error::WriteError("closing " + m_what + ": " + std::strerror(shut));
+}
+
+void Sec2File::abandon() noexcept
+{
+    const hid_t id = m_id;
+    m_id = H5I_INVALID_HID;
+    if (id < 0 || H5Iis_valid(id) <= 0)
+        return;
+    if (const int fd = sec2_descriptor(id); fd >= 0)
+        divert_to_memory(fd);
+    // A flush that failed leaves HDF5's metadata cache half prepared (its
+    // list of dirty entries still enabled): a close then fails, keeps the
+    // id and crashes at shutdown. Another flush writes the dirty entries
+    // (into memory now) and resets the cache, even though it reports that
+    // it found the cache prepared; the close then succeeds.
+    H5Fflush(id, H5F_SCOPE_LOCAL);
+    H5Fclose(id);
+    H5Eclear2(H5E_DEFAULT);
 }
 
 namespace {

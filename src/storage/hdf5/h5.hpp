@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cairn::detail::h5 {
@@ -42,6 +43,44 @@ private:
     hid_t m_id = H5I_INVALID_HID;
 };
 
+/// A file opened by one process through HDF5's sec2 driver that always ends
+/// closed, even when its writes fail. HDF5 1.10 keeps a file whose close
+/// failed (a write error in its flush) open inside the library, half
+/// destroyed, and MPI_Finalize (H5F_term_package) then crashes on it.
+/// close() flushes (after which the file on disk is complete), sends the
+/// close's own writes to an anonymous memory file put in place of the
+/// driver's descriptor (dup2), and trims the file to the flushed end of its
+/// allocated space itself. When the flush fails, and when the object is
+/// destroyed without close() (an exception), the file is abandoned: its
+/// descriptor is pointed at memory and the id closed. An abandoned file's
+/// contents are undefined: its owner removes it.
+class Sec2File {
+public:
+    /// Takes `id` (an H5Fopen / H5Fcreate result: check() it first);
+    /// `what` names the file in errors.
+    Sec2File(hid_t id, std::string what) : m_id(id), m_what(std::move(what)) {}
+    /// H5Fopen(path, H5F_ACC_RDWR, fapl) with the sec2 driver, or
+    /// error::WriteError "reopening <path>: <hdf5 message> (<system error>)".
+    /// HDF5 writes at such an open; when that fails it keeps the file's
+    /// descriptor without an id: it is pointed at memory, so that the file's
+    /// space is freed once the file is removed.
+    static Sec2File open(const std::string& path, hid_t fapl);
+    Sec2File(const Sec2File&) = delete;
+    Sec2File& operator=(const Sec2File&) = delete;
+    ~Sec2File() { abandon(); }
+    operator hid_t() const noexcept { return m_id; }
+    /// Flushes, closes and trims; after a failure abandons the file and
+    /// throws error::WriteError "closing <what>: <hdf5 message> (<system
+    /// error>)".
+    void close();
+    /// Closes the file whatever its writes do; never throws.
+    void abandon() noexcept;
+
+private:
+    hid_t m_id = H5I_INVALID_HID;
+    std::string m_what;
+};
+
 /// Turns off HDF5's automatic error printing for its lifetime.
 class ErrorSilencer {
 public:
@@ -57,6 +96,10 @@ private:
 
 /// The innermost message of the current HDF5 error stack ("" if none).
 std::string last_error();
+/// The system's reason in the current HDF5 error stack: the "error message"
+/// a failed read or write of a file driver records ("Input/output error"),
+/// "" if none.
+std::string last_system_error();
 
 /// Return `id` (`rc`), or, when it is negative, clear the HDF5 error stack
 /// and throw "<what>: <hdf5 message>": error::WriteError for a call of a

@@ -188,34 +188,21 @@ private:
 
 } // namespace
 
-void write_metadata_group(hid_t loc, const Metadata& md) { write_metadata_group(loc, to_columns(md)); }
+namespace {
 
-void write_metadata_group(hid_t loc, const MetadataColumns& md, std::size_t dataset_above)
-{
-    if (md.world_size < 1)
-        throw error::WrongAPIUsage("metadata: world_size must be at least 1, not " + std::to_string(md.world_size));
-    const std::size_t nchunks = md.chunk_count();
-    if (md.chunk_offset.size() != nchunks || md.chunk_length.size() != nchunks || md.sum_begin.size() != nchunks ||
-        md.sum_count.size() != nchunks)
-        throw error::WriteError("metadata: chunk columns of different lengths");
-    // The entry table: one row per entry, in name order; the chunk columns
-    // are the columns of `md` (checked here: every chunk written, with the
-    // checksums its length needs; gathered in chunk order when the pool is not).
-    const std::size_t n = md.entries.size();
-    std::vector<std::string> names;
-    std::vector<std::uint8_t> kinds, dtypes, ndims;
-    std::vector<std::int64_t> shapes, counts;
-    names.reserve(n);
-    kinds.reserve(n);
-    dtypes.reserve(n);
-    ndims.reserve(n);
-    counts.reserve(n);
-    std::size_t nsums = 0, ncoords = 0;
-    bool pooled_in_order = true;
-    for (std::size_t i = 0; i < n; ++i) {
-        const auto& em = md.entries[i];
-        if (i > 0 && !(md.entries[i - 1].name < em.name))
-            throw error::WriteError("metadata: entries not in strict name order at '" + em.name + "'");
+// The entry table of the metadata group (FORMAT.md 2): one row per entry,
+// in name order.
+struct EntryTable {
+    explicit EntryTable(std::size_t n)
+    {
+        names.reserve(n);
+        kinds.reserve(n);
+        dtypes.reserve(n);
+        ndims.reserve(n);
+        counts.reserve(n);
+    }
+    void add(const MetadataColumns::Entry& em)
+    {
         names.push_back(em.name);
         kinds.push_back(static_cast<std::uint8_t>(em.kind));
         dtypes.push_back(static_cast<std::uint8_t>(em.kind == ItemKind::string ? DType::u8 : em.dtype));
@@ -224,105 +211,212 @@ void write_metadata_group(hid_t loc, const MetadataColumns& md, std::size_t data
         if (nd)
             shapes.insert(shapes.end(), em.global_shape.begin(), em.global_shape.end());
         counts.push_back(static_cast<std::int64_t>(em.chunks));
-        const std::size_t cnd = em.global_shape.size(), stride = 2 * cnd;
-        if (em.first_chunk != (i ? md.entries[i - 1].first_chunk + md.entries[i - 1].chunks : 0) ||
-            em.first_coord != ncoords || em.first_chunk + em.chunks > nchunks ||
-            md.boxes.size() < ncoords + stride * em.chunks)
-            throw error::WriteError("metadata: the chunk rows of '" + em.name + "' are not where its entry says");
-        ncoords += stride * em.chunks;
-        const auto es = em.kind == ItemKind::bytes ? 1 : dtype_size(em.dtype);
-        for (std::size_t j = 0; j < em.chunks; ++j) {
-            const std::size_t k = em.first_chunk + j;
-            const std::int64_t* b = md.boxes.data() + em.first_coord + stride * j;
-            const auto box_str = [&] { return Box{Shape(b, b + cnd), Shape(b + cnd, b + stride)}.str(); };
-            if (md.chunk_file[k] < 0 || static_cast<std::size_t>(md.chunk_file[k]) >= md.files.size())
-                throw error::WriteError("metadata: chunk " + box_str() + " of '" + em.name + "' has no file");
-            const auto expect = checksum_blocks(md.chunk_length[k],
-                                                checksum_span(b + cnd, cnd, es, md.checksum_block));
-            if (md.sum_count[k] != expect)
-                throw error::WriteError("metadata: chunk " + box_str() + " of '" + em.name + "' has " +
-                                        std::to_string(md.sum_count[k]) + " checksums, expected " +
-                                        std::to_string(expect));
-            if (md.sum_begin[k] > md.sums.size() || md.sums.size() - md.sum_begin[k] < md.sum_count[k])
-                throw error::WriteError("metadata: the checksums of chunk " + box_str() + " of '" + em.name +
-                                        "' lie outside the pool");
-            pooled_in_order = pooled_in_order && md.sum_begin[k] == nsums;
-            nsums += md.sum_count[k];
-        }
     }
-    if (ncoords != md.boxes.size() || (n ? md.entries.back().first_chunk + md.entries.back().chunks : 0) != nchunks)
-        throw error::WriteError("metadata: chunk rows that no entry claims");
-    std::vector<std::uint64_t> gathered;
-    if (!pooled_in_order || nsums != md.sums.size()) {
-        gathered.reserve(nsums);
-        for (std::size_t k = 0; k < nchunks; ++k)
-            gathered.insert(gathered.end(), md.sums.begin() + static_cast<std::ptrdiff_t>(md.sum_begin[k]),
-                            md.sums.begin() + static_cast<std::ptrdiff_t>(md.sum_begin[k] + md.sum_count[k]));
-    }
-    const std::vector<std::uint64_t>& sums = pooled_in_order && nsums == md.sums.size() ? md.sums : gathered;
 
-    // The per-chunk integer columns, each plain or in its run form (FORMAT.md 2.5).
-    std::vector<RowBlock> box_blocks(n), chunk_blocks(n);
+    std::vector<std::string> names;
+    std::vector<std::uint8_t> kinds, dtypes, ndims;
+    std::vector<std::int64_t> shapes, counts;
+};
+
+// The chunk rows of the entries seen so far, as check_chunk_rows finds them.
+struct ChunkRows {
+    std::size_t coords = 0; // box values
+    std::size_t sums = 0;   // checksums
+    bool pooled_in_order = true; // each chunk's checksums follow the previous one's in the pool
+};
+
+void check_column_lengths(const MetadataColumns& md)
+{
+    if (md.world_size < 1)
+        throw error::WrongAPIUsage("metadata: world_size must be at least 1, not " + std::to_string(md.world_size));
+    const std::size_t nchunks = md.chunk_count();
+    if (md.chunk_offset.size() != nchunks || md.chunk_length.size() != nchunks || md.sum_begin.size() != nchunks ||
+        md.sum_count.size() != nchunks)
+        throw error::WriteError("metadata: chunk columns of different lengths");
+}
+
+// Checks the chunk rows of entry i: where its entry says, every chunk in a
+// file, with the checksums its length needs, inside the pool.
+void check_chunk_rows(const MetadataColumns& md, std::size_t i, ChunkRows& seen)
+{
+    const auto& em = md.entries[i];
+    const std::size_t nchunks = md.chunk_count();
+    const std::size_t cnd = em.global_shape.size(), stride = 2 * cnd;
+    if (em.first_chunk != (i ? md.entries[i - 1].first_chunk + md.entries[i - 1].chunks : 0) ||
+        em.first_coord != seen.coords || em.first_chunk + em.chunks > nchunks ||
+        md.boxes.size() < seen.coords + stride * em.chunks)
+        throw error::WriteError("metadata: the chunk rows of '" + em.name + "' are not where its entry says");
+    seen.coords += stride * em.chunks;
+    const auto es = em.kind == ItemKind::bytes ? 1 : dtype_size(em.dtype);
+    for (std::size_t j = 0; j < em.chunks; ++j) {
+        const std::size_t k = em.first_chunk + j;
+        const std::int64_t* b = md.boxes.data() + em.first_coord + stride * j;
+        const auto box_str = [&] { return Box{Shape(b, b + cnd), Shape(b + cnd, b + stride)}.str(); };
+        if (md.chunk_file[k] < 0 || static_cast<std::size_t>(md.chunk_file[k]) >= md.files.size())
+            throw error::WriteError("metadata: chunk " + box_str() + " of '" + em.name + "' has no file");
+        const auto expect = checksum_blocks(md.chunk_length[k], checksum_span(b + cnd, cnd, es, md.checksum_block));
+        if (md.sum_count[k] != expect)
+            throw error::WriteError("metadata: chunk " + box_str() + " of '" + em.name + "' has " +
+                                    std::to_string(md.sum_count[k]) + " checksums, expected " +
+                                    std::to_string(expect));
+        if (md.sum_begin[k] > md.sums.size() || md.sums.size() - md.sum_begin[k] < md.sum_count[k])
+            throw error::WriteError("metadata: the checksums of chunk " + box_str() + " of '" + em.name +
+                                    "' lie outside the pool");
+        seen.pooled_in_order = seen.pooled_in_order && md.sum_begin[k] == seen.sums;
+        seen.sums += md.sum_count[k];
+    }
+}
+
+// The entry table; checks the entries' order and every chunk row
+// (check_chunk_rows), and that no row is left over.
+EntryTable entry_table(const MetadataColumns& md, ChunkRows& rows)
+{
+    const std::size_t n = md.entries.size();
+    EntryTable table(n);
     for (std::size_t i = 0; i < n; ++i) {
-        box_blocks[i] = {md.entries[i].chunks, static_cast<std::uint32_t>(2 * md.entries[i].ndim())};
-        chunk_blocks[i] = {md.entries[i].chunks, 1};
+        const auto& em = md.entries[i];
+        if (i > 0 && !(md.entries[i - 1].name < em.name))
+            throw error::WriteError("metadata: entries not in strict name order at '" + em.name + "'");
+        table.add(em);
+        check_chunk_rows(md, i, rows);
     }
-    std::vector<std::int64_t> box_runs, file_runs, offset_runs, length_runs;
-    const bool boxes_as_runs = as_runs(md.boxes, box_blocks, box_runs);
-    const bool files_as_runs = as_runs(md.chunk_file, chunk_blocks, file_runs);
-    const bool offsets_as_runs = as_runs(md.chunk_offset, chunk_blocks, offset_runs);
-    const bool lengths_as_runs = as_runs(md.chunk_length, chunk_blocks, length_runs);
-    const bool any_runs = boxes_as_runs || files_as_runs || offsets_as_runs || lengths_as_runs;
+    if (rows.coords != md.boxes.size() ||
+        (n ? md.entries.back().first_chunk + md.entries.back().chunks : 0) != md.chunk_count())
+        throw error::WriteError("metadata: chunk rows that no entry claims");
+    return table;
+}
 
-    Handle root(check_write(H5Gcreate2(loc, "cairn", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating group /cairn"));
+// The checksums in chunk order: the pool itself when it is so, else
+// gathered into `gathered`.
+const std::vector<std::uint64_t>& sums_in_chunk_order(const MetadataColumns& md, const ChunkRows& rows,
+                                                      std::vector<std::uint64_t>& gathered)
+{
+    if (rows.pooled_in_order && rows.sums == md.sums.size())
+        return md.sums;
+    gathered.reserve(rows.sums);
+    for (std::size_t k = 0; k < md.chunk_count(); ++k)
+        gathered.insert(gathered.end(), md.sums.begin() + static_cast<std::ptrdiff_t>(md.sum_begin[k]),
+                        md.sums.begin() + static_cast<std::ptrdiff_t>(md.sum_begin[k] + md.sum_count[k]));
+    return gathered;
+}
+
+// The per-chunk integer columns in their run form (FORMAT.md 2.5), where
+// that is how they are stored.
+struct ChunkColumnRuns {
+    explicit ChunkColumnRuns(const MetadataColumns& md)
+    {
+        const std::size_t n = md.entries.size();
+        std::vector<RowBlock> box_blocks(n), chunk_blocks(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            box_blocks[i] = {md.entries[i].chunks, static_cast<std::uint32_t>(2 * md.entries[i].ndim())};
+            chunk_blocks[i] = {md.entries[i].chunks, 1};
+        }
+        boxes_as_runs = as_runs(md.boxes, box_blocks, boxes);
+        files_as_runs = as_runs(md.chunk_file, chunk_blocks, files);
+        offsets_as_runs = as_runs(md.chunk_offset, chunk_blocks, offsets);
+        lengths_as_runs = as_runs(md.chunk_length, chunk_blocks, lengths);
+    }
+    bool any() const { return boxes_as_runs || files_as_runs || offsets_as_runs || lengths_as_runs; }
+
+    std::vector<std::int64_t> boxes, files, offsets, lengths;
+    bool boxes_as_runs = false, files_as_runs = false, offsets_as_runs = false, lengths_as_runs = false;
+};
+
+// Attributes of the checkpoint as a whole.
+void write_header(hid_t root, const MetadataColumns& md)
+{
     h5::write_string_attr(root, "library_version", md.library_version);
     h5::write_i64_attr(root, "world_size", {md.world_size}, {});
     h5::write_string_attr(root, "layout", md.layout);
     h5::write_string_attr(root, "created", md.created);
     h5::write_i64_attr(root, "entry_count", {static_cast<std::int64_t>(md.entries.size())}, {});
     h5::write_string_array_attr(root, "files", md.files);
-    h5::write_string_array_attr(root, "names", names);
-    h5::write_raw_array_attr(root, "kinds", kind_enum(), kinds.data(), n);
-    h5::write_raw_array_attr(root, "dtypes", dtype_enum(), dtypes.data(), n);
-    h5::write_raw_array_attr(root, "ndims", H5T_NATIVE_UINT8, ndims.data(), n);
-    bool any_dataset = h5::write_i64_attr(root, "global_shapes", shapes, {shapes.size()}, dataset_above);
-    any_dataset |= h5::write_i64_attr(root, "chunk_counts", counts, {counts.size()}, dataset_above);
-    // The per-chunk columns in 32 bits where their values fit (FORMAT.md 2);
-    // boxes only when every global extent does, so that a reader's
-    // offset + extent cannot overflow either.
+}
+
+// Returns true when it stored an array as a dataset.
+bool write_entry_table(hid_t root, const EntryTable& t, std::size_t dataset_above)
+{
+    const std::size_t n = t.names.size();
+    h5::write_string_array_attr(root, "names", t.names);
+    h5::write_raw_array_attr(root, "kinds", kind_enum(), t.kinds.data(), n);
+    h5::write_raw_array_attr(root, "dtypes", dtype_enum(), t.dtypes.data(), n);
+    h5::write_raw_array_attr(root, "ndims", H5T_NATIVE_UINT8, t.ndims.data(), n);
+    bool any_dataset = h5::write_i64_attr(root, "global_shapes", t.shapes, {t.shapes.size()}, dataset_above);
+    any_dataset |= h5::write_i64_attr(root, "chunk_counts", t.counts, {t.counts.size()}, dataset_above);
+    return any_dataset;
+}
+
+// The per-chunk columns, in their run form or plain, in 32 bits where their
+// values fit (FORMAT.md 2); boxes only when every global extent does
+// (`shapes`), so that a reader's offset + extent cannot overflow either.
+// Returns true when it stored a column as a dataset.
+bool write_chunk_columns(hid_t root, const MetadataColumns& md, const std::vector<std::int64_t>& shapes,
+                         const ChunkColumnRuns& runs, std::size_t dataset_above)
+{
     const bool extents_fit = std::all_of(shapes.begin(), shapes.end(), [](std::int64_t e) {
         return e <= std::numeric_limits<std::int32_t>::max();
     });
-    any_dataset |= write_runs_or(root, "chunk_boxes", boxes_as_runs, box_runs, dataset_above, [&] {
+    bool any_dataset = write_runs_or(root, "chunk_boxes", runs.boxes_as_runs, runs.boxes, dataset_above, [&] {
         return h5::write_i64_column(root, "chunk_boxes", md.boxes, extents_fit, dataset_above);
     });
-    any_dataset |= write_runs_or(root, "chunk_files", files_as_runs, file_runs, dataset_above, [&] {
+    any_dataset |= write_runs_or(root, "chunk_files", runs.files_as_runs, runs.files, dataset_above, [&] {
         return h5::write_i64_column(root, "chunk_files", md.chunk_file, true, dataset_above);
     });
-    any_dataset |= write_runs_or(root, "chunk_offsets", offsets_as_runs, offset_runs, dataset_above, [&] {
+    any_dataset |= write_runs_or(root, "chunk_offsets", runs.offsets_as_runs, runs.offsets, dataset_above, [&] {
         return h5::write_u64_column(root, "chunk_offsets", md.chunk_offset, dataset_above);
     });
-    any_dataset |= write_runs_or(root, "chunk_lengths", lengths_as_runs, length_runs, dataset_above, [&] {
+    any_dataset |= write_runs_or(root, "chunk_lengths", runs.lengths_as_runs, runs.lengths, dataset_above, [&] {
         return h5::write_u64_column(root, "chunk_lengths", md.chunk_length, dataset_above);
     });
+    return any_dataset;
+}
+
+// Returns true when it stored the checksums as a dataset.
+bool write_checksums(hid_t root, const MetadataColumns& md, const std::vector<std::uint64_t>& sums,
+                     std::size_t dataset_above)
+{
     h5::write_string_attr(root, "checksum_algorithm", md.checksum_block ? checksum_algorithm : "none");
     h5::write_i64_attr(root, "checksum_block_bytes", {static_cast<std::int64_t>(md.checksum_block)}, {});
-    any_dataset |= h5::write_u64_attr(root, "chunk_checksums", sums, dataset_above);
-    // The lowest version that describes the file: 3 where an array is a
-    // dataset (2.6), 2 where a column is in its run form (2.5), else 1, so
-    // that a file stays readable by older readers wherever it can.
-    h5::write_i64_attr(root, "format_version", {any_dataset ? 3 : any_runs ? 2 : 1}, {});
+    return h5::write_u64_attr(root, "chunk_checksums", sums, dataset_above);
+}
 
-    // Scalars and strings: one attribute each, named by the entry, of its
-    // natural type, so h5dump shows `"step" ... (0): 100`.
-    Handle values(
-        check_write(H5Gcreate2(root, "values", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating /cairn/values"));
+// Scalars and strings: one attribute each in /cairn/values, named by the
+// entry, of its natural type, so h5dump shows `"step" ... (0): 100`.
+void write_values(hid_t root, const MetadataColumns& md)
+{
+    Handle values(check_write(H5Gcreate2(root, "values", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating /cairn/values"));
     for (const auto& em : md.entries) {
         if (em.kind == ItemKind::string)
             h5::write_string_attr(values, em.name.c_str(), em.value);
         else if (em.kind == ItemKind::scalar)
             h5::write_raw_attr(values, em.name.c_str(), h5::native_type(static_cast<int>(em.dtype)), em.value.data());
     }
+}
+
+} // namespace
+
+void write_metadata_group(hid_t loc, const Metadata& md) { write_metadata_group(loc, to_columns(md)); }
+
+void write_metadata_group(hid_t loc, const MetadataColumns& md, std::size_t dataset_above)
+{
+    // Everything is checked before the group is created.
+    check_column_lengths(md);
+    ChunkRows rows;
+    const EntryTable table = entry_table(md, rows);
+    std::vector<std::uint64_t> gathered;
+    const std::vector<std::uint64_t>& sums = sums_in_chunk_order(md, rows, gathered);
+    const ChunkColumnRuns runs(md);
+
+    Handle root(check_write(H5Gcreate2(loc, "cairn", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating group /cairn"));
+    write_header(root, md);
+    bool any_dataset = write_entry_table(root, table, dataset_above);
+    any_dataset |= write_chunk_columns(root, md, table.shapes, runs, dataset_above);
+    any_dataset |= write_checksums(root, md, sums, dataset_above);
+    // The lowest version that describes the file: 3 where an array is a
+    // dataset (2.6), 2 where a column is in its run form (2.5), else 1, so
+    // that a file stays readable by older readers wherever it can.
+    h5::write_i64_attr(root, "format_version", {any_dataset ? 3 : runs.any() ? 2 : 1}, {});
+    write_values(root, md);
 }
 
 namespace {
