@@ -35,6 +35,7 @@ from ._cairn import (  # noqa: F401  (re-exported)
     Error,
     FormatError,
     IntegrityError,
+    Internal,
     Mismatch,
     NotFound,
     ReadError,
@@ -46,7 +47,7 @@ from . import _cairn
 __all__ = [
     "open", "save", "load", "verify", "steps", "Shard", "Checkpoint", "ArrayEntry", "Entry", "version",
     "Error", "WrongAPIUsage", "Mismatch", "NotFound", "ReadError", "WriteError", "FormatError",
-    "IntegrityError", "ConcurrentAccess",
+    "IntegrityError", "ConcurrentAccess", "Internal",
 ]
 
 #: Cairn dtype names (docs/FORMAT.md) to numpy dtypes. bf16 has no numpy

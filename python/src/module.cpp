@@ -329,6 +329,7 @@ PYBIND11_MODULE(_cairn, m)
     static py::exception<cairn::error::FormatError> format_error(m, "FormatError", error.ptr());
     static py::exception<cairn::error::IntegrityError> integrity(m, "IntegrityError", error.ptr());
     static py::exception<cairn::error::ConcurrentAccess> concurrent(m, "ConcurrentAccess", error.ptr());
+    static py::exception<cairn::error::Internal> internal(m, "Internal", error.ptr());
     py::register_exception_translator([](std::exception_ptr p) {
         try {
             if (p)
@@ -349,6 +350,8 @@ PYBIND11_MODULE(_cairn, m)
             raise_as(integrity, e.what());
         } catch (const cairn::error::ConcurrentAccess& e) {
             raise_as(concurrent, e.what());
+        } catch (const cairn::error::Internal& e) {
+            raise_as(internal, e.what());
         } catch (const cairn::Error& e) {
             raise_as(error, e.what());
         }
