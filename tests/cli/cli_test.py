@@ -154,6 +154,54 @@ for ck, layout in (("rich", "distcp"), ("rich.h5", "container")):
     check(e["zero_d"]["shape"] == [] and e["empty"]["shape"] == [0, 4] and e["empty"]["bytes"] == 0,
           "ls --json %s: 0-d and empty arrays" % ck)
 
+# ls -D: every chunk (box, file, offset, bytes), like bpls -D.
+r = cairn("ls", "-D", p("rich"))
+chunks = re.findall(r"^      (\[[^]]*\])  (\S+)  offset (\d+), (\d+) bytes$", r.stdout, re.M)
+grid = [c for c in chunks if c[0] in ("[0:7, 0:2, 0:3]", "[0:7, 2:5, 0:3]")]
+check(sorted((c[0], c[1], c[3]) for c in grid) == [("[0:7, 0:2, 0:3]", "__0_0.distcp", "168"),
+                                                   ("[0:7, 2:5, 0:3]", "__1_0.distcp", "252")],
+      "ls -D: grid's two chunks, their boxes, files and bytes", r.stdout)
+check(("[]", "__0_0.distcp") in [(c[0], c[1]) for c in chunks] and len(chunks) == 8,
+      "ls -D: one line per chunk, 0-d arrays as []", r.stdout)
+check(re.search(r"^  blob +bytes +20 bytes\n      \[0:20\]  __\d_0\.distcp  offset \d+, 20 bytes$", r.stdout, re.M),
+      "ls -D: a blob's chunk", r.stdout)
+doc = json.loads(cairn("ls", "-D", "--json", p("rich.h5")).stdout)
+e = {x["name"]: x for x in doc["entries"]}
+check(sorted((tuple(map(tuple, c["box"])), c["file"], c["bytes"]) for c in e["grid"]["decomposition"]) ==
+      [(((0, 7), (0, 2), (0, 3)), "/grid", 168), (((0, 7), (2, 5), (0, 3)), "/grid", 252)] and
+      e["empty"]["decomposition"] == [] and "decomposition" not in e["count"],
+      "ls -D --json: a container's chunks", str(e["grid"]))
+# ls -l: min and max of every array, like bpls -l.
+r = cairn("ls", "-l", p("rich"))
+for name, lo, hi in (("grid", "0", "642"), ("ids", "-5", "25"), ("special", "-2.25", "inf"), ("flags", "false", "true"),
+                     ("zero_d", "3.25", "3.25")):
+    check(re.search(r"^  %s .* bytes, min %s, max %s$" % (name, re.escape(lo), re.escape(hi)), r.stdout, re.M),
+          "ls -l: %s from %s to %s (NaN left out)" % (name, lo, hi), r.stdout)
+check(re.search(r"^  empty .* 0 bytes$", r.stdout, re.M), "ls -l: no min and max of an empty array", r.stdout)
+doc = json.loads(cairn("ls", "-l", "--json", p("rich_mod")).stdout)
+e = {x["name"]: x for x in doc["entries"]}
+check((e["grid"]["min"], e["grid"]["max"], e["ids"]["min"], e["ids"]["max"], e["empty"]["min"]) == (-1, 642, -5, 22, None),
+      "ls -l --json: min and max as numbers", str(doc["entries"]))
+# Over several passes and ranks: against every value `cat` prints.
+values = [float(v) for v in numbers(cairn("cat", p("heat"), "temperature").stdout)]
+r = cairn("--memory", "1", "ls", "-l", p("heat"))
+m = re.search(r"^  temperature .* min (\S+), max (\S+)$", r.stdout, re.M)
+check(m and len(values) == 180000 and (float(m.group(1)), float(m.group(2))) == (min(values), max(values)),
+      "ls -l: heat2d's min and max in passes, as cat's values", r.stdout)
+# A per-rank checkpoint's metadata.h5 stands for its directory.
+r = cairn("ls", p("rich/metadata.h5"))
+check(r.stdout.startswith(p("rich") + ": per-rank layout"), "ls CKPT/metadata.h5: the checkpoint", r.stdout + r.stderr)
+check(numbers(cairn("cat", p("rich/metadata.h5"), "ids").stdout) == [str(3 * i - 5) for i in range(11)],
+      "cat CKPT/metadata.h5")
+check(": OK" in cairn("verify", p("rich/metadata.h5")).stdout, "verify CKPT/metadata.h5")
+check("are equal" in cairn("diff", p("rich/metadata.h5"), p("rich.h5")).stdout, "diff CKPT/metadata.h5 CKPT")
+r = cairn("repair", p("rich/metadata.h5"))
+check(p("rich") + ": nothing to repair" in r.stdout, "repair CKPT/metadata.h5: the checkpoint", r.stdout)
+os.makedirs(p("cont"))
+cairn("convert", p("rich"), p("cont/metadata.h5"))
+check(cairn("ls", p("cont/metadata.h5")).stdout.startswith(p("cont/metadata.h5") + ": container layout"),
+      "ls of a container named metadata.h5: the container")
+
 # ---- cat -----------------------------------------------------------------------
 r = cairn("cat", p("rich"), "grid", "--slice", "1:6:2,-1,0:3")
 want = [str(100 * i + 10 * 4 + k) for i in (1, 3, 5) for k in range(3)]

@@ -286,6 +286,22 @@ bool numeric_value(DType dtype, const void* p, long double& v)
 
 std::string format_double(double v) { return float_str(v); }
 
+std::string format_number(DType dtype, long double v)
+{
+    switch (dtype) {
+    case DType::f64: return float_str(static_cast<double>(v));
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: return float_str(static_cast<float>(v));
+    case DType::boolean: return v != 0 ? "true" : "false";
+    case DType::u8:
+    case DType::u16:
+    case DType::u32:
+    case DType::u64: return std::to_string(static_cast<std::uint64_t>(v));
+    default: return std::to_string(static_cast<std::int64_t>(v));
+    }
+}
+
 nlohmann::ordered_json json_value(DType dtype, const void* p) { return json_from_text(format_value(dtype, p)); }
 
 nlohmann::ordered_json json_from_text(const std::string& text)

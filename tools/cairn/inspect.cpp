@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <cmath>
 
 namespace cairn_tool {
 
@@ -32,9 +34,89 @@ std::string scalar_text(const std::string& path, const std::string& name, const 
     return format_value(e.dtype, e.value.data());
 }
 
-// `ls --json` (docs/CLI.md).
-nlohmann::ordered_json ls_json(const std::string& path, const cairn::Metadata& md)
+// The box of a chunk as "[0:30, 5:10]" (start:stop per dimension).
+std::string box_text(const cairn::Box& box)
 {
+    std::string s = "[";
+    for (std::size_t d = 0; d < box.ndim(); ++d)
+        s += (d ? ", " : "") + std::to_string(box.offsets[d]) + ":" + std::to_string(box.offsets[d] + box.shape[d]);
+    return s + "]";
+}
+
+nlohmann::ordered_json box_json(const cairn::Box& box)
+{
+    auto j = nlohmann::ordered_json::array();
+    for (std::size_t d = 0; d < box.ndim(); ++d)
+        j.push_back({box.offsets[d], box.offsets[d] + box.shape[d]});
+    return j;
+}
+
+// The smallest and largest value of every array with elements (NaNs left
+// out; none for an array of NaNs only), read in passes over the ranks, as
+// text on rank 0. Collective.
+std::map<std::string, std::pair<std::string, std::string>> array_extremes(const Context& ctx, const std::string& path)
+{
+    const cairn::Metadata md = open_checkpoint(ctx, path);
+    std::map<std::string, std::pair<long double, long double>> mine; // every array, in name order
+    for (const auto& [name, e] : md.entries)
+        if (e.kind == cairn::ItemKind::array && cairn::volume(e.global_shape) > 0)
+            mine.emplace(name, std::make_pair(static_cast<long double>(INFINITY), -static_cast<long double>(INFINITY)));
+    std::uint64_t total = 0;
+    const auto passes = plan_passes(ctx, md);
+    for (const auto& pass : passes)
+        for (const auto& piece : pass)
+            if (const auto box = piece_box(ctx, piece))
+                total += static_cast<std::uint64_t>(box->volume()) * cairn::dtype_size(piece.entry->dtype);
+    ProgressBar bar(ctx, "ls -l", total);
+    std::uint64_t done = 0;
+    for (const auto& pass : passes) {
+        std::vector<Region> regions;
+        for (const auto& piece : pass)
+            if (const auto box = piece_box(ctx, piece))
+                regions.push_back(Region{piece.name, piece.entry, *box, {}});
+        load_regions(ctx, path, regions, bar.callback(done));
+        for (const auto& r : regions) {
+            auto& [lo, hi] = mine.at(r.name);
+            const std::size_t es = cairn::dtype_size(r.entry->dtype);
+            for (std::size_t k = 0; k < r.data.size(); k += es) {
+                long double v = 0;
+                if (!numeric_value(r.entry->dtype, r.data.data() + k, v))
+                    v = r.data[k] != std::byte{0} ? 1 : 0; // bool
+                if (std::isnan(v))
+                    continue;
+                lo = std::min(lo, v);
+                hi = std::max(hi, v);
+            }
+            done += r.data.size();
+        }
+        bar.update(done);
+    }
+    bar.finish();
+    std::vector<long double> lo, hi, all_lo(mine.size()), all_hi(mine.size());
+    for (const auto& kv : mine) {
+        lo.push_back(kv.second.first);
+        hi.push_back(kv.second.second);
+    }
+    const int n = static_cast<int>(mine.size());
+    MPI_Reduce(lo.data(), all_lo.data(), n, MPI_LONG_DOUBLE, MPI_MIN, 0, ctx.comm);
+    MPI_Reduce(hi.data(), all_hi.data(), n, MPI_LONG_DOUBLE, MPI_MAX, 0, ctx.comm);
+    std::map<std::string, std::pair<std::string, std::string>> out;
+    std::size_t k = 0;
+    for (const auto& kv : mine) {
+        const cairn::DType dtype = md.entries.at(kv.first).dtype;
+        if (ctx.root() && all_lo[k] <= all_hi[k])
+            out[kv.first] = {format_number(dtype, all_lo[k]), format_number(dtype, all_hi[k])};
+        ++k;
+    }
+    return out;
+}
+
+using Extremes = std::map<std::string, std::pair<std::string, std::string>>;
+
+// `ls --json` (docs/CLI.md).
+nlohmann::ordered_json ls_json(const LsArgs& args, const cairn::Metadata& md, const Extremes& extremes)
+{
+    const std::string& path = args.path;
     nlohmann::ordered_json doc;
     doc["checkpoint"] = path;
     doc["layout"] = md.layout;
@@ -54,6 +136,11 @@ nlohmann::ordered_json ls_json(const std::string& path, const cairn::Metadata& m
             j["shape"] = e.global_shape;
             j["chunks"] = e.chunks.size();
             j["bytes"] = stored_bytes(e);
+            if (args.extremes) {
+                const auto x = extremes.find(name);
+                j["min"] = x == extremes.end() ? nullptr : json_from_text(x->second.first);
+                j["max"] = x == extremes.end() ? nullptr : json_from_text(x->second.second);
+            }
             break;
         case cairn::ItemKind::bytes: j["length"] = e.global_shape.empty() ? 0 : e.global_shape[0]; break;
         case cairn::ItemKind::scalar:
@@ -61,6 +148,14 @@ nlohmann::ordered_json ls_json(const std::string& path, const cairn::Metadata& m
             j["value"] = json_from_text(scalar_text(path, name, e));
             break;
         case cairn::ItemKind::string: j["value"] = e.value; break;
+        }
+        if (args.decomposition && (e.kind == cairn::ItemKind::array || e.kind == cairn::ItemKind::bytes)) {
+            auto& list = j["decomposition"] = nlohmann::ordered_json::array();
+            for (const auto& c : e.chunks)
+                list.push_back({{"box", box_json(c.box)},
+                                {"file", c.storage.path},
+                                {"offset", c.storage.offset},
+                                {"bytes", c.storage.length}});
         }
         entries.push_back(std::move(j));
     }
@@ -73,13 +168,16 @@ void print(const std::string& s) { std::fwrite(s.data(), 1, s.size(), stdout); }
 
 int cmd_ls(const Context& ctx, const LsArgs& args)
 {
+    Extremes extremes; // -l: read every array first (collective), then list
+    if (args.extremes)
+        extremes = array_extremes(ctx, args.path);
     const cairn::Metadata md = open_checkpoint_on_root(ctx, args.path); // only rank 0 prints
     std::string out;
     agree(ctx, [&] {
         if (!ctx.root())
             return;
         if (args.json) {
-            out = json_text(ls_json(args.path, md));
+            out = json_text(ls_json(args, md, extremes));
             return;
         }
         std::uint64_t total = 0;
@@ -110,6 +208,11 @@ int cmd_ls(const Context& ctx, const LsArgs& args)
             case cairn::ItemKind::array:
                 line += cairn::shape_str(e.global_shape) + "  " + std::to_string(e.chunks.size()) + " chunk" +
                         (e.chunks.size() == 1 ? "" : "s") + ", " + std::to_string(stored_bytes(e)) + " bytes";
+                if (args.extremes) {
+                    const auto x = extremes.find(name);
+                    if (x != extremes.end())
+                        line += ", min " + x->second.first + ", max " + x->second.second;
+                }
                 break;
             case cairn::ItemKind::bytes:
                 line += std::to_string(e.global_shape.empty() ? 0 : e.global_shape[0]) + " bytes";
@@ -118,6 +221,10 @@ int cmd_ls(const Context& ctx, const LsArgs& args)
             case cairn::ItemKind::string: line += "= " + quoted(e.value); break;
             }
             out += line + "\n";
+            if (args.decomposition && (e.kind == cairn::ItemKind::array || e.kind == cairn::ItemKind::bytes))
+                for (const auto& c : e.chunks)
+                    out += "      " + box_text(c.box) + "  " + printable(c.storage.path) + "  offset " +
+                           std::to_string(c.storage.offset) + ", " + std::to_string(c.storage.length) + " bytes\n";
         }
     });
     if (ctx.root())

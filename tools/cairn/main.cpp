@@ -1,6 +1,6 @@
 // cairn: inspect, check, compare, convert and repair Cairn checkpoints (docs/CLI.md).
 //
-//   cairn ls CKPT [--json]            cairn verify CKPT [--strict] [--json]
+//   cairn ls CKPT [-D] [-l] [--json]  cairn verify CKPT [--strict] [--json]
 //   cairn cat CKPT NAME [--slice S]   cairn diff A B [--abs D] [--rel P] [--json]
 //   cairn convert SRC DST [--layout L] [--force]
 //   cairn repair PATH
@@ -29,7 +29,8 @@ const char* footer = R"(Exit status:
 
 CKPT is a per-rank checkpoint directory or a container file (.h5), or a
 checkpoint manager directory (its steps for ls; with --step N, or by default
-the checkpoint LATEST names, for every verb) or its LATEST file. A CKPT
+the checkpoint LATEST names, for every verb) or its LATEST file; a per-rank
+checkpoint's metadata.h5 stands for its directory. A CKPT
 that is missing beside a complete CKPT.cairn-staging (a replacement
 interrupted between its two renames) is an error until `cairn repair CKPT`
 puts the newest copy in place. Under
@@ -53,7 +54,7 @@ int main(int argc, char** argv)
     app.fallthrough(); // global options after the verb too
     std::uint64_t memory_mib = ctx.memory >> 20;
     app.add_flag("-q,--quiet", ctx.quiet, "No progress bar and no summary on stderr");
-    app.add_option("--memory", memory_mib, "MiB of array data per rank held at once by cat, verify and diff")
+    app.add_option("--memory", memory_mib, "MiB of array data per rank held at once by cat, verify, diff and ls -l")
         ->check(CLI::Range(std::uint64_t(1), std::uint64_t(1) << 30));
     app.set_version_flag("--version", std::string(cairn::version()));
 
@@ -63,8 +64,12 @@ int main(int argc, char** argv)
     LsArgs ls;
     auto* c_ls = app.add_subcommand("ls", "List the entries of a checkpoint: arrays with dtype, shape, chunks and "
                                           "bytes; scalars and strings with their values; byte blobs with their length");
-    c_ls->add_option("CKPT", ls.path, "Checkpoint (directory or .h5 file)")->required();
+    c_ls->add_option("CKPT", ls.path, "Checkpoint (directory or .h5 file), or checkpoint manager directory")->required();
     c_ls->add_flag("--json", ls.json, "Print JSON for scripts");
+    c_ls->add_flag("-D,--decomposition", ls.decomposition,
+                   "Also list every stored chunk of every array and blob: its box, file, offset and bytes");
+    c_ls->add_flag("-l,--long", ls.extremes, "Also give the min and max of every array (reads all data; in "
+                                             "parallel under mpiexec)");
     c_ls->add_option("--step", step, step_help + "; without it, ls lists the steps")->type_name("N");
 
     CatArgs cat;
@@ -167,8 +172,10 @@ int main(int argc, char** argv)
             diff.b = b;
             rc = cmd_diff(ctx, diff);
         }
-        else if (verb == "repair")
+        else if (verb == "repair") {
+            repair.path = resolve_metadata_file(ctx, repair.path);
             rc = cmd_repair(ctx, repair);
+        }
         else {
             convert.src = resolve_checkpoint(ctx, convert.src);
             rc = cmd_convert(ctx, convert);

@@ -67,6 +67,21 @@ std::string read_latest(const fs::path& root)
     return line;
 }
 
+// The per-rank layout's metadata file `dir/metadata.h5` stands for its
+// checkpoint `dir`; a container file of that name stays itself.
+std::string checkpoint_of_file(const std::string& path)
+{
+    const fs::path p(path);
+    if (p.filename() != "metadata.h5" || !regular_file(p))
+        return path;
+    try {
+        cairn::read_metadata(path); // a container named metadata.h5
+        return path;
+    } catch (const cairn::Error&) {
+        return p.parent_path().empty() ? std::string(".") : p.parent_path().string();
+    }
+}
+
 // Runs on rank 0: what `path` names, given --step.
 std::string resolve_on_root(const std::string& path, const std::optional<std::int64_t>& step, bool step_of_managers_only,
                             bool& manager)
@@ -84,6 +99,11 @@ std::string resolve_on_root(const std::string& path, const std::optional<std::in
         if (!committed(target))
             throw ToolError(path + ": names " + target.string() + ", which is not a committed checkpoint");
         return target.string();
+    }
+    if (!step) {
+        const std::string dir = checkpoint_of_file(path);
+        if (dir != path)
+            return dir;
     }
     if (!is_manager_dir(path)) {
         if (step && !step_of_managers_only)
@@ -162,6 +182,20 @@ std::string resolve_checkpoint(const Context& ctx, const std::string& path, bool
     MPI_Bcast(&is_manager, 1, MPI_INT, 0, ctx.comm);
     if (manager)
         *manager = is_manager != 0;
+    int n = static_cast<int>(resolved.size());
+    MPI_Bcast(&n, 1, MPI_INT, 0, ctx.comm);
+    resolved.resize(static_cast<std::size_t>(n));
+    MPI_Bcast(resolved.data(), n, MPI_CHAR, 0, ctx.comm);
+    return resolved;
+}
+
+std::string resolve_metadata_file(const Context& ctx, const std::string& path)
+{
+    std::string resolved;
+    agree(ctx, [&] {
+        if (ctx.root())
+            resolved = checkpoint_of_file(path);
+    });
     int n = static_cast<int>(resolved.size());
     MPI_Bcast(&n, 1, MPI_INT, 0, ctx.comm);
     resolved.resize(static_cast<std::size_t>(n));

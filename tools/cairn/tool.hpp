@@ -74,11 +74,16 @@ std::vector<ManagedStep> manager_steps(const std::string& root);
 const ManagedStep& default_step(const std::string& root, const std::vector<ManagedStep>& steps);
 /// The checkpoint `path` names, agreed on every rank: for a manager
 /// directory the checkpoint of ctx.step (default: default_step), for a
-/// manager's LATEST file the checkpoint it names, else `path` itself
+/// manager's LATEST file the checkpoint it names, for a per-rank
+/// checkpoint's metadata.h5 its directory, else `path` itself
 /// (ToolError for --step with anything but a manager directory, unless
 /// `manager` is given: then it tells whether `path` is one, and --step
 /// applies to manager directories only). Collective.
 std::string resolve_checkpoint(const Context& ctx, const std::string& path, bool* manager = nullptr);
+/// `dir` for the per-rank layout's metadata file `dir/metadata.h5` (not for
+/// a container file of that name), else `path`; resolve_checkpoint does the
+/// same. Collective.
+std::string resolve_metadata_file(const Context& ctx, const std::string& path);
 
 /// The entry `name` of `md`, or a ToolError naming the checkpoint and the entry.
 const cairn::EntryMeta& find_entry(const cairn::Metadata& md, const std::string& path, const std::string& name);
@@ -99,6 +104,10 @@ std::string format_value(cairn::DType dtype, const void* p);
 bool numeric_value(cairn::DType dtype, const void* p, long double& v);
 /// A double in its shortest round-trip form ("nan", "inf", "-inf").
 std::string format_double(double v);
+/// A number of `dtype` held as a long double (what numeric_value gave, or 0 /
+/// 1 for bool) in the dtype's form: integers exactly, f32, f16 and bf16 as
+/// floats, f64 as a double, "false" / "true".
+std::string format_number(cairn::DType dtype, long double v);
 /// The same, as a JSON value: a number (integers exactly, floats in their
 /// shortest form), true / false, or the string "nan", "inf", "-inf".
 nlohmann::ordered_json json_value(cairn::DType dtype, const void* p);
@@ -193,6 +202,8 @@ std::vector<std::string> gather_strings(const Context& ctx, const std::string& m
 struct LsArgs {
     std::string path;
     bool json = false;
+    bool decomposition = false; ///< -D: every chunk of every entry (box, file, offset, bytes)
+    bool extremes = false;      ///< -l: min and max of every array (reads the data)
 };
 int cmd_ls(const Context& ctx, const LsArgs& args);
 /// `ls` of a manager directory without --step: its steps.
