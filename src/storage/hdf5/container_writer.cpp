@@ -17,7 +17,7 @@
 #include "core/fault.hpp"
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
-#include "storage/builtin_writers.hpp"
+#include "storage/columnar_storage.hpp"
 #include "storage/distcp/mpiio.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/container_h5.hpp"
@@ -359,7 +359,8 @@ void write_small_datasets(MPI_Comm comm, const std::string& tmp, const std::vect
 
 } // namespace
 
-struct ContainerWriter::Impl {
+struct ContainerWriter::Impl final : detail::ColumnarWriter {
+    void commit(detail::MetadataColumns& md) override;
     ContainerWriterOptions opt;
     std::string path; // the committed file
     std::string tmp;  // where this save writes
@@ -857,12 +858,14 @@ std::vector<WriteResult> ContainerWriter::write_data(const SavePlan& plan, SaveP
 void ContainerWriter::finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>&)
 {
     auto md = detail::to_columns(metadata);
-    detail::BuiltinWriters::finish(*this, md);
+    m_impl->commit(md);
 }
 
-void detail::BuiltinWriters::finish(ContainerWriter& w, MetadataColumns& md)
+detail::ColumnarWriter* ContainerWriter::columnar() noexcept { return m_impl.get(); }
+
+void ContainerWriter::Impl::commit(detail::MetadataColumns& md)
 {
-    auto& im = *w.m_impl;
+    auto& im = *this;
     md.layout = "container";
     md.checksum_block = im.opt.checksum_block;
     md.created = utc_now();
@@ -883,15 +886,15 @@ void detail::BuiltinWriters::finish(ContainerWriter& w, MetadataColumns& md)
         const Handle dcpl = dataset_creation(im.tmp);
         for (const auto& em : md.entries) {
             const std::string& fqn = em.name;
-            const std::string path = container_dataset_path(fqn);
-            const std::string what = im.tmp + ": dataset '" + path + "'";
+            const std::string dataset = container_dataset_path(fqn);
+            const std::string what = im.tmp + ": dataset '" + dataset + "'";
             if (em.kind == ItemKind::scalar) {
                 if (em.value.size() != dtype_size(em.dtype))
                     throw error::WriteError(what + ": the value of scalar '" + fqn + "' has " +
                                             std::to_string(em.value.size()) + " bytes");
                 const auto code = static_cast<int>(em.dtype);
                 const Handle space(check(H5Screate(H5S_SCALAR), what, true));
-                Handle dset(check(H5Dcreate2(file, path.c_str(), detail::h5::dataset_type(code, false), space, lcpl,
+                Handle dset(check(H5Dcreate2(file, dataset.c_str(), detail::h5::dataset_type(code, false), space, lcpl,
                                              H5P_DEFAULT, H5P_DEFAULT),
                                   "creating " + what, true));
                 check_status(H5Dwrite(dset, detail::h5::dataset_type(code, true), H5S_ALL, H5S_ALL, H5P_DEFAULT,
@@ -902,15 +905,15 @@ void detail::BuiltinWriters::finish(ContainerWriter& w, MetadataColumns& md)
                 check_status(H5Tset_size(type, H5T_VARIABLE), what, true);
                 check_status(H5Tset_cset(type, H5T_CSET_UTF8), what, true);
                 const Handle space(check(H5Screate(H5S_SCALAR), what, true));
-                Handle dset(check(H5Dcreate2(file, path.c_str(), type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT),
+                Handle dset(check(H5Dcreate2(file, dataset.c_str(), type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT),
                                   "creating " + what, true));
                 const char* p = em.value.c_str();
                 check_status(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "writing " + what, true);
-            } else if (em.chunks == 0 && H5Lexists(file, path.c_str(), H5P_DEFAULT) <= 0) {
+            } else if (em.chunks == 0 && H5Lexists(file, dataset.c_str(), H5P_DEFAULT) <= 0) {
                 // An array without elements: nobody wrote it.
                 const auto code = static_cast<int>(em.kind == ItemKind::bytes ? DType::u8 : em.dtype);
                 const Handle space = ct::shape_space(em.global_shape, what, true);
-                Handle dset(check(H5Dcreate2(file, path.c_str(), detail::h5::dataset_type(code, false), space, lcpl,
+                Handle dset(check(H5Dcreate2(file, dataset.c_str(), detail::h5::dataset_type(code, false), space, lcpl,
                                              dcpl, H5P_DEFAULT),
                                   "creating " + what, true));
             }
