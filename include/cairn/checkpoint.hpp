@@ -69,8 +69,9 @@ struct SaveOptions : WriteOptions {
     /// takes effect only when every rank passes it (otherwise the save plans
     /// from scratch, and what was kept is freed). The coordinator keeps its plan and
     /// metadata tables between saves (about 100 bytes per chunk); a save
-    /// without this option frees them. Default planner and Cairn's own
-    /// storage only (the option is ignored otherwise).
+    /// without this option frees them. The default planner (`planner`
+    /// unset) and Cairn's own storage only (the option is ignored
+    /// otherwise).
     bool reuse_plan = false;
     /// Check that the ranks holding a replicated array (a shard whose box is
     /// the whole array, as add_replicated() adds) hold the same bytes: each
@@ -80,7 +81,8 @@ struct SaveOptions : WriteOptions {
     /// Only one copy is stored, so without the check the others' bytes are
     /// never looked at. Host memory and the default planner only.
     bool check_replicas = true;
-    /// Custom planner; default: DefaultSavePlanner.
+    /// Custom planner; default (unset): DefaultSavePlanner, which Cairn then
+    /// also plans on columns (SavePlanner::columnar).
     std::shared_ptr<SavePlanner> planner;
     /// Custom storage; default: chosen by `layout`.
     std::shared_ptr<StorageWriter> storage;

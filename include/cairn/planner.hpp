@@ -12,6 +12,11 @@
 
 namespace cairn {
 
+namespace detail {
+class ColumnarSavePlanner;  // the global plan on encoded plans (internal)
+class FilteringLoadPlanner; // set up before the metadata arrives (internal)
+} // namespace detail
+
 /// A readable region of memory handed to a storage writer.
 struct DataRef {
     StridedView view;
@@ -41,6 +46,11 @@ public:
     virtual SavePlan finish_plan(SavePlan central_plan) { return central_plan; }
     /// Local. The memory holding the data of `item` (dense or strided).
     virtual DataRef resolve_data(const WriteItem& item) = 0;
+    /// A faster form of the global plan, on the plans as the ranks send
+    /// them, an internal interface offered by the planner Cairn creates when
+    /// SaveOptions::planner is unset; nullptr (the default): none, and the
+    /// coordinator calls create_global_plan.
+    virtual detail::ColumnarSavePlanner* columnar() noexcept { return nullptr; }
 };
 
 /// Load planner. Call sequence on every rank: set_up_planner ->
@@ -64,6 +74,11 @@ public:
     /// After all reads of this rank: sets scalars and strings, calls
     /// Stateful::load_state_dict.
     virtual void finish() = 0;
+    /// A set-up before the metadata arrives, so that a rank keeps of it only
+    /// the chunks it reads, an internal interface offered by the planner
+    /// Cairn creates when LoadOptions::planner is unset; nullptr (the
+    /// default): none, and set_up_planner gets the whole metadata.
+    virtual detail::FilteringLoadPlanner* filtering() noexcept { return nullptr; }
 };
 
 /// Flattens nested dicts and Stateful objects (calling their state_dict())
@@ -110,8 +125,8 @@ public:
     /// After set_up_planner: the box of array `fqn` in this rank's state,
     /// nullptr when the state has no array of that name (or before
     /// set_up_planner). Local, never throws; the pointer stays valid until
-    /// the next set_up_planner. load() decodes only the chunks that overlap
-    /// it (src/driver/load.cpp).
+    /// the next set_up_planner. A load with LoadOptions::planner unset
+    /// decodes only the chunks that overlap it (LoadPlanner::filtering).
     const Box* requested_box(const std::string& fqn) const;
 
     /// Keys of the state that the checkpoint lacks (partial loads only).

@@ -14,6 +14,11 @@
 
 namespace cairn {
 
+namespace detail {
+class ColumnarWriter; // Cairn's own storages: the commit from metadata columns (internal)
+class ColumnarReader; // Cairn's own storages: the metadata as columns (internal)
+} // namespace detail
+
 /// MPI-IO hints (key, value), set in order on the MPI_Info given to
 /// MPI_File_open (e.g. {"striping_factor", "16"}, {"striping_unit",
 /// "1048576"}, {"romio_cb_write", "enable"}). Hints the MPI library does not
@@ -55,6 +60,12 @@ public:
     virtual std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) = 0;
     virtual void finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>& results) = 0;
     virtual void abort() noexcept {}
+    /// A faster form of the commit, from the metadata as columns, an
+    /// internal interface that Cairn's own writers offer; nullptr (the
+    /// default): none, and the save calls finish() with a Metadata. A
+    /// subclass of DistcpWriter or ContainerWriter that overrides finish()
+    /// returns nullptr here, so that its finish() is called.
+    virtual detail::ColumnarWriter* columnar() noexcept { return nullptr; }
 };
 
 /// Storage reader. Sequence:
@@ -91,6 +102,14 @@ public:
     /// mismatch, error::ReadError when the bytes cannot be read. The default
     /// throws error::WrongAPIUsage (the storage cannot verify).
     virtual std::uint64_t verify_chunk(const std::string& fqn, const EntryMeta& entry, const ChunkMeta& chunk);
+    /// A faster form of read_metadata, as columns framed entry by entry, an
+    /// internal interface that Cairn's own readers offer; nullptr (the
+    /// default): none, and the load calls read_metadata(). A reader that
+    /// offers it also takes a metadata in which each entry keeps only the
+    /// chunks the rank reads. A subclass of DistcpReader or ContainerReader
+    /// that overrides read_metadata() or set_up_storage_reader() returns
+    /// nullptr here.
+    virtual detail::ColumnarReader* columnar() noexcept { return nullptr; }
 };
 
 } // namespace cairn

@@ -10,11 +10,10 @@
 #include "cairn/container.hpp"
 #include "cairn/distcp.hpp"
 #include "driver/read_session.hpp"
-#include "storage/builtin_readers.hpp"
+#include "driver/capabilities.hpp"
 
 #include <exception>
 #include <memory>
-#include <typeinfo>
 
 namespace cairn {
 
@@ -78,27 +77,24 @@ struct Load : ReadSession {
 
 // Phase "local plan", collective: every rank gets the metadata in frames of
 // whole entries, decoded as they arrive (detail::share_metadata), and plans
-// which stored regions overlap its boxes. With the default planner and
-// Cairn's own readers a rank keeps only the chunks its state's boxes overlap
-// (and each entry's first): chunk numbers in its plan index those, and
-// nothing else sees them. A rank then holds one frame of the broadcast at a
-// time, and of the metadata what it reads, not the checkpoint's chunk count.
+// which stored regions overlap its boxes. Where the planner and reader offer
+// it (LoadForms::filtered) a rank keeps only the chunks its state's boxes
+// overlap (and each entry's first): chunk numbers in its plan index those,
+// and nothing else sees them. A rank then holds one frame of the broadcast
+// at a time, and of the metadata what it reads, not the checkpoint's chunk
+// count.
 LoadPlan local_plan(Load& s, StateDict& state, std::unique_ptr<detail::MetadataFrames> frames)
 {
     return run_phase(s.comm, "local plan", [&] {
         const bool coord = s.comm.coordinator();
-        const LoadPlanner& p = *s.planner;
-        const bool own = typeid(p) == typeid(DefaultLoadPlanner) && detail::BuiltinReaders::is_builtin(*s.storage);
+        const detail::LoadForms forms = detail::load_forms(*s.planner, *s.storage);
         // The filter needs the flattened state; a rank that fails here still
         // takes part in the broadcast.
         std::exception_ptr failed;
         detail::WantedBox wanted;
-        if (own) {
+        if (forms.filtered()) {
             try {
-                // Flattens the state; it reads `metadata` only once it is set.
-                s.planner->set_up_planner(state, s.metadata, coord);
-                const auto& dp = static_cast<const DefaultLoadPlanner&>(p);
-                wanted = [&dp](const std::string& fqn) { return dp.requested_box(fqn); };
+                wanted = forms.planner->set_up_before_metadata(state, s.metadata, coord);
             } catch (...) {
                 failed = std::current_exception();
             }
@@ -110,7 +106,7 @@ LoadPlan local_plan(Load& s, StateDict& state, std::unique_ptr<detail::MetadataF
             std::rethrow_exception(failed);
         s.metadata = dec.finish();
         s.storage->set_up_storage_reader(s.metadata, coord, s.comm.comm);
-        if (!own)
+        if (!forms.filtered())
             s.planner->set_up_planner(state, s.metadata, coord);
         auto local = s.storage->prepare_local_plan(s.planner->create_local_plan());
         if (!s.global_step())
@@ -196,7 +192,7 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
 {
     wait_for_async_saves(); // HDF5 (usually not thread-safe) is never called from two threads at once
     Load s(comm, checkpoint_id, options, "load");
-    s.planner = options.planner ? options.planner : std::make_shared<DefaultLoadPlanner>(options.partial);
+    s.planner = options.planner ? options.planner : std::make_shared<detail::OwnLoadPlanner>(options.partial);
 
     s.log.begin(Phase::plan);
     auto frames = detail::open_and_read_metadata(s);

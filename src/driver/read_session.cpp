@@ -4,7 +4,7 @@
 #include "cairn/container.hpp"
 #include "cairn/distcp.hpp"
 #include "collective_checks.hpp"
-#include "storage/builtin_readers.hpp"
+#include "storage/columnar_storage.hpp"
 
 namespace cairn::detail {
 
@@ -44,13 +44,14 @@ std::shared_ptr<StorageReader> default_reader(const LoadOptions& o, bool contain
     return std::make_shared<DistcpReader>(o.staging_bytes, o.verify_checksums, o.per_rank.mpi_hints);
 }
 
-// The coordinator's metadata, to broadcast (share_metadata). Cairn's own
-// readers hand it over as columns, encoded without a per-chunk object, their
-// chunk rows expanded and checked one entry at a time as they are framed.
+// The coordinator's metadata, to broadcast (share_metadata). A reader that
+// offers it (Cairn's own: StorageReader::columnar) hands it over as columns,
+// encoded without a per-chunk object, their chunk rows expanded and checked
+// one entry at a time as they are framed; any other through read_metadata().
 std::unique_ptr<MetadataFrames> metadata_frames(StorageReader& storage)
 {
-    if (BuiltinReaders::is_builtin(storage))
-        return std::make_unique<MetadataFrames>(BuiltinReaders::read_metadata_rows(storage));
+    if (ColumnarReader* columns = storage.columnar())
+        return std::make_unique<MetadataFrames>(columns->read_metadata_rows());
     return std::make_unique<MetadataFrames>(storage.read_metadata());
 }
 

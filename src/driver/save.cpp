@@ -16,11 +16,9 @@
 #include "core/codec.hpp"
 #include "driver/save_session.hpp"
 #include "plan/plan_cache.hpp"
-#include "storage/builtin_writers.hpp"
 
 #include <chrono>
 #include <string_view>
-#include <typeinfo>
 #include <unordered_map>
 
 namespace cairn {
@@ -112,7 +110,6 @@ struct LocalPlan {
     detail::PlanKey key;
     Bytes stripped; ///< ranks but 0: without its name table, sent when every rank's is alike
     Bytes boxes;    ///< ranks but 0: its array boxes, sent when every rank's skeleton is alike
-    bool columnar = false; ///< the default planner with Cairn's own storage
 };
 
 // Phase "local plan", collective: every rank sets up its planner and
@@ -125,8 +122,9 @@ LocalPlan local_plan(SaveSession& s, StateDict& state, const std::string& id, co
     const Comm& c = s.comm;
     LocalPlan out;
     out.whole = run_phase(c, "local plan", detail::save_arguments(id, o), [&] {
-        s.planner = o.planner ? o.planner : std::make_shared<DefaultSavePlanner>();
+        s.planner = o.planner ? o.planner : std::make_shared<detail::OwnSavePlanner>();
         s.storage = o.storage ? o.storage : default_writer(o, id);
+        s.forms = detail::save_forms(*s.planner, *s.storage);
         s.storage->reset(id);
         s.storage->set_up_storage_writer(c.coordinator(), c.comm);
         s.log.started();
@@ -138,9 +136,7 @@ LocalPlan local_plan(SaveSession& s, StateDict& state, const std::string& id, co
         if (o.check_replicas && c.size > 1 && dynamic_cast<DefaultSavePlanner*>(s.planner.get()))
             s.replica_digests = detail::replica_digests(s.local, *s.planner);
         auto plan = detail::encode(s.local);
-        const SavePlanner& planner = *s.planner;
-        out.columnar = typeid(planner) == typeid(DefaultSavePlanner) && detail::BuiltinWriters::is_builtin(*s.storage);
-        if (o.reuse_plan && out.columnar)
+        if (o.reuse_plan && s.forms.columnar())
             out.key = detail::plan_key(s.local);
         out.key.names = detail::name_table_hash(plan);
         if (c.coordinator()) {
@@ -159,7 +155,6 @@ LocalPlan local_plan(SaveSession& s, StateDict& state, const std::string& id, co
 struct Exchanged {
     detail::PlanReuse reuse;
     std::vector<Bytes> gathered; ///< the coordinator's, index = rank, as sent
-    bool columnar = false;
 };
 
 // Collective, no error to agree on: whether the kept plan is reused (when
@@ -170,7 +165,6 @@ Exchanged exchange(SaveSession& s, LocalPlan local)
 {
     const Comm& c = s.comm;
     Exchanged out;
-    out.columnar = local.columnar;
     out.reuse = detail::negotiate_plan_reuse(c, std::move(local.key));
     s.plan_reused = out.reuse.reuse;
     const Bytes& sent = c.coordinator()         ? local.whole
@@ -190,19 +184,17 @@ void check_plan_count(const Comm& c, std::size_t plans)
                                               std::to_string(c.size) + " ranks");
 }
 
-// Coordinator: the global plan on columns (the default planner with Cairn's
-// own storage), when the plans are what that path takes: the final plans
-// to send, or false (the general path then runs and reports any problem).
+// Coordinator: the global plan on columns (SaveForms::columnar), when the
+// plans are what that path takes: the final plans to send, or false (the
+// general path then runs and reports any problem).
 bool columnar_global_plan(SaveSession& s, const Exchanged& x, std::vector<Bytes>& finals)
 {
     std::shared_ptr<detail::ColumnarSavePlan> cp = x.reuse.plan;
     if (cp)
         cp->reuse(s.local);
-    else if (x.columnar) {
-        cp = std::make_shared<detail::ColumnarSavePlan>();
-        if (!cp->ingest(x.gathered) || !cp->plan())
-            return false;
-    } else
+    else if (s.forms.columnar())
+        cp = s.forms.planner->plan_columns(x.gathered);
+    if (!cp)
         return false;
     auto shells = s.storage->prepare_global_plan(cp->storage_shells());
     check_plan_count(s.comm, shells.size());
@@ -251,7 +243,7 @@ std::vector<Bytes> global_plan(SaveSession& s, const std::string& id, const Exch
         s.log.started();
         if (!s.comm.coordinator())
             return;
-        if (detail::BuiltinWriters::is_builtin(*s.storage)) {
+        if (s.forms.claims_path()) {
             s.may_clean = false;
             s.lock = std::make_unique<detail::PathLock>(id);
             s.may_clean = true;
@@ -344,7 +336,7 @@ void commit(SaveSession& s, std::vector<Bytes> all_results)
             s.lock->check(); // still this save's path
         if (s.columnar) {
             s.columnar->attach_results(all_results);
-            detail::BuiltinWriters::finish(*s.storage, s.columnar->metadata());
+            s.forms.storage->commit(s.columnar->metadata());
             return;
         }
         std::vector<std::vector<WriteResult>> rs;

@@ -6,6 +6,7 @@
 #include "cairn/checkpoint.hpp"
 #include "comm/protocol.hpp"
 #include "core/phase_log.hpp"
+#include "driver/capabilities.hpp"
 #include "plan/columnar.hpp"
 #include "storage/path_lock.hpp"
 
@@ -28,9 +29,10 @@ struct SaveSession {
     std::uint64_t all_bytes = 0; ///< data bytes of all ranks (the coordinator's; 0 elsewhere)
     std::shared_ptr<SavePlanner> planner;
     std::shared_ptr<StorageWriter> storage;
+    SaveForms forms; ///< what the planner and storage offer beyond their public calls
     Metadata metadata; ///< the coordinator's on the struct-based path; empty elsewhere
-    /// The coordinator's plan and metadata on the columnar path (the default
-    /// planner with Cairn's own storage); null elsewhere.
+    /// The coordinator's plan and metadata on the columnar path
+    /// (SaveForms::columnar); null elsewhere.
     std::shared_ptr<ColumnarSavePlan> columnar;
     bool plan_reused = false; ///< the kept global plan was reused (plan/plan_cache.hpp)
     std::uint64_t plan_bytes_sent = 0; ///< this rank's local plan as sent to the coordinator

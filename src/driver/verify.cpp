@@ -7,13 +7,11 @@
 #include "cairn/checkpoint.hpp"
 
 #include "cairn/async.hpp"
-#include "cairn/container.hpp"
 #include "driver/read_session.hpp"
-#include "storage/builtin_readers.hpp"
+#include "storage/columnar_storage.hpp"
 
 #include <functional>
 #include <queue>
-#include <typeinfo>
 
 namespace cairn {
 
@@ -108,11 +106,13 @@ void note_damage(const detail::Comm& c, std::string& problems, F&& check)
 }
 
 // A container also holds each scalar and string as a dataset, for other
-// readers (h5py): each must hold the metadata's value. Shared out like
-// check_datasets: every size-th one from this rank's.
+// readers (h5py): each must hold the metadata's value
+// (ColumnarReader::verify_value). Shared out like check_datasets: every
+// size-th one from this rank's.
 void verify_values(ReadSession& s, const Metadata& md, std::string& problems)
 {
-    if (typeid(*s.storage) != typeid(ContainerReader))
+    detail::ColumnarReader* reader = s.storage->columnar();
+    if (!reader)
         return;
     std::size_t n = 0;
     for (const auto& [fqn, entry] : md.entries) {
@@ -121,7 +121,7 @@ void verify_values(ReadSession& s, const Metadata& md, std::string& problems)
         if (static_cast<int>(n++ % static_cast<std::size_t>(s.comm.size)) != s.comm.rank)
             continue;
         note_damage(s.comm, problems, [&, &fqn = fqn, &entry = entry] {
-            detail::BuiltinReaders::verify_value(static_cast<ContainerReader&>(*s.storage), fqn, entry);
+            reader->verify_value(fqn, entry);
         });
     }
 }

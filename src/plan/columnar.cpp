@@ -137,6 +137,7 @@ struct ColumnarSavePlan::Impl {
     std::size_t lay_out_boxes();
     bool ingest_structs(const std::vector<SavePlan>& plans);
     void take_finals(std::vector<SavePlan>& plans);
+    struct Planning; // one run of plan()
 };
 
 ColumnarSavePlan::ColumnarSavePlan() : m(std::make_unique<Impl>()) {}
@@ -530,33 +531,33 @@ bool global_plan_columnar(std::vector<SavePlan>& plans, Metadata& md)
     return true;
 }
 
-bool ColumnarSavePlan::plan()
-{
-    auto& im = *m;
-    const std::size_t nranks = im.nranks, nentries = im.entries.size();
-    const auto& order = im.order;
-    im.name_rank.assign(nentries, 0);
-    for (std::uint32_t k = 0; k < nentries; ++k)
-        im.name_rank[order[k]] = k;
-    im.by_rank.assign(nentries, 0);
-    im.chunk_of.clear();
-    std::vector<std::uint64_t> load(nranks, 0);
-    std::vector<Impl::Replica> replicas;
-    auto& md = im.md;
-    md = MetadataColumns{};
-    md.world_size = static_cast<int>(nranks);
-    md.library_version = version();
-    md.entries.reserve(nentries);
-    {
-        std::size_t nchunks = 0; // at most: one chunk per rank and array
-        for (const auto& e : im.entries)
-            nchunks += e.kind == ItemKind::array ? nranks : e.kind == ItemKind::bytes ? 1 : 0;
-        md.chunk_file.reserve(nchunks);
-        md.chunk_offset.reserve(nchunks);
-        md.chunk_length.reserve(nchunks);
-        md.sum_begin.reserve(nchunks);
-        md.sum_count.reserve(nchunks);
-    }
+// One run of plan(): the metadata as it is laid down entry by entry in
+// name order, each rank's bytes so far and the replicated chunks, assigned
+// once every entry is planned.
+struct ColumnarSavePlan::Impl::Planning {
+    explicit Planning(Impl& impl);
+    /// Adds entry `id`'s metadata row and chunks. False where the default
+    /// planner would refuse the entry (the struct-based path then reports it).
+    bool add(std::uint32_t id);
+    /// Replicated chunks to the holder with the fewest bytes so far, largest
+    /// first (as DefaultSavePlanner).
+    void assign_replicas();
+    /// Moves the chunk boxes into the metadata; frees the tables plan() used up.
+    void finish();
+
+private:
+    std::size_t boxes_size() const { return alias ? aliased : md.boxes.size(); }
+    void put_boxes(const std::int64_t* b, std::size_t n);
+    void add_bytes(std::uint32_t id, const Entry& e);
+    bool add_array(std::uint32_t id, const Entry& e, MetadataColumns::Entry& me);
+    std::size_t group_boxes(const std::int64_t* c, std::size_t nd, bool slabs, bool& in_rank_order);
+    void add_chunks(std::uint32_t id, const std::int64_t* c, std::size_t nd, std::uint64_t esize, bool as_is);
+
+    Impl& im;
+    MetadataColumns& md;
+    const std::size_t nranks;
+    std::vector<std::uint64_t> load; // bytes per rank so far
+    std::vector<Replica> replicas;
     std::vector<std::uint32_t> ranks;   // an array's non-empty boxes, sorted
     std::vector<std::int64_t> distinct; // its distinct boxes, flat
     std::vector<std::size_t> group;     // start of each distinct box in `ranks`
@@ -565,131 +566,193 @@ bool ColumnarSavePlan::plan()
     // copied into md.boxes from the first entry on whose are not.
     bool alias = true;
     std::size_t aliased = 0;
-    const auto boxes_size = [&] { return alias ? aliased : md.boxes.size(); };
-    const auto put_boxes = [&](const std::int64_t* b, std::size_t n) {
-        if (alias && b == im.coords.data() + aliased) {
-            aliased += n;
-            return;
-        }
-        if (alias) {
-            md.boxes.reserve(im.coords.size());
-            md.boxes.assign(im.coords.begin(), im.coords.begin() + static_cast<std::ptrdiff_t>(aliased));
-            alias = false;
-        }
-        md.boxes.insert(md.boxes.end(), b, b + n);
-    };
+};
+
+ColumnarSavePlan::Impl::Planning::Planning(Impl& impl) : im(impl), md(impl.md), nranks(impl.nranks), load(nranks, 0)
+{
+    const std::size_t nentries = im.entries.size();
+    im.name_rank.assign(nentries, 0);
+    for (std::uint32_t k = 0; k < nentries; ++k)
+        im.name_rank[im.order[k]] = k;
+    im.by_rank.assign(nentries, 0);
+    im.chunk_of.clear();
+    md = MetadataColumns{};
+    md.world_size = static_cast<int>(nranks);
+    md.library_version = version();
+    md.entries.reserve(nentries);
+    std::size_t nchunks = 0; // at most: one chunk per rank and array
+    for (const auto& e : im.entries)
+        nchunks += e.kind == ItemKind::array ? nranks : e.kind == ItemKind::bytes ? 1 : 0;
+    md.chunk_file.reserve(nchunks);
+    md.chunk_offset.reserve(nchunks);
+    md.chunk_length.reserve(nchunks);
+    md.sum_begin.reserve(nchunks);
+    md.sum_count.reserve(nchunks);
     im.total = 0;
-    for (const auto id : order) {
-        const Impl::Entry& e = im.entries[id];
-        MetadataColumns::Entry me;
-        me.name = std::string(e.name);
-        me.kind = e.kind;
-        me.dtype = e.dtype;
-        me.first_chunk = md.chunk_count();
-        me.first_coord = boxes_size();
-        const std::int64_t* shape = im.shapes.data() + e.shape_at;
-        switch (e.kind) {
-        case ItemKind::scalar:
-        case ItemKind::string: me.value = std::string(e.value); break;
-        case ItemKind::bytes: {
-            me.global_shape.assign(shape, shape + e.nd);
-            put_boxes(im.coords.data() + e.coords, 2 * e.nd);
-            md.add_chunks(1);
-            me.chunks = 1;
-            const std::size_t at = im.holders.size();
-            for (std::size_t r = 0; r < nranks; ++r)
-                im.holders.push_back(static_cast<std::uint32_t>(r));
-            replicas.push_back(Impl::Replica{id, 0, e.nbytes, at, nranks});
-            im.total += e.nbytes;
-            break;
-        }
-        case ItemKind::array: {
-            me.global_shape.assign(shape, shape + e.nd);
-            const std::size_t nd = e.nd, stride = 2 * nd;
-            const std::uint64_t esize = dtype_size(e.dtype);
-            if (!checked_bytes(me.global_shape, esize))
-                return false;
-            const std::int64_t* c = im.coords.data() + e.coords;
-            // The usual decomposition first: one pass proves what the
-            // general path below finds (every rank a chunk of its own, in
-            // rank order, tiling the array) with sorts and a tiling check.
-            const bool slabs = rank_order_slabs(shape, c, nranks, nd);
-            bool in_rank_order = true;
-            if (slabs) {
-                ranks.resize(nranks);
-                std::iota(ranks.begin(), ranks.end(), 0u);
-                group.resize(nranks + 1);
-                std::iota(group.begin(), group.end(), std::size_t(0));
-            } else {
-                ranks.clear();
-                for (std::uint32_t r = 0; r < nranks; ++r)
-                    if (volume_of(c + r * stride + nd, nd) > 0)
-                        ranks.push_back(r);
-                // Box order (offsets, then extents: Box::operator<), then rank.
-                const auto less = [&](std::uint32_t a, std::uint32_t b) {
-                    const std::int64_t *x = c + a * stride, *y = c + b * stride;
-                    for (std::size_t k = 0; k < stride; ++k)
-                        if (x[k] != y[k])
-                            return x[k] < y[k];
-                    return a < b;
-                };
-                in_rank_order = std::is_sorted(ranks.begin(), ranks.end(), less);
-                if (!in_rank_order)
-                    std::sort(ranks.begin(), ranks.end(), less);
-                const auto same = [&](std::uint32_t a, std::uint32_t b) {
-                    return same_values(c + a * stride, c + b * stride, stride);
-                };
-                group.clear();
-                for (std::size_t k = 0; k < ranks.size(); ++k)
-                    if (k == 0 || !same(ranks[k - 1], ranks[k]))
-                        group.push_back(k);
-                group.push_back(ranks.size());
-            }
-            const std::size_t nchunks = group.size() - 1;
-            // Every rank a box of its own, in rank order (ranks is then 0,
-            // 1, ...): the chunks' boxes are the table's as they are.
-            const bool as_is = in_rank_order && nchunks == nranks;
-            if (!as_is) {
-                distinct.clear();
-                for (std::size_t gi = 0; gi < nchunks; ++gi)
-                    distinct.insert(distinct.end(), c + ranks[group[gi]] * stride, c + (ranks[group[gi]] + 1) * stride);
-            }
-            const std::int64_t* boxes = as_is ? c : distinct.data();
-            if (!slabs && check_tiling(me.global_shape, boxes, nchunks))
-                return false;
-            put_boxes(boxes, nchunks * stride);
-            md.add_chunks(nchunks);
-            me.chunks = nchunks;
-            im.by_rank[id] = as_is; // chunk r is rank r's box
-            if (!as_is && im.chunk_of.empty())
-                im.chunk_of.assign(nentries * nranks, not_kept);
-            for (std::size_t gi = 0; gi < nchunks; ++gi) {
-                const std::uint32_t r0 = ranks[group[gi]];
-                const std::uint64_t nbytes =
-                    static_cast<std::uint64_t>(volume_of(c + r0 * stride + nd, nd)) * esize;
-                const auto chunk = static_cast<std::uint32_t>(gi);
-                const std::size_t nholders = group[gi + 1] - group[gi];
-                im.total += nbytes;
-                if (nholders == 1) {
-                    if (!as_is)
-                        im.chunk_of[id * nranks + r0] = chunk;
-                    load[r0] += nbytes;
-                } else {
-                    const std::size_t at = im.holders.size();
-                    im.holders.insert(im.holders.end(), ranks.begin() + static_cast<std::ptrdiff_t>(group[gi]),
-                                      ranks.begin() + static_cast<std::ptrdiff_t>(group[gi + 1]));
-                    replicas.push_back(Impl::Replica{id, chunk, nbytes, at, nholders});
-                }
-            }
-            break;
-        }
-        }
-        md.entries.push_back(std::move(me));
+}
+
+void ColumnarSavePlan::Impl::Planning::put_boxes(const std::int64_t* b, std::size_t n)
+{
+    if (alias && b == im.coords.data() + aliased) {
+        aliased += n;
+        return;
     }
-    // Replicated chunks to the holder with the fewest bytes so far, largest
-    // first (as DefaultSavePlanner).
+    if (alias) {
+        md.boxes.reserve(im.coords.size());
+        md.boxes.assign(im.coords.begin(), im.coords.begin() + static_cast<std::ptrdiff_t>(aliased));
+        alias = false;
+    }
+    md.boxes.insert(md.boxes.end(), b, b + n);
+}
+
+bool ColumnarSavePlan::Impl::Planning::add(std::uint32_t id)
+{
+    const Entry& e = im.entries[id];
+    MetadataColumns::Entry me;
+    me.name = std::string(e.name);
+    me.kind = e.kind;
+    me.dtype = e.dtype;
+    me.first_chunk = md.chunk_count();
+    me.first_coord = boxes_size();
+    const std::int64_t* shape = im.shapes.data() + e.shape_at;
+    switch (e.kind) {
+    case ItemKind::scalar:
+    case ItemKind::string: me.value = std::string(e.value); break;
+    case ItemKind::bytes:
+        me.global_shape.assign(shape, shape + e.nd);
+        add_bytes(id, e);
+        me.chunks = 1;
+        break;
+    case ItemKind::array:
+        me.global_shape.assign(shape, shape + e.nd);
+        if (!add_array(id, e, me))
+            return false;
+        break;
+    }
+    md.entries.push_back(std::move(me));
+    return true;
+}
+
+// A blob: one chunk, held by every rank (a replica).
+void ColumnarSavePlan::Impl::Planning::add_bytes(std::uint32_t id, const Entry& e)
+{
+    put_boxes(im.coords.data() + e.coords, 2 * e.nd);
+    md.add_chunks(1);
+    const std::size_t at = im.holders.size();
+    for (std::size_t r = 0; r < nranks; ++r)
+        im.holders.push_back(static_cast<std::uint32_t>(r));
+    replicas.push_back(Replica{id, 0, e.nbytes, at, nranks});
+    im.total += e.nbytes;
+}
+
+// An array: its ranks' boxes grouped into distinct chunks that must tile it.
+bool ColumnarSavePlan::Impl::Planning::add_array(std::uint32_t id, const Entry& e, MetadataColumns::Entry& me)
+{
+    const std::size_t nd = e.nd, stride = 2 * nd;
+    const std::uint64_t esize = dtype_size(e.dtype);
+    if (!checked_bytes(me.global_shape, esize))
+        return false;
+    const std::int64_t* shape = im.shapes.data() + e.shape_at;
+    const std::int64_t* c = im.coords.data() + e.coords;
+    // The usual decomposition first: one pass proves what the general path
+    // (group_boxes) finds (every rank a chunk of its own, in rank order,
+    // tiling the array) with sorts and a tiling check.
+    const bool slabs = rank_order_slabs(shape, c, nranks, nd);
+    bool in_rank_order = true;
+    const std::size_t nchunks = group_boxes(c, nd, slabs, in_rank_order);
+    // Every rank a box of its own, in rank order (ranks is then 0, 1, ...):
+    // the chunks' boxes are the table's as they are.
+    const bool as_is = in_rank_order && nchunks == nranks;
+    if (!as_is) {
+        distinct.clear();
+        for (std::size_t gi = 0; gi < nchunks; ++gi)
+            distinct.insert(distinct.end(), c + ranks[group[gi]] * stride, c + (ranks[group[gi]] + 1) * stride);
+    }
+    const std::int64_t* boxes = as_is ? c : distinct.data();
+    if (!slabs && check_tiling(me.global_shape, boxes, nchunks))
+        return false;
+    put_boxes(boxes, nchunks * stride);
+    md.add_chunks(nchunks);
+    me.chunks = nchunks;
+    add_chunks(id, c, nd, esize, as_is);
+    return true;
+}
+
+// Sorts the non-empty boxes of an array (table `c`) into `ranks`, equal
+// boxes next to each other, and marks where each distinct box begins in
+// `group`; slabs: every rank's box is its own, in rank order. Returns the
+// number of distinct boxes (chunks); `in_rank_order`: whether sorting
+// left the ranks in rank order.
+std::size_t ColumnarSavePlan::Impl::Planning::group_boxes(const std::int64_t* c, std::size_t nd, bool slabs,
+                                                          bool& in_rank_order)
+{
+    const std::size_t stride = 2 * nd;
+    in_rank_order = true;
+    if (slabs) {
+        ranks.resize(nranks);
+        std::iota(ranks.begin(), ranks.end(), 0u);
+        group.resize(nranks + 1);
+        std::iota(group.begin(), group.end(), std::size_t(0));
+        return nranks;
+    }
+    ranks.clear();
+    for (std::uint32_t r = 0; r < nranks; ++r)
+        if (volume_of(c + r * stride + nd, nd) > 0)
+            ranks.push_back(r);
+    // Box order (offsets, then extents: Box::operator<), then rank.
+    const auto less = [&](std::uint32_t a, std::uint32_t b) {
+        const std::int64_t *x = c + a * stride, *y = c + b * stride;
+        for (std::size_t k = 0; k < stride; ++k)
+            if (x[k] != y[k])
+                return x[k] < y[k];
+        return a < b;
+    };
+    in_rank_order = std::is_sorted(ranks.begin(), ranks.end(), less);
+    if (!in_rank_order)
+        std::sort(ranks.begin(), ranks.end(), less);
+    const auto same = [&](std::uint32_t a, std::uint32_t b) {
+        return same_values(c + a * stride, c + b * stride, stride);
+    };
+    group.clear();
+    for (std::size_t k = 0; k < ranks.size(); ++k)
+        if (k == 0 || !same(ranks[k - 1], ranks[k]))
+            group.push_back(k);
+    group.push_back(ranks.size());
+    return group.size() - 1;
+}
+
+// The writers of an array's chunks (grouped by group_boxes): a chunk with
+// one holder is that rank's; one with several is a replica, assigned later.
+void ColumnarSavePlan::Impl::Planning::add_chunks(std::uint32_t id, const std::int64_t* c, std::size_t nd,
+                                                  std::uint64_t esize, bool as_is)
+{
+    const std::size_t stride = 2 * nd, nchunks = group.size() - 1;
+    im.by_rank[id] = as_is; // chunk r is rank r's box
+    if (!as_is && im.chunk_of.empty())
+        im.chunk_of.assign(im.entries.size() * nranks, not_kept);
+    for (std::size_t gi = 0; gi < nchunks; ++gi) {
+        const std::uint32_t r0 = ranks[group[gi]];
+        const std::uint64_t nbytes = static_cast<std::uint64_t>(volume_of(c + r0 * stride + nd, nd)) * esize;
+        const auto chunk = static_cast<std::uint32_t>(gi);
+        const std::size_t nholders = group[gi + 1] - group[gi];
+        im.total += nbytes;
+        if (nholders == 1) {
+            if (!as_is)
+                im.chunk_of[id * nranks + r0] = chunk;
+            load[r0] += nbytes;
+        } else {
+            const std::size_t at = im.holders.size();
+            im.holders.insert(im.holders.end(), ranks.begin() + static_cast<std::ptrdiff_t>(group[gi]),
+                              ranks.begin() + static_cast<std::ptrdiff_t>(group[gi + 1]));
+            replicas.push_back(Replica{id, chunk, nbytes, at, nholders});
+        }
+    }
+}
+
+void ColumnarSavePlan::Impl::Planning::assign_replicas()
+{
     std::stable_sort(replicas.begin(), replicas.end(),
-                     [](const Impl::Replica& a, const Impl::Replica& b) { return a.nbytes > b.nbytes; });
+                     [](const Replica& a, const Replica& b) { return a.nbytes > b.nbytes; });
     im.replicas_of.assign(nranks, {});
     for (const auto& rep : replicas) {
         const std::uint32_t* h = im.holders.data() + rep.holders_at;
@@ -700,12 +763,26 @@ bool ColumnarSavePlan::plan()
         load[best] += rep.nbytes;
         im.replicas_of[best].emplace_back(rep.entry, rep.chunk);
     }
+}
+
+void ColumnarSavePlan::Impl::Planning::finish()
+{
     if (alias) {
         im.coords.resize(aliased);
         md.boxes = std::move(im.coords);
     }
     std::vector<std::int64_t>().swap(im.coords);
     std::vector<std::uint32_t>().swap(im.holders);
+}
+
+bool ColumnarSavePlan::plan()
+{
+    Impl::Planning planning(*m);
+    for (const auto id : m->order)
+        if (!planning.add(id))
+            return false;
+    planning.assign_replicas();
+    planning.finish();
     return true;
 }
 

@@ -1,6 +1,7 @@
 #include "cairn/errors.hpp"
 #include "cairn/planner.hpp"
 #include "core/strided.hpp"
+#include "plan/own_planners.hpp"
 #include "stage/stage.hpp"
 
 #include <algorithm>
@@ -35,6 +36,13 @@ const Box* DefaultLoadPlanner::requested_box(const std::string& fqn) const
         return nullptr;
     const auto* a = std::get_if<ArrayShard>(m_flat[it->second].entry);
     return a ? &a->box : nullptr;
+}
+
+detail::WantedBox detail::OwnLoadPlanner::set_up_before_metadata(StateDict& state, const Metadata& metadata,
+                                                               bool is_coordinator)
+{
+    set_up_planner(state, metadata, is_coordinator); // flattens the state; reads `metadata` later
+    return [this](const std::string& fqn) { return requested_box(fqn); };
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include "core/tiling.hpp"
 #include "plan/columnar.hpp"
 #include "plan/global_plan.hpp"
+#include "plan/own_planners.hpp"
 #include "stage/stage.hpp"
 
 #include <algorithm>
@@ -281,6 +282,14 @@ std::pair<std::vector<SavePlan>, Metadata> DefaultSavePlanner::create_global_pla
     if (detail::global_plan_columnar(plans, md))
         return {std::move(plans), std::move(md)};
     return global_plan_exact(std::move(plans));
+}
+
+std::shared_ptr<detail::ColumnarSavePlan> detail::OwnSavePlanner::plan_columns(const std::vector<Bytes>& gathered)
+{
+    auto plan = std::make_shared<ColumnarSavePlan>();
+    if (!plan->ingest(gathered) || !plan->plan())
+        return nullptr;
+    return plan;
 }
 
 std::pair<std::vector<SavePlan>, Metadata> detail::global_plan_reference(std::vector<SavePlan> plans)

@@ -4,7 +4,7 @@
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
 #include "storage/distcp/mpiio.hpp"
-#include "storage/builtin_readers.hpp"
+#include "storage/columnar_storage.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/metadata_h5.hpp"
 #include "storage/mpi_hints.hpp"
@@ -47,7 +47,9 @@ bool safe_file_name(const std::string& name)
 
 } // namespace
 
-struct DistcpReader::Impl {
+struct DistcpReader::Impl final : detail::ColumnarReader {
+    detail::MetadataColumns read_metadata_columns() const;
+    std::unique_ptr<detail::ChunkRowSource> read_metadata_rows() override;
     std::size_t staging;
     bool verify;
     MpiHints hints;
@@ -415,7 +417,9 @@ void DistcpReader::reset(const std::string& checkpoint_id)
     m_impl->held = {};
 }
 
-Metadata DistcpReader::read_metadata() { return detail::to_metadata(detail::BuiltinReaders::read_metadata(*this)); }
+Metadata DistcpReader::read_metadata() { return detail::to_metadata(m_impl->read_metadata_columns()); }
+
+detail::ColumnarReader* DistcpReader::columnar() noexcept { return m_impl.get(); }
 
 namespace {
 
@@ -464,20 +468,20 @@ void expect_distcp(const std::string& layout, const std::string& mdfile)
 
 } // namespace
 
-detail::MetadataColumns detail::BuiltinReaders::read_metadata(DistcpReader& r)
+detail::MetadataColumns DistcpReader::Impl::read_metadata_columns() const
 {
-    const auto mdfile = metadata_file_of(r.m_impl->path);
-    auto md = detail::read_metadata_columns_file(mdfile);
-    expect_distcp(md.layout, mdfile);
-    return md;
+    const auto mdfile = metadata_file_of(path);
+    auto columns = detail::read_metadata_columns_file(mdfile);
+    expect_distcp(columns.layout, mdfile);
+    return columns;
 }
 
-std::unique_ptr<detail::ChunkRowSource> detail::BuiltinReaders::read_metadata_rows(DistcpReader& r)
+std::unique_ptr<detail::ChunkRowSource> DistcpReader::Impl::read_metadata_rows()
 {
-    const auto mdfile = metadata_file_of(r.m_impl->path);
-    auto md = detail::read_metadata_rows_file(mdfile);
-    expect_distcp(md->head().layout, mdfile);
-    return md;
+    const auto mdfile = metadata_file_of(path);
+    auto rows = detail::read_metadata_rows_file(mdfile);
+    expect_distcp(rows->head().layout, mdfile);
+    return rows;
 }
 
 void DistcpReader::set_up_storage_reader(const Metadata& metadata, bool, MPI_Comm) { m_impl->md = &metadata; }

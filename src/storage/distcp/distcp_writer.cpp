@@ -7,7 +7,7 @@
 #include "core/codec.hpp"
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
-#include "storage/builtin_writers.hpp"
+#include "storage/columnar_storage.hpp"
 #include "storage/distcp/mpiio.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/metadata_h5.hpp"
@@ -188,7 +188,8 @@ private:
 
 } // namespace
 
-struct DistcpWriter::Impl {
+struct DistcpWriter::Impl final : detail::ColumnarWriter {
+    void commit(detail::MetadataColumns& md) override;
     DistcpWriterOptions opt;
     std::string path;      // the checkpoint directory
     std::string write_dir; // where this save writes: `path`, or a staging sibling when replacing
@@ -336,12 +337,14 @@ std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlan
 void DistcpWriter::finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>&)
 {
     auto md = detail::to_columns(metadata);
-    detail::BuiltinWriters::finish(*this, md);
+    m_impl->commit(md);
 }
 
-void detail::BuiltinWriters::finish(DistcpWriter& w, MetadataColumns& md)
+detail::ColumnarWriter* DistcpWriter::columnar() noexcept { return m_impl.get(); }
+
+void DistcpWriter::Impl::commit(detail::MetadataColumns& md)
 {
-    auto& im = *w.m_impl;
+    auto& im = *this;
     md.layout = "distcp";
     md.checksum_block = im.opt.checksum_block;
     md.created = utc_now();

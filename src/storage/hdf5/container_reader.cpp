@@ -34,7 +34,7 @@
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
 #include "storage/distcp/mpiio.hpp"
-#include "storage/builtin_readers.hpp"
+#include "storage/columnar_storage.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/container_h5.hpp"
 #include "storage/hdf5/h5.hpp"
@@ -408,7 +408,10 @@ void read_box_direct(detail::MpiFile& file, std::uint64_t at, const Shape& shape
 
 } // namespace
 
-struct ContainerReader::Impl {
+struct ContainerReader::Impl final : detail::ColumnarReader {
+    detail::MetadataColumns read_metadata_columns() const;
+    std::unique_ptr<detail::ChunkRowSource> read_metadata_rows() override;
+    void verify_value(const std::string& fqn, const EntryMeta& entry) override;
     std::size_t staging = 0;
     ContainerTuning tuning;
     bool verify = true;
@@ -468,7 +471,9 @@ void ContainerReader::reset(const std::string& checkpoint_id)
     m_impl->scratch = Scratch();
 }
 
-Metadata ContainerReader::read_metadata() { return detail::to_metadata(detail::BuiltinReaders::read_metadata(*this)); }
+Metadata ContainerReader::read_metadata() { return detail::to_metadata(m_impl->read_metadata_columns()); }
+
+detail::ColumnarReader* ContainerReader::columnar() noexcept { return m_impl.get(); }
 
 namespace {
 
@@ -497,22 +502,20 @@ void expect_container(const std::string& layout, const std::string& path)
 
 } // namespace
 
-detail::MetadataColumns detail::BuiltinReaders::read_metadata(ContainerReader& r)
+detail::MetadataColumns ContainerReader::Impl::read_metadata_columns() const
 {
-    const auto& path = r.m_impl->path;
-    auto md = read_container_metadata(path, r.m_impl->tuning,
+    auto columns = read_container_metadata(path, tuning,
                                       [&](hid_t file) { return detail::read_metadata_columns_group(file, path); });
-    expect_container(md.layout, path);
-    return md;
+    expect_container(columns.layout, path);
+    return columns;
 }
 
-std::unique_ptr<detail::ChunkRowSource> detail::BuiltinReaders::read_metadata_rows(ContainerReader& r)
+std::unique_ptr<detail::ChunkRowSource> ContainerReader::Impl::read_metadata_rows()
 {
-    const auto& path = r.m_impl->path;
-    auto md = read_container_metadata(path, r.m_impl->tuning,
+    auto rows = read_container_metadata(path, tuning,
                                       [&](hid_t file) { return detail::read_metadata_rows_group(file, path); });
-    expect_container(md->head().layout, path);
-    return md;
+    expect_container(rows->head().layout, path);
+    return rows;
 }
 
 void ContainerReader::check_datasets(const Metadata& metadata, int part, int parts)
@@ -1162,9 +1165,9 @@ std::uint64_t ContainerReader::verify_chunk(const std::string& fqn, const EntryM
 
 std::uint64_t ContainerReader::bytes_read() const noexcept { return m_impl->bytes_read; }
 
-void detail::BuiltinReaders::verify_value(ContainerReader& r, const std::string& fqn, const EntryMeta& entry)
+void ContainerReader::Impl::verify_value(const std::string& fqn, const EntryMeta& entry)
 {
-    auto& im = *r.m_impl;
+    auto& im = *this;
     if (im.path.empty())
         throw error::WrongAPIUsage("ContainerReader: verify_value before reset");
     if (entry.kind != ItemKind::scalar && entry.kind != ItemKind::string)

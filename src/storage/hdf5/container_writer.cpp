@@ -25,7 +25,7 @@
 #include "core/fault.hpp"
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
-#include "storage/builtin_writers.hpp"
+#include "storage/columnar_storage.hpp"
 #include "storage/distcp/mpiio.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/container_h5.hpp"
@@ -435,7 +435,8 @@ void write_small_datasets(MPI_Comm comm, const std::string& tmp, const std::vect
 
 } // namespace
 
-struct ContainerWriter::Impl {
+struct ContainerWriter::Impl final : detail::ColumnarWriter {
+    void commit(detail::MetadataColumns& md) override;
     ContainerWriterOptions opt;
     std::string path; // the committed file
     std::string tmp;  // where this save writes
@@ -1207,12 +1208,14 @@ void write_value_datasets(hid_t file, const detail::MetadataColumns& md, const s
 void ContainerWriter::finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>&)
 {
     auto md = detail::to_columns(metadata);
-    detail::BuiltinWriters::finish(*this, md);
+    m_impl->commit(md);
 }
 
-void detail::BuiltinWriters::finish(ContainerWriter& w, MetadataColumns& md)
+detail::ColumnarWriter* ContainerWriter::columnar() noexcept { return m_impl.get(); }
+
+void ContainerWriter::Impl::commit(detail::MetadataColumns& md)
 {
-    auto& im = *w.m_impl;
+    auto& im = *this;
     md.layout = "container";
     md.checksum_block = im.opt.checksum_block;
     md.created = utc_now();
