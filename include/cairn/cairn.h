@@ -316,6 +316,11 @@ int cairn_load_options_create(cairn_load_options_t** options);
 int cairn_load_options_free(cairn_load_options_t** options);
 /** Allow keys on one side only; they are reported instead of failing (default 0). */
 int cairn_load_options_set_partial(cairn_load_options_t* options, int partial);
+/** Adds a state key the checkpoint may lack (an exact name, or a prefix
+ *  ending in '.'): it is reported as missing instead of failing. Without
+ *  partial, only such keys may be missing; with partial, any key added here
+ *  restricts which may be (a misspelt key then fails). LoadOptions::may_be_missing. */
+int cairn_load_options_add_may_be_missing(cairn_load_options_t* options, const char* key);
 /** Bytes of host memory per rank for read buffers (default 64 MiB). */
 int cairn_load_options_set_staging_bytes(cairn_load_options_t* options, size_t staging_bytes);
 /** CAIRN_LAYOUT_AUTOMATIC (default), CAIRN_LAYOUT_PER_RANK or CAIRN_LAYOUT_CONTAINER. */

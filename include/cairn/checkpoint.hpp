@@ -95,6 +95,15 @@ struct LoadOptions {
     /// Allow keys present on one side only (state or checkpoint); they are
     /// reported in LoadResult instead of raising error::NotFound.
     bool partial = false;
+    /// Keys of the state that the checkpoint may lack: exact names, or
+    /// prefixes ending in '.' ("optimizer." for every key under it). They
+    /// are reported in LoadResult::missing and left untouched. Without
+    /// `partial`, only these may be missing; with `partial`, a non-empty list
+    /// also restricts which state keys may be missing, so that a misspelt
+    /// key fails with error::NotFound instead of passing silently (the
+    /// checkpoint's keys the state does not ask for are still skipped).
+    /// Per rank, like `partial`.
+    std::vector<std::string> may_be_missing;
     /// Verify the checksums of every block read (a mismatch throws
     /// error::IntegrityError on every rank).
     bool verify_checksums = true;

@@ -7,6 +7,7 @@
 #include "cairn/state_dict.hpp"
 
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -102,6 +103,8 @@ public:
 
 protected:
     const Entry& lookup(const std::string& fqn) const;
+    bool may_be_missing(const std::string& fqn) const;
+    static std::string closest_key(const std::string& key, const Metadata& md);
     std::vector<FlatEntry> m_flat;
     std::vector<std::pair<Stateful*, std::shared_ptr<StateDict>>> m_keep;
     std::map<std::string, std::size_t> m_index;
@@ -115,7 +118,12 @@ protected:
 /// either side only are skipped (see missing() and skipped()).
 class DefaultLoadPlanner : public LoadPlanner {
 public:
-    explicit DefaultLoadPlanner(bool partial = false) : m_partial(partial) {}
+    /// `may_be_missing`: state keys (or prefixes ending in '.') the
+    /// checkpoint may lack (LoadOptions::may_be_missing).
+    explicit DefaultLoadPlanner(bool partial = false, std::vector<std::string> may_be_missing = {})
+        : m_partial(partial), m_may_be_missing(std::move(may_be_missing))
+    {
+    }
     void set_up_planner(StateDict& state, const Metadata& metadata, bool is_coordinator) override;
     LoadPlan create_local_plan() override;
     DataRef resolve_destination(const ReadItem& item) override;
@@ -129,14 +137,18 @@ public:
     /// decodes only the chunks that overlap it (LoadPlanner::filtering).
     const Box* requested_box(const std::string& fqn) const;
 
-    /// Keys of the state that the checkpoint lacks (partial loads only).
+    /// Keys of the state that the checkpoint lacks (partial loads, and the
+    /// keys of `may_be_missing`).
     const std::vector<std::string>& missing() const noexcept { return m_missing; }
     /// Keys of the checkpoint that the state did not ask for (partial loads only).
     const std::vector<std::string>& skipped() const noexcept { return m_skipped; }
 
 protected:
     const Entry& lookup(const std::string& fqn) const;
+    bool may_be_missing(const std::string& fqn) const;
+    static std::string closest_key(const std::string& key, const Metadata& md);
     bool m_partial;
+    std::vector<std::string> m_may_be_missing;
     const Metadata* m_metadata = nullptr;
     std::vector<FlatEntry> m_flat;
     std::vector<std::pair<Stateful*, std::shared_ptr<StateDict>>> m_keep;

@@ -24,6 +24,7 @@ Errors are cairn.Error subclasses named like the C++ ones (NotFound,
 Mismatch, IntegrityError, ...), with the C++ message.
 """
 
+import difflib
 import os
 import re
 from dataclasses import dataclass, field
@@ -295,7 +296,7 @@ class Checkpoint:
             return ArrayEntry(self, e)
         if e.kind in ("scalar", "string"):
             return self._values[name]
-        values, _ = _cairn.load(self.path, [], [], [(name, "bytes")], None, self.verify_checksums, True)
+        values, _ = _cairn.load(self.path, [], [], [(name, "bytes")], None, self.verify_checksums, True, [])
         return values[name]
 
     def decomposition(self, name):
@@ -304,7 +305,8 @@ class Checkpoint:
 
     def _read_box(self, name, dest, offsets):
         e = self.entries[name]
-        _cairn.load(self.path, [(name, dest, list(e.shape), list(offsets))], [], [], None, self.verify_checksums, True)
+        _cairn.load(self.path, [(name, dest, list(e.shape), list(offsets))], [], [], None, self.verify_checksums, True,
+                    [])
 
 
 def open(path, step=None, verify=True):  # noqa: A001 (the package's open, like h5py.File)
@@ -351,26 +353,41 @@ def save(state, path, comm=None, layout="automatic", overwrite=False):
     return _cairn.save(os.fspath(path), arrays, scalars, strings, blobs, _comm_handle(comm), layout, overwrite)
 
 
-def load(state, path, comm=None, step=None, verify=True, partial=False):
+def load(state, path, comm=None, step=None, verify=True, partial=False, may_be_missing=()):
     """Loads checkpoint `path` (or a manager directory's step) into `state`:
     numpy arrays (filled whole) and cairn.Shard (the box of the array at its
     offsets) are filled in place, resharding from any decomposition; entries
     given as None (scalars, strings, bytes, or arrays: read whole) are
     returned. Every entry of the checkpoint must be asked for, unless
     partial (then entries of `state` that the checkpoint lacks are listed
-    in the result's "missing"). Collective over comm (None: this process
+    in the result's "missing"). may_be_missing names state keys (or
+    prefixes ending in ".") the checkpoint may lack: without partial only
+    these may be missing; with it, a non-empty list restricts which may be,
+    so that a misspelt key fails. Collective over comm (None: this process
     alone). Returns (values, {"bytes": read by this rank, "bytes_all_ranks":
     ..., "seconds": ..., "missing": [...]})."""
     path, _ = _resolve(path, step)
     arrays, scalars, want = [], [], []
     wanted = [name for name, v in state.items() if v is None]
     kinds = {}
+    absent = []  # entries given as None that the checkpoint lacks and may lack
     if wanted:
         md = _cairn.read_metadata(path)["entries"]
+
+        def may_lack(name):
+            if not may_be_missing:
+                return partial
+            return any(k == name or (k.endswith(".") and name.startswith(k)) for k in may_be_missing)
+
         for name in wanted:
-            if name not in md:
-                raise NotFound(f"checkpoint {path} has no entry '{name}'")
-            kinds[name] = md[name]
+            if name in md:
+                kinds[name] = md[name]
+            elif may_lack(name):
+                absent.append(name)
+            else:
+                close = difflib.get_close_matches(name, list(md), n=1)
+                raise NotFound(f"entry '{name}' is not in the checkpoint {path} (it holds {len(md)} entries)"
+                               + (f"; did you mean '{close[0]}'?" if close else ""))
     values = {}
     for name, v in state.items():
         if isinstance(v, Shard):
@@ -378,6 +395,8 @@ def load(state, path, comm=None, step=None, verify=True, partial=False):
         elif isinstance(v, np.ndarray):
             arrays.append((name, v, list(v.shape), [0] * v.ndim))
         elif v is None:
+            if name in absent:
+                continue
             e = kinds[name]
             if e["kind"] == "array":
                 values[name] = np.empty(e["shape"], dtype=_numpy_dtype(e["dtype"]))
@@ -390,11 +409,13 @@ def load(state, path, comm=None, step=None, verify=True, partial=False):
         else:
             raise WrongAPIUsage(f"entry '{name}': load fills numpy arrays or cairn.Shard in place, "
                                 f"and returns entries given as None; not {type(v).__name__}")
-    loaded, result = _cairn.load(path, arrays, scalars, want, _comm_handle(comm), verify, partial)
+    loaded, result = _cairn.load(path, arrays, scalars, want, _comm_handle(comm), verify, partial,
+                                 list(may_be_missing))
     for name, v in list(values.items()):
         if isinstance(v, np.ndarray) and v.ndim == 0:
             values[name] = v.item()
     values.update(loaded)
+    result["missing"] = sorted(set(result["missing"]) | set(absent), key=list(state).index)
     return values, result
 
 

@@ -188,12 +188,12 @@ py::dict save(const std::string& path, const py::list& arrays, const py::list& s
     return result_dict(r.bytes_written, r.seconds);
 }
 
-// load(path, arrays, scalars, want, comm, verify, partial) -> (values, result)
+// load(path, arrays, scalars, want, comm, verify, partial, may_be_missing) -> (values, result)
 //   arrays:  [(name, ndarray destination, global_shape, offsets)]
 //   scalars: [(name, 0-d ndarray destination)]
 //   want:    [(name, kind)] strings ("string") and blobs ("bytes") to return
 py::tuple load(const std::string& path, const py::list& arrays, const py::list& scalars, const py::list& want,
-               const py::object& comm, bool verify, bool partial)
+               const py::object& comm, bool verify, bool partial, const std::vector<std::string>& may_be_missing)
 {
     const MPI_Comm c = comm_of(comm);
     cairn::StateDict sd;
@@ -228,6 +228,7 @@ py::tuple load(const std::string& path, const py::list& arrays, const py::list& 
     cairn::LoadOptions o;
     o.verify_checksums = verify;
     o.partial = partial;
+    o.may_be_missing = may_be_missing;
     cairn::LoadResult r;
     {
         py::gil_scoped_release unlocked;

@@ -338,7 +338,10 @@ void add_bound(cairn_state& state, std::unique_ptr<B> binding, Add&& add)
 // to the caller, inside Cairn's error agreement of the read phase.
 class CapiLoadPlanner final : public cairn::DefaultLoadPlanner {
 public:
-    CapiLoadPlanner(cairn_state& state, bool partial) : DefaultLoadPlanner(partial), m_state(state) {}
+    CapiLoadPlanner(cairn_state& state, bool partial, std::vector<std::string> may_be_missing)
+        : DefaultLoadPlanner(partial, std::move(may_be_missing)), m_state(state)
+    {
+    }
     void finish() override
     {
         DefaultLoadPlanner::finish();
@@ -511,7 +514,7 @@ LoadOptions load_options_for(cairn_state& state, const cairn_load_options* optio
     state.missing.clear();
     state.skipped.clear();
     LoadOptions o = options ? options->options : LoadOptions{};
-    o.planner = std::make_shared<CapiLoadPlanner>(state, o.partial);
+    o.planner = std::make_shared<CapiLoadPlanner>(state, o.partial, o.may_be_missing);
     return o;
 }
 
@@ -902,6 +905,15 @@ int cairn_load_options_set_partial(cairn_load_options_t* options, int partial)
 {
     return guarded("cairn_load_options_set_partial",
                    [&] { handle(options, "the options handle").options.partial = partial != 0; });
+}
+
+int cairn_load_options_add_may_be_missing(cairn_load_options_t* options, const char* key)
+{
+    return guarded("cairn_load_options_add_may_be_missing", [&] {
+        auto& h = handle(options, "the options handle");
+        require(key != nullptr && *key != '\0', "the key is NULL or empty");
+        h.options.may_be_missing.emplace_back(key);
+    });
 }
 
 int cairn_load_options_set_staging_bytes(cairn_load_options_t* options, size_t staging_bytes)

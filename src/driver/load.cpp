@@ -192,7 +192,7 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
 {
     wait_for_async_saves(); // HDF5 (usually not thread-safe) is never called from two threads at once
     Load s(comm, checkpoint_id, options, "load");
-    s.planner = options.planner ? options.planner : std::make_shared<detail::OwnLoadPlanner>(options.partial);
+    s.planner = options.planner ? options.planner : std::make_shared<detail::OwnLoadPlanner>(options.partial, options.may_be_missing);
 
     s.log.begin(Phase::plan);
     auto frames = detail::open_and_read_metadata(s);

@@ -58,6 +58,56 @@ ItemKind kind_of(const Entry& e)
 }
 } // namespace
 
+namespace {
+
+// Edit distance of two keys, up to `limit` + 1 (misspellings are close).
+std::size_t edit_distance(const std::string& a, const std::string& b, std::size_t limit)
+{
+    if ((a.size() > b.size() ? a.size() - b.size() : b.size() - a.size()) > limit)
+        return limit + 1;
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j)
+        row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diag = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diag = up;
+        }
+    }
+    return row[b.size()];
+}
+
+} // namespace
+
+// "; did you mean 'x'?" when a checkpoint key is within two edits of `key`, else "".
+std::string DefaultLoadPlanner::closest_key(const std::string& key, const Metadata& md)
+{
+    std::size_t best = 3;
+    const std::string* name = nullptr;
+    for (const auto& kv : md.entries) {
+        const std::size_t d = edit_distance(key, kv.first, 2);
+        if (d < best) {
+            best = d;
+            name = &kv.first;
+        }
+    }
+    return name ? "; did you mean '" + *name + "'?" : "";
+}
+
+// Whether state key `fqn` may be absent from the checkpoint.
+bool DefaultLoadPlanner::may_be_missing(const std::string& fqn) const
+{
+    if (m_may_be_missing.empty())
+        return m_partial;
+    for (const auto& k : m_may_be_missing)
+        if (k == fqn || (!k.empty() && k.back() == '.' && fqn.compare(0, k.size(), k) == 0))
+            return true;
+    return false;
+}
+
 LoadPlan DefaultLoadPlanner::create_local_plan()
 {
     LoadPlan plan;
@@ -65,12 +115,15 @@ LoadPlan DefaultLoadPlanner::create_local_plan()
     for (const auto& fe : m_flat) {
         auto found = md.entries.find(fe.fqn);
         if (found == md.entries.end()) {
-            if (m_partial) {
+            if (may_be_missing(fe.fqn)) {
                 m_missing.push_back(fe.fqn);
                 continue;
             }
             throw error::NotFound("entry '" + fe.fqn + "' is not in the checkpoint (it holds " +
-                                  std::to_string(md.entries.size()) + " entries; pass partial to load the rest)");
+                                  std::to_string(md.entries.size()) + " entries)" +
+                                  (m_partial ? ", nor among the keys that may be missing"
+                                             : "; pass partial, or name it in may_be_missing, to load the rest") +
+                                  closest_key(fe.fqn, md));
         }
         const EntryMeta& em = found->second;
         const ItemKind want = kind_of(*fe.entry);

@@ -54,7 +54,10 @@ public:
 /// Final, for the same reason.
 class OwnLoadPlanner final : public DefaultLoadPlanner, public FilteringLoadPlanner {
 public:
-    explicit OwnLoadPlanner(bool partial) : DefaultLoadPlanner(partial) {}
+    OwnLoadPlanner(bool partial, std::vector<std::string> may_be_missing)
+        : DefaultLoadPlanner(partial, std::move(may_be_missing))
+    {
+    }
     FilteringLoadPlanner* filtering() noexcept override { return this; }
     WantedBox set_up_before_metadata(StateDict& state, const Metadata& metadata, bool is_coordinator) override;
 };

@@ -1,5 +1,6 @@
 /* C API: save and load options (overwrite, files per rank, alignment,
- * staging, fsync), partial loads with their missing and skipped keys, and
+ * staging, fsync), partial loads with their missing and skipped keys, the
+ * keys a checkpoint may lack (cairn_load_options_add_may_be_missing), and
  * the metadata of a committed checkpoint. */
 #include "common.h"
 
@@ -71,6 +72,37 @@ int main(int argc, char** argv)
         CHECK(extra == -1 && step == 13);
         for (k = 0; k < s[0]; ++k)
             CHECK(a[k] == (double)(o[0] + k) + 0.25);
+        CHECK_OK(cairn_load_options_free(&lo));
+        CHECK_OK(cairn_state_free(&st));
+    }
+
+    /* Keys the checkpoint may lack, named: "extra" may be missing; with
+     * partial, a misspelt key ("stpe") is refused with a suggestion. */
+    {
+        int64_t extra = -1, stpe = -1;
+        char label_back[16] = "";
+        cairn_load_result_t r;
+        const char* nm = NULL;
+        step = 0;
+        CHECK_OK(cairn_state_create(&st));
+        CHECK_OK(cairn_state_add_array(st, "a", CAIRN_F64, 1, g, o, s, a, NULL));
+        CHECK_OK(cairn_state_add_scalar(st, "step", CAIRN_I64, &step));
+        CHECK_OK(cairn_state_add_string(st, "label", label_back, sizeof label_back));
+        CHECK_OK(cairn_state_add_scalar(st, "extra", CAIRN_I64, &extra));
+        CHECK_OK(cairn_load_options_create(&lo));
+        CHECK_ERR(cairn_load_options_add_may_be_missing(lo, NULL), CAIRN_ERR_USAGE, "the key is NULL or empty");
+        CHECK_OK(cairn_load_options_add_may_be_missing(lo, "extra"));
+        CHECK_OK(cairn_load(st, path, MPI_COMM_WORLD, lo, &r));
+        CHECK(r.missing == 1 && r.skipped == 0 && extra == -1 && step == 13);
+        CHECK_OK(cairn_state_missing(st, 0, &nm));
+        CHECK(strcmp(nm, "extra") == 0);
+        CHECK_OK(cairn_state_free(&st));
+        CHECK_OK(cairn_state_create(&st));
+        CHECK_OK(cairn_state_add_array(st, "a", CAIRN_F64, 1, g, o, s, a, NULL));
+        CHECK_OK(cairn_state_add_scalar(st, "stpe", CAIRN_I64, &stpe));
+        CHECK_OK(cairn_load_options_set_partial(lo, 1));
+        CHECK_ERR(cairn_load(st, path, MPI_COMM_WORLD, lo, NULL), CAIRN_ERR_NOT_FOUND, "did you mean 'step'");
+        CHECK(stpe == -1);
         CHECK_OK(cairn_load_options_free(&lo));
         CHECK_OK(cairn_state_free(&st));
     }

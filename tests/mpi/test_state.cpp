@@ -131,6 +131,73 @@ TEST_CASE("partial loads skip and report keys present on one side only", "[parti
     CHECK(extra == -1);
 }
 
+TEST_CASE("may_be_missing names the state keys a checkpoint may lack", "[partial]")
+{
+    const int w = world_size(), r = world_rank();
+    const std::string dir = fresh_dir("may_be_missing_" + std::to_string(w)) + "/ckpt";
+    std::vector<double> u(10);
+    for (std::size_t i = 0; i < u.size(); ++i)
+        u[i] = r * 10.0 + static_cast<double>(i) + 0.5;
+    std::int64_t step = 42;
+    {
+        cairn::StateDict sd;
+        sd.add_array("u", u.data(), {10 * w}, cairn::Box{{10 * r}, {10}}).add_scalar("step", &step);
+        cairn::save(sd, dir, MPI_COMM_WORLD);
+    }
+    std::fill(u.begin(), u.end(), 0.0);
+    step = 0;
+    double extra = -1, opt_a = -2, opt_b = -3, stpe = -4;
+    const auto state = [&](bool misspelt) {
+        cairn::StateDict sd;
+        sd.add_array("u", u.data(), {10 * w}, cairn::Box{{10 * r}, {10}});
+        if (misspelt)
+            sd.add_scalar("stpe", &stpe);
+        else
+            sd.add_scalar("step", &step).add_scalar("extra", &extra).add_scalar("opt.a", &opt_a).add_scalar("opt.b", &opt_b);
+        return sd;
+    };
+
+    // Named keys and a prefix may be missing, without partial.
+    cairn::LoadOptions o;
+    o.may_be_missing = {"extra", "opt."};
+    auto sd = state(false);
+    const auto res = cairn::load(sd, dir, MPI_COMM_WORLD, o);
+    CHECK(res.missing == std::vector<std::string>{"extra", "opt.a", "opt.b"});
+    CHECK(res.skipped.empty());
+    CHECK(step == 42);
+    CHECK(u[3] == r * 10.0 + 3.5);
+    CHECK((extra == -1 && opt_a == -2 && opt_b == -3));
+
+    // A missing key that is not named fails on every rank, naming it.
+    o.may_be_missing = {"opt."};
+    auto sd2 = state(false);
+    REQUIRE_THROWS_AS(cairn::load(sd2, dir, MPI_COMM_WORLD, o), cairn::error::NotFound);
+    try {
+        cairn::load(sd2, dir, MPI_COMM_WORLD, o);
+    } catch (const cairn::error::NotFound& e) {
+        CHECK_THAT(e.what(), Catch::Matchers::Contains("'extra'"));
+    }
+
+    // With partial, a list restricts which keys may be missing: a misspelt
+    // key fails, with the checkpoint's key it is closest to.
+    o.partial = true;
+    o.may_be_missing = {"extra"};
+    auto sd3 = state(true);
+    try {
+        cairn::load(sd3, dir, MPI_COMM_WORLD, o);
+        FAIL("a misspelt key loaded");
+    } catch (const cairn::error::NotFound& e) {
+        CHECK_THAT(e.what(), Catch::Matchers::Contains("'stpe'") &&
+                                 Catch::Matchers::Contains("did you mean 'step'"));
+    }
+    // Without a list, partial lets it pass, as before.
+    o.may_be_missing.clear();
+    const auto lax = cairn::load(sd3, dir, MPI_COMM_WORLD, o);
+    CHECK(lax.missing == std::vector<std::string>{"stpe"});
+    CHECK(lax.skipped == std::vector<std::string>{"step"});
+    CHECK(stpe == -4);
+}
+
 TEST_CASE("empty byte blobs and empty strings round-trip", "[state]")
 {
     const int w = world_size();

@@ -133,6 +133,16 @@ def test_manager_directory(tmp):
     np.testing.assert_array_equal(values["u"], np.full(10, 2.0))
 
 
+def test_may_be_missing(tmp):
+    path = tmp / "mbm"
+    cairn.save({"u": np.arange(4.0), "step": 3}, path)
+    u = np.zeros(4)
+    values, r = cairn.load({"u": u, "step": None, "extra": None}, path, may_be_missing=["extra"])
+    assert values["step"] == 3 and r["missing"] == ["extra"]
+    with pytest.raises(cairn.NotFound, match="did you mean 'step'"):
+        cairn.load({"u": u, "stpe": None}, path, partial=True, may_be_missing=["extra"])
+
+
 def test_decomposition(tmp):
     a = rng.standard_normal((64, 8))
     path = tmp / "dec"
