@@ -67,13 +67,28 @@ template <> struct dtype_of_impl<std::uint16_t> { static constexpr DType value =
 template <> struct dtype_of_impl<std::uint32_t> { static constexpr DType value = DType::u32; };
 template <> struct dtype_of_impl<std::uint64_t> { static constexpr DType value = DType::u64; };
 template <> struct dtype_of_impl<bool> { static constexpr DType value = DType::boolean; };
+// Never defined: the compiler's error for an element type Cairn cannot
+// store names the type as this template's argument.
+template <class T>
+struct unsupported_element_type;
+template <class T, bool integral = std::is_integral_v<T>>
+struct integral_dtype {
+    static constexpr DType value = unsupported_element_type<T>::value;
+};
 // `long long` / `long` are distinct types from int64_t on some ABIs.
 template <class T>
-struct dtype_of_impl {
-    static_assert(std::is_integral_v<T>, "cairn: unsupported element type");
+struct integral_dtype<T, true> {
     static constexpr DType value =
         std::is_signed_v<T> ? (sizeof(T) == 8 ? DType::i64 : sizeof(T) == 4 ? DType::i32 : sizeof(T) == 2 ? DType::i16 : DType::i8)
                             : (sizeof(T) == 8 ? DType::u64 : sizeof(T) == 4 ? DType::u32 : sizeof(T) == 2 ? DType::u16 : DType::u8);
+};
+template <class T>
+struct dtype_of_impl {
+    static_assert(std::is_integral_v<T>,
+                  "cairn: unsupported element type (the type is named in 'unsupported_element_type<T>' below): "
+                  "arrays hold float, double, cairn::half, cairn::bfloat16, bool and integer types; for a struct, "
+                  "add one array per field, or its bytes as a u8 array with a last dimension of sizeof(T)");
+    static constexpr DType value = integral_dtype<T>::value;
 };
 } // namespace detail
 
