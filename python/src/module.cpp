@@ -127,6 +127,28 @@ cairn::ArrayShard shard_of(const std::string& name, const py::array& a, const st
     return s;
 }
 
+// Adds the arrays [(name, ndarray, global_shape, offsets)] and scalars
+// [(name, 0-d ndarray)] of a Python request to `sd`; `keep` holds the numpy
+// arrays alive for the call. `destination`: a load's (must be writable).
+void add_arrays_and_scalars(cairn::StateDict& sd, std::vector<py::array>& keep, const py::list& arrays,
+                            const py::list& scalars, bool destination)
+{
+    for (const auto& item : arrays) {
+        const auto t = item.cast<py::tuple>();
+        const auto name = t[0].cast<std::string>();
+        keep.push_back(t[1].cast<py::array>());
+        sd.add_array(name, shard_of(name, keep.back(), t[2].cast<std::vector<std::int64_t>>(),
+                                    t[3].cast<std::vector<std::int64_t>>(), destination));
+    }
+    for (const auto& item : scalars) {
+        const auto t = item.cast<py::tuple>();
+        const auto name = t[0].cast<std::string>();
+        keep.push_back(t[1].cast<py::array>());
+        check_native(keep.back(), name);
+        sd.add_scalar_ref(name, cairn::ScalarRef{dtype_of(keep.back().dtype(), name), keep.back().mutable_data()});
+    }
+}
+
 py::dict result_dict(std::uint64_t bytes, double seconds)
 {
     py::dict d;
@@ -144,20 +166,7 @@ py::dict save(const std::string& path, const py::list& arrays, const py::list& s
     const MPI_Comm c = comm_of(comm);
     cairn::StateDict sd;
     std::vector<py::array> keep; // alive for the save
-    for (const auto& item : arrays) {
-        const auto t = item.cast<py::tuple>();
-        const auto name = t[0].cast<std::string>();
-        keep.push_back(t[1].cast<py::array>());
-        sd.add_array(name, shard_of(name, keep.back(), t[2].cast<std::vector<std::int64_t>>(),
-                                    t[3].cast<std::vector<std::int64_t>>(), false));
-    }
-    for (const auto& item : scalars) {
-        const auto t = item.cast<py::tuple>();
-        const auto name = t[0].cast<std::string>();
-        keep.push_back(t[1].cast<py::array>());
-        check_native(keep.back(), name);
-        sd.add_scalar_ref(name, cairn::ScalarRef{dtype_of(keep.back().dtype(), name), keep.back().mutable_data()});
-    }
+    add_arrays_and_scalars(sd, keep, arrays, scalars, false);
     std::vector<std::unique_ptr<std::string>> texts;
     for (const auto& item : strings) {
         const auto t = item.cast<py::tuple>();
@@ -198,20 +207,7 @@ py::tuple load(const std::string& path, const py::list& arrays, const py::list& 
     const MPI_Comm c = comm_of(comm);
     cairn::StateDict sd;
     std::vector<py::array> keep;
-    for (const auto& item : arrays) {
-        const auto t = item.cast<py::tuple>();
-        const auto name = t[0].cast<std::string>();
-        keep.push_back(t[1].cast<py::array>());
-        sd.add_array(name, shard_of(name, keep.back(), t[2].cast<std::vector<std::int64_t>>(),
-                                    t[3].cast<std::vector<std::int64_t>>(), true));
-    }
-    for (const auto& item : scalars) {
-        const auto t = item.cast<py::tuple>();
-        const auto name = t[0].cast<std::string>();
-        keep.push_back(t[1].cast<py::array>());
-        check_native(keep.back(), name);
-        sd.add_scalar_ref(name, cairn::ScalarRef{dtype_of(keep.back().dtype(), name), keep.back().mutable_data()});
-    }
+    add_arrays_and_scalars(sd, keep, arrays, scalars, true);
     std::vector<std::pair<std::string, std::unique_ptr<std::string>>> texts;
     std::vector<std::pair<std::string, std::unique_ptr<std::vector<std::byte>>>> blobs;
     for (const auto& item : want) {
