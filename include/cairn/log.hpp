@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace cairn {
 
@@ -32,6 +33,20 @@ void set_log_level(LogLevel level) noexcept;
 /// at the first call ("off", "info", "debug", case-insensitive, or "0" / "1" /
 /// "2"; anything else is off, with one warning on stderr). **Local**; never throws.
 LogLevel log_level() noexcept;
+
+/// Sets the file this process's profiles go to, overriding the environment
+/// variable CAIRN_PROFILE; "" turns profiling off. With a file set on the
+/// coordinator (rank 0 of the communicator), every save, async_save, load
+/// and verify that succeeds gathers each rank's time and bytes of each phase
+/// to the coordinator, which appends one JSON record to the file (JSON
+/// Lines: one object per line, docs/API.md §8). Only the coordinator's
+/// setting counts: the other ranks follow it, whatever theirs. **Local**;
+/// never throws.
+void set_profile_path(const std::string& path);
+
+/// The profile file of this process: the last set_profile_path(), else
+/// CAIRN_PROFILE read at the first call; "" when profiling is off. **Local**.
+std::string profile_path();
 
 /// A phase of a save, load or verify, as reported to progress callbacks and in
 /// the log.

@@ -1,15 +1,28 @@
-// CAIRN_LOG and set_log_level; the phase log of save / load / verify.
+// CAIRN_LOG and set_log_level, CAIRN_PROFILE and set_profile_path; the
+// phase log and profile of save / load / verify.
 #include "cairn/log.hpp"
 
+#include "comm/protocol.hpp"
 #include "core/phase_log.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <numeric>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace cairn {
 
@@ -36,9 +49,32 @@ LogLevel level_from_env() noexcept
     return LogLevel::off;
 }
 
+// The profile file: set_profile_path(), else CAIRN_PROFILE read once.
+std::mutex g_profile_mutex;
+bool g_profile_set = false;
+std::string g_profile;
+
 } // namespace
 
 void set_log_level(LogLevel level) noexcept { g_level.store(static_cast<int>(level)); }
+
+void set_profile_path(const std::string& path)
+{
+    const std::lock_guard<std::mutex> lock(g_profile_mutex);
+    g_profile = path;
+    g_profile_set = true;
+}
+
+std::string profile_path()
+{
+    const std::lock_guard<std::mutex> lock(g_profile_mutex);
+    if (!g_profile_set) {
+        const char* v = std::getenv("CAIRN_PROFILE");
+        g_profile = v ? v : "";
+        g_profile_set = true;
+    }
+    return g_profile;
+}
 
 LogLevel log_level() noexcept
 {
@@ -89,12 +125,77 @@ std::string bytes_str(double b)
     return buf;
 }
 
+// The profile's gather: per rank a fixed number of words, so that one
+// MPI_Gather carries it: the phase count, the total seconds, then per phase
+// its seconds, wall seconds (as the bits of doubles) and bytes.
+constexpr std::size_t max_phases = 8;
+constexpr std::size_t profile_words = 2 + 3 * max_phases;
+
+std::uint64_t double_bits(double d)
+{
+    std::uint64_t u = 0;
+    std::memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+double bits_double(std::uint64_t u)
+{
+    double d = 0;
+    std::memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+using Json = nlohmann::ordered_json;
+
+// min / max / mean over the ranks, imbalance = max / mean (1 when the mean
+// is 0), the rank with the max (the lowest of equals), and every rank's value.
+template <class T>
+Json over_ranks(const std::vector<T>& v, const char* max_rank_key)
+{
+    Json j;
+    if (v.empty())
+        return j;
+    const auto lo = std::min_element(v.begin(), v.end());
+    const auto hi = std::max_element(v.begin(), v.end()); // the first of equals
+    double sum = 0;
+    for (const T x : v)
+        sum += static_cast<double>(x);
+    const double mean = sum / static_cast<double>(v.size());
+    if (std::is_integral<T>::value)
+        j["sum"] = std::accumulate(v.begin(), v.end(), T{0});
+    j["min"] = *lo;
+    j["max"] = *hi;
+    j["mean"] = mean;
+    j["imbalance"] = mean > 0 ? static_cast<double>(*hi) / mean : 1.0;
+    j[max_rank_key] = hi - v.begin();
+    j["ranks"] = v;
+    return j;
+}
+
+// "2026-11-27T20:50:01.123456Z"
+std::string utc_text(double unix_seconds)
+{
+    const auto whole = static_cast<std::time_t>(unix_seconds);
+    std::tm tm{};
+    gmtime_r(&whole, &tm);
+    char buf[48];
+    const std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    std::snprintf(buf + n, sizeof buf - n, ".%06dZ",
+                  static_cast<int>((unix_seconds - static_cast<double>(whole)) * 1e6));
+    return buf;
+}
+
 } // namespace
 
 PhaseLog::PhaseLog(const char* op, std::string id, int rank, ProgressCallback progress)
     : m_op(op), m_id(std::move(id)), m_rank(rank), m_level(log_level()), m_progress(std::move(progress)),
       m_t0(std::chrono::steady_clock::now()), m_phase_t0(m_t0)
 {
+    if (m_rank == 0) {
+        m_profile = profile_path();
+        if (!m_profile.empty())
+            m_start = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    }
 }
 
 void PhaseLog::begin(Phase phase) noexcept
@@ -103,6 +204,7 @@ void PhaseLog::begin(Phase phase) noexcept
     m_total = 0;
     m_done = 0;
     m_phase_t0 = std::chrono::steady_clock::now();
+    m_finished = false;
 }
 
 void PhaseLog::started(std::uint64_t total)
@@ -131,6 +233,8 @@ void PhaseLog::progress(std::uint64_t done)
 void PhaseLog::finished()
 {
     raise();
+    m_finished = true;
+    m_finished_t = std::chrono::steady_clock::now();
     m_done = m_total;
     if (m_progress)
         m_progress(Progress{m_phase, m_total, m_total});
@@ -152,10 +256,17 @@ void PhaseLog::finished_after_commit() noexcept
 
 void PhaseLog::end(std::uint64_t all_bytes, const char* label)
 {
+    // Recorded on every rank whatever the level: the coordinator may profile.
+    const auto now = std::chrono::steady_clock::now();
+    const double s = seconds_between(m_phase_t0, now);
+    const char* what = label ? label : phase_name(m_phase);
+    try {
+        m_records.push_back(Record{what, seconds_between(m_phase_t0, m_finished ? m_finished_t : now), s, m_total});
+    } catch (...) {
+        // out of memory: a profile without this phase (profile() checks)
+    }
     if (m_level == LogLevel::off)
         return;
-    const double s = seconds_between(m_phase_t0, std::chrono::steady_clock::now());
-    const char* what = label ? label : phase_name(m_phase);
     if (m_rank == 0)
         line(what, s, all_bytes, true);
     if (m_level == LogLevel::debug)
@@ -164,9 +275,100 @@ void PhaseLog::end(std::uint64_t all_bytes, const char* label)
 
 void PhaseLog::finish(std::uint64_t all_bytes)
 {
+    m_seconds = seconds_between(m_t0, std::chrono::steady_clock::now());
+    m_all_bytes = all_bytes;
     if (m_level == LogLevel::off || m_rank != 0)
         return;
-    line("total", seconds_between(m_t0, std::chrono::steady_clock::now()), all_bytes, true);
+    line("total", m_seconds, all_bytes, true);
+}
+
+void PhaseLog::profile(const Comm& comm, const char* layout) noexcept
+{
+    std::vector<std::uint64_t> mine(profile_words, 0);
+    const std::size_t n = std::min(m_records.size(), max_phases);
+    mine[0] = n;
+    mine[1] = double_bits(m_seconds);
+    for (std::size_t p = 0; p < n; ++p) {
+        mine[2 + 3 * p] = double_bits(m_records[p].seconds);
+        mine[3 + 3 * p] = double_bits(m_records[p].wall);
+        mine[4 + 3 * p] = m_records[p].bytes;
+    }
+    std::vector<std::uint64_t> all;
+    const auto ranks = static_cast<std::size_t>(comm.size);
+    try {
+        if (comm.coordinator())
+            all.resize(ranks * profile_words);
+    } catch (...) {
+        // out of memory: the coordinator still takes part in the gather, and then writes nothing
+    }
+    const bool have = !comm.coordinator() || !all.empty();
+    std::uint64_t spare[profile_words];
+    const int rc = MPI_Gather(mine.data(), static_cast<int>(profile_words), MPI_UINT64_T,
+                              have ? all.data() : spare, static_cast<int>(profile_words), MPI_UINT64_T, 0, comm.comm);
+    if (!comm.coordinator())
+        return;
+    try {
+        if (rc != MPI_SUCCESS || !have)
+            throw std::runtime_error("the gather of the ranks' phases failed");
+        const std::uint64_t* w = all.data();
+        for (std::size_t r = 0; r < ranks; ++r)
+            if (w[r * profile_words] != n)
+                throw std::runtime_error("rank " + std::to_string(r) + " has " +
+                                         std::to_string(w[r * profile_words]) + " phases, rank 0 has " +
+                                         std::to_string(n));
+        Json rec;
+        rec["cairn_profile"] = 1;
+        rec["operation"] = m_op;
+        rec["path"] = m_id;
+        rec["layout"] = layout;
+        rec["ranks"] = comm.size;
+        rec["start"] = utc_text(m_start);
+        std::vector<double> totals(ranks);
+        for (std::size_t r = 0; r < ranks; ++r)
+            totals[r] = bits_double(w[r * profile_words + 1]);
+        const double seconds = *std::max_element(totals.begin(), totals.end());
+        rec["seconds"] = seconds;
+        rec["bytes"] = m_all_bytes;
+        rec["bandwidth"] = seconds > 0 ? static_cast<double>(m_all_bytes) / seconds : 0.0;
+        Json phases = Json::array();
+        for (std::size_t p = 0; p < n; ++p) {
+            std::vector<double> secs(ranks), walls(ranks);
+            std::vector<std::uint64_t> bytes(ranks);
+            for (std::size_t r = 0; r < ranks; ++r) {
+                secs[r] = bits_double(w[r * profile_words + 2 + 3 * p]);
+                walls[r] = bits_double(w[r * profile_words + 3 + 3 * p]);
+                bytes[r] = w[r * profile_words + 4 + 3 * p];
+            }
+            Json ph;
+            ph["phase"] = m_records[p].name;
+            const double wall = *std::max_element(walls.begin(), walls.end());
+            ph["wall"] = wall;
+            ph["seconds"] = over_ranks(secs, "slowest_rank");
+            ph["bytes"] = over_ranks(bytes, "max_rank");
+            const std::uint64_t sum = std::accumulate(bytes.begin(), bytes.end(), std::uint64_t{0});
+            ph["bandwidth"] = wall > 0 ? static_cast<double>(sum) / wall : 0.0;
+            phases.push_back(std::move(ph));
+        }
+        rec["phases"] = std::move(phases);
+        rec["total"] = over_ranks(totals, "slowest_rank");
+        const std::string text = rec.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+        std::FILE* f = std::fopen(m_profile.c_str(), "a");
+        if (!f)
+            throw std::runtime_error(std::string("cannot open it to append: ") + std::strerror(errno));
+        const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+        const int err = errno;
+        if (std::fclose(f) != 0 || !written)
+            throw std::runtime_error(std::string("cannot write it: ") + std::strerror(written ? errno : err));
+    } catch (const std::exception& e) {
+        try {
+            std::fputs(("cairn: profile " + m_profile + ": no record of this " + m_op + " of '" + m_id + "': " +
+                        e.what() + "\n")
+                           .c_str(),
+                       stderr);
+        } catch (...) {
+        }
+    } catch (...) {
+    }
 }
 
 void PhaseLog::line(const char* what, double seconds, std::uint64_t bytes, bool all_ranks) const

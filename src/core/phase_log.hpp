@@ -1,6 +1,6 @@
-// Private: timing of the phases of a save / load / verify for CAIRN_LOG, and
-// the calls of the progress callback. Cheap when both are off: a clock read
-// per phase.
+// Private: timing of the phases of a save / load / verify for CAIRN_LOG and
+// CAIRN_PROFILE, and the calls of the progress callback. Cheap when all are
+// off: two clock reads per phase.
 #pragma once
 
 #include "cairn/log.hpp"
@@ -9,8 +9,11 @@
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <vector>
 
 namespace cairn::detail {
+
+struct Comm;
 
 class PhaseLog {
 public:
@@ -56,8 +59,29 @@ public:
     /// The last line: the whole operation's time and `all_bytes`.
     void finish(std::uint64_t all_bytes);
 
+    /// 1 on the coordinator when it profiles (profile_path() set), else 0:
+    /// to be summed over the ranks in the operation's last collective, so
+    /// that every rank knows whether to call profile().
+    std::uint64_t profile_flag() const noexcept { return m_rank == 0 && !m_profile.empty() ? 1 : 0; }
+    /// After finish(), on every rank when the sum of profile_flag() is not 0,
+    /// on the success path only: gathers every rank's phases to the
+    /// coordinator (one collective), which appends the operation's record to
+    /// its profile file. `layout`: "per_rank", "container" or "custom".
+    /// A file that cannot be written is a warning on stderr, not an error.
+    void profile(const Comm& comm, const char* layout) noexcept;
+
 private:
     void line(const char* what, double seconds, std::uint64_t bytes, bool all_ranks) const;
+
+    /// A phase over on this rank: its name, this rank's time (from begin()
+    /// to finished(), before waiting for the others), the time until end()
+    /// (the phase over on every rank), and this rank's bytes.
+    struct Record {
+        std::string name;
+        double seconds = 0;
+        double wall = 0;
+        std::uint64_t bytes = 0;
+    };
 
     const char* m_op;
     std::string m_id;
@@ -70,6 +94,13 @@ private:
     std::exception_ptr m_cancel; // the callback's exception in started()
     std::chrono::steady_clock::time_point m_t0;
     std::chrono::steady_clock::time_point m_phase_t0;
+    std::chrono::steady_clock::time_point m_finished_t; // finished() of the current phase
+    bool m_finished = false;
+    std::string m_profile;         // profile_path() when the operation began
+    std::vector<Record> m_records; // this rank's phases, in order
+    double m_seconds = 0;          // the whole operation, at finish()
+    std::uint64_t m_all_bytes = 0; // finish()'s
+    double m_start = 0;            // Unix time of the start
 };
 
 } // namespace cairn::detail

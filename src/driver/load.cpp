@@ -173,9 +173,10 @@ LoadResult finish(Load& s)
         result.missing = dp->missing();
         result.skipped = dp->skipped();
     }
-    // With the sum of the bytes read: whether the checkpoint was replaced.
-    std::uint64_t sums[2] = {result.bytes_read, detail::replaced_meanwhile(s) ? 1u : 0u};
-    detail::allreduce_sum(s.comm, sums, 2);
+    // With the sum of the bytes read: whether the checkpoint was replaced,
+    // whether the coordinator profiles.
+    std::uint64_t sums[3] = {result.bytes_read, detail::replaced_meanwhile(s) ? 1u : 0u, s.log.profile_flag()};
+    detail::allreduce_sum(s.comm, sums, 3);
     if (sums[1] != 0)
         throw detail::replaced_error(s);
     result.bytes_read_all = sums[0];
@@ -183,6 +184,8 @@ LoadResult finish(Load& s)
     s.log.end(result.bytes_read_all);
     result.seconds = s.seconds();
     s.log.finish(result.bytes_read_all);
+    if (sums[2] != 0)
+        s.log.profile(s.comm, detail::layout_name(s));
     return result;
 }
 

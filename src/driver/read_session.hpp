@@ -44,6 +44,13 @@ struct ReadSession {
 /// (share_metadata); null on the other ranks.
 std::unique_ptr<MetadataFrames> open_and_read_metadata(ReadSession& s);
 
+/// The layout read, for the profile: "container", "per_rank", or "custom"
+/// (options.storage).
+inline const char* layout_name(const ReadSession& s)
+{
+    return s.options.storage ? "custom" : s.container ? "container" : "per_rank";
+}
+
 /// The error of a load or verify that read a checkpoint replaced meanwhile.
 error::ConcurrentAccess replaced_error(const ReadSession& s);
 

@@ -347,16 +347,18 @@ void commit(SaveSession& s, std::vector<Bytes> all_results)
     });
 }
 
-// Collective: the result, with the sums over all ranks.
-SaveResult result(SaveSession& s, std::uint64_t written)
+// Collective: the result, with the sums over all ranks; `profile`: whether
+// the coordinator profiles (PhaseLog::profile_flag).
+SaveResult result(SaveSession& s, std::uint64_t written, bool& profile)
 {
     const Comm& c = s.comm;
     SaveResult result;
     const std::size_t entries = !c.coordinator() ? 0
                                 : s.columnar     ? s.columnar->metadata().entries.size()
                                                  : s.metadata.entries.size();
-    std::uint64_t sums[2] = {written, entries}; // one allreduce for both
-    detail::allreduce_sum(c, sums, 2);
+    std::uint64_t sums[3] = {written, entries, s.log.profile_flag()}; // one allreduce for all
+    detail::allreduce_sum(c, sums, 3);
+    profile = sums[2] != 0;
     result.bytes_written = sums[0];
     result.entries = static_cast<std::size_t>(sums[1]);
     result.seconds = s.seconds();
@@ -406,8 +408,13 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
         s.log.finished_after_commit();
         s.log.end();
 
-        const SaveResult r = result(s, written.bytes);
+        bool profile = false;
+        const SaveResult r = result(s, written.bytes, profile);
         s.log.finish(r.bytes_written);
+        if (profile)
+            s.log.profile(s.comm, dynamic_cast<DistcpWriter*>(s.storage.get())      ? "per_rank"
+                                  : dynamic_cast<ContainerWriter*>(s.storage.get()) ? "container"
+                                                                                    : "custom");
         return r;
     } catch (...) {
         if (s.comm.coordinator())

@@ -190,15 +190,18 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
 
     VerifyReport report;
     report.problems = all_problems(s.comm, mine);
-    std::uint64_t sums[3] = {chunks, bytes, detail::replaced_meanwhile(s) ? 1u : 0u};
-    detail::allreduce_sum(s.comm, sums, 3);
+    std::uint64_t sums[4] = {chunks, bytes, detail::replaced_meanwhile(s) ? 1u : 0u, s.log.profile_flag()};
+    detail::allreduce_sum(s.comm, sums, 4);
     if (sums[2] != 0)
         throw detail::replaced_error(s);
     report.chunks = sums[0];
     report.bytes = sums[1];
     report.checksums = md.checksum_block != 0;
+    s.log.count(bytes); // the per-rank line, like the total: bytes checked
     s.log.end(report.bytes);
     s.log.finish(report.bytes);
+    if (sums[3] != 0)
+        s.log.profile(s.comm, detail::layout_name(s));
     return report;
 }
 
