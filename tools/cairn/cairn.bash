@@ -8,7 +8,7 @@ _cairn()
     verb=
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-            ls|cat|verify|diff|convert|repair) verb=${COMP_WORDS[i]}; break ;;
+            ls|cat|verify|diff|convert|repair|profile) verb=${COMP_WORDS[i]}; break ;;
         esac
     done
     case $prev in
@@ -19,16 +19,19 @@ _cairn()
     esac
     local opts
     case $verb in
-        "") opts="ls cat verify diff convert repair -q --quiet --memory --version -h --help" ;;
+        "") opts="ls cat verify diff convert repair profile -q --quiet --memory --version -h --help" ;;
         ls) opts="-D --decomposition -l --long --json --step -h --help" ;;
         cat) opts="-s --slice --step -h --help" ;;
         verify) opts="--strict --json --step -h --help" ;;
         diff) opts="--max-lines --abs --rel --json --step -h --help" ;;
         convert) opts="--layout -f --force --step --hint --checksum-block -h --help" ;;
         repair) opts="-h --help" ;;
+        profile) opts="--json -h --help" ;;
     esac
     if [[ -z $verb || $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+    elif [[ $verb == profile ]]; then
+        COMPREPLY=($(compgen -f -- "$cur"))  # a profile file
     else
         # Checkpoints: directories and .h5 files.
         COMPREPLY=($(compgen -d -- "$cur") $(compgen -f -X '!*.h5' -- "$cur"))

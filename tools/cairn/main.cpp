@@ -3,7 +3,7 @@
 //   cairn ls CKPT [-D] [-l] [--json]  cairn verify CKPT [--strict] [--json]
 //   cairn cat CKPT NAME [--slice S]   cairn diff A B [--abs D] [--rel P] [--json]
 //   cairn convert SRC DST [--layout L] [--force]
-//   cairn repair PATH
+//   cairn repair PATH                 cairn profile FILE [--json]
 //
 // Runs on one process or under mpiexec (every rank takes a share of the
 // data of verify, diff and convert); rank 0 prints.
@@ -35,7 +35,8 @@ that is missing beside a complete CKPT.cairn-staging (a replacement
 interrupted between its two renames) is an error until `cairn repair CKPT`
 puts the newest copy in place. Under
 mpiexec, verify, diff and convert spread the data over the ranks.
-Environment: CAIRN_LOG=info|debug logs each phase of Cairn's loads and saves.)";
+Environment: CAIRN_LOG=info|debug logs each phase of Cairn's loads and saves;
+CAIRN_PROFILE=FILE appends a record of each to FILE, for cairn profile.)";
 
 } // namespace
 
@@ -47,7 +48,7 @@ int main(int argc, char** argv)
     MPI_Comm_size(ctx.comm, &ctx.size);
 
     CLI::App app{"cairn " + std::string(cairn::version()) +
-                     ": inspect, check, compare, convert and repair Cairn checkpoints",
+                     ": inspect, check, compare, convert and repair Cairn checkpoints, and summarise profiles",
                  "cairn"};
     app.footer(footer);
     app.require_subcommand(1);
@@ -126,6 +127,14 @@ int main(int argc, char** argv)
                   "for a directory of checkpoints (a CheckpointManager root), every leftover in it. Prints what it did");
     c_repair->add_option("PATH", repair.path, "Checkpoint, or directory of checkpoints")->required();
 
+    ProfileArgs profile;
+    auto* c_profile = app.add_subcommand(
+        "profile", "Summarise a profile written with CAIRN_PROFILE=FILE: for each save, load and verify, every "
+                   "phase's min, mean and max time over the ranks, imbalance (max / mean), slowest rank, bytes "
+                   "and bandwidth");
+    c_profile->add_option("FILE", profile.file, "Profile file (JSON Lines, one record per operation)")->required();
+    c_profile->add_flag("--json", profile.json, "Print JSON for scripts");
+
     int rc = exit_ok;
     try {
         app.parse(argc, argv);
@@ -171,6 +180,9 @@ int main(int argc, char** argv)
             diff.a = a;
             diff.b = b;
             rc = cmd_diff(ctx, diff);
+        }
+        else if (verb == "profile") {
+            rc = cmd_profile(ctx, profile);
         }
         else if (verb == "repair") {
             repair.path = resolve_metadata_file(ctx, repair.path);

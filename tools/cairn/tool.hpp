@@ -256,4 +256,11 @@ struct RepairArgs {
 /// for a directory of checkpoints.
 int cmd_repair(const Context& ctx, const RepairArgs& args);
 
+struct ProfileArgs {
+    std::string file; ///< a profile written with CAIRN_PROFILE (JSON Lines)
+    bool json = false;
+};
+/// Summarises every record of a profile file (rank 0 reads it).
+int cmd_profile(const Context& ctx, const ProfileArgs& args);
+
 } // namespace cairn_tool
