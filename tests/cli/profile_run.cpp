@@ -2,9 +2,10 @@
 // (and CAIRN_LOG) and checks what they give against what this prints: one
 // JSON object per operation on rank 0's stdout.
 //
-//   mpiexec -n N cairn_profile_run DIR run      both layouts: save, load, verify
+//   mpiexec -n N cairn_profile_run DIR run      both layouts: save, load, verify; an async_save
 //   mpiexec -n N cairn_profile_run DIR fail     a save failing on the last rank, then one that succeeds
 //   cairn_profile_run DIR partial               1 rank: a load of a few elements of a large array
+#include <cairn/async.hpp>
 #include <cairn/checkpoint.hpp>
 #include <cairn/errors.hpp>
 #include <cairn/state_dict.hpp>
@@ -35,7 +36,8 @@ void record(const char* op, const std::string& path, std::uint64_t bytes, const 
 
 int main(int argc, char** argv)
 {
-    MPI_Init(&argc, &argv);
+    int provided = 0; // async_save needs MPI_THREAD_MULTIPLE
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc != 3) {
@@ -74,6 +76,10 @@ int main(int argc, char** argv)
                     throw std::runtime_error("verify of " + path + " found damage");
                 record("verify", path, report.bytes);
             }
+            const std::string path = dir + "/async";
+            cairn::SaveOptions so;
+            so.overwrite = true;
+            record("save", path, cairn::async_save(state, path, MPI_COMM_WORLD, so).wait().bytes_written);
         } else if (mode == "fail") {
             std::vector<double> a(1000, 1.0 + rank);
             cairn::StateDict state;

@@ -3,7 +3,7 @@
 
 Runs cairn_profile_run (profile_run.cpp) on --np ranks with CAIRN_PROFILE
 set and checks the profile file: one record per save, load and verify of
-both layouts, with the rank count, the phases of each operation, every
+both layouts and an async_save, with the rank count, the phases of each operation, every
 rank's bytes summing to the bytes the call returned, min <= mean <= max,
 imbalance = max / mean; then that `cairn profile` summarises it (text and
 --json). A save that fails on one rank ends on every rank (no hang) and
@@ -76,7 +76,7 @@ np_ = a.np
 prof = os.path.join(a.workdir, "profile.jsonl")
 r = run(mpi(np_, a.run, a.workdir, "run"), dict(ENV, CAIRN_PROFILE=prof))
 expected = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
-check(len(expected) == 6, "cairn_profile_run prints 6 operations", r.stdout)
+check(len(expected) == 7, "cairn_profile_run prints 7 operations", r.stdout)
 got = records(prof)
 check(len(got) == len(expected), "one profile record per operation: %d, expected %d" % (len(got), len(expected)))
 for e, g in zip(expected, got):
@@ -143,7 +143,7 @@ heads = re.findall(r"^(save|load|verify) \"([^\"]+)\" \((per_rank|container), (\
 check([(h[0], h[1]) for h in heads] == [(g["operation"], g["path"]) for g in got] and
       all(int(h[3]) == np_ for h in heads), "cairn profile: a heading per record", r.stdout)
 check(len(re.findall(r"^  write\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+\d+\s+\S+ \S*B\s+\S+ \S*B/s$", r.stdout,
-                     re.M)) == 2, "cairn profile: the write phases with bytes and bandwidth", r.stdout)
+                     re.M)) == 3, "cairn profile: the write phases with bytes and bandwidth", r.stdout)
 bad = os.path.join(a.workdir, "bad.jsonl")
 with open(bad, "w") as f:
     f.write(open(prof).readline() + "{\"operation\": \"save\"}\n")
