@@ -1,5 +1,6 @@
 // Cairn: observability. A log of the phases of save / load / verify (time and
-// bandwidth of each, on stderr) and progress callbacks.
+// bandwidth of each, on stderr), a profile of them (a JSON record each, in a
+// file), and progress callbacks.
 #pragma once
 
 #include <cstdint>

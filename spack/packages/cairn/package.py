@@ -66,7 +66,7 @@ class Cairn(CMakePackage):
         msg="Kokkos with CUDA keeps views in device memory: build cairn +cuda to stage them",
     )
     depends_on("cli11@2:", type="build", when="+tools")  # header-only
-    depends_on("nlohmann-json@3:", type="build", when="+tools")  # header-only: the tool's JSON output
+    depends_on("nlohmann-json@3:", type="build")  # header-only: the profile records and the tool's JSON
 
     # The Python package: a pybind11 module over libcairn; mpi4py of the
     # same MPI for its parallel save and load (docs/PYTHON.md).
