@@ -4,10 +4,12 @@
 //
 //   mpiexec -n N cairn_profile_run DIR run      both layouts: save, load, verify; an async_save
 //   mpiexec -n N cairn_profile_run DIR fail     a save failing on the last rank, then one that succeeds
+//   mpiexec -n N cairn_profile_run DIR mixed    set_profile_path on rank 0 only, then on all ranks but 0
 //   cairn_profile_run DIR partial               1 rank: a load of a few elements of a large array
 #include <cairn/async.hpp>
 #include <cairn/checkpoint.hpp>
 #include <cairn/errors.hpp>
+#include <cairn/log.hpp>
 #include <cairn/state_dict.hpp>
 
 #include <mpi.h>
@@ -102,6 +104,21 @@ int main(int argc, char** argv)
             record("failed", path, 0);
             so.progress = nullptr;
             record("save", path, cairn::save(state, path, MPI_COMM_WORLD, so).bytes_written);
+        } else if (mode == "mixed") {
+            // Only the coordinator's setting counts: DIR/mixed0.jsonl gets a
+            // record with every rank, DIR/mixed1.jsonl none.
+            std::vector<double> a(100, 1.0 + rank);
+            cairn::StateDict state;
+            state.add_array<double>("a", a.data(), {100 * size}, cairn::Box{{100 * rank}, {100}});
+            cairn::SaveOptions so;
+            so.overwrite = true;
+            const std::string path = dir + "/mixed";
+            cairn::set_profile_path(rank == 0 ? dir + "/mixed0.jsonl" : "");
+            record("save", path, cairn::save(state, path, MPI_COMM_WORLD, so).bytes_written);
+            cairn::set_profile_path(rank == 0 ? "" : dir + "/mixed1.jsonl");
+            if (cairn::profile_path() != (rank == 0 ? "" : dir + "/mixed1.jsonl"))
+                throw std::runtime_error("profile_path() is not what set_profile_path() set");
+            record("load", path, cairn::load(state, path, MPI_COMM_WORLD).bytes_read_all);
         } else if (mode == "partial") {
             // One array of 1 MiB in one chunk, checksummed by 64 KiB blocks;
             // a load of 10 elements reads a whole block: more than it needs.

@@ -158,6 +158,20 @@ got = records(fprof) if os.path.exists(fprof) else []
 check([g["operation"] for g in got] == ["save"] and got[0]["bytes"] == 8000 * np_,
       "a failed save adds no record, the next save does", str(got))
 
+# A profile file that cannot be written: a warning, the save succeeds.
+r = run(mpi(np_, a.run, a.workdir, "fail"), dict(ENV, CAIRN_PROFILE=os.path.join(a.workdir, "no", "such.jsonl")),
+        timeout=120)
+check(re.search(r"^cairn: profile \S*no/such\.jsonl: no record of this save of '\S*failing': cannot open it", r.stderr,
+                re.M), "an unwritable profile: a warning naming the file and the save", r.stderr)
+
+# ---- only the coordinator's setting counts (set_profile_path) ----------------------
+r = run(mpi(np_, a.run, a.workdir, "mixed"), ENV, timeout=120)
+got = records(os.path.join(a.workdir, "mixed0.jsonl"))
+check([(g["operation"], g["ranks"]) for g in got] == [("save", np_)] and
+      got[0]["phases"][2]["bytes"]["ranks"] == [800] * np_,
+      "rank 0 profiling alone: a record with every rank's phases", str(got))
+check(not os.path.exists(os.path.join(a.workdir, "mixed1.jsonl")), "ranks but 0 profiling: no record")
+
 # ---- CAIRN_LOG on 1 rank: per-rank line = total = LoadResult::bytes_read --------------
 if np_ == 1:
     r = run([a.run, a.workdir, "partial"], dict(ENV, CAIRN_LOG="debug"))
