@@ -7,6 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -352,13 +355,26 @@ void PhaseLog::profile(const Comm& comm, const char* layout) noexcept
         rec["phases"] = std::move(phases);
         rec["total"] = over_ranks(totals, "slowest_rank");
         const std::string text = rec.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
-        std::FILE* f = std::fopen(m_profile.c_str(), "a");
-        if (!f)
+        // One write() with O_APPEND: records of processes sharing the file do not interleave.
+        const int fd = ::open(m_profile.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+        if (fd < 0)
             throw std::runtime_error(std::string("cannot open it to append: ") + std::strerror(errno));
-        const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-        const int err = errno;
-        if (std::fclose(f) != 0 || !written)
-            throw std::runtime_error(std::string("cannot write it: ") + std::strerror(written ? errno : err));
+        std::size_t done = 0;
+        int err = 0;
+        while (done < text.size()) {
+            const ssize_t got = ::write(fd, text.data() + done, text.size() - done);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got <= 0) {
+                err = got < 0 ? errno : EIO;
+                break;
+            }
+            done += static_cast<std::size_t>(got);
+        }
+        if (::close(fd) != 0 && err == 0)
+            err = errno;
+        if (err != 0)
+            throw std::runtime_error(std::string("cannot write it: ") + std::strerror(err));
     } catch (const std::exception& e) {
         try {
             std::fputs(("cairn: profile " + m_profile + ": no record of this " + m_op + " of '" + m_id + "': " +
