@@ -20,8 +20,8 @@
 #include <ctime>
 #include <exception>
 #include <mutex>
-#include <stdexcept>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
