@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -287,7 +288,7 @@ void PhaseLog::finish(std::uint64_t all_bytes)
 
 void PhaseLog::profile(const Comm& comm, const char* layout) noexcept
 {
-    std::vector<std::uint64_t> mine(profile_words, 0);
+    std::array<std::uint64_t, profile_words> mine{}; // no allocation before the gather
     const std::size_t n = std::min(m_records.size(), max_phases);
     mine[0] = n;
     mine[1] = double_bits(m_seconds);
