@@ -1,4 +1,4 @@
-// cairn: inspect, check, compare, convert and repair Cairn checkpoints (docs/CLI.md).
+// cairn: inspect, check, compare, convert and repair Cairn checkpoints, and summarise profiles (docs/CLI.md).
 //
 //   cairn ls CKPT [-D] [-l] [--json]  cairn verify CKPT [--strict] [--json]
 //   cairn cat CKPT NAME [--slice S]   cairn diff A B [--abs D] [--rel P] [--json]
