@@ -8,6 +8,8 @@
 #include <cairn/cairn.hpp>
 #include <cairn/testing.hpp>
 
+#include "storage/distcp/mpiio.hpp" // private: detail::distcp_writers
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -335,4 +337,16 @@ TEST_CASE("grouped files: an I/O error on one member fails every rank the same w
         CHECK(all(back.matches(r, w)));
         CHECK(all(!std::filesystem::exists(dir + ".cairn-staging")));
     }
+}
+
+TEST_CASE("grouped files: errors name the writers of a data file from its name", "[groups]")
+{
+    using cairn::detail::distcp_writers;
+    CHECK(distcp_writers("__3_0.distcp") == "rank 3");
+    CHECK(distcp_writers("__0-3_1.distcp") == "ranks 0 to 3");
+    CHECK(distcp_writers("__0-6x2_0.distcp") == "ranks 0 to 6 in steps of 2");
+    CHECK(distcp_writers("__n4_0.distcp") == "the ranks on the node of rank 4");
+    CHECK(distcp_writers("u.bin").empty());
+    CHECK(distcp_writers("__a-b_0.distcp").empty());
+    CHECK(distcp_writers("__0-3x_0.distcp").empty());
 }
