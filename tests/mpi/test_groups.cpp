@@ -350,3 +350,39 @@ TEST_CASE("grouped files: errors name the writers of a data file from its name",
     CHECK(distcp_writers("__a-b_0.distcp").empty());
     CHECK(distcp_writers("__0-3x_0.distcp").empty());
 }
+
+TEST_CASE("grouped files: members with nothing to write", "[groups]")
+{
+    // Odd ranks hold 1000 doubles each, even ranks nothing: the group still
+    // opens its file together, and writes none when no member has data.
+    const int w = world_size(), r = world_rank();
+    const std::int64_t holders = w / 2, n = 1000 * holders;
+    const std::string dir = fresh_dir("groups_empty_" + std::to_string(w)) + "/ckpt";
+    {
+        const std::int64_t len = r % 2 ? 1000 : 0, off = 1000 * (r / 2);
+        std::vector<double> u(static_cast<std::size_t>(len));
+        for (std::int64_t i = 0; i < len; ++i)
+            u[i] = static_cast<double>(value_at(off + i, 5));
+        cairn::StateDict sd;
+        sd.add_array<double>("u", u.data(), {n}, cairn::Box{{off}, {len}});
+        cairn::save(sd, dir, MPI_COMM_WORLD, grouped(cairn::DataFiles::in_all(1)));
+    }
+    const auto files = data_files(dir);
+    CHECK(all(files.size() == (holders > 0 ? 1u : 0u)));
+    if (holders > 0)
+        CHECK(all(files == std::set<std::string>{group_name(0, w - 1)}));
+    for (int m = 1; m <= w; ++m) {
+        const bool ok = run_on(m, [&](const SubComm& sub) {
+            const auto [off, len] = block(n, m, sub.rank());
+            std::vector<double> u(static_cast<std::size_t>(len), -1.0);
+            cairn::StateDict sd;
+            sd.add_array<double>("u", u.data(), {n}, cairn::Box{{off}, {len}});
+            cairn::load(sd, dir, sub.get());
+            bool same = true;
+            for (std::int64_t i = 0; i < len; ++i)
+                same = same && u[i] == static_cast<double>(value_at(off + i, 5));
+            return same;
+        });
+        CHECK(ok);
+    }
+}
