@@ -88,8 +88,10 @@ CallArguments save_arguments(const std::string& id, const SaveOptions& o)
     a.add("alignment", std::to_string(o.alignment));
     if (container)
         a.add("the container tuning", tuning_text(o.container));
-    else
+    else {
         a.add("files_per_rank", std::to_string(o.files_per_rank));
+        a.add("the data files", o.per_rank.files.str());
+    }
     return a;
 }
 

@@ -67,6 +67,7 @@ struct Options {
     std::string checkpoint_dir;        // the manager's root (default: --resume DIR)
     std::string resume;
     bool container = false;
+    cairn::DataFiles files; // --files
     bool help = false;
 };
 
@@ -74,6 +75,7 @@ const char* const usage_text =
     "usage: heat2d --nx NX --ny NY --steps S [--checkpoint PATH] [--restart PATH]\n"
     "              [--checkpoint-step K] [--async]\n"
     "              [--checkpoint-every K [--checkpoint-dir DIR]] [--resume DIR] [--container]\n"
+    "              [--files per-rank|per-node|N]\n"
     "  --nx NX, --ny NY   global grid size (rows, columns), at least 1 each\n"
     "  --steps S          run until global step S (S >= 0)\n"
     "  --checkpoint PATH  save the field and the step counter to PATH at the end\n"
@@ -88,6 +90,8 @@ const char* const usage_text =
     "  --resume DIR       start from the latest committed checkpoint in DIR (from\n"
     "                     step 0 when there is none)\n"
     "  --container        periodic checkpoints as one HDF5 file each (DIR/step_<N>.h5)\n"
+    "  --files F          data files of a per-rank checkpoint: per-rank (one per\n"
+    "                     rank, the default), per-node (one per node) or N files in all\n"
     "Prints `digest <16 hex digits>` on rank 0 as its last line.\n";
 
 bool parse_int(const std::string& text, std::int64_t& value)
@@ -128,7 +132,7 @@ std::string parse_args(int argc, char** argv, Options& opt)
             arg.resize(eq);
         } else if (arg == "--nx" || arg == "--ny" || arg == "--steps" || arg == "--checkpoint" || arg == "--restart" ||
                    arg == "--checkpoint-step" || arg == "--checkpoint-every" || arg == "--checkpoint-dir" ||
-                   arg == "--resume") {
+                   arg == "--resume" || arg == "--files") {
             if (k + 1 >= argc)
                 return "missing value after " + arg;
             value = argv[++k];
@@ -162,6 +166,12 @@ std::string parse_args(int argc, char** argv, Options& opt)
             if (value.empty())
                 return "empty path for " + arg;
             (arg == "--checkpoint" ? opt.checkpoint : opt.restart) = value;
+        } else if (arg == "--files") {
+            try {
+                opt.files = cairn::DataFiles::parse(value);
+            } catch (const cairn::Error& e) {
+                return std::string("--files: ") + e.what();
+            }
         } else if (arg == "--checkpoint-dir" || arg == "--resume") {
             if (value.empty())
                 return "empty path for " + arg;
@@ -420,6 +430,7 @@ int run(int argc, char** argv)
         auto checkpoint = [&] {
             cairn::SaveOptions so;
             so.overwrite = true;
+            so.per_rank.files = opt.files;
             cairn::StateDict state = make_state(g, t, step);
             if (!opt.async) {
                 report(cairn::save(state, opt.checkpoint, g.comm, so), step);
@@ -439,6 +450,7 @@ int run(int argc, char** argv)
             mo.keep_last = 2;
             mo.async = opt.async;
             mo.layout = opt.container ? cairn::Layout::container : cairn::Layout::per_rank;
+            mo.save_options.per_rank.files = opt.files;
             manager = std::make_unique<cairn::CheckpointManager>(
                 opt.checkpoint_dir.empty() ? opt.resume : opt.checkpoint_dir, g.comm, mo);
         }

@@ -17,22 +17,25 @@
 #   --checkpoint-name N   name of the checkpoint in WORKDIR (default: ckpt); a
 #                         name ending in .h5 selects the container layout, and
 #                         the test checks that the checkpoint is one file
+#   --expect-files N      the checkpoint (per-rank layout) must hold exactly N
+#                         .distcp data files (e.g. with --arg --files --arg 2)
 set -euo pipefail
 
-restart_binary="" first_args=() restart_args=() async_first=0 ckpt_name=ckpt
+restart_binary="" first_args=() restart_args=() async_first=0 ckpt_name=ckpt expect_files=""
 while [ "$#" -gt 0 ]; do
     case $1 in
         --restart-binary) [ "$#" -ge 2 ] || { echo "restart_test.sh: $1 needs a value" >&2; exit 2; }; restart_binary=$2; shift 2 ;;
         --arg) [ "$#" -ge 2 ] || { echo "restart_test.sh: $1 needs a value" >&2; exit 2; }; first_args+=("$2"); shift 2 ;;
         --async-first) async_first=1; shift ;;
         --checkpoint-name) [ "$#" -ge 2 ] || { echo "restart_test.sh: $1 needs a value" >&2; exit 2; }; ckpt_name=$2; shift 2 ;;
+        --expect-files) [ "$#" -ge 2 ] || { echo "restart_test.sh: $1 needs a value" >&2; exit 2; }; expect_files=$2; shift 2 ;;
         --restart-arg) [ "$#" -ge 2 ] || { echo "restart_test.sh: $1 needs a value" >&2; exit 2; }; restart_args+=("$2"); shift 2 ;;
         *) break ;;
     esac
 done
 
 if [ "$#" -lt 10 ]; then
-    sed -n '2,19p' "$0" >&2
+    sed -n '2,21p' "$0" >&2
     exit 2
 fi
 workdir=$1 heat2d=$2 nx=$3 ny=$4 steps=$5 mid=$6 np=$7 np_restart=$8 mpiexec=$9 numproc_flag=${10}
@@ -90,6 +93,15 @@ case $ckpt_name in
             exit 1
         fi ;;
 esac
+if [ -n "$expect_files" ]; then
+    found=$(find "$ckpt" -maxdepth 1 -name '*.distcp' | wc -l)
+    if [ "$found" -ne "$expect_files" ]; then
+        echo "FAIL: $ckpt holds $found .distcp files, not $expect_files:"
+        ls "$ckpt"
+        exit 1
+    fi
+    echo "$ckpt holds $found .distcp files, as expected"
+fi
 run restart "$np_restart" "$restart_binary" "${grid[@]}" --steps "$steps" --restart "$ckpt" \
     ${restart_args[@]+"${restart_args[@]}"}
 

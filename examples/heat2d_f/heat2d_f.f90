@@ -26,10 +26,13 @@ program heat2d_f
   integer, parameter :: exit_ok = 0, exit_error = 1, exit_usage = 2
   character(len=*), parameter :: usage_text = &
     'usage: heat2d_f --nx NX --ny NY --steps S [--checkpoint PATH] [--restart PATH]' // new_line('a') // &
+    '                [--files per-rank|per-node|N]' // new_line('a') // &
     '  --nx NX, --ny NY   global grid size (rows, columns), at least 1 each' // new_line('a') // &
     '  --steps S          run until global step S (S >= 0)' // new_line('a') // &
     '  --checkpoint PATH  save the field and the step counter to PATH at the end' // new_line('a') // &
     '  --restart PATH     load the field and the step counter from PATH first' // new_line('a') // &
+    '  --files F          data files of the checkpoint: per-rank (one per rank, the' // new_line('a') // &
+    '                     default), per-node (one per node) or N files in all' // new_line('a') // &
     'Prints `digest <16 hex digits>` on rank 0 as its last line.'
 
   interface
@@ -46,6 +49,7 @@ program heat2d_f
   integer(c_int64_t) :: nx = 0, ny = 0, steps = -1
   character(len=:), allocatable :: checkpoint, restart
   logical :: help = .false.
+  integer :: data_files = CAIRN_FILES_PER_RANK
   ! decomposition
   type(MPI_Comm) :: cart
   type(MPI_Datatype) :: row
@@ -182,7 +186,7 @@ contains
 
     if (len(checkpoint) > 0) then
       call cairn_save_options_create(options)
-      call cairn_save_options_set(options, overwrite=.true.)
+      call cairn_save_options_set(options, overwrite=.true., data_files=data_files)
       call make_state(state)
       call cairn_save(state, checkpoint, cart, options, saved, ierr)
       call cairn_state_free(state)
@@ -311,7 +315,7 @@ contains
         value = arg(eq + 1:)
         arg = arg(1:eq - 1)
       else if (arg == '--nx' .or. arg == '--ny' .or. arg == '--steps' .or. arg == '--checkpoint' .or. &
-               arg == '--restart') then
+               arg == '--restart' .or. arg == '--files') then
         if (k + 1 > n) then
           bad = 'missing value after ' // arg
           return
@@ -336,6 +340,21 @@ contains
         else
           steps = v
           have_steps = .true.
+        end if
+      else if (arg == '--files') then
+        if (value == 'per-rank') then
+          data_files = CAIRN_FILES_PER_RANK
+        else if (value == 'per-node') then
+          data_files = CAIRN_FILES_PER_NODE
+        else if (parse_int(value, v)) then
+          if (v < 1 .or. v > huge(data_files)) then
+            bad = "--files: expected per-rank, per-node or a number of files of at least 1, not '" // value // "'"
+            return
+          end if
+          data_files = int(v)
+        else
+          bad = "--files: expected per-rank, per-node or a number of files of at least 1, not '" // value // "'"
+          return
         end if
       else if (arg == '--checkpoint' .or. arg == '--restart') then
         if (len(value) == 0) then

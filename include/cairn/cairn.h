@@ -259,8 +259,19 @@ int cairn_save_options_set_overwrite(cairn_save_options_t* options, int overwrit
  *  ranks that hold them; a difference fails the save with CAIRN_ERR_MISMATCH
  *  (default 1; SaveOptions::check_replicas). */
 int cairn_save_options_set_check_replicas(cairn_save_options_t* options, int check);
-/** Number of data files per rank, >= 1 (default 1). */
+/** Number of data files per rank, >= 1 (default 1); with grouped files
+ *  (cairn_save_options_set_data_files), per group of ranks. */
 int cairn_save_options_set_files_per_rank(cairn_save_options_t* options, int files_per_rank);
+/** cairn_save_options_set_data_files: one data file per rank (the default). */
+#define CAIRN_FILES_PER_RANK 0
+/** cairn_save_options_set_data_files: one data file per node (the ranks that
+ *  share memory write one file together). */
+#define CAIRN_FILES_PER_NODE (-1)
+/** Which ranks share a data file of the per-rank layout
+ *  (PerRankTuning::files): CAIRN_FILES_PER_RANK (default),
+ *  CAIRN_FILES_PER_NODE, or M >= 1: M files in all, the ranks in M
+ *  contiguous groups. Anything else: CAIRN_ERR_USAGE. */
+int cairn_save_options_set_data_files(cairn_save_options_t* options, int files);
 /** Alignment of large chunks in their file, a power of two or 0 (default 4096). */
 int cairn_save_options_set_alignment(cairn_save_options_t* options, size_t alignment);
 /** Bytes of host staging memory per rank (default 64 MiB). */

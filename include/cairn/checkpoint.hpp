@@ -50,11 +50,13 @@ enum class Layout {
 struct SaveOptions : WriteOptions {
     /// Storage layout; ignored when `storage` is given.
     Layout layout = Layout::automatic;
-    /// Number of .distcp files each rank writes (items are balanced by size).
+    /// Number of .distcp files each rank writes (items are balanced by
+    /// size); with grouped files (per_rank.files), each group of ranks.
     int files_per_rank = 1;
     /// async_save() only: how the data is staged.
     AsyncStaging async_staging = AsyncStaging::full_copy;
-    /// Per-rank layout: MPI-IO hints of the .distcp files.
+    /// Per-rank layout: MPI-IO hints of the .distcp files, and which ranks
+    /// share one (PerRankTuning::files: per rank, per node, or M in all).
     PerRankTuning per_rank;
     /// Container layout: MPI-IO hints, file locking, metadata cache.
     ContainerTuning container;

@@ -17,9 +17,40 @@ namespace cairn {
 /// Name of the committed metadata file inside a per-rank checkpoint directory.
 inline constexpr const char* metadata_file_name = "metadata.h5";
 
+/// How many .distcp files a per-rank save writes: which ranks share a file.
+/// A group of ranks writes one file (or SaveOptions::files_per_rank files)
+/// together, opened with MPI-IO on the group's communicator, each member
+/// writing its own region of it (docs/FORMAT.md section 1).
+struct DataFiles {
+    enum class Kind {
+        per_rank, ///< one file per rank (no group)
+        per_node, ///< one file per node: the ranks that share memory
+                  ///< (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED)
+        count,    ///< `count` files in all: the ranks in `count` contiguous groups
+    };
+    Kind kind = Kind::per_rank;
+    /// Kind::count: the number of files (at least 1; more than the ranks
+    /// saving is one file per rank).
+    int count = 0;
+
+    static DataFiles per_rank() { return {}; }
+    static DataFiles per_node() { return {Kind::per_node, 0}; }
+    static DataFiles in_all(int m) { return {Kind::count, m}; }
+    /// "per-rank", "per-node" or the count in decimal.
+    std::string str() const;
+    /// Reads what str() writes; throws error::WrongAPIUsage naming `text`
+    /// when it is none of them (or a count below 1).
+    static DataFiles parse(const std::string& text);
+};
+
 /// Settings of the per-rank layout's .distcp files, used by save
 /// (SaveOptions::per_rank) and load (LoadOptions::per_rank).
 struct PerRankTuning {
+    /// Save only: which ranks share a data file. Default: one file per rank
+    /// (docs/API.md says why); DataFiles::per_node() cuts the files to one
+    /// per node, what the metadata servers of parallel file systems prefer
+    /// at thousands of ranks. Loads read every grouping the same way.
+    DataFiles files;
     /// MPI-IO hints given to MPI_File_open of every .distcp file a rank
     /// creates (save) or opens (load). On Lustre through ROMIO, e.g.
     /// {"striping_factor", "1"} keeps each per-rank file on one storage target
@@ -30,8 +61,11 @@ struct PerRankTuning {
 /// Options of the per-rank writer: the WriteOptions of a save, and the
 /// settings of the per-rank layout.
 struct DistcpWriterOptions : WriteOptions {
-    /// Number of .distcp files each rank writes (SaveOptions::files_per_rank).
+    /// Number of .distcp files each rank (or each group of ranks, `files`)
+    /// writes (SaveOptions::files_per_rank).
     int files_per_rank = 1;
+    /// Which ranks share a file (PerRankTuning::files).
+    DataFiles files;
     /// MPI-IO hints of the files (PerRankTuning::mpi_hints).
     MpiHints mpi_hints;
 };
@@ -43,7 +77,8 @@ struct DistcpWriterOptions : WriteOptions {
 /// and swaps it in at commit.
 class DistcpWriter : public StorageWriter {
 public:
-    /// Local; throws error::WrongAPIUsage for files_per_rank below 1,
+    /// Local; throws error::WrongAPIUsage for files_per_rank below 1, a
+    /// DataFiles count below 1,
     /// staging_bytes below 4096 or a hint MPI cannot hold (cairn::MpiHints).
     explicit DistcpWriter(DistcpWriterOptions options = {});
     ~DistcpWriter() override;

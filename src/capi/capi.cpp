@@ -791,6 +791,18 @@ int cairn_save_options_set_check_replicas(cairn_save_options_t* options, int che
                    [&] { handle(options, "the options handle").options.check_replicas = check != 0; });
 }
 
+int cairn_save_options_set_data_files(cairn_save_options_t* options, int files)
+{
+    return guarded("cairn_save_options_set_data_files", [&] {
+        require(files >= CAIRN_FILES_PER_NODE, "data files must be CAIRN_FILES_PER_RANK, CAIRN_FILES_PER_NODE or a "
+                                               "number of files of at least 1, not " + std::to_string(files));
+        handle(options, "the options handle").options.per_rank.files =
+            files == CAIRN_FILES_PER_RANK   ? cairn::DataFiles::per_rank()
+            : files == CAIRN_FILES_PER_NODE ? cairn::DataFiles::per_node()
+                                            : cairn::DataFiles::in_all(files);
+    });
+}
+
 int cairn_save_options_set_files_per_rank(cairn_save_options_t* options, int files_per_rank)
 {
     return guarded("cairn_save_options_set_files_per_rank", [&] {

@@ -50,6 +50,7 @@ std::shared_ptr<StorageWriter> default_writer(const SaveOptions& o, const std::s
     static_cast<WriteOptions&>(po) = o;
     po.files_per_rank = o.files_per_rank;
     po.mpi_hints = o.per_rank.mpi_hints;
+    po.files = o.per_rank.files;
     return std::make_shared<DistcpWriter>(std::move(po));
 }
 

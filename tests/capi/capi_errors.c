@@ -166,6 +166,8 @@ int main(int argc, char** argv)
         CHECK_OK(cairn_state_add_replicated(st, "x", CAIRN_F64, 2, g, x));
         CHECK_OK(cairn_save_options_create(&so));
         CHECK_ERR(cairn_save_options_set_files_per_rank(so, 0), CAIRN_ERR_USAGE, "at least 1");
+        CHECK_ERR(cairn_save_options_set_data_files(so, -2), CAIRN_ERR_USAGE,
+                  "CAIRN_FILES_PER_RANK, CAIRN_FILES_PER_NODE or a number of files of at least 1, not -2");
         CHECK_OK(cairn_save_options_set_staging_bytes(so, 100));
         CHECK_ERR(cairn_save(st, test_path(path, sizeof path, "never"), MPI_COMM_WORLD, so, NULL), CAIRN_ERR_USAGE,
                   "staging_bytes must be at least 4096, not 100");

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <map>
 #include <memory>
@@ -69,6 +70,13 @@ struct DistcpReader::Impl final : detail::ColumnarReader {
         const char* at = nullptr;
     } held;
 
+    /// ", written by ranks 0 to 3", naming who wrote data file `name`.
+    static std::string written_by(const std::string& name)
+    {
+        const auto who = detail::distcp_writers(name);
+        return who.empty() ? "" : ", written by " + who;
+    }
+
     MpiFile& open(const std::string& name)
     {
         if (!safe_file_name(name))
@@ -80,6 +88,9 @@ struct DistcpReader::Impl final : detail::ColumnarReader {
             // (to a file outside it), not a FIFO (MPI_File_open would block).
             const auto file = fs::join(path, name);
             try {
+                std::error_code ec;
+                if (std::filesystem::symlink_status(file, ec).type() == std::filesystem::file_type::not_found)
+                    throw error::ReadError("missing data file " + file + written_by(name));
                 fs::check_regular_file(file, fs::Follow::no);
                 f = std::make_unique<MpiFile>(file, MpiFile::Mode::read, hints);
             } catch (...) {
@@ -103,7 +114,8 @@ struct DistcpReader::Impl final : detail::ColumnarReader {
             throw error::ReadError("short read: file " + fs::join(path, chunk.storage.path) + " holds " +
                                    std::to_string(size) + " bytes, but chunk " + chunk.box.str() + " of '" + fqn +
                                    "' is stored at bytes [" + std::to_string(off) + ", " + std::to_string(off) + "+" +
-                                   std::to_string(len) + ") (truncated file, or damaged metadata)");
+                                   std::to_string(len) + ") (truncated file, or damaged metadata)" +
+                                   written_by(chunk.storage.path));
     }
 
     /// Bytes per checksum block of `chunk` when verifying it, else 0.

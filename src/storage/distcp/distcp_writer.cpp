@@ -186,6 +186,113 @@ private:
     std::uint64_t m_len = 0;
 };
 
+
+// Where one rank's items go: for each of its files, the items (indices into
+// the plan, in plan order) and their offsets from the start of the rank's
+// region of the file, large items aligned, small ones packed.
+struct FileLayout {
+    std::vector<std::vector<std::size_t>> buckets;
+    std::vector<std::vector<std::uint64_t>> offsets;
+    std::vector<std::uint64_t> ends; // bytes of the rank's region, per file
+};
+
+FileLayout lay_out(const SavePlan& plan, std::size_t nfiles, std::uint64_t align)
+{
+    // Balance items over the files by size, largest first.
+    FileLayout out;
+    std::vector<std::size_t> order(plan.items.size());
+    for (std::size_t i = 0; i < order.size(); ++i)
+        order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return plan.items[a].nbytes > plan.items[b].nbytes; });
+    out.buckets.resize(nfiles);
+    out.offsets.resize(nfiles);
+    out.ends.assign(nfiles, 0);
+    std::vector<std::uint64_t> fill(nfiles, 0);
+    for (auto i : order) {
+        const auto k = static_cast<std::size_t>(std::min_element(fill.begin(), fill.end()) - fill.begin());
+        out.buckets[k].push_back(i);
+        fill[k] += plan.items[i].nbytes;
+    }
+    for (std::size_t k = 0; k < nfiles; ++k) {
+        auto& bucket = out.buckets[k];
+        // Plan order inside a file: large items aligned, small ones packed.
+        std::sort(bucket.begin(), bucket.end());
+        auto& offsets = out.offsets[k];
+        offsets.resize(bucket.size());
+        std::uint64_t end = 0;
+        for (std::size_t j = 0; j < bucket.size(); ++j) {
+            const auto& it = plan.items[bucket[j]];
+            offsets[j] = it.nbytes >= align ? align_up(end, align) : end;
+            end = offsets[j] + it.nbytes;
+        }
+        out.ends[k] = end;
+    }
+    return out;
+}
+
+// The ranks that share a file (DataFiles): their communicator and their
+// ranks in the save's communicator, ascending.
+struct FileGroup {
+    MPI_Comm comm = MPI_COMM_NULL;
+    int rank = 0;
+    std::vector<int> members;
+    FileGroup() = default;
+    FileGroup(const FileGroup&) = delete;
+    FileGroup& operator=(const FileGroup&) = delete;
+    ~FileGroup()
+    {
+        if (comm != MPI_COMM_NULL)
+            MPI_Comm_free(&comm);
+    }
+};
+
+// Name of file k of the ranks `members` (ascending): one rank, its per-rank
+// name `__<r>_<k>.distcp`; consecutive ranks `__<lo>-<hi>_<k>.distcp`;
+// every s-th rank `__<lo>-<hi>x<s>_<k>.distcp`; any other set (a node
+// whose ranks are scattered) `__n<lo>_<k>.distcp`. docs/FORMAT.md.
+std::string group_file_name(const std::vector<int>& members, std::size_t k)
+{
+    const auto ks = std::to_string(k);
+    if (members.size() == 1)
+        return data_file_name(members[0], static_cast<int>(k));
+    const int lo = members.front(), hi = members.back(), step = members[1] - members[0];
+    bool regular = step > 0;
+    for (std::size_t i = 1; regular && i < members.size(); ++i)
+        regular = members[i] - members[i - 1] == step;
+    if (!regular)
+        return "__n" + std::to_string(lo) + "_" + ks + ".distcp";
+    return "__" + std::to_string(lo) + "-" + std::to_string(hi) + (step > 1 ? "x" + std::to_string(step) : "") +
+           "_" + ks + ".distcp";
+}
+
+// Writes the items of `bucket` (at `offsets`, absolute) into `file` through
+// the staging buffer, filling their write results (but the checksums);
+// returns their hashers, which finish once the deferred hashes ran.
+std::vector<std::unique_ptr<detail::ChunkHasher>>
+write_items(const DistcpWriterOptions& opt, const SavePlan& plan, SavePlanner& planner, MpiFile& file,
+            const std::string& name, const std::vector<std::size_t>& bucket, const std::vector<std::uint64_t>& offsets,
+            detail::HostBuffer& staging, std::uint64_t direct_min, detail::DeferredHashes& deferred,
+            detail::Writeback& writeback, std::vector<WriteResult>& results)
+{
+    FileStream stream(file, staging, deferred, writeback);
+    // One hasher per item; those of items written straight from the
+    // caller's memory are fed after the writes.
+    std::vector<std::unique_ptr<detail::ChunkHasher>> hashers(bucket.size());
+    for (std::size_t j = 0; j < bucket.size(); ++j) {
+        const auto& it = plan.items[bucket[j]];
+        const DataRef ref = planner.resolve_data(it);
+        if (opt.checksum_block)
+            hashers[j] = std::make_unique<detail::ChunkHasher>(
+                detail::checksum_span(ref.view.shape, ref.view.elem_size, opt.checksum_block));
+        stream.put(ref, offsets[j], it.nbytes, direct_min, hashers[j].get());
+        results[bucket[j]] = WriteResult{it.fqn, it.chunk, StorageInfo{name, offsets[j], it.nbytes, {}}};
+    }
+    stream.flush();
+    writeback.start_rest();
+    return hashers;
+}
+
 } // namespace
 
 struct DistcpWriter::Impl final : detail::ColumnarWriter {
@@ -195,12 +302,41 @@ struct DistcpWriter::Impl final : detail::ColumnarWriter {
     std::string write_dir; // where this save writes: `path`, or a staging sibling when replacing
     bool coordinator = false;
     int rank = 0;
+    int size = 1;
+    MPI_Comm comm = MPI_COMM_NULL; // the save's
+
+    /// Whether ranks share files (opt.files groups more than one rank).
+    bool grouped() const
+    {
+        return opt.files.kind == DataFiles::Kind::per_node ||
+               (opt.files.kind == DataFiles::Kind::count && opt.files.count < size);
+    }
+
+    /// Splits the save's communicator into the groups of opt.files.
+    /// Collective over it.
+    void split_group(FileGroup& g) const
+    {
+        if (opt.files.kind == DataFiles::Kind::per_node) {
+            MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &g.comm);
+        } else {
+            const auto color = static_cast<int>(static_cast<std::int64_t>(rank) * opt.files.count / size);
+            MPI_Comm_split(comm, color, rank, &g.comm);
+        }
+        int n = 1;
+        MPI_Comm_rank(g.comm, &g.rank);
+        MPI_Comm_size(g.comm, &n);
+        g.members.resize(static_cast<std::size_t>(n));
+        MPI_Allgather(&rank, 1, MPI_INT, g.members.data(), 1, MPI_INT, g.comm);
+    }
 };
 
 DistcpWriter::DistcpWriter(DistcpWriterOptions options) : m_impl(std::make_unique<Impl>())
 {
     if (options.files_per_rank < 1)
         throw error::WrongAPIUsage("files_per_rank must be at least 1, not " + std::to_string(options.files_per_rank));
+    if (options.files.kind == DataFiles::Kind::count && options.files.count < 1)
+        throw error::WrongAPIUsage("the number of data files (DataFiles::in_all) must be at least 1, not " +
+                                   std::to_string(options.files.count));
     if (options.staging_bytes < 4096)
         throw error::WrongAPIUsage("staging_bytes must be at least 4096, not " + std::to_string(options.staging_bytes));
     detail::check_mpi_hints(options.mpi_hints);
@@ -220,7 +356,9 @@ void DistcpWriter::reset(const std::string& checkpoint_id)
 void DistcpWriter::set_up_storage_writer(bool is_coordinator, MPI_Comm comm)
 {
     m_impl->coordinator = is_coordinator;
+    m_impl->comm = comm;
     MPI_Comm_rank(comm, &m_impl->rank);
+    MPI_Comm_size(comm, &m_impl->size);
 }
 
 std::vector<SavePlan> DistcpWriter::prepare_global_plan(std::vector<SavePlan> plans)
@@ -254,82 +392,145 @@ std::vector<SavePlan> DistcpWriter::prepare_global_plan(std::vector<SavePlan> pl
     return plans;
 }
 
+
 std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlanner& planner)
 {
     auto& im = *m_impl;
-    detail::Decoder dec(plan.storage_data, "distcp plan");
-    im.write_dir = dec.str();
-    std::vector<WriteResult> results;
-    if (plan.items.empty())
-        return results;
-
-    // Balance items over the files by size, largest first.
     const auto nfiles = static_cast<std::size_t>(im.opt.files_per_rank);
-    std::vector<std::size_t> order(plan.items.size());
-    for (std::size_t i = 0; i < order.size(); ++i)
-        order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t a, std::size_t b) { return plan.items[a].nbytes > plan.items[b].nbytes; });
-    std::vector<std::vector<std::size_t>> buckets(nfiles);
-    std::vector<std::uint64_t> fill(nfiles, 0);
-    for (auto i : order) {
-        const auto k = static_cast<std::size_t>(std::min_element(fill.begin(), fill.end()) - fill.begin());
-        buckets[k].push_back(i);
-        fill[k] += plan.items[i].nbytes;
+    const std::uint64_t align = im.opt.alignment;
+    const bool grouped = im.grouped();
+    std::exception_ptr failed; // grouped: a local failure before the group's first collective call
+    FileLayout layout;
+    std::vector<WriteResult> results;
+    detail::HostBuffer staging;
+    std::uint64_t direct_min = 1;
+    try {
+        detail::Decoder dec(plan.storage_data, "distcp plan");
+        im.write_dir = dec.str();
+        layout = lay_out(plan, nfiles, align);
+        std::uint64_t total_bytes = 0;
+        for (const auto& it : plan.items)
+            total_bytes += it.nbytes;
+        // One buffer of the staging bound (no more than the data needs);
+        // items of an eighth of the bound or more go direct.
+        if (!plan.items.empty())
+            staging = detail::HostBuffer(
+                static_cast<std::size_t>(std::min<std::uint64_t>(im.opt.staging_bytes, total_bytes + 65536)));
+        direct_min = std::max<std::uint64_t>(im.opt.staging_bytes / 8, 1);
+        results.resize(plan.items.size());
+    } catch (...) {
+        if (!grouped)
+            throw;
+        failed = std::current_exception();
     }
 
-    const std::uint64_t align = im.opt.alignment;
-    std::uint64_t total_bytes = 0;
-    for (const auto& it : plan.items)
-        total_bytes += it.nbytes;
-    // One buffer of the staging bound (no more than the data needs); items of
-    // an eighth of the bound or more go direct.
-    const auto cap = static_cast<std::size_t>(std::min<std::uint64_t>(im.opt.staging_bytes, total_bytes + 65536));
-    detail::HostBuffer staging(cap);
-    const std::uint64_t direct_min = std::max<std::uint64_t>(im.opt.staging_bytes / 8, 1);
+    if (!grouped) {
+        for (std::size_t k = 0; k < nfiles; ++k) {
+            const auto& bucket = layout.buckets[k];
+            if (bucket.empty())
+                continue;
+            const auto name = data_file_name(im.rank, static_cast<int>(k));
+            MpiFile file(fs::join(im.write_dir, name), MpiFile::Mode::write, im.opt.mpi_hints);
+            file.set_size(layout.ends[k]);
+            detail::DeferredHashes deferred;
+            detail::Writeback writeback(file.path(), im.opt.fsync ? im.opt.writeback_bytes : 0);
+            auto hashers = write_items(im.opt, plan, planner, file, name, bucket, layout.offsets[k], staging,
+                                       direct_min, deferred, writeback, results);
+            if (im.opt.fsync)
+                deferred.run_during([&] { file.sync(); }); // the sync mostly waits for the device
+            else
+                deferred.run();
+            file.close();
+            for (std::size_t j = 0; j < bucket.size(); ++j)
+                if (hashers[j])
+                    results[bucket[j]].storage.checksums = hashers[j]->finish();
+        }
+        return results;
+    }
 
-    results.resize(plan.items.size());
+    // Grouped: every member's region of file k starts at the exclusive sum
+    // of the regions before it, each rounded up to the alignment so that
+    // aligned offsets inside a region are aligned in the file. Every member
+    // makes every collective call below whatever fails on it; failures are
+    // agreed in the group after each file, so that no member waits for one
+    // that gave up.
+    FileGroup g;
+    im.split_group(g);
+    const auto ng = static_cast<int>(nfiles + 1);
+    std::vector<std::uint64_t> mine(nfiles + 1, 0), start(nfiles + 1, 0), total(nfiles + 1, 0);
+    if (!failed)
+        for (std::size_t k = 0; k < nfiles; ++k)
+            mine[k] = align_up(layout.ends[k], align);
+    mine[nfiles] = failed ? 1 : 0;
+    MPI_Exscan(mine.data(), start.data(), ng, MPI_UINT64_T, MPI_SUM, g.comm);
+    if (g.rank == 0)
+        std::fill(start.begin(), start.end(), 0);
+    MPI_Allreduce(mine.data(), total.data(), ng, MPI_UINT64_T, MPI_SUM, g.comm);
+    const auto ranks_text = [&](std::size_t k) {
+        const auto name = group_file_name(g.members, k);
+        return fs::join(im.write_dir, name) + " (written by " + detail::distcp_writers(name) + ")";
+    };
+    if (failed)
+        std::rethrow_exception(failed);
+    if (total[nfiles])
+        throw error::WriteError("another rank of the group writing " + ranks_text(0) + " failed before writing");
+
     for (std::size_t k = 0; k < nfiles; ++k) {
-        auto& bucket = buckets[k];
-        if (bucket.empty())
+        if (total[k] == 0)
             continue;
-        // Plan order inside a file: large items aligned, small ones packed.
-        std::sort(bucket.begin(), bucket.end());
-        const auto name = data_file_name(im.rank, static_cast<int>(k));
-        std::vector<std::uint64_t> offsets(bucket.size());
-        std::uint64_t end = 0;
-        for (std::size_t j = 0; j < bucket.size(); ++j) {
-            const auto& it = plan.items[bucket[j]];
-            offsets[j] = it.nbytes >= align ? align_up(end, align) : end;
-            end = offsets[j] + it.nbytes;
+        const auto name = group_file_name(g.members, k);
+        const auto& bucket = layout.buckets[k];
+        std::vector<std::uint64_t> offsets = layout.offsets[k];
+        for (auto& o : offsets)
+            o += start[k];
+        std::exception_ptr err;
+        std::unique_ptr<MpiFile> file;
+        try {
+            file = std::make_unique<MpiFile>(fs::join(im.write_dir, name), MpiFile::Mode::write, im.opt.mpi_hints,
+                                             g.comm); // fails on every member or on none
+        } catch (...) {
+            err = std::current_exception();
         }
-        MpiFile file(fs::join(im.write_dir, name), MpiFile::Mode::write, im.opt.mpi_hints);
-        file.set_size(end);
-        detail::DeferredHashes deferred;
-        detail::Writeback writeback(file.path(), im.opt.fsync ? im.opt.writeback_bytes : 0);
-        FileStream stream(file, staging, deferred, writeback);
-        // One hasher per item; those of items written straight from the
-        // caller's memory are fed after the writes.
-        std::vector<std::unique_ptr<detail::ChunkHasher>> hashers(bucket.size());
-        for (std::size_t j = 0; j < bucket.size(); ++j) {
-            const auto& it = plan.items[bucket[j]];
-            const DataRef ref = planner.resolve_data(it);
-            if (im.opt.checksum_block)
-                hashers[j] = std::make_unique<detail::ChunkHasher>(
-                    detail::checksum_span(ref.view.shape, ref.view.elem_size, im.opt.checksum_block));
-            stream.put(ref, offsets[j], it.nbytes, direct_min, hashers[j].get());
-            results[bucket[j]] = WriteResult{it.fqn, it.chunk, StorageInfo{name, offsets[j], it.nbytes, {}}};
+        if (file) {
+            detail::DeferredHashes deferred;
+            detail::Writeback writeback(file->path(), im.opt.fsync ? im.opt.writeback_bytes : 0);
+            std::vector<std::unique_ptr<detail::ChunkHasher>> hashers;
+            try {
+                hashers = write_items(im.opt, plan, planner, *file, name, bucket, offsets, staging, direct_min,
+                                      deferred, writeback, results);
+            } catch (...) {
+                err = std::current_exception();
+            }
+            try {
+                if (err) {
+                    if (im.opt.fsync)
+                        file->sync(); // collective: a member that failed still takes part
+                } else if (im.opt.fsync) {
+                    deferred.run_during([&] { file->sync(); });
+                } else {
+                    deferred.run();
+                }
+            } catch (...) {
+                if (!err)
+                    err = std::current_exception();
+            }
+            try {
+                file->close();
+            } catch (...) {
+                if (!err)
+                    err = std::current_exception();
+            }
+            if (!err)
+                for (std::size_t j = 0; j < bucket.size(); ++j)
+                    if (hashers[j])
+                        results[bucket[j]].storage.checksums = hashers[j]->finish();
         }
-        stream.flush();
-        writeback.start_rest();
-        if (im.opt.fsync)
-            deferred.run_during([&] { file.sync(); }); // the sync mostly waits for the device
-        else
-            deferred.run();
-        file.close();
-        for (std::size_t j = 0; j < bucket.size(); ++j)
-            if (hashers[j])
-                results[bucket[j]].storage.checksums = hashers[j]->finish();
+        int bad = err ? 1 : 0, any = 0;
+        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, g.comm);
+        if (err)
+            std::rethrow_exception(err);
+        if (any)
+            throw error::WriteError("another rank of the group failed writing " + ranks_text(k));
     }
     return results;
 }
@@ -456,6 +657,30 @@ void DistcpWriter::abort() noexcept
         fs::remove_all_noexcept(im.write_dir);
     else
         fs::remove_all_noexcept(fs::join(im.write_dir, ".metadata.h5.tmp"));
+}
+
+std::string DataFiles::str() const
+{
+    switch (kind) {
+    case Kind::per_rank: return "per-rank";
+    case Kind::per_node: return "per-node";
+    case Kind::count: break;
+    }
+    return std::to_string(count);
+}
+
+DataFiles DataFiles::parse(const std::string& text)
+{
+    if (text == "per-rank")
+        return per_rank();
+    if (text == "per-node")
+        return per_node();
+    if (!text.empty() && text.size() <= 9 && text.find_first_not_of("0123456789") == std::string::npos) {
+        const int m = std::stoi(text);
+        if (m >= 1)
+            return in_all(m);
+    }
+    throw error::WrongAPIUsage("data files '" + text + "': expected per-rank, per-node or a number of files of at least 1");
 }
 
 bool is_distcp_checkpoint(const std::string& path)

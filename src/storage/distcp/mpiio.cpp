@@ -51,6 +51,41 @@ int mpi_error_of(int err)
 }
 } // namespace
 
+std::string distcp_writers(const std::string& name)
+{
+    const std::string ext = ".distcp";
+    if (name.size() < 2 + ext.size() || name.compare(0, 2, "__") != 0 ||
+        name.compare(name.size() - ext.size(), ext.size(), ext) != 0)
+        return "";
+    auto stem = name.substr(2, name.size() - 2 - ext.size());
+    const auto us = stem.rfind('_');
+    if (us == std::string::npos)
+        return "";
+    stem.resize(us);
+    const auto digits = [](const std::string& t) {
+        return !t.empty() && t.find_first_not_of("0123456789") == std::string::npos;
+    };
+    if (digits(stem))
+        return "rank " + stem;
+    if (stem.size() > 1 && stem[0] == 'n' && digits(stem.substr(1)))
+        return "the ranks on the node of rank " + stem.substr(1);
+    const auto dash = stem.find('-');
+    if (dash == std::string::npos)
+        return "";
+    const auto lo = stem.substr(0, dash);
+    auto hi = stem.substr(dash + 1);
+    std::string step;
+    if (const auto x = hi.find('x'); x != std::string::npos) {
+        step = hi.substr(x + 1);
+        hi.resize(x);
+        if (!digits(step))
+            return "";
+    }
+    if (!digits(lo) || !digits(hi))
+        return "";
+    return "ranks " + lo + " to " + hi + (step.empty() ? "" : " in steps of " + step);
+}
+
 void MpiFile::fail(int rc, const std::string& what) const
 {
     auto msg = m_path + ": " + what + ": " + mpi_error_string(rc);
@@ -61,13 +96,20 @@ void MpiFile::fail(int rc, const std::string& what) const
     throw error::ReadError(msg);
 }
 
-MpiFile::MpiFile(const std::string& path, Mode mode, const MpiHints& hints) : m_path(path), m_mode(mode)
+MpiFile::MpiFile(const std::string& path, Mode mode, const MpiHints& hints, MPI_Comm comm)
+    : m_path(path), m_mode(mode)
 {
+    int members = 1;
+    MPI_Comm_size(comm, &members);
+    m_shared = members > 1;
     const int amode = mode == Mode::write ? (MPI_MODE_CREATE | MPI_MODE_WRONLY) : MPI_MODE_RDONLY;
     const MpiInfo info(hints);
-    const int injected = fault::inject(fault::mpiio_open, path);
-    const int rc = injected ? mpi_error_of(injected)
-                            : MPI_File_open(MPI_COMM_SELF, path.c_str(), amode, info.get(), &m_fh);
+    int injected = fault::inject(fault::mpiio_open, path);
+    if (m_shared) { // an injected failure on one member fails the open on all, before MPI is called
+        const int mine = injected;
+        MPI_Allreduce(&mine, &injected, 1, MPI_INT, MPI_MAX, comm);
+    }
+    const int rc = injected ? mpi_error_of(injected) : MPI_File_open(comm, path.c_str(), amode, info.get(), &m_fh);
     if (rc != MPI_SUCCESS) {
         m_fh = MPI_FILE_NULL;
         fail(rc, mode == Mode::write ? "cannot create" : "cannot open");
@@ -148,7 +190,14 @@ std::uint64_t MpiFile::size()
 void MpiFile::sync()
 {
     const int injected = fault::inject(fault::mpiio_sync, m_path);
-    const int rc = injected ? mpi_error_of(injected) : MPI_File_sync(m_fh);
+    int rc = MPI_SUCCESS;
+    if (m_shared) { // collective: every member calls MPI, an injected failure counts after it
+        rc = MPI_File_sync(m_fh);
+        if (injected)
+            rc = mpi_error_of(injected);
+    } else {
+        rc = injected ? mpi_error_of(injected) : MPI_File_sync(m_fh);
+    }
     if (rc != MPI_SUCCESS)
         fail(rc, "sync failed");
 }

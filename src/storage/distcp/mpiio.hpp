@@ -1,5 +1,6 @@
-// Private: a checked, RAII MPI-IO file for one rank (MPI_COMM_SELF). Sizes
-// are 64-bit; transfers above the int limit of MPI are split.
+// Private: a checked, RAII MPI-IO file for one rank (MPI_COMM_SELF) or for
+// the ranks of a group sharing one file. Sizes are 64-bit; transfers above
+// the int limit of MPI are split.
 #pragma once
 
 #include "cairn/storage.hpp"
@@ -16,9 +17,13 @@ namespace cairn::detail {
 class MpiFile {
 public:
     enum class Mode { read, write };
-    /// Opens `path` on MPI_COMM_SELF with `hints` (storage/mpi_hints.hpp:
-    /// checked, and shown at LogLevel::debug); write mode creates it.
-    MpiFile(const std::string& path, Mode mode, const MpiHints& hints = {});
+    /// Opens `path` on `comm` (collective over it) with `hints`
+    /// (storage/mpi_hints.hpp: checked, and shown at LogLevel::debug); write
+    /// mode creates it. On a shared `comm`, the open fails on every member
+    /// or on none, sync() and close() call MPI on every member even where
+    /// they fail (so no member waits for one that gave up), and writes and
+    /// reads are independent.
+    MpiFile(const std::string& path, Mode mode, const MpiHints& hints = {}, MPI_Comm comm = MPI_COMM_SELF);
     ~MpiFile();
     MpiFile(const MpiFile&) = delete;
     MpiFile& operator=(const MpiFile&) = delete;
@@ -38,7 +43,13 @@ private:
     [[noreturn]] void fail(int rc, const std::string& what) const;
     std::string m_path;
     Mode m_mode;
+    bool m_shared = false; // opened on a communicator of several ranks
     MPI_File m_fh = MPI_FILE_NULL;
 };
+
+/// Who wrote the .distcp file `name` (a plain name, docs/FORMAT.md section
+/// 1), for errors: "rank 3", "ranks 0 to 3", "ranks 0 to 6 in steps of 2",
+/// "the ranks on the node of rank 4"; "" for a name of another form.
+std::string distcp_writers(const std::string& name);
 
 } // namespace cairn::detail
