@@ -1,9 +1,7 @@
 // The C API of rows that vary per rank (cairn_state_add_rows and its
 // companions, include/cairn/cairn.h): each group a cairn::RowGroup owned by
 // the state handle.
-#include "capi/capi_internal.hpp"
-
-#include "cairn/rows.hpp"
+#include "capi/capi_rows.hpp"
 
 #include <string>
 
@@ -51,33 +49,48 @@ RowsBinding& existing_group(cairn_state& state, const std::string& name)
 
 } // namespace
 
+namespace cairn::capi {
+
+void add_rows(cairn_state& s, const std::string& g, const std::string& a, int dtype, std::uint64_t rows,
+              const Shape& row_shape, void* data, RowResize resize)
+{
+    require(dtype >= 0 && dtype < cairn::dtype_count, cairn::capi::dtype_error(dtype));
+    require(row_shape.size() < CAIRN_MAX_NDIM, "row array '" + g + "." + a + "': " +
+                                                   std::to_string(row_shape.size()) + " trailing dimensions, at most " +
+                                                   std::to_string(CAIRN_MAX_NDIM - 1));
+    cairn::capi::settle_staged(s);
+    if (RowsBinding* existing = find_group(s, g)) {
+        existing->group.add(a, static_cast<cairn::DType>(dtype), data, rows, row_shape, std::move(resize));
+        return;
+    }
+    auto b = std::make_unique<RowsBinding>(g);
+    b->group.add(a, static_cast<cairn::DType>(dtype), data, rows, row_shape, std::move(resize));
+    s.bindings.reserve(s.bindings.size() + 1);
+    cairn::add_rows(s.dict, g, b->group);
+    s.bindings.push_back(std::move(b));
+}
+
+RowGroup& row_group(cairn_state& state, const std::string& group) { return existing_group(state, group).group; }
+
+} // namespace cairn::capi
+
 int cairn_state_add_rows(cairn_state_t* state, const char* group, const char* array, int dtype, uint64_t rows,
                          int row_ndim, const int64_t* row_shape, void* data, cairn_rows_resize_fn resize, void* user)
 {
     return guarded("cairn_state_add_rows", [&] {
         cairn_state& s = state_arg(state);
         const std::string g = text_arg(group, "row group name"), a = text_arg(array, "row array name");
-        require(dtype >= 0 && dtype < cairn::dtype_count, cairn::capi::dtype_error(dtype));
         require(row_ndim >= 0 && row_ndim < CAIRN_MAX_NDIM,
                 "row array '" + g + "." + a + "': row_ndim " + std::to_string(row_ndim) + " is not in 0.." +
                     std::to_string(CAIRN_MAX_NDIM - 1));
         require(row_ndim == 0 || row_shape != nullptr, "row array '" + g + "." + a + "': row_shape is NULL");
-        cairn::capi::settle_staged(s);
         cairn::RowResize fn;
         if (resize) {
             const std::string name = a;
             fn = [resize, user, name](std::uint64_t n) { return resize(name.c_str(), n, user); };
         }
-        const cairn::Shape shape(row_shape, row_shape + row_ndim);
-        if (RowsBinding* existing = find_group(s, g)) {
-            existing->group.add(a, static_cast<cairn::DType>(dtype), data, rows, shape, std::move(fn));
-            return;
-        }
-        auto b = std::make_unique<RowsBinding>(g);
-        b->group.add(a, static_cast<cairn::DType>(dtype), data, rows, shape, std::move(fn));
-        s.bindings.reserve(s.bindings.size() + 1);
-        cairn::add_rows(s.dict, g, b->group);
-        s.bindings.push_back(std::move(b));
+        cairn::capi::add_rows(s, g, a, dtype, rows, cairn::Shape(row_shape, row_shape + row_ndim), data,
+                              std::move(fn));
     });
 }
 
