@@ -141,7 +141,9 @@ int main(int argc, char** argv)
             cairn::StateDict state;
             state.add_scalar("step", &step);
             cairn::add_rows(state, "particles", rows);
-            cairn::save(state, dir, MPI_COMM_WORLD);
+            cairn::SaveOptions options;
+            options.overwrite = true; // replaces a checkpoint left by an earlier run
+            cairn::save(state, dir, MPI_COMM_WORLD, options);
             // Every rank's count, for the report.
             std::vector<std::uint64_t> counts(static_cast<std::size_t>(ranks));
             const std::uint64_t n = rows.local_rows();

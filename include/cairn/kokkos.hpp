@@ -176,8 +176,8 @@ StateDict& add_view(StateDict& state, const std::string& name, const Kokkos::Vie
 /// extents the row shape. On load the view is reallocated
 /// (Kokkos::realloc, keeping its label; its old contents are dropped) to the
 /// rows this rank gets, before anything is read. The view is held by
-/// reference: keep it alive, and do not reallocate it yourself, until the
-/// save or load returns. A LayoutRight (or rank-1) managed view in
+/// reference and read when each save starts: it may be resized
+/// (Kokkos::resize) between saves; keep it alive while the group is used. A LayoutRight (or rank-1) managed view in
 /// host-accessible memory. **Local**. Throws error::WrongAPIUsage for a
 /// device-only memory space, and as RowGroup::add does.
 template <class DataType, class... Properties>
@@ -197,13 +197,17 @@ RowGroup& add_rows(RowGroup& group, const std::string& name, Kokkos::View<DataTy
     for (std::size_t d = 1; d < rank; ++d)
         row_shape.push_back(static_cast<std::int64_t>(view.extent(d)));
     View* v = &view;
-    return group.add(name, dtype_of<T>, const_cast<T*>(view.data()), static_cast<std::uint64_t>(view.extent(0)),
-                     row_shape, [v](std::uint64_t rows) -> void* {
-                         typename View::array_layout layout = v->layout();
-                         layout.dimension[0] = static_cast<std::size_t>(rows);
-                         Kokkos::realloc(*v, layout);
-                         return const_cast<T*>(v->data());
-                     });
+    group.add(name, dtype_of<T>, const_cast<T*>(view.data()), static_cast<std::uint64_t>(view.extent(0)), row_shape,
+              [v](std::uint64_t rows) -> void* {
+                  typename View::array_layout layout = v->layout();
+                  layout.dimension[0] = static_cast<std::size_t>(rows);
+                  Kokkos::realloc(*v, layout);
+                  return const_cast<T*>(v->data());
+              });
+    // Each save takes the view as it is then (Kokkos::resize between saves is fine).
+    return group.source(name, [v]() -> std::pair<void*, std::uint64_t> {
+        return {const_cast<T*>(v->data()), static_cast<std::uint64_t>(v->extent(0))};
+    });
 }
 
 } // namespace kokkos

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace cairn {
@@ -16,6 +17,10 @@ namespace cairn {
 /// read: returns the buffer for `rows` rows (dense, row-major; null only
 /// for 0 rows), which stays valid until load returns.
 using RowResize = std::function<void*(std::uint64_t rows)>;
+
+/// Gives an array's current buffer and rows, read by save() when it
+/// starts: for containers the caller may grow or shrink between saves.
+using RowSource = std::function<std::pair<void*, std::uint64_t>()>;
 
 /// Chooses this rank's row count on load: given the stored row count of the
 /// group, this rank and the size of the communicator. The counts of all
@@ -74,19 +79,28 @@ public:
         return add(name, dtype_of<T>, const_cast<std::remove_const_t<T>*>(data), rows, row_shape, std::move(resize));
     }
 
-    /// Adds a std::vector holding rows of `row_shape` elements: its size
-    /// (a multiple of the row's elements) gives the rows on save; load
-    /// resizes it.
+    /// Adds a std::vector holding rows of `row_shape` elements: each save
+    /// takes its data and size (a whole number of rows) as they are when the
+    /// save starts, so the vector may change between saves; load resizes it.
     template <class T>
     RowGroup& add(const std::string& name, std::vector<T>* v, const Shape& row_shape = {})
     {
         const std::uint64_t per_row = row_elements(row_shape);
-        return add(name, dtype_of<T>, v->data(), per_row ? v->size() / per_row : 0, row_shape,
-                   [v, per_row](std::uint64_t rows) -> void* {
-                       v->resize(static_cast<std::size_t>(rows * per_row));
-                       return v->data();
-                   });
+        add(name, dtype_of<T>, v->data(), per_row ? v->size() / per_row : 0, row_shape,
+            [v, per_row](std::uint64_t rows) -> void* {
+                v->resize(static_cast<std::size_t>(rows * per_row));
+                return v->data();
+            });
+        return source(name, [v, per_row]() -> std::pair<void*, std::uint64_t> {
+            return {v->data(), per_row ? v->size() / per_row : 0};
+        });
     }
+
+    /// Sets the source of the array `name`: save calls it when it starts for
+    /// the array's buffer and rows, instead of those given to add(). For
+    /// containers that reallocate (std::vector, Kokkos views). Throws
+    /// error::WrongAPIUsage when there is no such array.
+    RowGroup& source(const std::string& name, RowSource source);
 
     /// Load: this rank asks for `rows` rows (the counts of all ranks must
     /// add up to the stored global count; load throws error::Mismatch on
@@ -115,6 +129,7 @@ public:
         std::uint64_t rows;
         Shape row_shape;
         RowResize resize;
+        RowSource source;
     };
     const std::vector<Array>& arrays() const noexcept { return m_arrays; }
 
@@ -126,8 +141,8 @@ public:
     /// Elements of one row of `row_shape`.
     static std::uint64_t row_elements(const Shape& row_shape) noexcept;
 
-    /// Internal (save and load): the rows of the arrays, checked to agree.
-    std::uint64_t rows_to_save(const std::string& group) const;
+    /// Internal (save): the rows of the arrays (from their sources), checked to agree.
+    std::uint64_t rows_to_save(const std::string& group);
     /// Internal (load): this rank's count of `global_rows`.
     std::uint64_t rows_to_load(std::uint64_t global_rows, int rank, int size) const;
     /// Internal: places this rank's rows; `resize`: call the arrays'

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <exception>
 #include <string>
+#include <tuple>
 
 namespace cairn {
 
@@ -49,8 +50,19 @@ RowGroup& RowGroup::add(const std::string& name, DType dtype, void* data, std::u
             fail("negative extent in row shape " + shape_text(row_shape));
     if (!data && rows > 0)
         fail("null data for " + std::to_string(rows) + " rows");
-    m_arrays.push_back(Array{name, dtype, data, rows, row_shape, std::move(resize)});
+    m_arrays.push_back(Array{name, dtype, data, rows, row_shape, std::move(resize), {}});
     return *this;
+}
+
+RowGroup& RowGroup::source(const std::string& name, RowSource source)
+{
+    for (auto& a : m_arrays) {
+        if (a.name == name) {
+            a.source = std::move(source);
+            return *this;
+        }
+    }
+    throw error::WrongAPIUsage("row group: no array '" + name + "' to set the source of");
 }
 
 RowGroup& RowGroup::split_counts(std::uint64_t rows)
@@ -81,10 +93,18 @@ std::uint64_t RowGroup::even_share(std::uint64_t global_rows, int rank, int size
     return global_rows / p + (r < global_rows % p ? 1 : 0);
 }
 
-std::uint64_t RowGroup::rows_to_save(const std::string& group) const
+std::uint64_t RowGroup::rows_to_save(const std::string& group)
 {
     if (m_arrays.empty())
         throw error::WrongAPIUsage("row group '" + group + "' has no arrays");
+    for (auto& a : m_arrays) {
+        if (!a.source)
+            continue;
+        std::tie(a.data, a.rows) = a.source();
+        if (!a.data && a.rows > 0 && row_elements(a.row_shape) > 0)
+            throw error::WrongAPIUsage("row array '" + group + "." + a.name + "': null data for " +
+                                       std::to_string(a.rows) + " rows");
+    }
     const Array& first = m_arrays.front();
     for (const auto& a : m_arrays)
         if (a.rows != first.rows)

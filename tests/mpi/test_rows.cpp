@@ -293,3 +293,26 @@ TEST_CASE("rows: errors name the arrays, the group and the counts", "[rows][erro
         return false;
     }));
 }
+
+TEST_CASE("rows: each save takes the vectors as they are then", "[rows]")
+{
+    const int w = world_size();
+    const std::string base = fresh_dir("rows_grow_" + std::to_string(w));
+    CHECK(run_on(w, [&](SubComm& c) {
+        std::vector<std::int64_t> id(static_cast<std::size_t>(c.rank()), c.rank());
+        cairn::RowGroup g;
+        g.add("id", &id); // added once
+        cairn::StateDict state;
+        cairn::add_rows(state, "p", g);
+        cairn::save(state, base + "/a", c.get());
+        const std::uint64_t first = g.global_rows();
+        id.resize(id.size() + 1000, c.rank()); // reallocates
+        cairn::save(state, base + "/b", c.get());
+        const std::uint64_t n = static_cast<std::uint64_t>(c.size());
+        return first == n * (n - 1) / 2 && g.global_rows() == first + 1000 * n &&
+               g.local_rows() == static_cast<std::uint64_t>(c.rank()) + 1000;
+    }));
+    const auto md = cairn::read_metadata(base + "/b");
+    const std::int64_t n = w;
+    CHECK(md.entries.at("p.id").global_shape == cairn::Shape{n * (n - 1) / 2 + 1000 * n});
+}
