@@ -179,6 +179,50 @@ int cairn_state_add_string(cairn_state_t* state, const char* name, char* buffer,
  *  every rank that saves one must hold the same bytes. Local. */
 int cairn_state_add_bytes(cairn_state_t* state, const char* name, void* data, size_t capacity, size_t* size);
 
+/* ---- rows that vary per rank (cairn::RowGroup) ------------------------- */
+
+/** Gives the buffer of `rows` rows of the row array `array` (its name in
+ *  the group) on load, once this rank's share is known and before anything
+ *  is read: dense row-major, valid until cairn_load returns; NULL only for
+ *  0 rows (NULL otherwise fails the load on every rank). */
+typedef void* (*cairn_rows_resize_fn)(const char* array, uint64_t rows, void* user);
+
+/** Chooses this rank's rows on load from the stored rows of the group
+ *  (`global_rows`), this rank and the communicator's size; the counts of
+ *  all ranks must add up to `global_rows`. */
+typedef uint64_t (*cairn_rows_split_fn)(uint64_t global_rows, int rank, int size, void* user);
+
+/** Adds the array `array` to the row group `group` of `state` (created on
+ *  first use, entry names "<group>.<array>"): `rows` rows (this rank's; they
+ *  vary per rank, 0 is fine) of `row_ndim` trailing dimensions `row_shape`,
+ *  dense row-major at `data`. Save computes each rank's offset and the
+ *  global rows (collectively); the arrays of a group must have the same rows
+ *  on a rank. Load hands each rank a share of the stored rows (the even
+ *  split unless cairn_state_rows_split_counts or cairn_state_rows_split
+ *  says otherwise) and calls `resize(array, rows, user)` for the buffer
+ *  (it may be NULL for a group only saved). Every rank adds the same groups
+ *  and arrays. Local. Returns CAIRN_ERR_USAGE for a bad name, dtype or row
+ *  shape, or a NULL `data` with rows. */
+int cairn_state_add_rows(cairn_state_t* state, const char* group, const char* array, int dtype, uint64_t rows,
+                         int row_ndim, const int64_t* row_shape, void* data, cairn_rows_resize_fn resize,
+                         void* user);
+
+/** On load, this rank takes `rows` rows of `group` (the counts of all ranks
+ *  must add up to the stored rows, else the load fails with
+ *  CAIRN_ERR_MISMATCH on every rank). Local. */
+int cairn_state_rows_split_counts(cairn_state_t* state, const char* group, uint64_t rows);
+
+/** On load, this rank takes `split(global_rows, rank, size, user)` rows
+ *  of `group`; NULL: back to the even split (rank r of P gets N/P rows,
+ *  one more for r < N % P). Local. */
+int cairn_state_rows_split(cairn_state_t* state, const char* group, cairn_rows_split_fn split, void* user);
+
+/** After a save or load of `state`: this rank's rows of `group`, the offset
+ *  of its first row and the rows of all ranks (each pointer may be NULL).
+ *  Local. */
+int cairn_state_rows(const cairn_state_t* state, const char* group, uint64_t* local_rows, uint64_t* offset,
+                     uint64_t* global_rows);
+
 /* ---- options ------------------------------------------------------------- */
 
 /** Storage layouts (cairn::Layout) of save and load options and of the

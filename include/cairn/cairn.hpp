@@ -13,6 +13,7 @@
 #include "cairn/log.hpp"
 #include "cairn/manager.hpp"
 #include "cairn/plan.hpp"
+#include "cairn/rows.hpp"
 #include "cairn/planner.hpp"
 #include "cairn/state_dict.hpp"
 #include "cairn/storage.hpp"

@@ -44,6 +44,9 @@
 // staging for them. Other device-only spaces (HIP, SYCL, ...) are rejected
 // with error::WrongAPIUsage.
 //
+// Rows that vary per rank (particles): add_rows() adds a view to a
+// cairn::RowGroup; load reallocates it to this rank's share of the rows.
+//
 // Synchronisation and lifetime: the state dict keeps a raw pointer. Keep the
 // view (its allocation) alive while the state dict is used, and call
 // Kokkos::fence() before a save so that kernels writing the view are done. A
@@ -59,6 +62,7 @@
 #include "cairn/box.hpp"
 #include "cairn/dtype.hpp"
 #include "cairn/errors.hpp"
+#include "cairn/rows.hpp"
 #include "cairn/state_dict.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -165,6 +169,45 @@ template <class DataType, class... Properties>
 StateDict& add_view(StateDict& state, const std::string& name, const Kokkos::View<DataType, Properties...>& view)
 {
     return state.add_array(name, shard(view));
+}
+
+/// Adds `view` to the row group `group` as the array `name`: rows that vary
+/// per rank (cairn/rows.hpp). Its extent(0) is this rank's rows, its other
+/// extents the row shape. On load the view is reallocated
+/// (Kokkos::realloc, keeping its label; its old contents are dropped) to the
+/// rows this rank gets, before anything is read. The view is held by
+/// reference and read when each save starts: it may be resized
+/// (Kokkos::resize) between saves; keep it alive while the group is used. A LayoutRight (or rank-1) managed view in
+/// host-accessible memory. **Local**. Throws error::WrongAPIUsage for a
+/// device-only memory space, and as RowGroup::add does.
+template <class DataType, class... Properties>
+RowGroup& add_rows(RowGroup& group, const std::string& name, Kokkos::View<DataType, Properties...>& view)
+{
+    using View = Kokkos::View<DataType, Properties...>;
+    using T = typename View::non_const_value_type;
+    constexpr std::size_t rank = static_cast<std::size_t>(View::rank);
+    static_assert(rank >= 1, "cairn::kokkos::add_rows: a view of rank 1 or more (its first extent is the rows)");
+    static_assert(rank == 1 || std::is_same_v<typename View::array_layout, Kokkos::LayoutRight>,
+                  "cairn::kokkos::add_rows: a LayoutRight view, so that each row is contiguous");
+    static_assert(View::traits::is_managed, "cairn::kokkos::add_rows: a managed view (load reallocates it)");
+    const std::string what = "Kokkos view '" + view.label() + "' of extents " + shape_str(detail::extents_of(view));
+    if (detail::memory_space_of<typename View::memory_space>(what) != MemorySpace::host)
+        throw error::WrongAPIUsage(what + ": rows (add_rows) need a host-accessible memory space");
+    Shape row_shape;
+    for (std::size_t d = 1; d < rank; ++d)
+        row_shape.push_back(static_cast<std::int64_t>(view.extent(d)));
+    View* v = &view;
+    group.add(name, dtype_of<T>, const_cast<T*>(view.data()), static_cast<std::uint64_t>(view.extent(0)), row_shape,
+              [v](std::uint64_t rows) -> void* {
+                  typename View::array_layout layout = v->layout();
+                  layout.dimension[0] = static_cast<std::size_t>(rows);
+                  Kokkos::realloc(*v, layout);
+                  return const_cast<T*>(v->data());
+              });
+    // Each save takes the view as it is then (Kokkos::resize between saves is fine).
+    return group.source(name, [v]() -> std::pair<void*, std::uint64_t> {
+        return {const_cast<T*>(v->data()), static_cast<std::uint64_t>(v->extent(0))};
+    });
 }
 
 } // namespace kokkos

@@ -46,7 +46,7 @@ from ._cairn import (  # noqa: F401  (re-exported)
 from . import _cairn
 
 __all__ = [
-    "open", "save", "load", "verify", "steps", "Shard", "Checkpoint", "ArrayEntry", "Entry", "version",
+    "open", "save", "load", "verify", "steps", "Shard", "Rows", "Checkpoint", "ArrayEntry", "Entry", "version",
     "Error", "WrongAPIUsage", "Mismatch", "NotFound", "ReadError", "WriteError", "FormatError",
     "IntegrityError", "ConcurrentAccess", "Internal",
 ]
@@ -163,6 +163,166 @@ class Shard:
         if len(self.global_shape) != array.ndim or len(self.offsets) != array.ndim:
             raise WrongAPIUsage(f"Shard: global_shape {self.global_shape} and offsets {self.offsets} must have "
                                 f"one value per dimension of the array ({array.ndim})")
+
+
+class Rows:
+    """Arrays whose first dimension (rows) varies per rank, sharing one
+    distribution of rows (the ids, positions and velocities of one particle
+    set); the entries are named "<key>.<array>" (cairn::RowGroup in C++).
+
+    Save: ``{"particles": cairn.Rows({"id": ids, "x": x})}``, each array
+    holding this rank's rows (0 is fine; the arrays must agree in rows).
+    The offsets and the global row count come from the ranks' counts.
+
+    Load: ``{"particles": cairn.Rows(["id", "x"])}`` gives each rank a share
+    of the stored rows: the even split (rank r of P gets N // P rows, one
+    more for r < N % P), or ``rows=`` this rank's count (the counts of all
+    ranks must add up to N), or ``split=f`` with ``f(N, rank, size)``
+    returning it. The arrays are allocated with the stored dtype and row
+    shape and returned in ``values["particles"]`` (a dict, also
+    ``rows.arrays``). After save or load: ``local_rows``, ``offset``,
+    ``global_rows``."""
+
+    def __init__(self, arrays, rows=None, split=None):
+        if isinstance(arrays, dict):
+            self.arrays = dict(arrays)
+        else:
+            self.arrays = {name: None for name in arrays}
+        self.rows = rows
+        self.split = split
+        self.local_rows = self.offset = self.global_rows = None
+
+    @staticmethod
+    def even_share(global_rows, rank, size):
+        """The even split's share of `rank` of `size`."""
+        return global_rows // size + (1 if rank < global_rows % size else 0)
+
+
+def _rank_size(comm):
+    return (0, 1) if comm is None else (comm.Get_rank(), comm.Get_size())
+
+
+def _agree_rows(comm, error, counts, call):
+    """Collective (one allgather): raises the lowest failing rank's error on
+    every rank; otherwise each group's (offset, total) from every rank's
+    counts."""
+    everyone = [(error, counts)] if comm is None else comm.allgather((error, counts))
+    rank, _ = _rank_size(comm)
+    for r, (e, _) in enumerate(everyone):
+        if e is not None:
+            kind, text = e
+            raise kind(f"{call}: rank {r}: {text}")
+    if len({len(c) for _, c in everyone}) != 1:
+        raise Mismatch(f"{call}: ranks pass different numbers of cairn.Rows entries")
+    out = []
+    for g in range(len(counts)):
+        column = [c[g] for _, c in everyone]
+        out.append((sum(column[:rank]), sum(column)))
+    return out
+
+
+def _rows_for_save(state, comm):
+    """`state` with each cairn.Rows entry replaced by the Shards of its arrays."""
+    groups = [(k, v) for k, v in state.items() if isinstance(v, Rows)]
+    if comm is not None and comm.allreduce(len(groups), op=_mpi_max()) == 0:
+        return state
+    if not groups and comm is None:
+        return state
+    error, counts = None, []
+    for key, g in groups:
+        try:
+            if not g.arrays:
+                raise WrongAPIUsage(f"row group '{key}' has no arrays")
+            n = None
+            for name, a in g.arrays.items():
+                if not isinstance(a, np.ndarray) or a.ndim < 1:
+                    raise WrongAPIUsage(f"row array '{key}.{name}': a numpy array of 1 or more dimensions, "
+                                        f"its rows first")
+                if n is None:
+                    n, first = a.shape[0], name
+                elif a.shape[0] != n:
+                    raise WrongAPIUsage(f"row group '{key}': its arrays disagree in rows: '{key}.{first}' has {n}, "
+                                        f"'{key}.{name}' has {a.shape[0]}")
+            counts.append(n)
+        except Error as e:
+            error = (type(e), str(e))
+            counts.append(0)
+    placed = _agree_rows(comm, error, counts, "save")
+    out = {}
+    for key, v in state.items():
+        if not isinstance(v, Rows):
+            out[key] = v
+            continue
+        offset, total = placed[[k for k, _ in groups].index(key)]
+        v.local_rows, v.offset, v.global_rows = next(iter(v.arrays.values())).shape[0], offset, total
+        for name, a in v.arrays.items():
+            out[f"{key}.{name}"] = Shard(a, (total,) + a.shape[1:], (offset,) + (0,) * (a.ndim - 1))
+    return out
+
+
+def _rows_for_load(state, path, comm):
+    """`state` with each cairn.Rows entry replaced by Shards of arrays
+    allocated for this rank's share; the groups by key."""
+    groups = [(k, v) for k, v in state.items() if isinstance(v, Rows)]
+    if comm is not None and comm.allreduce(len(groups), op=_mpi_max()) == 0:
+        return state, {}
+    if not groups and comm is None:
+        return state, {}
+    rank, size = _rank_size(comm)
+    error, counts, stored = None, [], []
+    md = None
+    for key, g in groups:
+        try:
+            if md is None:
+                md = _cairn.read_metadata(path)["entries"]
+            total, first, shapes = None, None, {}
+            for name in g.arrays:
+                e = md.get(f"{key}.{name}")
+                if e is None or e["kind"] != "array" or len(e["shape"]) < 1:
+                    raise NotFound(f"row array '{key}.{name}' is not an array of the checkpoint {path}")
+                shapes[name] = (tuple(e["shape"][1:]), _numpy_dtype(e["dtype"]))
+                if total is None:
+                    total, first = e["shape"][0], name
+                elif e["shape"][0] != total:
+                    raise Mismatch(f"row group '{key}': its stored arrays disagree in rows: '{key}.{first}' has "
+                                   f"{total}, '{key}.{name}' has {e['shape'][0]}")
+            if total is None:
+                raise WrongAPIUsage(f"row group '{key}' has no arrays")
+            if g.rows is not None:
+                n = int(g.rows)
+            elif g.split is not None:
+                n = int(g.split(total, rank, size))
+            else:
+                n = Rows.even_share(total, rank, size)
+            counts.append(n)
+            stored.append((total, shapes))
+        except Error as e:
+            error = (type(e), str(e))
+            counts.append(0)
+            stored.append((0, {}))
+    placed = _agree_rows(comm, error, counts, "load")
+    for (key, _), (offset, asked), (total, _) in zip(groups, placed, stored):
+        if asked != total:
+            raise Mismatch(f"load: row group '{key}': the ranks ask for {asked} rows in all, "
+                           f"the checkpoint has {total}")
+    out, loaded = {}, {}
+    for key, v in state.items():
+        if not isinstance(v, Rows):
+            out[key] = v
+            continue
+        i = [k for k, _ in groups].index(key)
+        (offset, _), n, (total, shapes) = placed[i], counts[i], stored[i]
+        v.local_rows, v.offset, v.global_rows = n, offset, total
+        for name, (row_shape, dtype) in shapes.items():
+            v.arrays[name] = np.empty((n,) + row_shape, dtype=dtype)
+            out[f"{key}.{name}"] = Shard(v.arrays[name], (total,) + row_shape, (offset,) + (0,) * len(row_shape))
+        loaded[key] = v.arrays
+    return out, loaded
+
+
+def _mpi_max():
+    from mpi4py import MPI
+    return MPI.MAX
 
 
 class ArrayEntry:
@@ -349,6 +509,7 @@ def save(state, path, comm=None, layout="automatic", overwrite=False):
     communicator, collective over it. layout: "automatic" (a container when
     path ends in .h5/.hdf5), "per_rank" or "container". Returns
     {"bytes": written by all ranks, "seconds": ...}."""
+    state = _rows_for_save(state, comm)
     arrays, scalars, strings, blobs = _split(state)
     return _cairn.save(os.fspath(path), arrays, scalars, strings, blobs, _comm_handle(comm), layout, overwrite)
 
@@ -367,6 +528,7 @@ def load(state, path, comm=None, step=None, verify=True, partial=False, may_be_m
     alone). Returns (values, {"bytes": read by this rank, "bytes_all_ranks":
     ..., "seconds": ..., "missing": [...]})."""
     path, _ = _resolve(path, step)
+    state, row_values = _rows_for_load(state, path, comm)
     arrays, scalars, want = [], [], []
     wanted = [name for name, v in state.items() if v is None]
     kinds = {}
@@ -415,6 +577,7 @@ def load(state, path, comm=None, step=None, verify=True, partial=False, may_be_m
         if isinstance(v, np.ndarray) and v.ndim == 0:
             values[name] = v.item()
     values.update(loaded)
+    values.update(row_values)
     result["missing"] = sorted(set(result["missing"]) | set(absent), key=list(state).index)
     return values, result
 

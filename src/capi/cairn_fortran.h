@@ -50,6 +50,23 @@ int cairn_f_state_add_string(cairn_state_t* state, const char* name, size_t name
 int cairn_f_state_add_bytes(cairn_state_t* state, const char* name, size_t name_len, void* data, size_t capacity,
                             size_t* size);
 
+/** The resize callback of a Fortran row array: the buffer of `rows` rows. */
+typedef void* (*cairn_f_rows_resize_fn)(int64_t rows, void* user);
+
+/** cairn_state_add_rows with Fortran names, `row_shape` in Fortran order
+ *  (the rows the last dimension) and a callback per array. */
+int cairn_f_state_add_rows(cairn_state_t* state, const char* group, size_t group_len, const char* array,
+                           size_t array_len, int dtype, int64_t rows, int row_ndim, const int64_t* row_shape,
+                           void* data, cairn_f_rows_resize_fn resize, void* user);
+
+/** cairn_state_rows_split_counts and cairn_state_rows with a Fortran group name. */
+int cairn_f_state_rows_split_counts(cairn_state_t* state, const char* group, size_t group_len, int64_t rows);
+int cairn_f_state_rows(cairn_state_t* state, const char* group, size_t group_len, int64_t* local_rows,
+                       int64_t* offset, int64_t* global_rows);
+
+/** cairn_load_options_add_may_be_missing with a Fortran key. */
+int cairn_f_load_options_add_may_be_missing(cairn_load_options_t* options, const char* key, size_t key_len);
+
 /** cairn_save / cairn_load with a Fortran path and communicator. */
 int cairn_f_save(cairn_state_t* state, const char* path, size_t path_len, MPI_Fint comm,
                  const cairn_save_options_t* options, cairn_save_result_t* result);

@@ -1,6 +1,7 @@
 // The C helpers behind the Fortran module (src/capi/cairn_fortran.h).
 #include "capi/cairn_fortran.h"
 #include "capi/capi_internal.hpp"
+#include "capi/capi_rows.hpp"
 
 #include "cairn/dtype.hpp"
 
@@ -312,3 +313,60 @@ int cairn_f_manager_create(const char* root, size_t root_len, MPI_Fint comm, con
 }
 
 } // extern "C"
+
+// ---- rows that vary per rank, may_be_missing ----
+
+int cairn_f_state_add_rows(cairn_state_t* state, const char* group, size_t group_len, const char* array,
+                           size_t array_len, int dtype, int64_t rows, int row_ndim, const int64_t* row_shape,
+                           void* data, cairn_f_rows_resize_fn resize, void* user)
+{
+    return guarded("cairn_state_add_rows", [&] {
+        cairn_state& s = state_arg(state);
+        const std::string g = fstring(group, group_len, "the row group name");
+        const std::string a = fstring(array, array_len, "the row array name");
+        const std::string what = "row array '" + g + "." + a + "': ";
+        require(rows >= 0, what + "negative rows " + std::to_string(rows));
+        require(row_ndim >= 0 && row_ndim < CAIRN_MAX_NDIM, what + "invalid row rank " + std::to_string(row_ndim));
+        require(row_ndim == 0 || row_shape != nullptr, what + "row_shape is NULL");
+        // Fortran x(3, n): rows are the last (slowest) dimension, so the row
+        // shape in C order is the Fortran one reversed.
+        cairn::Shape shape(row_shape, row_shape + row_ndim);
+        std::reverse(shape.begin(), shape.end());
+        cairn::RowResize fn;
+        if (resize)
+            fn = [resize, user](std::uint64_t n) { return resize(static_cast<int64_t>(n), user); };
+        cairn::capi::add_rows(s, g, a, dtype, static_cast<std::uint64_t>(rows), shape, data, std::move(fn));
+    });
+}
+
+int cairn_f_state_rows_split_counts(cairn_state_t* state, const char* group, size_t group_len, int64_t rows)
+{
+    return guarded("cairn_state_rows_split_counts", [&] {
+        const std::string g = fstring(group, group_len, "the row group name");
+        require(rows >= 0, "row group '" + g + "': negative rows " + std::to_string(rows));
+        cairn::capi::row_group(state_arg(state), g).split_counts(static_cast<std::uint64_t>(rows));
+    });
+}
+
+int cairn_f_state_rows(cairn_state_t* state, const char* group, size_t group_len, int64_t* local_rows,
+                       int64_t* offset, int64_t* global_rows)
+{
+    return guarded("cairn_state_rows", [&] {
+        const cairn::RowGroup& g =
+            cairn::capi::row_group(state_arg(state), fstring(group, group_len, "the row group name"));
+        if (local_rows)
+            *local_rows = static_cast<int64_t>(g.local_rows());
+        if (offset)
+            *offset = static_cast<int64_t>(g.row_offset());
+        if (global_rows)
+            *global_rows = static_cast<int64_t>(g.global_rows());
+    });
+}
+
+int cairn_f_load_options_add_may_be_missing(cairn_load_options_t* options, const char* key, size_t key_len)
+{
+    std::string k;
+    if (int rc = guarded("cairn_load_options_add_may_be_missing", [&] { k = fstring(key, key_len, "the key"); }))
+        return rc;
+    return cairn_load_options_add_may_be_missing(options, k.c_str());
+}

@@ -11,6 +11,7 @@
 #include "cairn/distcp.hpp"
 #include "driver/read_session.hpp"
 #include "driver/capabilities.hpp"
+#include "core/rows_internal.hpp"
 
 #include <exception>
 #include <memory>
@@ -200,6 +201,7 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
     s.log.begin(Phase::plan);
     auto frames = detail::open_and_read_metadata(s);
     try {
+        detail::place_rows_for_load(s.comm, state, s.storage.get(), options); // RowGroups: shares, buffers
         s.plan = local_plan(s, state, std::move(frames));
         if (s.global_step())
             s.plan = global_plan(s);

@@ -14,6 +14,7 @@
 #include "cairn/errors.hpp"
 #include "collective_checks.hpp"
 #include "core/codec.hpp"
+#include "core/rows_internal.hpp"
 #include "driver/save_session.hpp"
 #include "plan/plan_cache.hpp"
 
@@ -379,6 +380,7 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
     SaveSession& s = *session;
 
     s.log.begin(Phase::plan);
+    detail::place_rows_for_save(s.comm, state); // RowGroups: offsets and global rows
     LocalPlan local = local_plan(s, state, checkpoint_id, options);
     s.log.end();
 

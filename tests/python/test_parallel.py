@@ -76,3 +76,34 @@ def test_one_rank_wrong_fails_everywhere(tmp):
         cairn.save({"u": cairn.Shard(np.zeros((nr, G[1])), g, (r0, 0))}, tmp / "bad", comm=comm, overwrite=True)
     assert "'u'" in str(e.value)
     comm.Barrier()
+
+
+@pytest.mark.parametrize("layout", ["per_rank", "container"])
+def test_row_group_counts_vary_per_rank(tmp, layout):
+    # Rank 1 has no rows; the others differ.
+    def saved(r):
+        return 0 if r == 1 else 2 + 3 * r
+    n, first = saved(rank), sum(saved(r) for r in range(rank))
+    total = sum(saved(r) for r in range(size))
+    g = np.arange(first, first + n)
+    path = tmp / ("prow.h5" if layout == "container" else "prow")
+    rows = cairn.Rows({"id": g.astype(np.int64), "x": np.stack([g * 0.5, g * 0.25, -g * 1.0], axis=1)})
+    cairn.save({"particles": rows, "step": 9}, path, comm=comm, layout=layout, overwrite=True)
+    assert (rows.local_rows, rows.offset, rows.global_rows) == (n, first, total)
+    # Loaded with the even split, with given counts (all on the last rank)
+    # and with a callback (all on rank 0).
+    for how in ({}, {"rows": total if rank == size - 1 else 0}, {"split": lambda N, r, p: N if r == 0 else 0}):
+        back = cairn.Rows(["id", "x"], **how)
+        values, _ = cairn.load({"particles": back, "step": None}, path, comm=comm)
+        m = back.local_rows
+        if not how:
+            assert m == cairn.Rows.even_share(total, rank, size)
+        got = values["particles"]
+        want = np.arange(back.offset, back.offset + m)
+        np.testing.assert_array_equal(got["id"], want)
+        np.testing.assert_array_equal(got["x"], np.stack([want * 0.5, want * 0.25, -want * 1.0], axis=1).reshape(m, 3))
+        assert comm.allreduce(m) == total and values["step"] == 9
+    # Arrays disagreeing in rows on the last rank: every rank raises.
+    bad = cairn.Rows({"a": np.zeros(2), "b": np.zeros(1 if rank == size - 1 else 2)})
+    with pytest.raises(cairn.WrongAPIUsage, match="'p.a' has 2, 'p.b' has 1"):
+        cairn.save({"p": bad}, tmp / "prow_bad", comm=comm, overwrite=True)

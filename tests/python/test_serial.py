@@ -192,3 +192,22 @@ def test_damage_is_found(tmp):
     # Without verification the damaged bytes come through: the flip is visible.
     raw = cairn.open(path, verify=False)["a"][...]
     assert (raw != a).sum() == 1
+
+
+def test_rows_one_process(tmp):
+    path = tmp / "rows"
+    ids = np.arange(7, dtype=np.int64) * 5
+    x = np.arange(21.0).reshape(7, 3)
+    g = cairn.Rows({"id": ids, "x": x})
+    cairn.save({"particles": g, "step": 3}, path)
+    assert (g.local_rows, g.offset, g.global_rows) == (7, 0, 7)
+    assert cairn.open(path)["particles.x"].shape == (7, 3)
+    back = cairn.Rows(["id", "x"])
+    values, _ = cairn.load({"particles": back, "step": None}, path)
+    assert values["step"] == 3 and back.local_rows == 7
+    np.testing.assert_array_equal(values["particles"]["id"], ids)
+    np.testing.assert_array_equal(back.arrays["x"], x)
+    with pytest.raises(cairn.WrongAPIUsage, match="'p.a' has 2, 'p.b' has 3"):
+        cairn.save({"p": cairn.Rows({"a": np.zeros(2), "b": np.zeros(3)})}, tmp / "bad")
+    with pytest.raises(cairn.Mismatch, match="ask for 5 rows in all, the checkpoint has 7"):
+        cairn.load({"particles": cairn.Rows(["id", "x"], rows=5), "step": None}, path)
