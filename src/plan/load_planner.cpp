@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <optional>
+#include <string_view>
 
 namespace cairn {
 
@@ -25,12 +28,42 @@ void DefaultLoadPlanner::set_up_planner(StateDict& state, const Metadata& metada
     m_skipped.clear();
     m_flat = flatten(state, m_keep);
     m_index.clear();
-    for (std::size_t i = 0; i < m_flat.size(); ++i)
-        m_index[m_flat[i].fqn] = i;
+    m_shards.clear();
+    m_bounds.clear();
+    for (std::size_t i = 0; i < m_flat.size(); ++i) {
+        m_index.emplace(m_flat[i].fqn, i);
+        if (std::holds_alternative<ArrayShard>(*m_flat[i].entry))
+            m_shards[m_flat[i].fqn].push_back(i);
+    }
+    // Arrays of several boxes: the box that holds them all filters the chunks.
+    for (const auto& [fqn, idx] : m_shards) {
+        if (idx.size() < 2)
+            continue;
+        std::optional<Box> bound;
+        for (const auto i : idx) {
+            const Box& b = std::get<ArrayShard>(*m_flat[i].entry).box;
+            if (b.empty())
+                continue;
+            if (!bound) {
+                bound = b;
+                continue;
+            }
+            for (std::size_t d = 0; d < b.ndim(); ++d) {
+                const auto lo = std::min(bound->offsets[d], b.offsets[d]);
+                const auto hi = std::max(bound->offsets[d] + bound->shape[d], b.offsets[d] + b.shape[d]);
+                bound->offsets[d] = lo;
+                bound->shape[d] = hi - lo;
+            }
+        }
+        if (bound)
+            m_bounds.emplace(fqn, *bound);
+    }
 }
 
 const Box* DefaultLoadPlanner::requested_box(const std::string& fqn) const
 {
+    if (const auto b = m_bounds.find(fqn); b != m_bounds.end())
+        return &b->second;
     const auto it = m_index.find(fqn);
     if (it == m_index.end())
         return nullptr;
@@ -112,11 +145,15 @@ LoadPlan DefaultLoadPlanner::create_local_plan()
 {
     LoadPlan plan;
     const auto& md = *m_metadata;
+    std::map<std::string_view, std::uint32_t> next_shard; // arrays of several boxes: the box number
     for (const auto& fe : m_flat) {
         auto found = md.entries.find(fe.fqn);
         if (found == md.entries.end()) {
             if (may_be_missing(fe.fqn)) {
-                m_missing.push_back(fe.fqn);
+                const auto shards = m_shards.find(fe.fqn); // an array of several boxes: listed once
+                if (shards == m_shards.end() ||
+                    shards->second.front() == static_cast<std::size_t>(&fe - m_flat.data()))
+                    m_missing.push_back(fe.fqn);
                 continue;
             }
             throw error::NotFound("entry '" + fe.fqn + "' is not in the checkpoint (it holds " +
@@ -142,11 +179,13 @@ LoadPlan DefaultLoadPlanner::create_local_plan()
                 if (!why.empty())
                     throw error::WrongAPIUsage("array '" + fe.fqn + "' is in CUDA device memory, but " + why);
             }
+            const std::uint32_t shard = m_shards.at(fe.fqn).size() > 1 ? next_shard[fe.fqn]++ : 0;
             std::int64_t covered = 0;
             for (std::size_t c = 0; c < em.chunks.size(); ++c) {
                 if (auto overlap = intersect(a->box, em.chunks[c].box)) {
                     covered += overlap->volume();
-                    plan.items.push_back(ReadItem{fe.fqn, ItemKind::array, static_cast<std::uint32_t>(c), *overlap});
+                    plan.items.push_back(
+                        ReadItem{fe.fqn, ItemKind::array, static_cast<std::uint32_t>(c), *overlap, shard});
                 }
             }
             if (covered != a->box.volume())
@@ -184,6 +223,18 @@ DataRef DefaultLoadPlanner::resolve_destination(const ReadItem& item)
     const auto* a = std::get_if<ArrayShard>(&lookup(item.fqn));
     if (!a)
         throw error::WrongAPIUsage("load planner: '" + item.fqn + "' is not an array in this rank's state");
+    if (item.shard != 0) {
+        const auto& idx = m_shards.at(item.fqn);
+        if (item.shard >= idx.size())
+            throw error::WrongAPIUsage("load planner: a read item of array '" + item.fqn + "' names its box " +
+                                       std::to_string(item.shard) + ", but this rank holds " +
+                                       std::to_string(idx.size()) + " boxes of it");
+        a = &std::get<ArrayShard>(*m_flat[idx[item.shard]].entry);
+    }
+    const auto common = intersect(item.box, a->box);
+    if (!item.box.empty() && (!common || common->volume() != item.box.volume()))
+        throw error::WrongAPIUsage("load planner: read item " + item.box.str() + " of array '" + item.fqn +
+                                   "' is not inside this rank's box " + a->box.str());
     return DataRef{detail::subview(a->view(), a->box, item.box), a->space};
 }
 
