@@ -110,6 +110,7 @@ protected:
     std::vector<std::pair<Stateful*, std::shared_ptr<StateDict>>> m_keep;
     std::map<std::string, std::size_t> m_index; ///< fqn -> its (first) entry in m_flat
     std::map<std::string, std::vector<std::size_t>> m_shards; ///< array fqn -> its boxes in m_flat, in order
+    std::map<std::string, std::map<Box, std::size_t>> m_by_box; ///< arrays of several boxes: box -> m_flat (lazily)
     bool m_is_coordinator = false;
 };
 

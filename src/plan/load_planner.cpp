@@ -1,6 +1,7 @@
 #include "cairn/errors.hpp"
 #include "cairn/planner.hpp"
 #include "core/strided.hpp"
+#include "core/tiling.hpp"
 #include "plan/own_planners.hpp"
 #include "stage/stage.hpp"
 
@@ -141,11 +142,47 @@ bool DefaultLoadPlanner::may_be_missing(const std::string& fqn) const
     return false;
 }
 
+namespace {
+
+// The non-empty chunks of an array sorted by their offset in the first
+// dimension, and the longest extent there: the chunks that meet rows
+// [lo, hi) start in [lo - longest + 1, hi).
+struct ChunkOrder {
+    std::vector<std::int64_t> starts;
+    std::vector<std::size_t> chunks;
+    std::int64_t longest = 0;
+};
+
+const ChunkOrder& chunk_order(std::map<std::string_view, ChunkOrder>& orders, const std::string& fqn,
+                              const EntryMeta& em)
+{
+    auto [it, fresh] = orders.try_emplace(fqn);
+    if (!fresh)
+        return it->second;
+    std::vector<std::pair<std::int64_t, std::size_t>> sorted;
+    for (std::size_t c = 0; c < em.chunks.size(); ++c) {
+        const Box& b = em.chunks[c].box;
+        if (b.ndim() != em.global_shape.size() || b.ndim() == 0 || b.empty())
+            continue; // no element to read (a malformed chunk: coverage reports it)
+        sorted.emplace_back(b.offsets[0], c);
+        it->second.longest = std::max(it->second.longest, b.shape[0]);
+    }
+    std::sort(sorted.begin(), sorted.end());
+    for (const auto& [start, c] : sorted) {
+        it->second.starts.push_back(start);
+        it->second.chunks.push_back(c);
+    }
+    return it->second;
+}
+
+} // namespace
+
 LoadPlan DefaultLoadPlanner::create_local_plan()
 {
     LoadPlan plan;
     const auto& md = *m_metadata;
     std::map<std::string_view, std::uint32_t> next_shard; // arrays of several boxes: the box number
+    std::map<std::string_view, ChunkOrder> chunk_orders;  // arrays of several boxes: their chunks by first offset
     for (const auto& fe : m_flat) {
         auto found = md.entries.find(fe.fqn);
         if (found == md.entries.end()) {
@@ -179,14 +216,35 @@ LoadPlan DefaultLoadPlanner::create_local_plan()
                 if (!why.empty())
                     throw error::WrongAPIUsage("array '" + fe.fqn + "' is in CUDA device memory, but " + why);
             }
-            const std::uint32_t shard = m_shards.at(fe.fqn).size() > 1 ? next_shard[fe.fqn]++ : 0;
+            const bool several = m_shards.at(fe.fqn).size() > 1;
+            const std::uint32_t shard = several ? next_shard[fe.fqn]++ : 0;
             std::int64_t covered = 0;
-            for (std::size_t c = 0; c < em.chunks.size(); ++c) {
+            const auto read_chunk = [&](std::size_t c) {
                 if (auto overlap = intersect(a->box, em.chunks[c].box)) {
                     covered += overlap->volume();
                     plan.items.push_back(
                         ReadItem{fe.fqn, ItemKind::array, static_cast<std::uint32_t>(c), *overlap, shard});
                 }
+            };
+            if (several && !a->box.empty() && a->box.ndim() > 0 && em.chunks.size() > 16) {
+                // Many boxes against many chunks: only the chunks whose first
+                // dimension meets the box's (chunks sorted by it once per array).
+                const ChunkOrder& order = chunk_order(chunk_orders, fe.fqn, em);
+                const std::int64_t lo = a->box.offsets[0], hi = lo + a->box.shape[0];
+                auto first = std::lower_bound(order.starts.begin(), order.starts.end(), lo - order.longest + 1);
+                auto last = std::lower_bound(order.starts.begin(), order.starts.end(), hi);
+                std::vector<std::size_t> hits;
+                for (auto it = first; it != last; ++it) {
+                    const std::size_t c = order.chunks[static_cast<std::size_t>(it - order.starts.begin())];
+                    if (detail::overlaps(a->box, em.chunks[c].box))
+                        hits.push_back(c);
+                }
+                std::sort(hits.begin(), hits.end()); // stored order, as below
+                for (const auto c : hits)
+                    read_chunk(c);
+            } else {
+                for (std::size_t c = 0; c < em.chunks.size(); ++c)
+                    read_chunk(c);
             }
             if (covered != a->box.volume())
                 throw error::FormatError("array '" + fe.fqn + "': the checkpoint's chunks cover " +

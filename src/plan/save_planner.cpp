@@ -80,6 +80,7 @@ void DefaultSavePlanner::set_up_planner(StateDict& state, bool is_coordinator)
     m_flat = flatten(state, m_keep);
     m_index.clear();
     m_shards.clear();
+    m_by_box.clear();
     for (std::size_t i = 0; i < m_flat.size(); ++i) {
         m_index.emplace(m_flat[i].fqn, i);
         if (std::holds_alternative<ArrayShard>(*m_flat[i].entry))
@@ -318,8 +319,16 @@ DataRef DefaultSavePlanner::resolve_data(const WriteItem& item)
 {
     const Entry* ep = &lookup(item.fqn);
     if (const auto shards = m_shards.find(item.fqn); shards != m_shards.end() && shards->second.size() > 1) {
-        // Several boxes: the one that is the item's box, else one holding it.
+        // Several boxes: the one that is the item's box (the default global
+        // plan's items are), else one holding it.
+        auto& by_box = m_by_box[item.fqn];
+        if (by_box.empty())
+            for (const auto i : shards->second)
+                by_box.emplace(std::get<ArrayShard>(*m_flat[i].entry).box, i);
         const ArrayShard* inside = nullptr;
+        if (const auto exact = by_box.find(item.box); exact != by_box.end())
+            return DataRef{std::get<ArrayShard>(*m_flat[exact->second].entry).view(),
+                           std::get<ArrayShard>(*m_flat[exact->second].entry).space};
         for (const auto i : shards->second) {
             const auto& a = std::get<ArrayShard>(*m_flat[i].entry);
             if (a.box == item.box) {

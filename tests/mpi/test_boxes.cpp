@@ -138,6 +138,8 @@ TEST_CASE("several boxes per rank saved on N ranks load on M ranks, in both layo
                 CHECK(tiled_round_trip(id + "_b", layout, n, 4, 2, m, 3, 3, 2));
                 CHECK(tiled_round_trip(id + "_c", layout, n, 5, 3, m, 1, m, 0));
                 CHECK(tiled_round_trip(id + "_d", layout, n, n, 1, m, 4, 5, 1));
+                // Many chunks (the load planner's chunk index), to overlapping tiles.
+                CHECK(tiled_round_trip(id + "_e", layout, n, 7, 5, m, 5, 4, 1));
             }
         }
     }

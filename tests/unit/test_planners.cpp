@@ -384,3 +384,39 @@ TEST_CASE("load planner: overlapping boxes of one rank are each filled from the 
     CHECK_THAT(message_of<error::WrongAPIUsage>([&] { p.resolve_destination(beyond); }),
                StartsWith("OK:") && Contains("'u'") && Contains("2 boxes"));
 }
+
+TEST_CASE("load planner: many boxes against many chunks read every chunk each box meets", "[planners][boxes]")
+{
+    // 20 chunks of two rows each of a 40 x 4 array; boxes that start and
+    // end inside chunks, one row wide, and the whole array.
+    Metadata md;
+    md.world_size = 20;
+    EntryMeta u;
+    u.kind = ItemKind::array;
+    u.dtype = DType::f64;
+    u.global_shape = {40, 4};
+    for (std::int64_t b = 19; b >= 0; --b) // stored out of row order
+        u.chunks.push_back(ChunkMeta{Box{{2 * b, 0}, {2, 4}}, StorageInfo{"__0_0.distcp", 0, 64, {}}});
+    md.entries["u"] = u;
+    const std::vector<Box> boxes = {Box{{3, 1}, {4, 2}}, Box{{1, 0}, {1, 4}}, Box{{39, 0}, {1, 4}},
+                                    Box{{0, 0}, {40, 4}}, Box{{10, 0}, {0, 4}}, Box{{17, 3}, {20, 1}}};
+    std::vector<std::vector<double>> bufs;
+    StateDict sd;
+    for (const auto& b : boxes) {
+        bufs.emplace_back(static_cast<std::size_t>(std::max<std::int64_t>(b.volume(), 1)));
+        sd.add_array<double>("u", bufs.back().data(), {40, 4}, b);
+    }
+    DefaultLoadPlanner p;
+    p.set_up_planner(sd, md, false);
+    const LoadPlan plan = p.create_local_plan(); // throws where a box is not covered
+    std::vector<std::int64_t> read(boxes.size(), 0);
+    for (const auto& it : plan.items) {
+        REQUIRE(it.shard < boxes.size());
+        CHECK(p.resolve_destination(it).view.shape == it.box.shape);
+        read[it.shard] += it.box.volume();
+    }
+    for (std::size_t k = 0; k < boxes.size(); ++k)
+        CHECK(read[k] == boxes[k].volume());
+    // Box [3, 7) meets the chunks of rows [2, 4), [4, 6) and [6, 8).
+    CHECK(std::count_if(plan.items.begin(), plan.items.end(), [](const ReadItem& it) { return it.shard == 0; }) == 3);
+}
