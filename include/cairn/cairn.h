@@ -118,7 +118,7 @@ int cairn_state_create(cairn_state_t** state);
 /** Frees `*state` (NULL is fine) and sets it to NULL. Local. */
 int cairn_state_free(cairn_state_t** state);
 
-/** Number of entries added so far. Local. */
+/** Number of entries added so far (each box of an array counts). Local. */
 int cairn_state_size(const cairn_state_t* state, size_t* size);
 
 /** Adds this rank's box of a global N-d array. Local.
