@@ -18,6 +18,13 @@
 //
 //   mpiexec -n 4 heat2d --nx 96 --ny 80 --steps 200 --checkpoint-every 20 --resume run
 //
+// With --tiles T each rank keeps its rows as T tiles, each in a buffer of its
+// own and added to the state dict as a box of its own (several boxes of one
+// array per rank); its checkpoints are interchangeable with untiled ones:
+//
+//   mpiexec -n 4 heat2d --nx 96 --ny 80 --steps 100 --tiles 3 --checkpoint ckpt
+//   mpiexec -n 3 heat2d --nx 96 --ny 80 --steps 200 --restart ckpt
+//
 // The arithmetic is written out operation by operation (and compiled with
 // -ffp-contract=off) so the digest is bitwise reproducible.
 
@@ -29,6 +36,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdint>
@@ -68,6 +76,7 @@ struct Options {
     std::string resume;
     bool container = false;
     cairn::DataFiles files; // --files
+    std::int64_t tiles = 1; // the rank's rows as this many tiles, each its own buffer
     bool help = false;
 };
 
@@ -75,7 +84,7 @@ const char* const usage_text =
     "usage: heat2d --nx NX --ny NY --steps S [--checkpoint PATH] [--restart PATH]\n"
     "              [--checkpoint-step K] [--async]\n"
     "              [--checkpoint-every K [--checkpoint-dir DIR]] [--resume DIR] [--container]\n"
-    "              [--files per-rank|per-node|N]\n"
+    "              [--files per-rank|per-node|N] [--tiles T]\n"
     "  --nx NX, --ny NY   global grid size (rows, columns), at least 1 each\n"
     "  --steps S          run until global step S (S >= 0)\n"
     "  --checkpoint PATH  save the field and the step counter to PATH at the end\n"
@@ -92,6 +101,9 @@ const char* const usage_text =
     "  --container        periodic checkpoints as one HDF5 file each (DIR/step_<N>.h5)\n"
     "  --files F          data files of a per-rank checkpoint: per-rank (one per\n"
     "                     rank, the default), per-node (one per node) or N files in all\n"
+    "  --tiles T          keep each rank's rows as T tiles (fewer where it has fewer\n"
+    "                     rows), each in a buffer of its own and saved as a box of\n"
+    "                     its own; checkpoints are the same as untiled ones\n"
     "Prints `digest <16 hex digits>` on rank 0 as its last line.\n";
 
 bool parse_int(const std::string& text, std::int64_t& value)
@@ -132,7 +144,7 @@ std::string parse_args(int argc, char** argv, Options& opt)
             arg.resize(eq);
         } else if (arg == "--nx" || arg == "--ny" || arg == "--steps" || arg == "--checkpoint" || arg == "--restart" ||
                    arg == "--checkpoint-step" || arg == "--checkpoint-every" || arg == "--checkpoint-dir" ||
-                   arg == "--resume" || arg == "--files") {
+                   arg == "--resume" || arg == "--files" || arg == "--tiles") {
             if (k + 1 >= argc)
                 return "missing value after " + arg;
             value = argv[++k];
@@ -140,11 +152,15 @@ std::string parse_args(int argc, char** argv, Options& opt)
             return "unknown argument '" + arg + "'";
         }
         if (arg == "--nx" || arg == "--ny" || arg == "--steps" || arg == "--checkpoint-step" ||
-            arg == "--checkpoint-every") {
+            arg == "--checkpoint-every" || arg == "--tiles") {
             std::int64_t v = 0;
             if (!parse_int(value, v))
                 return "not an integer: " + arg + " '" + value + "'";
-            if (arg == "--checkpoint-every") {
+            if (arg == "--tiles") {
+                if (v < 1 || v > (std::int64_t(1) << 30))
+                    return "--tiles must be between 1 and 2^30";
+                opt.tiles = v;
+            } else if (arg == "--checkpoint-every") {
                 if (v < 1)
                     return "--checkpoint-every must be at least 1";
                 opt.checkpoint_every = v;
@@ -220,7 +236,6 @@ struct Grid {
     std::int64_t nx = 0, ny = 0;                     // global
     std::int64_t i0 = 0, j0 = 0;                     // first owned global cell
     std::int64_t lnx = 0, lny = 0;                   // owned cells (no ghosts)
-    MPI_Datatype column = MPI_DATATYPE_NULL;         // one column of the interior, strided
 
     std::int64_t row_stride() const { return lny + 2; }
     std::size_t idx(std::int64_t li, std::int64_t lj) const
@@ -229,6 +244,33 @@ struct Grid {
     }
 };
 
+// A tile: rows [i0, i0 + lnx) of the rank's columns, in buffers of its own
+// with one ghost layer (indexed by Grid::idx). Untiled, a rank has one tile,
+// its whole box; with --tiles T its rows are split into T tiles (block
+// distribution), the same split on the ranks of one process row.
+struct Tile {
+    std::int64_t i0 = 0, lnx = 0;
+    std::vector<double> t, next;
+    MPI_Datatype column = MPI_DATATYPE_NULL; // one column of the interior, strided
+};
+
+std::vector<Tile> make_tiles(const Grid& g, std::int64_t wanted)
+{
+    const int count = static_cast<int>(std::min(wanted, g.lnx));
+    std::vector<Tile> tiles(static_cast<std::size_t>(count));
+    for (int k = 0; k < count; ++k) {
+        Tile& tile = tiles[static_cast<std::size_t>(k)];
+        std::int64_t offset = 0;
+        block(g.lnx, count, k, offset, tile.lnx);
+        tile.i0 = g.i0 + offset;
+        tile.t.assign(static_cast<std::size_t>((tile.lnx + 2) * g.row_stride()), 0.0);
+        tile.next = tile.t;
+        MPI_Type_vector(static_cast<int>(tile.lnx), 1, static_cast<int>(g.row_stride()), MPI_DOUBLE, &tile.column);
+        MPI_Type_commit(&tile.column);
+    }
+    return tiles;
+}
+
 // ---- physics ---------------------------------------------------------------
 
 double initial_value(std::int64_t i, std::int64_t j)
@@ -236,38 +278,56 @@ double initial_value(std::int64_t i, std::int64_t j)
     return static_cast<double>((i * 7 + j * 13) % 101) / 100.0;
 }
 
-void initialise(const Grid& g, std::vector<double>& t)
+void initialise(const Grid& g, std::vector<Tile>& tiles)
 {
-    for (std::int64_t li = 1; li <= g.lnx; ++li)
-        for (std::int64_t lj = 1; lj <= g.lny; ++lj)
-            t[g.idx(li, lj)] = initial_value(g.i0 + li - 1, g.j0 + lj - 1);
+    for (auto& tile : tiles)
+        for (std::int64_t li = 1; li <= tile.lnx; ++li)
+            for (std::int64_t lj = 1; lj <= g.lny; ++lj)
+                tile.t[g.idx(li, lj)] = initial_value(tile.i0 + li - 1, g.j0 + lj - 1);
 }
 
-// Fills the ghost layer from the four neighbours (corners are not needed by
-// the 5-point stencil).
-void exchange_halo(const Grid& g, std::vector<double>& t)
+// Fills the ghost layers of the tiles from their four neighbours (corners
+// are not needed by the 5-point stencil): neighbouring ranks, and the tiles
+// above and below on this rank.
+void exchange_halo(const Grid& g, std::vector<Tile>& tiles)
 {
     const int n = static_cast<int>(g.lny);
-    double* a = t.data();
+    double* top = tiles.front().t.data();
+    double* bottom = tiles.back().t.data();
+    const std::int64_t last = tiles.back().lnx;
     // Rows are contiguous: first owned row up, last owned row down.
-    MPI_Sendrecv(a + g.idx(1, 1), n, MPI_DOUBLE, g.up, 0, a + g.idx(g.lnx + 1, 1), n, MPI_DOUBLE, g.down, 0,
+    MPI_Sendrecv(top + g.idx(1, 1), n, MPI_DOUBLE, g.up, 0, bottom + g.idx(last + 1, 1), n, MPI_DOUBLE, g.down, 0,
                  g.comm, MPI_STATUS_IGNORE);
-    MPI_Sendrecv(a + g.idx(g.lnx, 1), n, MPI_DOUBLE, g.down, 1, a + g.idx(0, 1), n, MPI_DOUBLE, g.up, 1, g.comm,
+    MPI_Sendrecv(bottom + g.idx(last, 1), n, MPI_DOUBLE, g.down, 1, top + g.idx(0, 1), n, MPI_DOUBLE, g.up, 1, g.comm,
                  MPI_STATUS_IGNORE);
-    // Columns are strided: a vector type of lnx elements, lny+2 apart.
-    MPI_Sendrecv(a + g.idx(1, 1), 1, g.column, g.left, 2, a + g.idx(1, g.lny + 1), 1, g.column, g.right, 2, g.comm,
-                 MPI_STATUS_IGNORE);
-    MPI_Sendrecv(a + g.idx(1, g.lny), 1, g.column, g.right, 3, a + g.idx(1, 0), 1, g.column, g.left, 3, g.comm,
-                 MPI_STATUS_IGNORE);
+    for (std::size_t k = 0; k + 1 < tiles.size(); ++k) {
+        Tile& a = tiles[k];
+        Tile& b = tiles[k + 1];
+        std::copy_n(&a.t[g.idx(a.lnx, 1)], n, &b.t[g.idx(0, 1)]);
+        std::copy_n(&b.t[g.idx(1, 1)], n, &a.t[g.idx(a.lnx + 1, 1)]);
+    }
+    // Columns are strided: a vector type of a tile's rows, lny+2 apart. The
+    // ranks of a process row split their rows alike: tile k meets tile k.
+    for (std::size_t k = 0; k < tiles.size(); ++k) {
+        double* a = tiles[k].t.data();
+        const MPI_Datatype column = tiles[k].column;
+        const int tag = 2 + 2 * static_cast<int>(k);
+        MPI_Sendrecv(a + g.idx(1, 1), 1, column, g.left, tag, a + g.idx(1, g.lny + 1), 1, column, g.right, tag, g.comm,
+                     MPI_STATUS_IGNORE);
+        MPI_Sendrecv(a + g.idx(1, g.lny), 1, column, g.right, tag + 1, a + g.idx(1, 0), 1, column, g.left, tag + 1,
+                     g.comm, MPI_STATUS_IGNORE);
+    }
 }
 
 // One explicit step from `t` into `next`. Border cells of the global grid keep
 // their value.
-void step_once(const Grid& g, const std::vector<double>& t, std::vector<double>& next)
+void step_once(const Grid& g, Tile& tile)
 {
+    const std::vector<double>& t = tile.t;
+    std::vector<double>& next = tile.next;
     const std::int64_t s = g.row_stride();
-    for (std::int64_t li = 1; li <= g.lnx; ++li) {
-        const std::int64_t i = g.i0 + li - 1;
+    for (std::int64_t li = 1; li <= tile.lnx; ++li) {
+        const std::int64_t i = tile.i0 + li - 1;
         const bool border_row = i == 0 || i == g.nx - 1;
         for (std::int64_t lj = 1; lj <= g.lny; ++lj) {
             const std::int64_t j = g.j0 + lj - 1;
@@ -295,17 +355,19 @@ std::uint64_t splitmix64(std::uint64_t z)
 
 // Sum (mod 2^64) over every cell of splitmix64(bits(T) + golden * (i*ny + j + 1)):
 // independent of the decomposition. The result is valid on rank 0.
-std::uint64_t digest(const Grid& g, const std::vector<double>& t)
+std::uint64_t digest(const Grid& g, const std::vector<Tile>& tiles)
 {
     std::uint64_t local = 0;
-    for (std::int64_t li = 1; li <= g.lnx; ++li) {
-        const std::int64_t i = g.i0 + li - 1;
-        for (std::int64_t lj = 1; lj <= g.lny; ++lj) {
-            const std::int64_t j = g.j0 + lj - 1;
-            std::uint64_t bits = 0;
-            std::memcpy(&bits, &t[g.idx(li, lj)], sizeof bits);
-            const std::uint64_t cell = static_cast<std::uint64_t>(i * g.ny + j + 1);
-            local += splitmix64(bits + 0x9E3779B97F4A7C15ull * cell);
+    for (const auto& tile : tiles) {
+        for (std::int64_t li = 1; li <= tile.lnx; ++li) {
+            const std::int64_t i = tile.i0 + li - 1;
+            for (std::int64_t lj = 1; lj <= g.lny; ++lj) {
+                const std::int64_t j = g.j0 + lj - 1;
+                std::uint64_t bits = 0;
+                std::memcpy(&bits, &tile.t[g.idx(li, lj)], sizeof bits);
+                const std::uint64_t cell = static_cast<std::uint64_t>(i * g.ny + j + 1);
+                local += splitmix64(bits + 0x9E3779B97F4A7C15ull * cell);
+            }
         }
     }
     std::uint64_t global = 0;
@@ -315,14 +377,16 @@ std::uint64_t digest(const Grid& g, const std::vector<double>& t)
 
 // ---- checkpoint ------------------------------------------------------------
 
-// The state dict of the simulation: this rank's owned box of the field, seen
-// through a strided window into the local array (the ghosts are neither saved
-// nor overwritten), and the step counter.
-cairn::StateDict make_state(const Grid& g, std::vector<double>& t, std::int64_t& step)
+// The state dict of the simulation: this rank's owned box of the field (with
+// --tiles, one box per tile: add_array again under the same name), each seen
+// through a strided window into its local array (the ghosts are neither
+// saved nor overwritten), and the step counter.
+cairn::StateDict make_state(const Grid& g, std::vector<Tile>& tiles, std::int64_t& step)
 {
     cairn::StateDict state;
-    state.add_array<double>("temperature", &t[g.idx(1, 1)], {g.nx, g.ny}, cairn::Box{{g.i0, g.j0}, {g.lnx, g.lny}},
-                            {g.row_stride(), 1});
+    for (auto& tile : tiles)
+        state.add_array<double>("temperature", &tile.t[g.idx(1, 1)], {g.nx, g.ny},
+                                cairn::Box{{tile.i0, g.j0}, {tile.lnx, g.lny}}, {g.row_stride(), 1});
     state.add_scalar("step", &step);
     return state;
 }
@@ -366,11 +430,7 @@ int run(int argc, char** argv)
     MPI_Cart_shift(g.comm, 1, 1, &g.left, &g.right);
     block(g.nx, g.dims[0], g.coords[0], g.i0, g.lnx);
     block(g.ny, g.dims[1], g.coords[1], g.j0, g.lny);
-    MPI_Type_vector(static_cast<int>(g.lnx), 1, static_cast<int>(g.row_stride()), MPI_DOUBLE, &g.column);
-    MPI_Type_commit(&g.column);
-
-    const std::size_t cells = static_cast<std::size_t>((g.lnx + 2) * (g.lny + 2));
-    std::vector<double> t(cells, 0.0), next(cells, 0.0);
+    std::vector<Tile> tiles = make_tiles(g, opt.tiles);
     std::int64_t step = 0;
 
     if (g.rank == 0)
@@ -385,10 +445,10 @@ int run(int argc, char** argv)
             cairn::ManagerOptions from_options;
             from_options.layout = opt.container ? cairn::Layout::container : cairn::Layout::per_rank;
             cairn::CheckpointManager from(opt.resume, g.comm, from_options);
-            cairn::StateDict state = make_state(g, t, step);
+            cairn::StateDict state = make_state(g, tiles, step);
             const auto found = from.restore_latest(state);
             if (!found) {
-                initialise(g, t);
+                initialise(g, tiles);
                 if (g.rank == 0)
                     std::printf("no committed checkpoint in %s: starting from step 0\n", opt.resume.c_str());
             } else {
@@ -401,7 +461,7 @@ int run(int argc, char** argv)
                                 from.checkpoint_path(step).c_str(), step, g.size);
             }
         } else if (!opt.restart.empty()) {
-            cairn::StateDict state = make_state(g, t, step);
+            cairn::StateDict state = make_state(g, tiles, step);
             const cairn::LoadResult r = cairn::load(state, opt.restart, g.comm);
             (void)r;
             if (step < 0 || step > opt.steps)
@@ -410,10 +470,11 @@ int run(int argc, char** argv)
             if (g.rank == 0)
                 std::printf("restarted from %s at step %" PRId64 " on %d ranks\n", opt.restart.c_str(), step, g.size);
         } else {
-            initialise(g, t);
+            initialise(g, tiles);
         }
         // The border cells are copied, never recomputed: seed `next` with them.
-        next = t;
+        for (auto& tile : tiles)
+            tile.next = tile.t;
 
         // The checkpoint: at --checkpoint-step (stepping goes on), or at the end.
         const std::int64_t save_at = opt.checkpoint_step >= 0 ? opt.checkpoint_step : opt.steps;
@@ -431,7 +492,7 @@ int run(int argc, char** argv)
             cairn::SaveOptions so;
             so.overwrite = true;
             so.per_rank.files = opt.files;
-            cairn::StateDict state = make_state(g, t, step);
+            cairn::StateDict state = make_state(g, tiles, step);
             if (!opt.async) {
                 report(cairn::save(state, opt.checkpoint, g.comm, so), step);
                 return;
@@ -463,7 +524,7 @@ int run(int argc, char** argv)
         auto periodic = [&](std::int64_t at, std::int64_t from) {
             if (!manager || at == from || at % opt.checkpoint_every != 0)
                 return;
-            cairn::StateDict state = make_state(g, t, step);
+            cairn::StateDict state = make_state(g, tiles, step);
             const std::int64_t before = in_background;
             in_background = -1;
             if (const auto r = manager->save(at, state)) {
@@ -485,9 +546,11 @@ int run(int argc, char** argv)
             if (!opt.checkpoint.empty() && step == checkpoint_step)
                 checkpoint();
             periodic(step, first);
-            exchange_halo(g, t);
-            step_once(g, t, next);
-            std::swap(t, next);
+            exchange_halo(g, tiles);
+            for (auto& tile : tiles) {
+                step_once(g, tile);
+                std::swap(tile.t, tile.next);
+            }
         }
         const double elapsed = MPI_Wtime() - t0;
         if (g.rank == 0)
@@ -501,7 +564,7 @@ int run(int argc, char** argv)
         if (pending.valid())
             report(pending.wait(), checkpoint_step);
 
-        const std::uint64_t d = digest(g, t);
+        const std::uint64_t d = digest(g, tiles);
         if (g.rank == 0) {
             std::printf("digest %016" PRIx64 "\n", d);
             std::fflush(stdout);
@@ -517,7 +580,8 @@ int run(int argc, char** argv)
         rc = exit_error;
     }
 
-    MPI_Type_free(&g.column);
+    for (auto& tile : tiles)
+        MPI_Type_free(&tile.column);
     MPI_Comm_free(&g.comm);
     return rc;
 }

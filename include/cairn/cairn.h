@@ -118,7 +118,7 @@ int cairn_state_create(cairn_state_t** state);
 /** Frees `*state` (NULL is fine) and sets it to NULL. Local. */
 int cairn_state_free(cairn_state_t** state);
 
-/** Number of entries added so far. Local. */
+/** Number of entries added so far (each box of an array counts). Local. */
 int cairn_state_size(const cairn_state_t* state, size_t* size);
 
 /** Adds this rank's box of a global N-d array. Local.
@@ -131,8 +131,15 @@ int cairn_state_size(const cairn_state_t* state, size_t* size);
  *  strides describe a window into a larger local array (ghost cells are
  *  neither saved nor overwritten). Strides are >= 0, in elements.
  *  Several ranks holding the same box hold a replicated array, stored once.
- *  Returns CAIRN_ERR_USAGE for an empty or taken name, an inconsistent box or
- *  a NULL `data` for a non-empty box. */
+ *  Called again with the name of an array already added, adds another box
+ *  of it (its own `data`, `strides`): a rank may hold any number of boxes of
+ *  one array, of the same dtype and global shape. Saved boxes must be
+ *  disjoint (on a rank and across ranks, replicas excepted); load boxes may
+ *  overlap. A rank without any box of an array adds an empty one (`shape`
+ *  of zeros, `data` NULL).
+ *  Returns CAIRN_ERR_USAGE for an empty name or one taken by another kind of
+ *  entry, another dtype or global shape than the array's boxes added
+ *  before, an inconsistent box or a NULL `data` for a non-empty box. */
 int cairn_state_add_array(cairn_state_t* state, const char* name, int dtype, int ndim,
                           const int64_t* global_shape, const int64_t* offsets, const int64_t* shape, void* data,
                           const int64_t* strides);

@@ -72,8 +72,8 @@ struct SaveOptions : WriteOptions {
     /// from scratch, and what was kept is freed). The coordinator keeps its plan and
     /// metadata tables between saves (about 100 bytes per chunk); a save
     /// without this option frees them. The default planner (`planner`
-    /// unset) and Cairn's own storage only (the option is ignored
-    /// otherwise).
+    /// unset) and Cairn's own storage only, and states in which every rank
+    /// holds one box of each array (the option is ignored otherwise).
     bool reuse_plan = false;
     /// Check that the ranks holding a replicated array (a shard whose box is
     /// the whole array, as add_replicated() adds) hold the same bytes: each

@@ -37,6 +37,15 @@
 //
 // The ghost layers are neither saved nor overwritten by a load.
 //
+// Several views per rank: add_view called again with the same name adds
+// another box of the array, a view of its own (tiles, AMR patches), of any
+// layout and memory space; the views of one array share its element type
+// and global shape. Saved boxes must be disjoint; load boxes may overlap
+// (StateDict::add_array).
+//
+//   for (auto& tile : tiles)   // each tile a View of its own
+//       cairn::kokkos::add_view(state, "temperature", tile.interior, {nx, ny}, {tile.i0, tile.j0});
+//
 // Memory spaces: views in a host-accessible space (HostSpace, and e.g.
 // CudaUVMSpace, CudaHostPinnedSpace) are MemorySpace::host. Views only the
 // device can access are MemorySpace::cuda when Kokkos' CUDA backend is enabled
@@ -153,8 +162,11 @@ ArrayShard shard(const Kokkos::View<DataType, Properties...>& view)
 /// Adds `view` to `state` as the box at `offsets` of the global array `name`
 /// of `global_shape`; the box's extents are the view's. On save the view's
 /// elements are read, on load they are written (ghost cells outside a
-/// subview are untouched). **Local**. Throws error::WrongAPIUsage as shard()
-/// and StateDict::add_array do (name taken, box outside the global shape, ...).
+/// subview are untouched). Called again with the same name, adds another
+/// box of the array (a view per box). **Local**. Throws
+/// error::WrongAPIUsage as shard() and StateDict::add_array do (name taken
+/// by another kind of entry, another element type or global shape than the
+/// array's other boxes, box outside the global shape, ...).
 template <class DataType, class... Properties>
 StateDict& add_view(StateDict& state, const std::string& name, const Kokkos::View<DataType, Properties...>& view,
                     const Shape& global_shape, const Shape& offsets)

@@ -92,12 +92,16 @@ struct Metadata {
 };
 
 /// One unit of a load plan: the region `box` (global coordinates) of entry
-/// `fqn`, to be read from its stored chunk number `chunk`.
+/// `fqn`, to be read from its stored chunk number `chunk` into the box
+/// number `shard` of this rank.
 struct ReadItem {
     std::string fqn;
     ItemKind kind = ItemKind::array;
     std::uint32_t chunk = 0;
     Box box;
+    /// Arrays: which of this rank's boxes of `fqn` the region fills (0 for
+    /// the first box added, 1 for the second, ...).
+    std::uint32_t shard = 0;
 };
 
 /// A rank's load plan.

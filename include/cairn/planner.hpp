@@ -88,10 +88,11 @@ public:
 /// error::WrongAPIUsage on a duplicate flattened name.
 std::vector<FlatEntry> flatten(StateDict& state, std::vector<std::pair<Stateful*, std::shared_ptr<StateDict>>>& keep);
 
-/// The default save planner: one write item per array shard (empty boxes
-/// only validated), bytes, scalars and strings; the global plan checks that
+/// The default save planner: one write item per array shard (a rank's
+/// several boxes of one array: one item each; empty boxes only validated),
+/// bytes, scalars and strings; the global plan checks that
 /// every rank has the same keys, dtypes and global shapes, boxes in bounds,
-/// disjoint (identical boxes are replicas) and covering each array; replicas,
+/// disjoint (identical boxes of different ranks are replicas) and covering each array; replicas,
 /// bytes, scalars and strings are checked for equal content and written once,
 /// by the holder with the fewest bytes assigned so far.
 class DefaultSavePlanner : public SavePlanner {
@@ -107,13 +108,15 @@ protected:
     static std::string closest_key(const std::string& key, const Metadata& md);
     std::vector<FlatEntry> m_flat;
     std::vector<std::pair<Stateful*, std::shared_ptr<StateDict>>> m_keep;
-    std::map<std::string, std::size_t> m_index;
+    std::map<std::string, std::size_t> m_index; ///< fqn -> its (first) entry in m_flat
+    std::map<std::string, std::vector<std::size_t>> m_shards; ///< array fqn -> its boxes in m_flat, in order
+    std::map<std::string, std::map<Box, std::size_t>> m_by_box; ///< arrays of several boxes: box -> m_flat (lazily)
     bool m_is_coordinator = false;
 };
 
-/// The default load planner: reshards. For each array of the state it
-/// intersects the rank's box with the stored chunks and reads only those
-/// regions. Without `partial`, every key of the state must be in the
+/// The default load planner: reshards. For each box of each array of the
+/// state it intersects the box with the stored chunks and reads only those
+/// regions (boxes of a rank may overlap: each is filled). Without `partial`, every key of the state must be in the
 /// checkpoint and every key of the checkpoint in the state; with it, keys on
 /// either side only are skipped (see missing() and skipped()).
 class DefaultLoadPlanner : public LoadPlanner {
@@ -130,7 +133,9 @@ public:
     void load_bytes(const ReadItem& item, std::vector<std::byte> data) override;
     void finish() override;
 
-    /// After set_up_planner: the box of array `fqn` in this rank's state,
+    /// After set_up_planner: the box of array `fqn` in this rank's state
+    /// (several boxes: the smallest box holding them all, or the first
+    /// box when they are all empty),
     /// nullptr when the state has no array of that name (or before
     /// set_up_planner). Local, never throws; the pointer stays valid until
     /// the next set_up_planner. A load with LoadOptions::planner unset
@@ -152,7 +157,9 @@ protected:
     const Metadata* m_metadata = nullptr;
     std::vector<FlatEntry> m_flat;
     std::vector<std::pair<Stateful*, std::shared_ptr<StateDict>>> m_keep;
-    std::map<std::string, std::size_t> m_index;
+    std::map<std::string, std::size_t> m_index; ///< fqn -> its (first) entry in m_flat
+    std::map<std::string, std::vector<std::size_t>> m_shards; ///< array fqn -> its boxes in m_flat, in order
+    std::map<std::string, Box> m_bounds; ///< arrays of several boxes: the box holding them all
     std::vector<std::string> m_missing;
     std::vector<std::string> m_skipped;
 };

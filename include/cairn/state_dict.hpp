@@ -42,6 +42,8 @@ enum class MemorySpace : std::uint8_t { host = 0, cuda = 1 };
 ///
 /// Several ranks holding the same box hold a replicated array: it is stored
 /// once. A shard with an empty box takes part in validation and writes nothing.
+/// A rank may hold several shards (boxes) of one array, each with its own
+/// buffer, strides and memory space (StateDict::add_array).
 struct ArrayShard {
     DType dtype = DType::f64;
     Shape global_shape;
@@ -81,13 +83,24 @@ using Entry = std::variant<ArrayShard, std::vector<std::byte>*, ScalarRef, std::
 
 /// An ordered map from names to entries: arrays, byte blobs, scalars, strings,
 /// Stateful objects and nested dicts. Names of nested entries are joined with
-/// '.' ("fluid.velocity"). Names must be non-empty and unique after flattening.
-/// Building a state dict is Local and does no I/O.
+/// '.' ("fluid.velocity"). Names must be non-empty and unique after
+/// flattening, but for the boxes of one array: each box of an array is an
+/// entry of its own under the array's name (entries() lists them in the
+/// order they were added). Building a state dict is Local and does no I/O.
 class StateDict {
 public:
-    /// Adds an array shard. Throws error::WrongAPIUsage when the name is
-    /// empty or taken, or the shard is inconsistent (rank of offsets, shape,
-    /// strides and global shape differ; box outside the global shape; negative
+    /// Adds an array shard. Called again with the name of an array already
+    /// added, it adds another box of that array, held in its own buffer (any
+    /// number of boxes per rank: tiles, AMR patches, block-cyclic blocks).
+    /// The boxes of one array must have the same dtype and global shape.
+    /// Saved boxes must be disjoint, on a rank and across ranks (but for
+    /// identical boxes on different ranks, replicas), or the save throws
+    /// error::WrongAPIUsage naming the array and the two boxes; load boxes
+    /// may overlap (each is filled). Throws error::WrongAPIUsage when the
+    /// name is empty or taken by another kind of entry, the dtype or global
+    /// shape differs from the array's boxes added before (the message names
+    /// both), or the shard is inconsistent (rank of offsets, shape, strides
+    /// and global shape differ; box outside the global shape; negative
     /// extents; null data for a non-empty box).
     StateDict& add_array(const std::string& name, const ArrayShard& shard);
 
@@ -130,10 +143,12 @@ public:
     /// Adds a nested dict; its entries are named "<name>.<entry>".
     StateDict& add_dict(const std::string& name, StateDict dict);
 
-    /// Entries in insertion order.
+    /// Entries in insertion order (each box of an array is an entry).
     const std::vector<std::pair<std::string, Entry>>& entries() const noexcept { return m_entries; }
     std::vector<std::pair<std::string, Entry>>& entries() noexcept { return m_entries; }
     bool contains(const std::string& name) const noexcept;
+    /// The number of boxes of array `name` (other entries: 1; absent: 0).
+    std::size_t boxes(const std::string& name) const noexcept;
     std::size_t size() const noexcept { return m_entries.size(); }
 
 private:

@@ -15,7 +15,7 @@ namespace {
 // Integers that are mostly small (indices, extents, lengths, counts) are
 // varints (Encoder::uv); magic numbers, checksums and digests are fixed.
 // (The magics of save plans and results: codec.hpp.)
-constexpr std::uint32_t k_magic_load_plan = 0x434c5032;   // "CLP2": varints
+constexpr std::uint32_t k_magic_load_plan = 0x434c5033;   // "CLP3": varints, a box number per item
 constexpr std::uint32_t k_magic_metadata = 0x434d4433;    // "CMD3": varints, a file table
 constexpr std::size_t k_max_ndim = max_encoded_ndim;
 
@@ -509,6 +509,7 @@ Bytes encode(const LoadPlan& plan)
         e.u8(static_cast<std::uint8_t>(it.kind));
         e.uv(it.chunk);
         put_box(e, it.box);
+        e.uv(it.shard);
     }
     e.bytes(plan.storage_data);
     e.bytes(plan.planner_data);
@@ -520,12 +521,13 @@ LoadPlan decode_load_plan(const Bytes& b)
     Decoder d(b, "load plan");
     expect_magic(d, k_magic_load_plan);
     LoadPlan p;
-    p.items.resize(d.count(5)); // name, kind, chunk, two shapes: a byte each at least
+    p.items.resize(d.count(6)); // name, kind, chunk, two shapes, shard: a byte each at least
     for (auto& it : p.items) {
         it.fqn = d.str();
         it.kind = get_kind(d);
         it.chunk = d.uv32();
         it.box = get_box(d);
+        it.shard = d.uv32();
     }
     p.storage_data = d.bytes();
     p.planner_data = d.bytes();

@@ -60,7 +60,34 @@ StateDict& StateDict::add(const std::string& name, Entry entry)
 StateDict& StateDict::add_array(const std::string& name, const ArrayShard& shard)
 {
     check_shard(name, shard);
-    return add(name, shard);
+    const auto it = m_index.find(name);
+    if (it == m_index.end())
+        return add(name, shard);
+    // Another box of an array already in the dict: the same dtype and global shape.
+    const auto* first = std::get_if<ArrayShard>(&m_entries[it->second].second);
+    if (!first)
+        throw error::WrongAPIUsage("state dict: duplicate entry name '" + name +
+                                   "' (an array can take several boxes, other entries one name each)");
+    if (first->dtype != shard.dtype || first->global_shape != shard.global_shape)
+        throw error::WrongAPIUsage("array '" + name + "': box " + shard.box.str() + " has dtype " +
+                                   std::string(dtype_name(shard.dtype)) + " and global shape " +
+                                   shape_str(shard.global_shape) + ", but its box " + first->box.str() +
+                                   " added before has dtype " + std::string(dtype_name(first->dtype)) +
+                                   " and global shape " + shape_str(first->global_shape) +
+                                   " (the boxes of one array share both)");
+    m_entries.emplace_back(name, shard);
+    return *this;
+}
+
+std::size_t StateDict::boxes(const std::string& name) const noexcept
+{
+    const auto it = m_index.find(name);
+    if (it == m_index.end() || !std::holds_alternative<ArrayShard>(m_entries[it->second].second))
+        return it == m_index.end() ? 0 : 1;
+    std::size_t n = 0;
+    for (std::size_t i = it->second; i < m_entries.size(); ++i)
+        n += m_entries[i].first == name;
+    return n;
 }
 
 StateDict& StateDict::add_bytes(const std::string& name, std::vector<std::byte>* blob)

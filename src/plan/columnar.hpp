@@ -15,9 +15,11 @@
 // local items (item index, chunk), and keeps the metadata as columns
 // (MetadataColumns) into which the encoded write results are attached and
 // from which metadata.h5 is written. Anything unusual (a plan the default
-// planner would refuse, fields it would overwrite) makes ingest() or plan()
-// return false, and the coordinator takes the struct-based path, which
-// reports the problem exactly as before.
+// planner would refuse, fields it would overwrite, a rank with several
+// boxes of one array) makes ingest() or plan() return false, and the
+// coordinator takes the struct-based path, which reports the problem
+// exactly as before (and plans several boxes per rank). Such a plan is not
+// kept for reuse (plan/plan_cache.hpp).
 #pragma once
 
 #include "core/codec.hpp"

@@ -1,12 +1,13 @@
 #include "cairn/errors.hpp"
 #include "cairn/planner.hpp"
 
-#include <set>
+#include <map>
 
 namespace cairn {
 
 namespace {
-void flatten_into(StateDict& dict, const std::string& prefix, std::vector<FlatEntry>& out, std::set<std::string>& seen,
+void flatten_into(StateDict& dict, const std::string& prefix, std::vector<FlatEntry>& out,
+                  std::map<std::string, const Entry*>& seen,
                   std::vector<std::pair<Stateful*, std::shared_ptr<StateDict>>>& keep, int depth)
 {
     if (depth > 64)
@@ -20,8 +21,20 @@ void flatten_into(StateDict& dict, const std::string& prefix, std::vector<FlatEn
             keep.emplace_back(*obj, sd);
             flatten_into(*sd, fqn, out, seen, keep, depth + 1);
         } else {
-            if (!seen.insert(fqn).second)
-                throw error::WrongAPIUsage("state dict: two entries flatten to the same name '" + fqn + "'");
+            const auto [at, fresh] = seen.emplace(fqn, &entry);
+            if (!fresh) {
+                // Several boxes of one array share its name; nothing else may.
+                const auto* a = std::get_if<ArrayShard>(at->second);
+                const auto* b = std::get_if<ArrayShard>(&entry);
+                if (!a || !b)
+                    throw error::WrongAPIUsage("state dict: two entries flatten to the same name '" + fqn + "'");
+                if (a->dtype != b->dtype || a->global_shape != b->global_shape)
+                    throw error::WrongAPIUsage("array '" + fqn + "': box " + b->box.str() + " has dtype " +
+                                               std::string(dtype_name(b->dtype)) + " and global shape " +
+                                               shape_str(b->global_shape) + ", but box " + a->box.str() + " has " +
+                                               std::string(dtype_name(a->dtype)) + " and " +
+                                               shape_str(a->global_shape) + " (the boxes of one array share both)");
+            }
             out.push_back(FlatEntry{fqn, &entry});
         }
     }
@@ -31,7 +44,7 @@ void flatten_into(StateDict& dict, const std::string& prefix, std::vector<FlatEn
 std::vector<FlatEntry> flatten(StateDict& state, std::vector<std::pair<Stateful*, std::shared_ptr<StateDict>>>& keep)
 {
     std::vector<FlatEntry> out;
-    std::set<std::string> seen;
+    std::map<std::string, const Entry*> seen;
     flatten_into(state, "", out, seen, keep, 0);
     return out;
 }

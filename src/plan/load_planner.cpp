@@ -1,11 +1,15 @@
 #include "cairn/errors.hpp"
 #include "cairn/planner.hpp"
 #include "core/strided.hpp"
+#include "core/tiling.hpp"
 #include "plan/own_planners.hpp"
 #include "stage/stage.hpp"
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <optional>
+#include <string_view>
 
 namespace cairn {
 
@@ -25,12 +29,42 @@ void DefaultLoadPlanner::set_up_planner(StateDict& state, const Metadata& metada
     m_skipped.clear();
     m_flat = flatten(state, m_keep);
     m_index.clear();
-    for (std::size_t i = 0; i < m_flat.size(); ++i)
-        m_index[m_flat[i].fqn] = i;
+    m_shards.clear();
+    m_bounds.clear();
+    for (std::size_t i = 0; i < m_flat.size(); ++i) {
+        m_index.emplace(m_flat[i].fqn, i);
+        if (std::holds_alternative<ArrayShard>(*m_flat[i].entry))
+            m_shards[m_flat[i].fqn].push_back(i);
+    }
+    // Arrays of several boxes: the box that holds them all filters the chunks.
+    for (const auto& [fqn, idx] : m_shards) {
+        if (idx.size() < 2)
+            continue;
+        std::optional<Box> bound;
+        for (const auto i : idx) {
+            const Box& b = std::get<ArrayShard>(*m_flat[i].entry).box;
+            if (b.empty())
+                continue;
+            if (!bound) {
+                bound = b;
+                continue;
+            }
+            for (std::size_t d = 0; d < b.ndim(); ++d) {
+                const auto lo = std::min(bound->offsets[d], b.offsets[d]);
+                const auto hi = std::max(bound->offsets[d] + bound->shape[d], b.offsets[d] + b.shape[d]);
+                bound->offsets[d] = lo;
+                bound->shape[d] = hi - lo;
+            }
+        }
+        if (bound)
+            m_bounds.emplace(fqn, *bound);
+    }
 }
 
 const Box* DefaultLoadPlanner::requested_box(const std::string& fqn) const
 {
+    if (const auto b = m_bounds.find(fqn); b != m_bounds.end())
+        return &b->second;
     const auto it = m_index.find(fqn);
     if (it == m_index.end())
         return nullptr;
@@ -108,15 +142,55 @@ bool DefaultLoadPlanner::may_be_missing(const std::string& fqn) const
     return false;
 }
 
+namespace {
+
+// The non-empty chunks of an array sorted by their offset in the first
+// dimension, and the longest extent there: the chunks that meet rows
+// [lo, hi) start in [lo - longest + 1, hi).
+struct ChunkOrder {
+    std::vector<std::int64_t> starts;
+    std::vector<std::size_t> chunks;
+    std::int64_t longest = 0;
+};
+
+const ChunkOrder& chunk_order(std::map<std::string_view, ChunkOrder>& orders, const std::string& fqn,
+                              const EntryMeta& em)
+{
+    auto [it, fresh] = orders.try_emplace(fqn);
+    if (!fresh)
+        return it->second;
+    std::vector<std::pair<std::int64_t, std::size_t>> sorted;
+    for (std::size_t c = 0; c < em.chunks.size(); ++c) {
+        const Box& b = em.chunks[c].box;
+        if (b.ndim() != em.global_shape.size() || b.ndim() == 0 || b.empty())
+            continue; // no element to read (a malformed chunk: coverage reports it)
+        sorted.emplace_back(b.offsets[0], c);
+        it->second.longest = std::max(it->second.longest, b.shape[0]);
+    }
+    std::sort(sorted.begin(), sorted.end());
+    for (const auto& [start, c] : sorted) {
+        it->second.starts.push_back(start);
+        it->second.chunks.push_back(c);
+    }
+    return it->second;
+}
+
+} // namespace
+
 LoadPlan DefaultLoadPlanner::create_local_plan()
 {
     LoadPlan plan;
     const auto& md = *m_metadata;
+    std::map<std::string_view, std::uint32_t> next_shard; // arrays of several boxes: the box number
+    std::map<std::string_view, ChunkOrder> chunk_orders;  // arrays of several boxes: their chunks by first offset
     for (const auto& fe : m_flat) {
         auto found = md.entries.find(fe.fqn);
         if (found == md.entries.end()) {
             if (may_be_missing(fe.fqn)) {
-                m_missing.push_back(fe.fqn);
+                const auto shards = m_shards.find(fe.fqn); // an array of several boxes: listed once
+                if (shards == m_shards.end() ||
+                    shards->second.front() == static_cast<std::size_t>(&fe - m_flat.data()))
+                    m_missing.push_back(fe.fqn);
                 continue;
             }
             throw error::NotFound("entry '" + fe.fqn + "' is not in the checkpoint (it holds " +
@@ -142,12 +216,35 @@ LoadPlan DefaultLoadPlanner::create_local_plan()
                 if (!why.empty())
                     throw error::WrongAPIUsage("array '" + fe.fqn + "' is in CUDA device memory, but " + why);
             }
+            const bool several = m_shards.at(fe.fqn).size() > 1;
+            const std::uint32_t shard = several ? next_shard[fe.fqn]++ : 0;
             std::int64_t covered = 0;
-            for (std::size_t c = 0; c < em.chunks.size(); ++c) {
+            const auto read_chunk = [&](std::size_t c) {
                 if (auto overlap = intersect(a->box, em.chunks[c].box)) {
                     covered += overlap->volume();
-                    plan.items.push_back(ReadItem{fe.fqn, ItemKind::array, static_cast<std::uint32_t>(c), *overlap});
+                    plan.items.push_back(
+                        ReadItem{fe.fqn, ItemKind::array, static_cast<std::uint32_t>(c), *overlap, shard});
                 }
+            };
+            if (several && !a->box.empty() && a->box.ndim() > 0 && em.chunks.size() > 16) {
+                // Many boxes against many chunks: only the chunks whose first
+                // dimension meets the box's (chunks sorted by it once per array).
+                const ChunkOrder& order = chunk_order(chunk_orders, fe.fqn, em);
+                const std::int64_t lo = a->box.offsets[0], hi = lo + a->box.shape[0];
+                auto first = std::lower_bound(order.starts.begin(), order.starts.end(), lo - order.longest + 1);
+                auto last = std::lower_bound(order.starts.begin(), order.starts.end(), hi);
+                std::vector<std::size_t> hits;
+                for (auto it = first; it != last; ++it) {
+                    const std::size_t c = order.chunks[static_cast<std::size_t>(it - order.starts.begin())];
+                    if (detail::overlaps(a->box, em.chunks[c].box))
+                        hits.push_back(c);
+                }
+                std::sort(hits.begin(), hits.end()); // stored order, as below
+                for (const auto c : hits)
+                    read_chunk(c);
+            } else {
+                for (std::size_t c = 0; c < em.chunks.size(); ++c)
+                    read_chunk(c);
             }
             if (covered != a->box.volume())
                 throw error::FormatError("array '" + fe.fqn + "': the checkpoint's chunks cover " +
@@ -184,6 +281,18 @@ DataRef DefaultLoadPlanner::resolve_destination(const ReadItem& item)
     const auto* a = std::get_if<ArrayShard>(&lookup(item.fqn));
     if (!a)
         throw error::WrongAPIUsage("load planner: '" + item.fqn + "' is not an array in this rank's state");
+    if (item.shard != 0) {
+        const auto& idx = m_shards.at(item.fqn);
+        if (item.shard >= idx.size())
+            throw error::WrongAPIUsage("load planner: a read item of array '" + item.fqn + "' names its box " +
+                                       std::to_string(item.shard) + ", but this rank holds " +
+                                       std::to_string(idx.size()) + " boxes of it");
+        a = &std::get<ArrayShard>(*m_flat[idx[item.shard]].entry);
+    }
+    const auto common = intersect(item.box, a->box);
+    if (!item.box.empty() && (!common || common->volume() != item.box.volume()))
+        throw error::WrongAPIUsage("load planner: read item " + item.box.str() + " of array '" + item.fqn +
+                                   "' is not inside this rank's box " + a->box.str());
     return DataRef{detail::subview(a->view(), a->box, item.box), a->space};
 }
 

@@ -54,7 +54,8 @@ void check_boxes(const std::string& fqn, const Shape& global, std::size_t elem_s
             throw error::WrongAPIUsage("array '" + fqn + "': 0-d array with several distinct boxes");
         throw error::WrongAPIUsage("array '" + fqn + "': box " + boxes[p.first].str() + " of rank " +
                                    rank_of(p.first) + " overlaps box " + boxes[p.second].str() + " of rank " +
-                                   rank_of(p.second) + " (replicas must have identical boxes)");
+                                   rank_of(p.second) +
+                                   " (saved boxes must be disjoint; replicas must have identical boxes)");
     case detail::TilingProblem::coverage:
         throw error::WrongAPIUsage("array '" + fqn + "': the ranks' boxes cover " + std::to_string(p.covered) +
                                    " of " + std::to_string(p.total) + " elements of the global shape " +
@@ -78,8 +79,13 @@ void DefaultSavePlanner::set_up_planner(StateDict& state, bool is_coordinator)
     m_keep.clear();
     m_flat = flatten(state, m_keep);
     m_index.clear();
-    for (std::size_t i = 0; i < m_flat.size(); ++i)
-        m_index[m_flat[i].fqn] = i;
+    m_shards.clear();
+    m_by_box.clear();
+    for (std::size_t i = 0; i < m_flat.size(); ++i) {
+        m_index.emplace(m_flat[i].fqn, i);
+        if (std::holds_alternative<ArrayShard>(*m_flat[i].entry))
+            m_shards[m_flat[i].fqn].push_back(i);
+    }
 }
 
 SavePlan DefaultSavePlanner::create_local_plan()
@@ -135,12 +141,14 @@ std::pair<std::vector<SavePlan>, Metadata> global_plan_exact(std::vector<SavePla
 {
     const int nranks = static_cast<int>(plans.size());
     // Every FQN with the ranks that hold it, in name order.
+    // An array may have several items (boxes) per rank; other entries one.
     std::map<std::string, std::vector<Ref>> by_name;
     for (int r = 0; r < nranks; ++r) {
         const auto& items = plans[static_cast<std::size_t>(r)].items;
         for (std::size_t i = 0; i < items.size(); ++i) {
             auto& refs = by_name[items[i].fqn];
-            if (!refs.empty() && refs.back().rank == r)
+            if (!refs.empty() && refs.back().rank == r &&
+                (items[i].kind != ItemKind::array || items[refs.back().index].kind != ItemKind::array))
                 throw error::WrongAPIUsage("entry '" + items[i].fqn + "' appears twice in the plan of rank " +
                                            std::to_string(r));
             refs.push_back(Ref{r, i});
@@ -164,12 +172,16 @@ std::pair<std::vector<SavePlan>, Metadata> global_plan_exact(std::vector<SavePla
     };
 
     for (auto& [fqn, refs] : by_name) {
-        if (static_cast<int>(refs.size()) != nranks) {
+        std::size_t holding = 0; // ranks that have the entry
+        for (std::size_t k = 0; k < refs.size(); ++k)
+            holding += k == 0 || refs[k].rank != refs[k - 1].rank;
+        if (static_cast<int>(holding) != nranks) {
             std::vector<int> lacking;
             std::size_t k = 0;
             for (int r = 0; r < nranks; ++r) {
                 if (k < refs.size() && refs[k].rank == r)
-                    ++k;
+                    while (k < refs.size() && refs[k].rank == r)
+                        ++k;
                 else
                     lacking.push_back(r);
             }
@@ -230,8 +242,14 @@ std::pair<std::vector<SavePlan>, Metadata> global_plan_exact(std::vector<SavePla
                     throw error::WrongAPIUsage("array '" + fqn + "': box " + b.str() + " of rank " +
                                                std::to_string(ref.rank) + " does not match the rank of the global shape " +
                                                shape_str(em.global_shape));
-                if (!b.empty())
-                    holders[b].push_back(ref.rank);
+                if (b.empty())
+                    continue;
+                auto& h = holders[b];
+                if (!h.empty() && h.back() == ref.rank)
+                    throw error::WrongAPIUsage("array '" + fqn + "': rank " + std::to_string(ref.rank) +
+                                               " holds box " + b.str() +
+                                               " twice (the boxes a rank saves must be disjoint)");
+                h.push_back(ref.rank);
             }
             std::vector<Box> boxes;
             for (const auto& [b, h] : holders)
@@ -299,7 +317,37 @@ std::pair<std::vector<SavePlan>, Metadata> detail::global_plan_reference(std::ve
 
 DataRef DefaultSavePlanner::resolve_data(const WriteItem& item)
 {
-    const Entry& e = lookup(item.fqn);
+    const Entry* ep = &lookup(item.fqn);
+    if (const auto shards = m_shards.find(item.fqn); shards != m_shards.end() && shards->second.size() > 1) {
+        // Several boxes: the one that is the item's box (the default global
+        // plan's items are), else one holding it.
+        auto& by_box = m_by_box[item.fqn];
+        if (by_box.empty())
+            for (const auto i : shards->second)
+                by_box.emplace(std::get<ArrayShard>(*m_flat[i].entry).box, i);
+        const ArrayShard* inside = nullptr;
+        if (const auto exact = by_box.find(item.box); exact != by_box.end())
+            return DataRef{std::get<ArrayShard>(*m_flat[exact->second].entry).view(),
+                           std::get<ArrayShard>(*m_flat[exact->second].entry).space};
+        for (const auto i : shards->second) {
+            const auto& a = std::get<ArrayShard>(*m_flat[i].entry);
+            if (a.box == item.box) {
+                inside = &a;
+                break;
+            }
+            const auto common = intersect(item.box, a.box);
+            if (!inside && common && common->volume() == item.box.volume() && !item.box.empty())
+                inside = &a;
+        }
+        if (!inside)
+            throw error::WrongAPIUsage("array '" + item.fqn + "': planned chunk " + item.box.str() +
+                                       " is not inside any of this rank's " + std::to_string(shards->second.size()) +
+                                       " boxes");
+        for (const auto i : shards->second)
+            if (&std::get<ArrayShard>(*m_flat[i].entry) == inside)
+                ep = m_flat[i].entry;
+    }
+    const Entry& e = *ep;
     if (auto* a = std::get_if<ArrayShard>(&e)) {
         auto view = a->view();
         if (item.box != a->box) {

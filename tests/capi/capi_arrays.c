@@ -1,7 +1,7 @@
 /* C API: arrays of several dtypes and ranks, dense and strided (ghost cells,
  * column-major windows), replicated and 0-d; round trip, then reshard to
  * another decomposition on the same ranks and from every smaller rank count
- * to all ranks. */
+ * to all ranks; several boxes (tiles) of one array per rank. */
 #include "common.h"
 
 #include <stdbool.h>
@@ -300,11 +300,105 @@ static void test_reuse_plan(void)
     }
 }
 
+/* Several boxes of one array per rank: cairn_state_add_array called again
+ * with the same name adds a box. Tile k of a 2 x 3 grid of tiles (grown by
+ * `halo` cells on each side, clipped) is held by rank k % size, each in its
+ * own buffer, every other one with ghosts and column-major; a rank without
+ * tiles adds an empty box. */
+static int make_tiles(Shard* tiles, int halo, double fill)
+{
+    int k, n = 0;
+    for (k = 0; k < 6; ++k) {
+        Shard* s = &tiles[n];
+        int64_t i1, j1;
+        if (k % test_size != test_rank)
+            continue;
+        block(NX, 2, k / 3, &s->i0, &s->lnx);
+        block(NY, 3, k % 3, &s->j0, &s->lny);
+        i1 = s->i0 + s->lnx + halo < NX ? s->i0 + s->lnx + halo : NX;
+        j1 = s->j0 + s->lny + halo < NY ? s->j0 + s->lny + halo : NY;
+        s->i0 = s->i0 - halo > 0 ? s->i0 - halo : 0;
+        s->j0 = s->j0 - halo > 0 ? s->j0 - halo : 0;
+        s->lnx = i1 - s->i0;
+        s->lny = j1 - s->j0;
+        s->g = s->col_major = n % 2;
+        sh_alloc(s, fill);
+        ++n;
+    }
+    return n;
+}
+
+static void add_tiles(cairn_state_t* st, Shard* tiles, int n)
+{
+    int k;
+    for (k = 0; k < n; ++k)
+        sh_add(st, "field", &tiles[k]);
+    if (n == 0) {
+        const int64_t gshape[2] = {NX, NY}, zero[2] = {0, 0};
+        CHECK_OK(cairn_state_add_array(st, "field", CAIRN_F64, 2, gshape, zero, zero, NULL, NULL));
+    }
+}
+
+static void test_tiles(void)
+{
+    int layout;
+    for (layout = 0; layout < 2; ++layout) {
+        char path[4200];
+        Shard tiles[6], rows;
+        cairn_state_t* st = NULL;
+        cairn_save_options_t* so = NULL;
+        int n, k;
+        test_path(path, sizeof path, layout ? "tiles.h5" : "tiles");
+        /* Tiles saved, loaded into one box of rows per rank. */
+        n = make_tiles(tiles, 0, -1.0);
+        for (k = 0; k < n; ++k)
+            sh_fill(&tiles[k]);
+        CHECK_OK(cairn_state_create(&st));
+        add_tiles(st, tiles, n);
+        CHECK_OK(cairn_save_options_create(&so));
+        CHECK_OK(cairn_save_options_set_overwrite(so, 1));
+        CHECK_OK(cairn_save_options_set_layout(so, layout ? CAIRN_LAYOUT_CONTAINER : CAIRN_LAYOUT_PER_RANK));
+        CHECK_OK(cairn_save(st, path, MPI_COMM_WORLD, so, NULL));
+        CHECK_OK(cairn_state_free(&st));
+        for (k = 0; k < n; ++k)
+            free(tiles[k].buf);
+        rows.j0 = 0;
+        rows.lny = NY;
+        rows.g = 1;
+        rows.col_major = 0;
+        block(NX, test_size, test_rank, &rows.i0, &rows.lnx);
+        sh_alloc(&rows, 3.0);
+        CHECK_OK(cairn_state_create(&st));
+        sh_add(st, "field", &rows);
+        CHECK_OK(cairn_load(st, path, MPI_COMM_WORLD, NULL, NULL));
+        CHECK_OK(cairn_state_free(&st));
+        sh_verify(&rows, 3.0);
+        /* Rows saved, loaded into overlapping tiles. */
+        sh_fill(&rows);
+        CHECK_OK(cairn_state_create(&st));
+        sh_add(st, "field", &rows);
+        CHECK_OK(cairn_save(st, path, MPI_COMM_WORLD, so, NULL));
+        CHECK_OK(cairn_state_free(&st));
+        free(rows.buf);
+        n = make_tiles(tiles, 1, 7.0);
+        CHECK_OK(cairn_state_create(&st));
+        add_tiles(st, tiles, n);
+        CHECK_OK(cairn_load(st, path, MPI_COMM_WORLD, NULL, NULL));
+        CHECK_OK(cairn_state_free(&st));
+        for (k = 0; k < n; ++k) {
+            sh_verify(&tiles[k], 7.0);
+            free(tiles[k].buf);
+        }
+        CHECK_OK(cairn_save_options_free(&so));
+    }
+}
+
 int main(int argc, char** argv)
 {
     test_init(&argc, &argv);
     test_round_trip_and_reshard();
     test_rank_counts();
     test_reuse_plan();
+    test_tiles();
     return test_finish("capi_arrays");
 }

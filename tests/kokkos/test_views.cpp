@@ -529,3 +529,78 @@ TEST_CASE("replicated views are stored once and load into the other layout", "[k
         return good;
     }));
 }
+
+TEST_CASE("several views of one array per rank (tiles) save on N ranks and load on M as other tiles", "[kokkos][boxes]")
+{
+    // A 14 x 10 f64 array in tiles of 7 x 5 (tile k held by rank k % n),
+    // each a subview with one ghost layer of a view of its own, of either
+    // layout; loaded on M ranks into row blocks as two views each (left and
+    // right halves, overlapping by one column).
+    const int w = world_size();
+    const cairn::Shape g{14, 10};
+    const auto value = [](std::int64_t i, std::int64_t j) { return static_cast<double>(100 * i + j); };
+    using Right = Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace>;
+    using Left = Kokkos::View<double**, Kokkos::LayoutLeft, Kokkos::HostSpace>;
+    const auto inner = [](const auto& v) {
+        return Kokkos::subview(v, Kokkos::pair<std::size_t, std::size_t>(1, v.extent(0) - 1),
+                               Kokkos::pair<std::size_t, std::size_t>(1, v.extent(1) - 1));
+    };
+    for (int n = 1; n <= w; ++n) {
+        for (int m = 1; m <= w; ++m) {
+            const std::string dir =
+                fresh_dir("kokkos_tiles_" + std::to_string(w)) + "/ckpt_" + std::to_string(n) + "_" + std::to_string(m);
+            INFO("save on " << n << " ranks, load on " << m);
+            const bool saved = run_on(n, [&](SubComm& c) {
+                cairn::StateDict sd;
+                std::vector<Right> rights;
+                std::vector<Left> lefts;
+                for (int k = c.rank(); k < 4; k += n) {
+                    const std::int64_t i0 = 7 * (k / 2), j0 = 5 * (k % 2);
+                    const auto fill = [&](const auto& v) {
+                        for (std::size_t i = 0; i < 7; ++i)
+                            for (std::size_t j = 0; j < 5; ++j)
+                                v(i + 1, j + 1) = value(i0 + static_cast<std::int64_t>(i), j0 + static_cast<std::int64_t>(j));
+                    };
+                    if (k % 2) {
+                        lefts.emplace_back("tile", 9, 7);
+                        fill(lefts.back());
+                        cairn::kokkos::add_view(sd, "u", inner(lefts.back()), g, {i0, j0});
+                    } else {
+                        rights.emplace_back("tile", 9, 7);
+                        fill(rights.back());
+                        cairn::kokkos::add_view(sd, "u", inner(rights.back()), g, {i0, j0});
+                    }
+                }
+                if (sd.boxes("u") == 0)
+                    cairn::kokkos::add_view(sd, "u", Right("none", 0, 0), g, {0, 0});
+                cairn::save(sd, dir, c.get());
+                return true;
+            });
+            CHECK(saved);
+            CHECK(run_on(m, [&](SubComm& c) {
+                const std::int64_t i0 = 14 * c.rank() / m, i1 = 14 * (c.rank() + 1) / m;
+                const auto rows = static_cast<std::size_t>(i1 - i0);
+                Left a("a", rows + 2, 6 + 2);  // columns 0..5
+                Right b("b", rows + 2, 5 + 2); // columns 5..9
+                Kokkos::deep_copy(a, -1.0);
+                Kokkos::deep_copy(b, -1.0);
+                cairn::StateDict sd;
+                cairn::kokkos::add_view(sd, "u", inner(a), g, {i0, 0});
+                cairn::kokkos::add_view(sd, "u", inner(b), g, {i0, 5});
+                cairn::load(sd, dir, c.get());
+                int bad = 0;
+                for (std::size_t i = 0; i < rows + 2; ++i) {
+                    for (std::size_t j = 0; j < 8; ++j) {
+                        const bool in = i >= 1 && i <= rows && j >= 1 && j <= 6;
+                        bad += a(i, j) != (in ? value(i0 + static_cast<std::int64_t>(i) - 1, static_cast<std::int64_t>(j) - 1) : -1.0);
+                    }
+                    for (std::size_t j = 0; j < 7; ++j) {
+                        const bool in = i >= 1 && i <= rows && j >= 1 && j <= 5;
+                        bad += b(i, j) != (in ? value(i0 + static_cast<std::int64_t>(i) - 1, static_cast<std::int64_t>(j) + 4) : -1.0);
+                    }
+                }
+                return bad == 0;
+            }));
+        }
+    }
+}

@@ -2,14 +2,18 @@
 // arrays of 1 to 3 dimensions and several dtypes (now and then one of a few
 // MiB, so that loads take the in-place and the overlapped paths too), a partition of each array
 // over the N saving ranks (uneven cuts, empty shards, ranks that hold
-// nothing, pieces held by two ranks, whole replicated arrays), ghost padding
+// nothing, pieces held by two ranks, whole replicated arrays, several
+// pieces per rank of very different sizes: a coarse partition with one
+// piece refined, dealt out at random), ghost padding
 // around every shard, the checksum block, the staging bounds, the layout and
 // the files per rank, and save or async_save (full copy or bounded, the
 // caller overwriting its buffers once staged); then, on M ranks, arbitrary
-// (overlapping) boxes to load, with their own padding and whether to verify.
+// (overlapping) boxes to load, none to several per rank and array (tiny and
+// large ones), with their own padding and whether to verify.
 // Every loaded element is checked against a function of its global index,
 // the padding must be left untouched, and each rank must have read no more
-// than its boxes need, rounded out to whole checksum blocks (read_bound.hpp).
+// than its boxes need, rounded out to whole checksum blocks (read_bound.hpp;
+// each box counted on its own).
 #include "fixtures.hpp"
 #include "read_bound.hpp"
 
@@ -40,21 +44,34 @@ struct Array {
     cairn::Shape global;
 };
 
-// This rank's shards of `arrays` (boxes[a] of array a, `ghost` elements of
-// padding around it, salt a), filled with their values or left blank, and
-// named in `sd`. The shards' buffers do not move after.
-std::vector<std::unique_ptr<LocalArray>> hold(const std::vector<Array>& arrays, const std::vector<cairn::Box>& boxes,
-                                              std::int64_t ghost, bool fill, cairn::StateDict& sd)
+// This rank's shards of `arrays` (boxes[a] of array a, each in a buffer of
+// its own with `ghost` elements of padding around it, salt a), filled with
+// their values or left blank, and named in `sd` (a box per add_array). The
+// shards' buffers do not move after.
+std::vector<std::unique_ptr<LocalArray>> hold(const std::vector<Array>& arrays,
+                                              const std::vector<std::vector<cairn::Box>>& boxes, std::int64_t ghost,
+                                              bool fill, cairn::StateDict& sd)
 {
     std::vector<std::unique_ptr<LocalArray>> held;
     for (std::size_t a = 0; a < arrays.size(); ++a) {
-        held.push_back(std::make_unique<LocalArray>(arrays[a].name, arrays[a].dtype, arrays[a].global, boxes[a],
-                                                    static_cast<int>(ghost), static_cast<int>(a)));
-        if (fill)
-            held.back()->fill();
-        sd.add_array(arrays[a].name, held.back()->shard());
+        for (const auto& box : boxes[a]) {
+            held.push_back(std::make_unique<LocalArray>(arrays[a].name, arrays[a].dtype, arrays[a].global, box,
+                                                        static_cast<int>(ghost), static_cast<int>(a)));
+            if (fill)
+                held.back()->fill();
+            sd.add_array(arrays[a].name, held.back()->shard());
+        }
     }
     return held;
+}
+
+// One box for each of this rank's arrays (the single-box helpers below).
+std::vector<std::vector<cairn::Box>> one_each(const std::vector<cairn::Box>& boxes)
+{
+    std::vector<std::vector<cairn::Box>> out;
+    for (const auto& b : boxes)
+        out.push_back({b});
+    return out;
 }
 
 // Elements that differ from their values, plus padding bytes overwritten.
@@ -113,8 +130,9 @@ cairn::Box empty_box(std::size_t nd) { return cairn::Box{cairn::Shape(nd, 0), ca
 struct Case {
     std::vector<Array> arrays;
     int n = 1, m = 1;
-    // [rank][array]: the box each saving / loading rank holds.
-    std::vector<std::vector<cairn::Box>> save_boxes, load_boxes;
+    // [rank][array]: the boxes each saving / loading rank holds (at least
+    // one, maybe empty).
+    std::vector<std::vector<std::vector<cairn::Box>>> save_boxes, load_boxes;
     std::vector<std::int64_t> save_ghost, load_ghost; // per rank
     int api = 0; // save, async_save with a full copy, async_save bounded
     cairn::SaveOptions save;
@@ -153,11 +171,38 @@ Case draw_case(Rng& rng, int world)
     c.load_boxes.assign(static_cast<std::size_t>(c.m), {});
     for (const auto& arr : c.arrays) {
         const std::size_t nd = arr.global.size();
-        const auto mode = draw(rng, 0, 5);
-        std::vector<cairn::Box> held(static_cast<std::size_t>(c.n), empty_box(nd));
+        const auto mode = draw(rng, 0, 7);
+        std::vector<std::vector<cairn::Box>> held(static_cast<std::size_t>(c.n), {empty_box(nd)});
         if (mode == 0) { // replicated everywhere
-            std::fill(held.begin(), held.end(), cairn::whole(arr.global));
+            std::fill(held.begin(), held.end(), std::vector<cairn::Box>{cairn::whole(arr.global)});
             os << " replicated";
+        } else if (mode >= 6) {
+            // Several pieces per rank: a coarse partition, one piece of it
+            // refined into small ones, dealt to random ranks (some get none).
+            auto pieces = partition(rng, arr.global, c.n * static_cast<int>(draw(rng, 2, 6)));
+            const auto fine = static_cast<std::size_t>(draw(rng, 0, static_cast<std::int64_t>(pieces.size()) - 1));
+            const cairn::Box coarse = pieces[fine];
+            if (coarse.volume() > 0) {
+                pieces.erase(pieces.begin() + static_cast<std::ptrdiff_t>(fine));
+                for (auto sub : partition(rng, coarse.shape, static_cast<int>(draw(rng, 2, 12)))) {
+                    for (std::size_t d = 0; d < nd; ++d)
+                        sub.offsets[d] += coarse.offsets[d];
+                    pieces.push_back(sub);
+                }
+            }
+            std::vector<std::vector<cairn::Box>> dealt(static_cast<std::size_t>(c.n));
+            for (const auto& p : pieces)
+                dealt[static_cast<std::size_t>(draw(rng, 0, c.n - 1))].push_back(p);
+            int none = 0;
+            for (int r = 0; r < c.n; ++r) {
+                auto& mine = dealt[static_cast<std::size_t>(r)];
+                std::shuffle(mine.begin(), mine.end(), rng);
+                if (mine.empty())
+                    ++none;
+                else
+                    held[static_cast<std::size_t>(r)] = mine;
+            }
+            os << " " << pieces.size() << " pieces dealt out (" << none << " ranks none)";
         } else {
             auto pieces = partition(rng, arr.global, c.n);
             std::vector<int> ranks(static_cast<std::size_t>(c.n));
@@ -165,27 +210,38 @@ Case draw_case(Rng& rng, int world)
                 ranks[static_cast<std::size_t>(r)] = r;
             std::shuffle(ranks.begin(), ranks.end(), rng);
             for (std::size_t p = 0; p < pieces.size(); ++p)
-                held[static_cast<std::size_t>(ranks[p])] = pieces[p];
+                held[static_cast<std::size_t>(ranks[p])] = {pieces[p]};
             // A piece held by a second rank too (stored once).
             if (mode == 1 && pieces.size() < ranks.size())
-                held[static_cast<std::size_t>(ranks[pieces.size()])] = pieces[0];
+                held[static_cast<std::size_t>(ranks[pieces.size()])] = {pieces[0]};
             os << " " << pieces.size() << " pieces" << (mode == 1 && pieces.size() < ranks.size() ? " +1 twice" : "");
         }
         for (int r = 0; r < c.n; ++r)
             c.save_boxes[static_cast<std::size_t>(r)].push_back(held[static_cast<std::size_t>(r)]);
         const bool long_runs = big && &arr == &c.arrays.front();
-        for (int r = 0; r < c.m; ++r) { // any box, overlapping others
-            cairn::Box b{cairn::Shape(nd), cairn::Shape(nd)};
-            for (std::size_t d = 0; d < nd; ++d) {
-                auto lo = draw(rng, 0, arr.global[d]), hi = draw(rng, 0, arr.global[d]);
-                if (draw(rng, 0, 2) == 0) // often the whole extent
-                    lo = 0, hi = arr.global[d];
-                if (long_runs && d == nd - 1) // runs of over 1 MiB, starting anywhere
-                    lo = draw(rng, 0, arr.global[d] / 3), hi = draw(rng, lo + arr.global[d] / 3, arr.global[d]);
-                b.offsets[d] = std::min(lo, hi);
-                b.shape[d] = std::max(lo, hi) - b.offsets[d];
+        for (int r = 0; r < c.m; ++r) { // any boxes, overlapping others (and each other)
+            // Mostly one; else none (an empty box) to four, some tiny.
+            const auto nboxes = draw(rng, 0, 1) ? 1 : draw(rng, 0, 4);
+            std::vector<cairn::Box> mine;
+            for (std::int64_t k = 0; k < nboxes; ++k) {
+                const bool tiny = nboxes > 1 && draw(rng, 0, 2) == 0;
+                cairn::Box b{cairn::Shape(nd), cairn::Shape(nd)};
+                for (std::size_t d = 0; d < nd; ++d) {
+                    auto lo = draw(rng, 0, arr.global[d]), hi = draw(rng, 0, arr.global[d]);
+                    if (draw(rng, 0, 2) == 0) // often the whole extent
+                        lo = 0, hi = arr.global[d];
+                    if (tiny) // one to three elements wide
+                        lo = draw(rng, 0, arr.global[d] - 1), hi = std::min(arr.global[d], lo + draw(rng, 1, 3));
+                    if (long_runs && d == nd - 1 && !tiny) // runs of over 1 MiB, starting anywhere
+                        lo = draw(rng, 0, arr.global[d] / 3), hi = draw(rng, lo + arr.global[d] / 3, arr.global[d]);
+                    b.offsets[d] = std::min(lo, hi);
+                    b.shape[d] = std::max(lo, hi) - b.offsets[d];
+                }
+                mine.push_back(b);
             }
-            c.load_boxes[static_cast<std::size_t>(r)].push_back(b);
+            if (mine.empty())
+                mine.push_back(empty_box(nd));
+            c.load_boxes[static_cast<std::size_t>(r)].push_back(mine);
         }
     }
     for (int r = 0; r < c.n; ++r)
@@ -256,11 +312,14 @@ TEST_CASE("random partitions, paddings, blocks and staging bounds round-trip N -
             const std::int64_t bad = errors_in(held);
             if (bad)
                 std::printf("rank %zu: %lld wrong elements or padding bytes\n", r, static_cast<long long>(bad));
-            // No more read than the boxes need, rounded out to checksum blocks.
+            // No more read than the boxes need, rounded out to checksum
+            // blocks: each box's own (a rank's boxes are filled one by one,
+            // so bytes that two of them share may be read twice).
             const auto md = cairn::read_metadata(path);
             std::uint64_t bound = 0;
             for (std::size_t a = 0; a < c.arrays.size(); ++a)
-                bound += read_bound(md, c.arrays[a].name, {c.load_boxes[r][a]}, c.load.verify_checksums);
+                for (const auto& box : c.load_boxes[r][a])
+                    bound += read_bound(md, c.arrays[a].name, {box}, c.load.verify_checksums);
             if (res.bytes_read > bound)
                 std::printf("rank %zu: read %llu bytes, bound %llu\n", r, static_cast<unsigned long long>(res.bytes_read),
                             static_cast<unsigned long long>(bound));
@@ -289,7 +348,7 @@ TEST_CASE("in-place reads of runs that start and end inside checksum blocks", "[
                 const std::int64_t per = arr.global[0] / w;
                 const cairn::Box mine{{per * r}, {r == w - 1 ? arr.global[0] - per * r : per}};
                 cairn::StateDict sd;
-                const auto held = hold({arr}, {mine}, 0, true, sd);
+                const auto held = hold({arr}, one_each({mine}), 0, true, sd);
                 cairn::SaveOptions o;
                 o.layout = layout;
                 o.checksum_block = block;
@@ -300,7 +359,7 @@ TEST_CASE("in-place reads of runs that start and end inside checksum blocks", "[
             // element: both ends inside blocks, across the savers' chunks.
             const cairn::Box want{{1237 + 5003 * r}, {400001 + 17 * r}};
             cairn::StateDict sd;
-            const auto held = hold({arr}, {want}, 0, false, sd);
+            const auto held = hold({arr}, one_each({want}), 0, false, sd);
             cairn::LoadOptions lo;
             lo.layout = layout;
             lo.staging_bytes = 1 << 20; // several pieces per run
@@ -322,7 +381,7 @@ TEST_CASE("loads into padded host arrays verify and copy one read while the next
     {
         const std::int64_t rows = 24 / w + (r < 24 % w ? 1 : 0), first = r * (24 / w) + std::min(r, 24 % w);
         cairn::StateDict sd;
-        const auto held = hold({arr}, {cairn::Box{{first, 0}, {rows, 200000}}}, 0, true, sd);
+        const auto held = hold({arr}, one_each({cairn::Box{{first, 0}, {rows, 200000}}}), 0, true, sd);
         cairn::SaveOptions o;
         o.fsync = false;
         o.checksum_block = 1000; // reads start inside blocks: widened
@@ -331,7 +390,7 @@ TEST_CASE("loads into padded host arrays verify and copy one read while the next
     for (bool verify : {true, false}) {
         INFO("verify " << verify);
         cairn::StateDict sd;
-        const auto held = hold({arr}, {cairn::whole(arr.global)}, 1, false, sd); // every rank the whole field, padded
+        const auto held = hold({arr}, one_each({cairn::whole(arr.global)}), 1, false, sd); // every rank the whole field, padded
         cairn::LoadOptions lo;
         lo.staging_bytes = std::size_t(16) << 20;
         lo.verify_checksums = verify;

@@ -39,6 +39,7 @@ inline void check_same(const cairn::ReadItem& a, const cairn::ReadItem& b)
     CHECK(a.kind == b.kind);
     CHECK(a.chunk == b.chunk);
     CHECK(a.box == b.box);
+    CHECK(a.shard == b.shard);
 }
 
 inline void check_same(const cairn::WriteResult& a, const cairn::WriteResult& b)

@@ -106,6 +106,7 @@ LoadPlan sample_load_plan()
 {
     LoadPlan p;
     p.items.push_back(ReadItem{"fluid.velocity", ItemKind::array, 7, Box{{1, 2, 3}, {4, 5, 6}}});
+    p.items.push_back(ReadItem{"fluid.velocity", ItemKind::array, 2, Box{{0, 2, 3}, {1, 5, 6}}, 300}); // another box
     p.items.push_back(ReadItem{"zero_d", ItemKind::array, 0, Box{}});
     p.items.push_back(ReadItem{"blob", ItemKind::bytes, 0, Box{{0}, {1000}}});
     p.items.push_back(ReadItem{k_odd, ItemKind::array, 0xFFFFFFFFu, Box{{0, 0, 0, 0}, {1, 2, 3, 4}}});
@@ -800,13 +801,14 @@ TEST_CASE("codec: hand-made encodings: box ranks and duplicate names", "[codec]"
 {
     const auto load_plan_with_box = [](const Shape& offsets, const Shape& extents) {
         Encoder e;
-        e.u32(0x434c5032); // "CLP2"
+        e.u32(0x434c5033); // "CLP3"
         e.count(1);
         e.str("x");
         e.u8(0);
         e.uv(0);
         e.shape(offsets);
         e.shape(extents);
+        e.uv(1); // box number
         e.bytes({});
         e.bytes({});
         return e.take();
@@ -815,6 +817,7 @@ TEST_CASE("codec: hand-made encodings: box ranks and duplicate names", "[codec]"
     const auto ok = decode_load_plan(load_plan_with_box({1, 2}, {3, 4}));
     REQUIRE(ok.items.size() == 1);
     CHECK(ok.items[0].box == Box{{1, 2}, {3, 4}});
+    CHECK(ok.items[0].shard == 1);
     // offsets and extents of different ranks
     CHECK_THAT(message_of<error::FormatError>([&] { decode_load_plan(load_plan_with_box({1, 2}, {3})); }),
                StartsWith("OK:") && Contains("box"));

@@ -318,3 +318,105 @@ TEST_CASE("load planner: missing names, dtype and shape mismatches name the entr
         CHECK(skipped == std::vector<std::string>{"blob", "step"});
     }
 }
+
+TEST_CASE("save planner: several boxes of one array per rank are one chunk each, written by their holder", "[planners][boxes]")
+{
+    // Rank 0 holds rows [0, 2) and [4, 6) of a 6 x 4 array, rank 1 rows [2, 4).
+    std::vector<double> a(8), b(8), c(8);
+    std::vector<StateDict> states(2);
+    states[0].add_array<double>("u", a.data(), {6, 4}, Box{{0, 0}, {2, 4}});
+    states[0].add_array<double>("u", b.data(), {6, 4}, Box{{4, 0}, {2, 4}});
+    states[1].add_array<double>("u", c.data(), {6, 4}, Box{{2, 0}, {2, 4}});
+    auto [plans, md] = global_plan(states);
+    REQUIRE(md.entries.at("u").chunks.size() == 3);
+    REQUIRE(plans[0].items.size() == 2);
+    REQUIRE(plans[1].items.size() == 1);
+    // Each item resolves to the buffer of its own box.
+    DefaultSavePlanner p;
+    p.set_up_planner(states[0], true);
+    for (const auto& it : plans[0].items)
+        CHECK(p.resolve_data(it).view.data == (it.box.offsets[0] == 0 ? a.data() : b.data()));
+
+    // Overlapping boxes of one rank, and one box twice, name the array and both boxes.
+    std::vector<StateDict> bad(2);
+    bad[0].add_array<double>("u", a.data(), {6, 4}, Box{{0, 0}, {3, 4}});
+    bad[0].add_array<double>("u", b.data(), {6, 4}, Box{{2, 0}, {4, 4}});
+    bad[1].add_array<double>("u", c.data(), {6, 4}, Box{{0, 0}, {0, 0}});
+    CHECK_THAT(message_of<error::WrongAPIUsage>([&] { global_plan(bad); }),
+               StartsWith("OK:") && Contains("'u'") && Contains("[0:3, 0:4]") && Contains("[2:6, 0:4]"));
+    std::vector<StateDict> twice(1);
+    twice[0].add_array<double>("u", a.data(), {6, 4}, Box{{0, 0}, {6, 4}});
+    twice[0].add_array<double>("u", b.data(), {6, 4}, Box{{0, 0}, {6, 4}});
+    CHECK_THAT(message_of<error::WrongAPIUsage>([&] { global_plan(twice); }),
+               StartsWith("OK:") && Contains("'u'") && Contains("twice"));
+}
+
+TEST_CASE("load planner: overlapping boxes of one rank are each filled from the chunks they need", "[planners][boxes]")
+{
+    const Metadata md = three_row_blocks();
+    std::vector<double> top(3 * 4, -1.0), all(6 * 4, -1.0);
+    std::vector<std::byte> blob;
+    std::int64_t step = 0;
+    StateDict sd;
+    sd.add_array<double>("u", top.data(), {6, 4}, Box{{0, 0}, {3, 4}});
+    sd.add_array<double>("u", all.data(), {6, 4}, Box{{0, 0}, {6, 4}});
+    sd.add_bytes("blob", &blob);
+    sd.add_scalar("step", &step);
+    DefaultLoadPlanner p;
+    p.set_up_planner(sd, md, false);
+    // The chunk filter gets the box that holds both.
+    REQUIRE(p.requested_box("u") != nullptr);
+    CHECK(*p.requested_box("u") == Box{{0, 0}, {6, 4}});
+    const LoadPlan plan = p.create_local_plan();
+    std::int64_t into_top = 0, into_all = 0;
+    for (const auto& it : plan.items) {
+        if (it.fqn != "u")
+            continue;
+        const DataRef d = p.resolve_destination(it);
+        const bool is_top = it.shard == 0;
+        const double* base = is_top ? top.data() : all.data();
+        CHECK(d.view.data == base + it.box.offsets[0] * 4 + it.box.offsets[1]);
+        (is_top ? into_top : into_all) += it.box.volume();
+    }
+    CHECK(into_top == 12);
+    CHECK(into_all == 24);
+    ReadItem beyond{"u", ItemKind::array, 0, Box{{0, 0}, {1, 4}}, 2};
+    CHECK_THAT(message_of<error::WrongAPIUsage>([&] { p.resolve_destination(beyond); }),
+               StartsWith("OK:") && Contains("'u'") && Contains("2 boxes"));
+}
+
+TEST_CASE("load planner: many boxes against many chunks read every chunk each box meets", "[planners][boxes]")
+{
+    // 20 chunks of two rows each of a 40 x 4 array; boxes that start and
+    // end inside chunks, one row wide, and the whole array.
+    Metadata md;
+    md.world_size = 20;
+    EntryMeta u;
+    u.kind = ItemKind::array;
+    u.dtype = DType::f64;
+    u.global_shape = {40, 4};
+    for (std::int64_t b = 19; b >= 0; --b) // stored out of row order
+        u.chunks.push_back(ChunkMeta{Box{{2 * b, 0}, {2, 4}}, StorageInfo{"__0_0.distcp", 0, 64, {}}});
+    md.entries["u"] = u;
+    const std::vector<Box> boxes = {Box{{3, 1}, {4, 2}}, Box{{1, 0}, {1, 4}}, Box{{39, 0}, {1, 4}},
+                                    Box{{0, 0}, {40, 4}}, Box{{10, 0}, {0, 4}}, Box{{17, 3}, {20, 1}}};
+    std::vector<std::vector<double>> bufs;
+    StateDict sd;
+    for (const auto& b : boxes) {
+        bufs.emplace_back(static_cast<std::size_t>(std::max<std::int64_t>(b.volume(), 1)));
+        sd.add_array<double>("u", bufs.back().data(), {40, 4}, b);
+    }
+    DefaultLoadPlanner p;
+    p.set_up_planner(sd, md, false);
+    const LoadPlan plan = p.create_local_plan(); // throws where a box is not covered
+    std::vector<std::int64_t> read(boxes.size(), 0);
+    for (const auto& it : plan.items) {
+        REQUIRE(it.shard < boxes.size());
+        CHECK(p.resolve_destination(it).view.shape == it.box.shape);
+        read[it.shard] += it.box.volume();
+    }
+    for (std::size_t k = 0; k < boxes.size(); ++k)
+        CHECK(read[k] == boxes[k].volume());
+    // Box [3, 7) meets the chunks of rows [2, 4), [4, 6) and [6, 8).
+    CHECK(std::count_if(plan.items.begin(), plan.items.end(), [](const ReadItem& it) { return it.shard == 0; }) == 3);
+}

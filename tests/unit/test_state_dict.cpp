@@ -319,3 +319,34 @@ TEST_CASE("flatten refuses duplicate flattened names", "[state_dict]")
         CHECK_THAT(message_of<error::WrongAPIUsage>([&] { flatten(sd, keep); }), StartsWith("OK:") && Contains("c.self"));
     }
 }
+
+TEST_CASE("several boxes of one array flatten to one name each; other kinds may not share it", "[state_dict][boxes]")
+{
+    double a[4] = {}, b[4] = {}, s = 0;
+    StateDict nested;
+    nested.add_array<double>("u", a, {8}, Box{{0}, {4}});
+    StateDict sd;
+    sd.add_array<double>("m.u", b, {8}, Box{{4}, {4}}); // the same array through a dotted name
+    sd.add_dict("m", std::move(nested));
+    std::vector<std::pair<Stateful*, std::shared_ptr<StateDict>>> keep;
+    const auto flat = flatten(sd, keep);
+    REQUIRE(flat.size() == 2);
+    CHECK(flat[0].fqn == "m.u");
+    CHECK(flat[1].fqn == "m.u");
+
+    StateDict other;
+    other.add_array<float>("u", nullptr, {8}, Box{{0}, {0}});
+    StateDict clash;
+    clash.add_array<double>("m.u", b, {8}, Box{{4}, {4}});
+    clash.add_dict("m", std::move(other));
+    CHECK_THAT(message_of<error::WrongAPIUsage>([&] { flatten(clash, keep); }),
+               StartsWith("OK:") && Contains("'m.u'") && Contains("f32") && Contains("f64"));
+
+    StateDict mixed;
+    StateDict inner;
+    inner.add_scalar("u", &s);
+    mixed.add_array<double>("m.u", b, {8}, Box{{4}, {4}});
+    mixed.add_dict("m", std::move(inner));
+    CHECK_THAT(message_of<error::WrongAPIUsage>([&] { flatten(mixed, keep); }),
+               StartsWith("OK:") && Contains("'m.u'"));
+}

@@ -548,12 +548,13 @@ LoadPlan ContainerReader::prepare_local_plan(LoadPlan plan)
     // container holds each array whole. The read items of one array that
     // tile a box (those of the default planner tile the rank's box) become
     // one read of that box.
-    std::map<std::string, std::vector<std::size_t>> groups;
+    // (Per box of the rank: the boxes of one array may touch or overlap.)
+    std::map<std::pair<std::string, std::uint32_t>, std::vector<std::size_t>> groups;
     for (std::size_t i = 0; i < plan.items.size(); ++i)
         if (plan.items[i].kind == ItemKind::array)
-            groups[plan.items[i].fqn].push_back(i);
+            groups[{plan.items[i].fqn, plan.items[i].shard}].push_back(i);
     std::vector<bool> drop(plan.items.size(), false);
-    for (const auto& [fqn, idx] : groups) {
+    for (const auto& [key, idx] : groups) {
         if (idx.size() < 2)
             continue;
         Box bound = plan.items[idx.front()].box;
