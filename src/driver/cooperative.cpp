@@ -5,6 +5,7 @@
 #include "cairn/errors.hpp"
 #include "core/codec.hpp"
 #include "core/strided.hpp"
+#include "stage/stage.hpp"
 
 #include <mpi.h>
 
@@ -444,8 +445,10 @@ bool read_cooperatively(const Comm& c, StorageReader& storage, const Metadata& m
     Bytes().swap(all);
     const Schedule sched = assign(recs, c.size, c.rank, md.checksum_block, verify, budget);
 
-    // 3. What this rank reads alone.
-    const bool ok = all_ok(c, [&] {
+    // 3. What this rank reads alone: in the first round's read_data call
+    // (one call fewer: a collective open of the container), or alone when
+    // there is no round.
+    auto plan_alone = [&](LoadPlan& alone, Destinations& alone_dest) {
         for (std::size_t i = 0; i < n; ++i) {
             if (take[i] != 1) {
                 add_whole(alone_dest, alone, i);
@@ -467,24 +470,33 @@ bool read_cooperatively(const Comm& c, StorageReader& storage, const Metadata& m
                 alone_dest.add(part, DataRef{subview(dest[i].view, plan.items[i].box, sub), MemorySpace::host});
             }
         }
-        storage.read_data(alone, alone_dest);
-        counts.bytes_read += read_bytes();
-    });
-    if (!ok)
-        return false;
+    };
+    if (sched.round_end.empty())
+        return all_ok(c, [&] {
+            plan_alone(alone, alone_dest);
+            storage.read_data(alone, alone_dest);
+            counts.bytes_read += read_bytes();
+        });
 
-    // 4. The rounds: read the pieces, exchange, copy out.
+    // 4. The rounds: read the pieces, exchange, copy out. The buffers come
+    // from the pool and are kept from round to round (fresh memory costs
+    // its page faults on every use).
+    HostBuffer read_buf, send_buf, recv_buf;
     std::size_t begin = 0;
     for (std::size_t round = 0; round < sched.round_end.size(); ++round) {
         const std::size_t end = sched.round_end[round];
-        std::vector<std::vector<std::byte>> buffers;
+        std::vector<std::size_t> at_read; // where each piece this rank reads lands in read_buf
+        std::size_t read_total = 0;
         std::vector<std::size_t> mine_read; // pieces this rank reads
         std::vector<int> scount(static_cast<std::size_t>(c.size), 0), rcount(scount.size(), 0);
         for (std::size_t k = begin; k < end; ++k) {
             const Piece& p = sched.pieces[k];
             const std::uint64_t es = recs[p.first].es;
-            if (p.reader == c.rank)
+            if (p.reader == c.rank) {
                 mine_read.push_back(k);
+                at_read.push_back(read_total);
+                read_total += bytes_of(p.bbox, es);
+            }
             for (const auto& part : p.parts) {
                 const int to = recs[part.rec].rank;
                 if (to == p.reader)
@@ -500,22 +512,24 @@ bool read_cooperatively(const Comm& c, StorageReader& storage, const Metadata& m
             sdispl[r] = sdispl[r - 1] + scount[r - 1];
             rdispl[r] = rdispl[r - 1] + rcount[r - 1];
         }
-        std::vector<std::byte> sendbuf(static_cast<std::size_t>(sdispl.back() + scount.back()));
-        std::vector<std::byte> recvbuf(static_cast<std::size_t>(rdispl.back() + rcount.back()));
+        std::byte* sendbuf = reinterpret_cast<std::byte*>(
+            grow(send_buf, static_cast<std::size_t>(sdispl.back() + scount.back()), max_round));
+        std::byte* recvbuf = reinterpret_cast<std::byte*>(
+            grow(recv_buf, static_cast<std::size_t>(rdispl.back() + rcount.back()), max_round));
+        std::byte* readbuf = reinterpret_cast<std::byte*>(grow(read_buf, read_total, max_round));
         const bool read_ok = all_ok(c, [&] {
             LoadPlan reads{{}, plan.storage_data, plan.planner_data};
             Destinations to(planner);
-            buffers.resize(mine_read.size());
+            if (round == 0)
+                plan_alone(reads, to);
             for (std::size_t j = 0; j < mine_read.size(); ++j) {
                 const Piece& p = sched.pieces[mine_read[j]];
                 const Rec& own = recs[p.first];
-                const std::uint64_t es = own.es;
-                buffers[j].resize(bytes_of(p.bbox, es));
                 ReadItem item = plan.items[own.item];
                 item.chunk = own.local;
                 item.box = p.bbox;
                 reads.items.push_back(item);
-                to.add(item, DataRef{dense_view(buffers[j].data(), es, p.bbox.shape), MemorySpace::host});
+                to.add(item, DataRef{dense_view(readbuf + at_read[j], own.es, p.bbox.shape), MemorySpace::host});
             }
             storage.read_data(reads, to);
             counts.bytes_read += read_bytes();
@@ -524,7 +538,7 @@ bool read_cooperatively(const Comm& c, StorageReader& storage, const Metadata& m
             for (std::size_t j = 0; j < mine_read.size(); ++j) {
                 const Piece& p = sched.pieces[mine_read[j]];
                 const std::uint64_t es = recs[p.first].es;
-                const StridedView read = dense_view(buffers[j].data(), es, p.bbox.shape);
+                const StridedView read = dense_view(readbuf + at_read[j], es, p.bbox.shape);
                 for (const auto& part : p.parts) {
                     const Rec& r = recs[part.rec];
                     const StridedView from = subview(read, p.bbox, part.sub);
@@ -533,19 +547,17 @@ bool read_cooperatively(const Comm& c, StorageReader& storage, const Metadata& m
                         continue;
                     }
                     auto& pos = at[static_cast<std::size_t>(r.rank)];
-                    copy_strided(dense_view(sendbuf.data() + pos, es, part.sub.shape), from);
+                    copy_strided(dense_view(sendbuf + pos, es, part.sub.shape), from);
                     pos += static_cast<int>(bytes_of(part.sub, es));
                 }
             }
-            buffers.clear();
         });
         if (!read_ok)
             return false;
-        if (MPI_Alltoallv(sendbuf.data(), scount.data(), sdispl.data(), MPI_BYTE, recvbuf.data(), rcount.data(),
+        if (MPI_Alltoallv(sendbuf, scount.data(), sdispl.data(), MPI_BYTE, recvbuf, rcount.data(),
                           rdispl.data(), MPI_BYTE, c.comm) != MPI_SUCCESS)
             throw error::ReadError("load: MPI_Alltoallv of cooperative read round " + std::to_string(round) +
                                    " failed");
-        Bytes().swap(sendbuf);
         std::vector<int> at = rdispl;
         for (std::size_t k = begin; k < end; ++k) {
             const Piece& p = sched.pieces[k];
@@ -558,7 +570,7 @@ bool read_cooperatively(const Comm& c, StorageReader& storage, const Metadata& m
                     continue;
                 auto& pos = at[static_cast<std::size_t>(p.reader)];
                 copy_strided(subview(dest[r.item].view, plan.items[r.item].box, part.sub),
-                             dense_view(recvbuf.data() + pos, es, part.sub.shape));
+                             dense_view(recvbuf + pos, es, part.sub.shape));
                 pos += static_cast<int>(bytes_of(part.sub, es));
             }
         }

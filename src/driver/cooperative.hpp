@@ -35,8 +35,9 @@ struct CooperativeCounts {
 /// Collective over `c`: reads `plan` (this rank's final load plan, its chunk
 /// numbers indexing `md` as this rank keeps it) into `planner`'s
 /// destinations, cooperatively. Calls `storage.read_data` the same number
-/// of times on every rank (once for what a rank reads alone, then once per
-/// round), and `read_bytes()` after each to count the bytes it read. Items
+/// of times on every rank (once per round, the first also reading what
+/// each rank reads alone; once when nothing is shared), and `read_bytes()`
+/// after each to count the bytes it read. Items
 /// that are not host arrays of at least one dimension are read as usual.
 /// Throws this rank's own error; returns false, having read nothing more,
 /// when another rank failed (the phase's error agreement then throws that
