@@ -118,8 +118,11 @@ struct LoadOptions {
     /// the ranks that need them, balancing bytes; the exchange runs in
     /// rounds of at most `staging_bytes` of buffers per rank. Both built-in
     /// layouts; a custom `storage` reads as usual. Every rank passes the
-    /// same value. Off: each rank reads everything it needs itself.
-    bool cooperative = true;
+    /// same value. Off (the default): each rank reads everything it needs
+    /// itself. Within one node the page cache already serves the ranks'
+    /// repeated reads of a block, and the exchange costs more than it saves
+    /// (docs/BENCHMARKS.md); across nodes each repeated read goes to storage.
+    bool cooperative = false;
     /// Per-rank layout: MPI-IO hints of the .distcp files.
     PerRankTuning per_rank;
     /// Container layout: MPI-IO hints, file locking, metadata cache.
@@ -149,8 +152,8 @@ struct LoadResult {
     /// Bytes this rank read from storage. Without cooperative reads: at
     /// most, per stored chunk, the bytes its boxes need from it rounded out
     /// to whole checksum blocks (exactly them without verification), each
-    /// block read once. With them (the default), summed over all ranks:
-    /// the blocks any rank needs, each read by one rank.
+    /// block read once. With them, summed over all ranks: the blocks any
+    /// rank needs, each read by one rank.
     std::uint64_t bytes_read = 0;
     std::uint64_t bytes_read_all = 0;   ///< all ranks (the same on every rank)
     /// Bytes this rank received from other ranks that read them for it
