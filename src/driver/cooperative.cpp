@@ -391,6 +391,13 @@ bool read_cooperatively(const Comm& c, StorageReader& storage, const Metadata& m
                 continue;
             dest[i] = planner.resolve_destination(plan.items[i]);
             take[i] = dest[i].space == MemorySpace::host ? 1 : 2; // 2: resolved, read as usual
+            bool stored = false; // in chunks this rank knows (else the reader says what is wrong)
+            for (const auto& ch : md.entries.at(plan.items[i].fqn).chunks) {
+                const auto x = intersect(ch.box, plan.items[i].box);
+                stored = stored || (x && !x->empty());
+            }
+            if (!stored)
+                take[i] = 2;
         }
         std::vector<char> host(n);
         for (std::size_t i = 0; i < n; ++i)
@@ -448,10 +455,10 @@ bool read_cooperatively(const Comm& c, StorageReader& storage, const Metadata& m
     // 3. What this rank reads alone: in the first round's read_data call
     // (one call fewer: a collective open of the container), or alone when
     // there is no round.
-    auto plan_alone = [&](LoadPlan& alone, Destinations& alone_dest) {
+    auto plan_alone = [&](LoadPlan& into, Destinations& into_dest) {
         for (std::size_t i = 0; i < n; ++i) {
             if (take[i] != 1) {
-                add_whole(alone_dest, alone, i);
+                add_whole(into_dest, into, i);
                 continue;
             }
             const auto it = sched.plain.find(static_cast<std::uint32_t>(i));
@@ -459,15 +466,15 @@ bool read_cooperatively(const Comm& c, StorageReader& storage, const Metadata& m
                 continue;
             const auto w = sched.whole.find(static_cast<std::uint32_t>(i));
             if (w != sched.whole.end() && w->second == plan.items[i].box.volume()) { // all of it alone
-                add_whole(alone_dest, alone, i);
+                add_whole(into_dest, into, i);
                 continue;
             }
             for (const auto& [chunk, sub] : it->second) {
                 ReadItem part = plan.items[i];
                 part.chunk = chunk;
                 part.box = sub;
-                alone.items.push_back(part);
-                alone_dest.add(part, DataRef{subview(dest[i].view, plan.items[i].box, sub), MemorySpace::host});
+                into.items.push_back(part);
+                into_dest.add(part, DataRef{subview(dest[i].view, plan.items[i].box, sub), MemorySpace::host});
             }
         }
     };
