@@ -96,7 +96,7 @@ void usage()
               "                   [--plan-ranks R] [--plan-arrays A] [--plan-generic] [--plan-prewarm B] [--small-arrays K]\n"
               "                   [--python P] [--torch-peer NAME=PYTHON ...] --torch-script S\n"
               "                   (--python P is --torch-peer torch-dcp=P)\n"
-              "parts: large, mixed, reshard, async, memory, planning, torch, fio, hdf5, mpiio");
+              "parts: large, mixed, reshard, async, memory, coop, planning, torch, fio, hdf5, mpiio");
 }
 
 void parse(int argc, char** argv)
@@ -936,6 +936,123 @@ std::pair<double, double> run_torch(const std::string& name, const std::string& 
     idle_until_root_done();
     MPI_Bcast(t, 2, MPI_DOUBLE, 0, g_comm);
     return {t[0], t[1]};
+}
+
+// ---------------------------------------------------------------- cooperative reads
+
+// Read amplification (bytes read from storage by all ranks / bytes the load
+// needs) of loads where ranks need the same checksum blocks, with
+// LoadOptions::cooperative (and without, as `note` lines), both layouts: a resharding load
+// (rows saved, columns loaded), a 1 -> N load (columns) and an array
+// replicated on every rank; and the time of the 1 -> N load cooperatively
+// and not, interleaved, medians of --runs runs. One array of a quarter of
+// --size-mib in rows of 64 KiB (16 per 1 MiB checksum block).
+void bench_cooperative(u64 total)
+{
+    Results R;
+    R.workload = "coop" + (g_opt.io == "ompio" ? std::string() : "-" + g_opt.io);
+    const std::int64_t cols = 8192;
+    const std::int64_t rows = std::max<std::int64_t>(64, static_cast<std::int64_t>(total / 4 / (cols * 8)));
+    const cairn::Shape g{rows, cols};
+    const u64 T = static_cast<u64>(rows * cols * 8);
+    const std::string base = g_opt.dir + "/coop";
+    if (g_rank == 0)
+        stdfs::create_directories(base);
+    MPI_Barrier(g_comm);
+    auto value = [&](std::int64_t i, std::int64_t j) { return pattern(static_cast<u64>(i * cols + j)); };
+    auto filled = [&](const cairn::Box& b) {
+        std::vector<double> v(static_cast<std::size_t>(b.volume()));
+        for (std::int64_t i = 0; i < b.shape[0]; ++i)
+            for (std::int64_t j = 0; j < b.shape[1]; ++j)
+                v[static_cast<std::size_t>(i * b.shape[1] + j)] = value(b.offsets[0] + i, b.offsets[1] + j);
+        return v;
+    };
+    const std::int64_t per_row = rows / g_size, per_col = cols / g_size;
+    const cairn::Box my_rows{{per_row * g_rank, 0}, {g_rank == g_size - 1 ? rows - per_row * g_rank : per_row, cols}};
+    const cairn::Box my_cols{{0, per_col * g_rank}, {rows, g_rank == g_size - 1 ? cols - per_col * g_rank : per_col}};
+    const cairn::Box all{{0, 0}, g};
+    MPI_Comm one = MPI_COMM_NULL;
+    MPI_Comm_split(g_comm, g_rank == 0 ? 0 : MPI_UNDEFINED, 0, &one);
+    say("\nworkload coop: one %lld x %lld f64 array, %.1f MiB\n", static_cast<long long>(rows),
+        static_cast<long long>(cols), T / 1048576.0);
+    // A load of `box` on every rank: seconds, bytes read by all ranks.
+    auto load = [&](const std::string& path, const cairn::Box& box, bool coop, const char* what) {
+        std::vector<double> buf(static_cast<std::size_t>(box.volume()));
+        cairn::StateDict sd;
+        sd.add_array<double>("a", buf.data(), g, box);
+        cairn::LoadOptions lo;
+        lo.cooperative = coop;
+        drop_caches();
+        touch_write(buf.data(), buf.size() * 8);
+        cairn::LoadResult res;
+        const double t = timed([&] { res = cairn::load(sd, path, g_comm, lo); });
+        long bad = 0;
+        for (std::int64_t s = 0; s < 256; ++s) { // spot check
+            const std::int64_t i = (s * 7919) % box.shape[0], j = (s * 104729) % box.shape[1];
+            bad += buf[static_cast<std::size_t>(i * box.shape[1] + j)] != value(box.offsets[0] + i, box.offsets[1] + j);
+        }
+        long wrong = 0;
+        MPI_Allreduce(&bad, &wrong, 1, MPI_LONG, MPI_SUM, g_comm);
+        if (wrong)
+            say("ERROR: %s: %ld wrong elements after the load\n", what, wrong);
+        return std::make_pair(t, res.bytes_read_all);
+    };
+    const std::string n1 = "1to" + std::to_string(g_size);
+    for (auto layout : {cairn::Layout::per_rank, cairn::Layout::container}) {
+        const bool container = layout == cairn::Layout::container;
+        const std::string l = container ? "container" : "rank";
+        const std::string pn = base + "/n_" + l + (container ? ".h5" : ""), p1 = base + "/one_" + l + (container ? ".h5" : "");
+        cairn::SaveOptions so;
+        so.layout = layout;
+        {
+            auto v = filled(my_rows);
+            cairn::StateDict sd;
+            sd.add_array<double>("a", v.data(), g, my_rows);
+            cairn::save(sd, pn, g_comm, so);
+        }
+        if (one != MPI_COMM_NULL) {
+            auto v = filled(all);
+            cairn::StateDict sd;
+            sd.add_array<double>("a", v.data(), g, all);
+            cairn::save(sd, p1, one, so);
+        }
+        MPI_Barrier(g_comm);
+        // Amplification: every case needs the whole array (T bytes) in all.
+        const struct {
+            std::string name, path;
+            cairn::Box box;
+        } cases[] = {{"reshard", pn, my_cols}, {n1, p1, my_cols}, {"replicated", pn, all}};
+        for (const auto& c : cases) {
+            const std::string what = "cairn-" + l + "-" + c.name + "-load";
+            const auto on = load(c.path, c.box, true, what.c_str());
+            const auto off = load(c.path, c.box, false, what.c_str());
+            ratio_line(R.workload, "amplification-" + what + "/needed",
+                       static_cast<double>(on.second) / static_cast<double>(T));
+            if (g_rank == 0)
+                std::printf("note %s amplification-%s without cooperative reads %.3f\n", R.workload.c_str(),
+                            what.c_str(), static_cast<double>(off.second) / static_cast<double>(T));
+        }
+        // Time of the 1 -> N load, cooperative and plain, interleaved,
+        // after --warmup untimed rounds.
+        for (int run = 0; run < g_opt.warmup; ++run)
+            for (bool coop : {true, false}) {
+                const std::string what = "cairn-" + l + (coop ? "-coop-" : "-plain-") + n1 + "-load";
+                const double t = load(p1, my_cols, coop, what.c_str()).first;
+                if (g_rank == 0)
+                    std::printf("warmup %s %s %.3f s\n", R.workload.c_str(), what.c_str(), t);
+            }
+        for (int run = 0; run < g_opt.runs; ++run) {
+            R.add("cairn-" + l + "-coop-" + n1 + "-load", T, load(p1, my_cols, true, "coop").first);
+            R.add("cairn-" + l + "-plain-" + n1 + "-load", T, load(p1, my_cols, false, "plain").first);
+        }
+        remove_path(pn);
+        remove_path(p1);
+    }
+    if (one != MPI_COMM_NULL)
+        MPI_Comm_free(&one);
+    print_figures(R);
+    for (const std::string l : {"rank", "container"})
+        tput_ratio(R, "cairn-" + l + "-coop-" + n1 + "-load", "cairn-" + l + "-plain-" + n1 + "-load");
 }
 
 // ---------------------------------------------------------------- one workload
@@ -1784,7 +1901,7 @@ int main(int argc, char** argv)
         say("note: MPI_THREAD_MULTIPLE not provided: async_save is skipped\n");
         g_opt.only.erase("async");
         if (g_opt.only.empty())
-            g_opt.only = {"large", "mixed", "reshard", "memory", "planning", "torch", "fio", "hdf5", "mpiio"};
+            g_opt.only = {"large", "mixed", "reshard", "memory", "coop", "planning", "torch", "fio", "hdf5", "mpiio"};
     }
     if (g_rank == 0)
         stdfs::create_directories(g_opt.dir);
@@ -1813,6 +1930,8 @@ int main(int argc, char** argv)
         print_figures(r);
         print_ratios(r, large.get());
     }
+    if (want("coop"))
+        bench_cooperative(total);
     if (want("planning")) {
         MPI_Barrier(g_comm);
         if (g_rank == 0) {

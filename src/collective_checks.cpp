@@ -110,6 +110,7 @@ CallArguments read_arguments(const char* call, const std::string& id, const Load
                         : o.layout == Layout::per_rank ? "per-rank"
                                                        : "automatic");
     a.add("verify_checksums", yes_no(o.verify_checksums));
+    a.add("cooperative", yes_no(o.cooperative));
     if (o.layout != Layout::per_rank)
         a.add("the container tuning", tuning_text(o.container));
     return a;

@@ -112,6 +112,19 @@ struct LoadOptions {
     /// Bytes of host memory per rank for read buffers; also the most bytes
     /// one read call moves. Every block read is verified before load returns.
     std::size_t staging_bytes = std::size_t(64) << 20;
+    /// Cooperative reads: when several ranks need bytes of the same
+    /// checksum block (replicated arrays, 1 -> M loads, blocks split
+    /// between ranks), one of them reads and verifies it and sends the
+    /// others their parts over MPI, so that each needed block is read from
+    /// storage once per load, by one rank. The blocks shared are spread over
+    /// the ranks that need them, balancing bytes; the exchange runs in
+    /// rounds of at most `staging_bytes` of buffers per rank. Both built-in
+    /// layouts; a custom `storage` reads as usual. Every rank passes the
+    /// same value. Off (the default): each rank reads everything it needs
+    /// itself. Within one node the page cache already serves the ranks'
+    /// repeated reads of a block, and the exchange costs more than it saves
+    /// (docs/BENCHMARKS.md); across nodes each repeated read goes to storage.
+    bool cooperative = false;
     /// Per-rank layout: MPI-IO hints of the .distcp files.
     PerRankTuning per_rank;
     /// Container layout: MPI-IO hints, file locking, metadata cache.
@@ -138,11 +151,16 @@ struct SaveResult {
 
 /// What load() reports on this rank.
 struct LoadResult {
-    /// Bytes this rank read from storage: at most, per stored chunk, the
-    /// bytes its boxes need from it rounded out to whole checksum blocks
-    /// (exactly them without verification), each block read once.
+    /// Bytes this rank read from storage. Without cooperative reads: at
+    /// most, per stored chunk, the bytes its boxes need from it rounded out
+    /// to whole checksum blocks (exactly them without verification), each
+    /// block read once. With them, summed over all ranks: the blocks any
+    /// rank needs, each read by one rank.
     std::uint64_t bytes_read = 0;
     std::uint64_t bytes_read_all = 0;   ///< all ranks (the same on every rank)
+    /// Bytes this rank received from other ranks that read them for it
+    /// (LoadOptions::cooperative); 0 otherwise.
+    std::uint64_t bytes_received = 0;
     std::vector<std::string> missing;   ///< state keys the checkpoint lacks (partial)
     std::vector<std::string> skipped;   ///< checkpoint keys not asked for (partial)
     double seconds = 0.0;

@@ -9,9 +9,10 @@
 #include "cairn/async.hpp"
 #include "cairn/container.hpp"
 #include "cairn/distcp.hpp"
-#include "driver/read_session.hpp"
 #include "driver/capabilities.hpp"
 #include "core/rows_internal.hpp"
+#include "driver/cooperative.hpp"
+#include "driver/read_session.hpp"
 
 #include <exception>
 #include <memory>
@@ -67,12 +68,24 @@ private:
     std::uint64_t m_done = 0;
 };
 
+// The bytes Cairn's own readers read in their last read_data call.
+std::uint64_t storage_bytes_read(StorageReader& storage)
+{
+    if (auto* dr = dynamic_cast<DistcpReader*>(&storage))
+        return dr->bytes_read();
+    if (auto* cr = dynamic_cast<ContainerReader*>(&storage))
+        return cr->bytes_read();
+    return 0;
+}
+
 // A load between its phases.
 struct Load : ReadSession {
     using ReadSession::ReadSession;
     std::shared_ptr<LoadPlanner> planner;
     Metadata metadata; ///< as this rank keeps it (see local_plan)
     LoadPlan plan;
+    bool cooperative = false;           ///< read with driver/cooperative.hpp
+    detail::CooperativeCounts together; ///< what it moved
     bool global_step() const { return planner->needs_global_plan() || storage->needs_global_plan(); }
 };
 
@@ -141,8 +154,9 @@ LoadPlan global_plan(Load& s)
     });
 }
 
-// Phase "read", collective: every rank reads what it needs, then scalars,
-// strings and Stateful objects are set (LoadPlanner::finish).
+// Phase "read", collective: every rank reads what it needs (cooperatively:
+// driver/cooperative.hpp), then scalars, strings and Stateful objects are
+// set (LoadPlanner::finish).
 void read(Load& s)
 {
     run_phase(s.comm, "read", [&] {
@@ -154,7 +168,15 @@ void read(Load& s)
         // Progress item by item where the reader reads items in turn.
         ProgressDestination counted(*s.planner, s.metadata, s.log);
         const bool per_item = s.log.reporting() && dynamic_cast<DistcpReader*>(s.storage.get());
-        s.storage->read_data(s.plan, per_item ? counted : *s.planner);
+        if (s.cooperative) {
+            // false: another rank failed; the agreement throws its error here too
+            if (!detail::read_cooperatively(s.comm, *s.storage, s.metadata, s.plan, per_item ? counted : *s.planner,
+                                            s.options.verify_checksums, s.options.staging_bytes,
+                                            [&] { return storage_bytes_read(*s.storage); }, s.together))
+                return;
+        } else {
+            s.storage->read_data(s.plan, per_item ? counted : *s.planner);
+        }
         s.planner->finish();
         s.log.finished();
     });
@@ -166,10 +188,8 @@ void read(Load& s)
 LoadResult finish(Load& s)
 {
     LoadResult result;
-    if (auto* dr = dynamic_cast<DistcpReader*>(s.storage.get()))
-        result.bytes_read = dr->bytes_read();
-    else if (auto* cr = dynamic_cast<ContainerReader*>(s.storage.get()))
-        result.bytes_read = cr->bytes_read();
+    result.bytes_read = s.cooperative ? s.together.bytes_read : storage_bytes_read(*s.storage);
+    result.bytes_received = s.together.bytes_received;
     if (auto* dp = dynamic_cast<DefaultLoadPlanner*>(s.planner.get())) {
         result.missing = dp->missing();
         result.skipped = dp->skipped();
@@ -197,6 +217,8 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
     wait_for_async_saves(); // HDF5 (usually not thread-safe) is never called from two threads at once
     Load s(comm, checkpoint_id, options, "load");
     s.planner = options.planner ? options.planner : std::make_shared<detail::OwnLoadPlanner>(options.partial, options.may_be_missing);
+    // Cooperative reads with Cairn's own readers (options agreed on every rank).
+    s.cooperative = options.cooperative && !options.storage && s.comm.size > 1;
 
     s.log.begin(Phase::plan);
     auto frames = detail::open_and_read_metadata(s);

@@ -30,6 +30,7 @@ Loaded load_boxes(const std::string& path, MPI_Comm comm, const std::vector<std:
     }
     cairn::LoadOptions lo;
     lo.verify_checksums = verify;
+    lo.cooperative = false; // the bound of each rank alone (test_cooperative.cpp: of all ranks together)
     const auto res = cairn::load(sd, path, comm, lo);
     out.bytes_read = res.bytes_read;
     const auto md = cairn::read_metadata(path);

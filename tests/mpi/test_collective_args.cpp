@@ -190,6 +190,10 @@ TEST_CASE("ranks that pass different load or verify arguments all fail, naming t
             lo.verify_checksums = !last();
             o = attempt([&] { cairn::load(s.dict, a, MPI_COMM_WORLD, lo); });
             check_disagreement(o, "load", "verify_checksums", "true", "false");
+            lo = {};
+            lo.cooperative = !last();
+            o = attempt([&] { cairn::load(s.dict, a, MPI_COMM_WORLD, lo); });
+            check_disagreement(o, "load", "cooperative", "true", "false");
             // The same arguments everywhere still load.
             cairn::load(s.dict, a, MPI_COMM_WORLD);
             CHECK(all(s.correct()));

@@ -545,6 +545,7 @@ TEST_CASE("container: shards that are not row-major go through a bounded buffer"
     in.add_array<double>("f", b.data(), {R, C}, cairn::Box{{0, clo}, {R, cn}}, {1, R});
     cairn::LoadOptions lo;
     lo.staging_bytes = 4096;
+    lo.cooperative = false; // what each rank's reader reads for itself
     auto check_loaded = [&] {
         std::int64_t bad = 0;
         for (std::int64_t j = 0; j < cn; ++j)
