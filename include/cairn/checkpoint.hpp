@@ -120,7 +120,7 @@ struct LoadOptions {
     /// the ranks that need them, balancing bytes; the exchange runs in
     /// rounds of at most `staging_bytes` of buffers per rank. Both built-in
     /// layouts; a custom `storage` reads as usual. Every rank passes the
-    /// same value. Off (the default): each rank reads everything it needs
+    /// same value (else error::Mismatch on every rank). Off (the default): each rank reads everything it needs
     /// itself. Within one node the page cache already serves the ranks'
     /// repeated reads of a block, and the exchange costs more than it saves
     /// (docs/BENCHMARKS.md); across nodes each repeated read goes to storage.

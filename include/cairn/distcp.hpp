@@ -49,7 +49,9 @@ struct PerRankTuning {
     /// Save only: which ranks share a data file. Default: one file per rank
     /// (docs/API.md says why); DataFiles::per_node() cuts the files to one
     /// per node, what the metadata servers of parallel file systems prefer
-    /// at thousands of ranks. Loads read every grouping the same way.
+    /// at thousands of ranks. Every rank passes the same value (else
+    /// error::Mismatch on every rank, nothing written). Loads read every
+    /// grouping the same way.
     DataFiles files;
     /// MPI-IO hints given to MPI_File_open of every .distcp file a rank
     /// creates (save) or opens (load). On Lustre through ROMIO, e.g.

@@ -14,8 +14,9 @@
 namespace cairn {
 
 /// Called by load() once this rank's row count is known, before any data is
-/// read: returns the buffer for `rows` rows (dense, row-major; null only
-/// for 0 rows), which stays valid until load returns.
+/// read: returns the buffer for `rows` rows (host memory, dense, row-major;
+/// null only for 0 rows), which stays valid until load returns. An
+/// exception it throws fails the load on every rank.
 using RowResize = std::function<void*(std::uint64_t rows)>;
 
 /// Gives an array's current buffer and rows, read by save() when it

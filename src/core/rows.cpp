@@ -3,7 +3,9 @@
 #include "cairn/rows.hpp"
 
 #include "cairn/errors.hpp"
+#include "core/codec.hpp"
 #include "core/rows_internal.hpp"
+#include "plan/own_planners.hpp"
 
 #include <mpi.h>
 
@@ -206,16 +208,6 @@ std::string describe(const std::vector<Found>& groups)
     return t;
 }
 
-std::uint64_t fnv1a(const std::string& s)
-{
-    std::uint64_t h = 1469598103934665603ull;
-    for (const unsigned char ch : s) {
-        h ^= ch;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 // Collective: the groups of `state`, agreed on by every rank; `local` runs
 // on this rank's groups before the agreement (its failure fails every rank).
 std::vector<Found> agreed_groups(const Comm& c, StateDict& state, const char* call,
@@ -235,7 +227,7 @@ std::vector<Found> agreed_groups(const Comm& c, StateDict& state, const char* ca
     }
     // {n, ~n, h, ~h}: after the minimum (signed or unsigned alike), equal
     // on every rank exactly when min == max for both.
-    const std::uint64_t n = groups.size(), h = fnv1a(text);
+    const std::uint64_t n = groups.size(), h = hash64(text.data(), text.size());
     std::uint64_t mins[4] = {n, ~n, h, ~h};
     agree(c, "rows", err, mins, 4);
     if (mins[0] != ~mins[1] || mins[2] != ~mins[3])
@@ -264,16 +256,6 @@ void prefix_sums(const Comm& c, const std::vector<std::uint64_t>& counts, std::v
     check_mpi(MPI_Allreduce(counts.data(), totals.data(), g, MPI_UINT64_T, MPI_SUM, c.comm), "MPI_Allreduce");
 }
 
-bool may_miss(const std::string& key, const LoadOptions& o)
-{
-    if (o.partial && o.may_be_missing.empty())
-        return true;
-    for (const auto& m : o.may_be_missing)
-        if (m == key || (!m.empty() && m.back() == '.' && key.compare(0, m.size(), m) == 0))
-            return true;
-    return false;
-}
-
 // The coordinator: the stored rows of each group (their arrays must agree).
 std::vector<std::uint64_t> stored_rows(const std::vector<Found>& groups, const Metadata& md, const LoadOptions& o)
 {
@@ -286,7 +268,7 @@ std::vector<std::uint64_t> stored_rows(const std::vector<Found>& groups, const M
             const std::string key = f.name + "." + a.name;
             const auto e = md.entries.find(key);
             if (e == md.entries.end()) {
-                all_may_miss = all_may_miss && may_miss(key, o);
+                all_may_miss = all_may_miss && may_be_missing(key, o.partial, o.may_be_missing);
                 continue;
             }
             const EntryMeta& m = e->second;

@@ -134,10 +134,15 @@ std::string DefaultLoadPlanner::closest_key(const std::string& key, const Metada
 // Whether state key `fqn` may be absent from the checkpoint.
 bool DefaultLoadPlanner::may_be_missing(const std::string& fqn) const
 {
-    if (m_may_be_missing.empty())
-        return m_partial;
-    for (const auto& k : m_may_be_missing)
-        if (k == fqn || (!k.empty() && k.back() == '.' && fqn.compare(0, k.size(), k) == 0))
+    return detail::may_be_missing(fqn, m_partial, m_may_be_missing);
+}
+
+bool detail::may_be_missing(const std::string& key, bool partial, const std::vector<std::string>& may_be_missing)
+{
+    if (may_be_missing.empty())
+        return partial;
+    for (const auto& k : may_be_missing)
+        if (k == key || (!k.empty() && k.back() == '.' && key.compare(0, k.size(), k) == 0))
             return true;
     return false;
 }

@@ -11,9 +11,16 @@
 #include "plan/columnar.hpp"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace cairn::detail {
+
+/// Whether state key `key` may be absent from the checkpoint a load reads
+/// (LoadOptions::partial and may_be_missing): with an empty list, when
+/// `partial`; else when the list names it, or a prefix of it ending in '.'.
+/// The one rule of the default planner and of row groups. Local.
+bool may_be_missing(const std::string& key, bool partial, const std::vector<std::string>& may_be_missing);
 
 /// A save planner whose global plan is DefaultSavePlanner's, computed by the
 /// coordinator on the plans as the ranks send them (encoded, some in a
