@@ -1,0 +1,74 @@
+// Private: draining a committed node-local step into the file system
+// (cairn::LocalLevel::flush_every, CheckpointManager::flush()), and the
+// record of which levels hold which step.
+#pragma once
+
+#include "comm/protocol.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace cairn::detail {
+
+/// One rank's part of a drain: copies the data files this rank wrote of a
+/// node-local step (`files`, relative names) from `src_dir` into `dst_dir`
+/// (created when missing) on a background thread, which makes no MPI call.
+/// Each file is written fully and, with `fsync`, made durable; a copy
+/// already there is replaced.
+class Drain {
+public:
+    Drain(std::string src_dir, std::string dst_dir, std::vector<std::string> files, bool fsync);
+    /// Asks the copy to stop and joins the thread (errors are dropped).
+    ~Drain();
+    Drain(const Drain&) = delete;
+    Drain& operator=(const Drain&) = delete;
+
+    /// Local, non-blocking: whether the copy ended (done or failed).
+    bool done() const noexcept;
+    /// Local: waits for the copy and returns the bytes copied, or throws its
+    /// error (error::ReadError / error::WriteError naming the file).
+    std::uint64_t wait();
+
+private:
+    struct State;
+    std::unique_ptr<State> m_state;
+    std::thread m_thread;
+};
+
+/// Collective over `c`, after every rank's Drain::wait() succeeded (the
+/// caller agrees on errors first): the coordinator copies the step's
+/// metadata file from `src_dir` (its node's copy of the node-local step)
+/// into `dst_dir` and commits `dst_dir` as the checkpoint `path` exactly as a
+/// per-rank save commits (temporary name, fsync, rename; a committed
+/// checkpoint already at `path` is exchanged, never damaged). Throws the
+/// coordinator's error on every rank.
+void commit_drain(const Comm& c, const std::string& src_dir, const std::string& dst_dir, const std::string& path,
+                  bool fsync);
+
+/// The record of a manager's levels in its root (`root/.cairn-levels`,
+/// docs/FORMAT.md): written by the coordinator after every save, drain
+/// commit and retention; read by `cairn steps ROOT`.
+struct LevelRecord {
+    struct Step {
+        std::int64_t step = 0;
+        bool node_local = false;  ///< committed on every node when last known
+        bool file_system = false; ///< committed in the root
+    };
+    std::string local_dir;  ///< LocalLevel::dir as given ("%n" kept)
+    std::string redundancy; ///< Redundancy::str()
+    int nodes = 0, ranks = 0;
+    std::vector<Step> steps; ///< ascending
+};
+/// Atomically replaces root/.cairn-levels (temporary file, rename; fsync
+/// with `fsync`). error::WriteError naming the file.
+void write_level_record(const std::string& root, const LevelRecord& record, bool fsync);
+/// Reads root/.cairn-levels; false when there is none; error::FormatError
+/// naming the file when it does not parse.
+bool read_level_record(const std::string& root, LevelRecord& record);
+
+} // namespace cairn::detail
