@@ -7,7 +7,7 @@
 // The coordinator's columnar decoders (src/plan/columnar.hpp) on the same
 // bytes: as the gathered plans of one and of two ranks, ColumnarSavePlan
 // must decline (return false, throw nothing) or plan exactly what the
-// reference global plan computes on the decoded plans (final plans through
+// reference global plan (tests/oracle/) computes on the decoded plans (final plans through
 // the assignments, metadata), and so must global_plan_columnar on the
 // decoded structs; as the write results of the ranks of a fixed plan,
 // attach_results must attach them or throw error::WriteError or
@@ -22,9 +22,9 @@
 #include "core/codec.hpp"
 #include "core/metadata_columns.hpp"
 #include "plan/columnar.hpp"
-#include "plan/global_plan.hpp"
 
 #include "boxes_fixture.hpp"
+#include "reference_global_plan.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -89,7 +89,7 @@ void columnar_plans(const Bytes& in, std::size_t nranks)
     }
     std::pair<std::vector<SavePlan>, Metadata> ref;
     try {
-        ref = detail::global_plan_reference(plans);
+        ref = cairn_test::reference_global_plan(plans);
     } catch (const Error&) {
         if (ok)
             fail("planned what the reference refuses");

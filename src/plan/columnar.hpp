@@ -1,5 +1,6 @@
-// Private: the default global plan on columns, the fast one (the reference,
-// src/plan/global_plan.hpp, reports errors). Two entry points: the
+// Private: the default global plan on columns, the fast one (the struct
+// path of DefaultSavePlanner::create_global_plan, src/plan/save_planner.cpp,
+// reports errors and plans several boxes per rank). Two entry points: the
 // coordinator's save planning on encoded plans (below), and
 // global_plan_columnar() for DefaultSavePlanner::create_global_plan on
 // structs.

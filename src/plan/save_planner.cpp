@@ -6,7 +6,6 @@
 #include "core/strided.hpp"
 #include "core/tiling.hpp"
 #include "plan/columnar.hpp"
-#include "plan/global_plan.hpp"
 #include "plan/own_planners.hpp"
 #include "stage/stage.hpp"
 
@@ -133,10 +132,12 @@ SavePlan DefaultSavePlanner::create_local_plan()
 
 namespace {
 
-// The global plan, entry by entry in name order and rank by rank: the
-// reference algorithm, and the one whose first failing check gives the
-// error message. The columnar implementation (src/plan/columnar.hpp)
-// computes the same result and falls back here whenever anything is off.
+// The global plan on structs, entry by entry in name order and rank by
+// rank: the one whose first failing check gives the error message, and the
+// one that plans several boxes of an array per rank. The columnar
+// implementation (src/plan/columnar.hpp) computes the same result and
+// falls back here whenever anything is off; the unit tests and the
+// decode_plans fuzz target check both against an oracle (tests/oracle/).
 std::pair<std::vector<SavePlan>, Metadata> global_plan_exact(std::vector<SavePlan> plans)
 {
     const int nranks = static_cast<int>(plans.size());
@@ -308,11 +309,6 @@ std::shared_ptr<detail::ColumnarSavePlan> detail::OwnSavePlanner::plan_columns(c
     if (!plan->ingest(gathered) || !plan->plan())
         return nullptr;
     return plan;
-}
-
-std::pair<std::vector<SavePlan>, Metadata> detail::global_plan_reference(std::vector<SavePlan> plans)
-{
-    return global_plan_exact(std::move(plans));
 }
 
 DataRef DefaultSavePlanner::resolve_data(const WriteItem& item)

@@ -1,10 +1,11 @@
 // The columnar global plan (src/plan/columnar.hpp) on both its entry points,
 // DefaultSavePlanner::create_global_plan on structs (global_plan_columnar)
 // and the coordinator's path on encoded plans (ColumnarSavePlan), against
-// the reference global plan (src/plan/global_plan.hpp) on random valid and
-// invalid plans: same final plans and metadata, or the same error (the
+// the reference global plan (tests/oracle/, a test oracle) on
+// random valid and invalid plans: same final plans and metadata, or the same error (the
 // columnar implementation declines, and the reference reports it).
 #include "plan_compare.hpp"
+#include "reference_global_plan.hpp"
 #include "unit_common.hpp"
 
 #include "cairn/errors.hpp"
@@ -12,7 +13,6 @@
 #include "core/codec.hpp"
 #include "core/metadata_columns.hpp"
 #include "plan/columnar.hpp"
-#include "plan/global_plan.hpp"
 
 #include <algorithm>
 #include <map>
@@ -169,7 +169,7 @@ TEST_CASE("create_global_plan (columnar on structs) agrees with the reference", 
         }
         INFO("trial " << trial << ", " << nranks << " ranks");
         const auto fast = run([&] { return DefaultSavePlanner().create_global_plan(plans); });
-        const auto ref = run([&] { return detail::global_plan_reference(plans); });
+        const auto ref = run([&] { return cairn_test::reference_global_plan(plans); });
         CHECK(fast.error == ref.error);
         {
             auto copy = plans;
@@ -273,7 +273,7 @@ TEST_CASE("the columnar global plan agrees with the reference", "[plan]")
             continue;
         }
         INFO("trial " << trial << ", " << nranks << " ranks");
-        const auto ref = run([&] { return detail::global_plan_reference(plans); });
+        const auto ref = run([&] { return cairn_test::reference_global_plan(plans); });
         std::vector<detail::Bytes> gathered;
         for (const auto& p : plans)
             gathered.push_back(detail::encode(p));
@@ -426,7 +426,7 @@ TEST_CASE("columnar path: write results that do not match the plan are refused",
         b.digest = 9;
         plans[static_cast<std::size_t>(r)].items = {a, b};
     }
-    const auto ref = detail::global_plan_reference(plans).first;
+    const auto ref = cairn_test::reference_global_plan(plans).first;
     const auto fresh = [&] {
         auto cp = std::make_unique<detail::ColumnarSavePlan>();
         std::vector<detail::Bytes> gathered{detail::encode(plans[0]), detail::encode(plans[1])};
