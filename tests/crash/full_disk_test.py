@@ -20,20 +20,25 @@ Layouts: per-rank files, a container, and a container whose space cannot be
 reserved (CAIRN_FAULT makes fallocate report EOPNOTSUPP, as on a file system
 without it), so that the collective writes themselves hit the full disk.
 
+Rounds run --jobs at a time (default 2), each on a tmpfs of its own.
+
 Needs root (mount) and unshare(1); without them it prints the reason and
 exits 77 (CTest: skipped).
 
 usage: full_disk_test.py --heat2d BIN --checker BIN --cairn BIN --workdir DIR
-                         [--rounds N] [--seed S] -- MPIEXEC NUMPROC_FLAG [FLAGS...]
+                         [--rounds N] [--seed S] [--jobs J] -- MPIEXEC NUMPROC_FLAG [FLAGS...]
 """
 
 import argparse
+import concurrent.futures
 import os
+import queue
 import random
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 SKIP = 77
@@ -42,6 +47,10 @@ SKIP = 77
 def fail(msg):
     print("FAIL: " + msg, flush=True)
     sys.exit(1)
+
+
+class RoundFailure(Exception):
+    """A round's failure, reported after the rounds running with it end."""
 
 
 def skip(msg):
@@ -79,6 +88,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=int(os.environ.get("CAIRN_FULL_DISK_ROUNDS", "8")))
     ap.add_argument("--seed", type=int, default=int(os.environ.get("CAIRN_FULL_DISK_SEED", "0")) or None)
     ap.add_argument("--timeout", type=float, default=90.0)
+    ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("mpiexec", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     mpiexec = [a for a in args.mpiexec if a != "--"]
@@ -88,12 +98,16 @@ def main():
         enter_namespace(sys.argv[1:])
 
     os.makedirs(args.workdir, exist_ok=True)
-    mnt = os.path.join(os.path.abspath(args.workdir), "fs")
-    os.makedirs(mnt, exist_ok=True)
-    m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dk" % args.fs_kib, "cairn-full-disk", mnt],
-                       capture_output=True, text=True)
-    if m.returncode != 0:
-        skip("cannot mount a tmpfs: " + m.stderr.strip())
+    jobs = max(1, args.jobs)
+    mounts = queue.Queue()  # one tmpfs per round running at a time
+    for k in range(jobs):
+        mnt = os.path.join(os.path.abspath(args.workdir), "fs%d" % k)
+        os.makedirs(mnt, exist_ok=True)
+        m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dk" % args.fs_kib, "cairn-full-disk", mnt],
+                           capture_output=True, text=True)
+        if m.returncode != 0:
+            skip("cannot mount a tmpfs: " + m.stderr.strip())
+        mounts.put(mnt)
 
     seed = args.seed if args.seed is not None else random.randrange(1, 1 << 30)
     print("seed %d (CAIRN_FULL_DISK_SEED=%d reruns these rounds)" % (seed, seed), flush=True)
@@ -106,6 +120,7 @@ def main():
     layouts = ["per-rank", "container", "container-unreserved"]
     fs_bytes = args.fs_kib * 1024
     failures_seen = {l: 0 for l in layouts}
+    lock = threading.Lock()
     started = time.time()
     # First, fixed rounds: one per-rank save whose data files fit exactly
     # and whose metadata.h5 does not (2 ranks, 128 x 128: two files of
@@ -121,7 +136,15 @@ def main():
         room = int(n * n * 8 * rng.uniform(0.6, 3.2))
         asynchronous = rng.random() < 0.3 and layout != "container-unreserved"
         plans.append((layout, np, n, max(0, fs_bytes - room), asynchronous, 30))
-    for r, (layout, np, n, filler, asynchronous, steps) in enumerate(plans):
+
+    def run_round(r, layout, np, n, filler, asynchronous, steps):
+        mnt = mounts.get()
+        try:
+            one_round(mnt, r, layout, np, n, filler, asynchronous, steps)
+        finally:
+            mounts.put(mnt)
+
+    def one_round(mnt, r, layout, np, n, filler, asynchronous, steps):
         for name in os.listdir(mnt):
             p = os.path.join(mnt, name)
             shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.remove(p)
@@ -149,34 +172,52 @@ def main():
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             out, _ = p.communicate()
-            fail("%s: hung (no end within %.0f s); output:\n%s" % (what, args.timeout, out[-3000:]))
+            raise RoundFailure("%s: hung (no end within %.0f s); output:\n%s"
+                               % (what, args.timeout, out[-3000:]))
         dt = time.time() - t0
         errors = [l for l in out.splitlines() if "heat2d: error:" in l]
         status = "ok" if p.returncode == 0 else "error"
         print("%s: exit %d in %.1f s%s" % (what, p.returncode, dt, (": " + errors[0][:200]) if errors else ""),
               flush=True)
         if p.returncode not in (0, 1):
-            fail("%s: exit status %d (a crash?); output:\n%s" % (what, p.returncode, out[-3000:]))
+            raise RoundFailure("%s: exit status %d (a crash?); output:\n%s" % (what, p.returncode, out[-3000:]))
         if p.returncode == 1:
-            failures_seen[layout] += 1
+            with lock:
+                failures_seen[layout] += 1
             if not errors:
-                fail("%s: failed without heat2d's error line; output:\n%s" % (what, out[-3000:]))
+                raise RoundFailure("%s: failed without heat2d's error line; output:\n%s" % (what, out[-3000:]))
             if not any(k in errors[0] for k in ("No space left on device", "cannot reserve")):
-                fail("%s: the error does not name the full disk: %s" % (what, errors[0]))
+                raise RoundFailure("%s: the error does not name the full disk: %s" % (what, errors[0]))
         if r < 2 and (p.returncode != 1 or "metadata" not in errors[0]):
-            fail("%s: expected the save to fail writing metadata.h5 (its data files fit, it does not)" % what)
+            raise RoundFailure("%s: expected the save to fail writing metadata.h5 (its data files fit, it does not)"
+                               % what)
         chk = subprocess.run([args.checker, root], capture_output=True, text=True, env=env)
         if chk.returncode != 0:
-            fail("%s: cairn_check_root found a damaged root:\n%s%s" % (what, chk.stdout, chk.stderr))
+            raise RoundFailure("%s: cairn_check_root found a damaged root:\n%s%s" % (what, chk.stdout, chk.stderr))
         latest = [l.split()[1] for l in chk.stdout.splitlines() if l.startswith("latest ")]
         if latest and latest[0] != "none":
             v = subprocess.run([args.cairn, "verify", os.path.join(root, latest[0])], capture_output=True,
                                text=True, env=env)
             if v.returncode != 0:
-                fail("%s: the latest checkpoint %s does not verify:\n%s%s" % (what, latest[0], v.stdout, v.stderr))
+                raise RoundFailure("%s: the latest checkpoint %s does not verify:\n%s%s"
+                                   % (what, latest[0], v.stdout, v.stderr))
         elif status == "ok":
-            fail("%s: the run succeeded but left no checkpoint" % what)
-    subprocess.run(["umount", mnt])
+            raise RoundFailure("%s: the run succeeded but left no checkpoint" % what)
+
+    failed = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        rounds = [pool.submit(run_round, r, *plan) for r, plan in enumerate(plans)]
+        for f in rounds:
+            try:
+                f.result()
+            except RoundFailure as e:
+                failed.append(str(e))
+    while not mounts.empty():
+        subprocess.run(["umount", mounts.get()])
+    for msg in failed:
+        print("FAIL: " + msg, flush=True)
+    if failed:
+        sys.exit(1)
     print("%d rounds in %.0f s; failed saves seen: %s" % (len(plans), time.time() - started,
                                                        ", ".join("%s %d" % kv for kv in failures_seen.items())))
     if sum(failures_seen.values()) == 0:
