@@ -307,6 +307,24 @@ TEST_CASE("drain: Drain refuses file names that leave the step's directory", "[d
     CHECK(all(refused));
 }
 
+TEST_CASE("drain: a per-rank save removes the copies a killed drain left", "[drain]")
+{
+    const auto dir = fresh_dir("drain_killed");
+    const auto path = dir + "/fs/step";
+    // What a drain killed mid-copy leaves: data files under their
+    // temporary names, no metadata.
+    if (world_rank() == 0) {
+        stdfs::create_directories(path);
+        std::ofstream(path + "/__0_0.distcp.cairn-part") << "partial";
+        std::ofstream(path + "/__7_1.distcp.cairn-part") << "partial";
+        std::ofstream(path + "/notes.txt") << "not Cairn's";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    save_step(11, path);
+    CHECK(loads_step(11, path));
+    CHECK(all(no_part_files(path) && stdfs::exists(path + "/notes.txt")));
+}
+
 // ---- the levels record (each rank its own root) ----
 
 namespace {
