@@ -1178,9 +1178,10 @@ void bench_drain(u64 total)
         const double t_busy_total = allmax(now() - t0);
         const double t_busy_sim = allmax(t_sim);
         if (!timed_run) {
-            if (g_rank == 0)
-                std::printf("warmup %s cairn-rank-save %.3f s cairn-drain %.3f s\n", R.workload.c_str(), t_direct,
-                            t_drain);
+            if (g_rank == 0) {
+                std::printf("warmup %s cairn-rank-save %.3f s\n", R.workload.c_str(), t_direct);
+                std::printf("warmup %s cairn-drain %.3f s\n", R.workload.c_str(), t_drain);
+            }
             continue;
         }
         R.add("cairn-rank-save", T, t_direct);
