@@ -281,6 +281,50 @@ std::vector<std::string> rank_data_files(const std::string& dir, int rank)
     return out;
 }
 
+std::string drain_destination(const Comm& c, const std::string& path)
+{
+    Bytes bytes;
+    std::exception_ptr err;
+    if (c.coordinator()) {
+        try {
+            const auto p = fs::strip(path);
+            if (fs::exists(p) && !fs::is_directory(p))
+                throw error::WriteError("cannot drain into " + p + ": it exists and is not a directory");
+            std::string dst = p;
+            if (fs::exists(fs::join(p, metadata_file_name))) {
+                dst = p + ".cairn-staging";
+                fs::remove_all(dst);
+            } else if (fs::is_directory(p)) {
+                std::error_code ec;
+                std::vector<std::string> stale;
+                for (std::filesystem::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
+                    const auto name = it->path().filename().string();
+                    const auto ends = [&](const char* tail) {
+                        const std::size_t n = std::strlen(tail);
+                        return name.size() > n && name.compare(name.size() - n, n, tail) == 0;
+                    };
+                    if ((name.rfind("__", 0) == 0 && (ends(".distcp") || ends(".distcp.cairn-part"))) ||
+                        name == ".metadata.h5.tmp" || name == ".metadata.h5.tmp.cairn-part")
+                        stale.push_back(it->path().string());
+                }
+                if (ec)
+                    throw error::WriteError("cannot list " + p + ": " + ec.message());
+                for (const auto& f : stale)
+                    fs::remove_all(f);
+            }
+            Encoder enc;
+            enc.str(dst);
+            bytes = enc.take();
+        } catch (...) {
+            err = std::current_exception();
+        }
+    }
+    agree(c, "drain destination", err);
+    bcast_bytes(c, bytes);
+    Decoder dec(bytes, "drain destination");
+    return dec.str();
+}
+
 void commit_drain(const Comm& c, const std::string& src_dir, const std::string& dst_dir, const std::string& path,
                   bool fsync)
 {
