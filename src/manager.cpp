@@ -446,6 +446,37 @@ struct CheckpointManager::Impl {
         return r;
     }
 
+    // Coordinator: replaces root/.cairn-levels (which steps each level
+    // holds, for `cairn steps ROOT`). Best effort: a failure is a warning,
+    // the checkpoints themselves are what restores look at.
+    void write_record() noexcept
+    {
+        try {
+            detail::LevelRecord rec;
+            rec.local_dir = opt.local.dir;
+            rec.redundancy = opt.local.redundancy.str();
+            rec.nodes = level().topology().nodes;
+            rec.ranks = level().topology().size;
+            std::map<std::int64_t, detail::LevelRecord::Step> steps;
+            for (const std::int64_t s : level().committed_here()) {
+                steps[s].step = s;
+                steps[s].node_local = true;
+            }
+            for (const auto& cand : scan(root, container))
+                if (committed_checkpoint(cand.path, cand.container)) {
+                    steps[cand.step].step = cand.step;
+                    steps[cand.step].file_system = true;
+                }
+            for (const auto& [s, e] : steps)
+                rec.steps.push_back(e);
+            fs::create_directories(root);
+            detail::write_level_record(root, rec, opt.save_options.fsync);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "cairn: warning: CheckpointManager(%s): the levels record not written: %s\n",
+                         root.c_str(), e.what());
+        }
+    }
+
     // Collective: starts draining node-local `step` (this rank's files of
     // it: `files`) into root/step_<N>, in the background.
     void start_drain(std::int64_t step, const std::vector<std::string>& files)
@@ -490,8 +521,10 @@ struct CheckpointManager::Impl {
             detail::agree(c, "checkpoint manager: drain", err);
             detail::commit_drain(c, level().step_dir(step), drain_dst, path, opt.save_options.fsync);
             run_phase(c, "checkpoint manager: publish", [&] {
-                if (coordinator())
+                if (coordinator()) {
                     publish(step);
+                    write_record();
+                }
             });
         } catch (const Error& e) {
             if (coordinator())
@@ -635,6 +668,8 @@ std::optional<SaveResult> CheckpointManager::save(std::int64_t step, StateDict& 
                 m.start_drain(step, m.last_local_files);
             }
         }
+        if (m.coordinator())
+            m.write_record();
         return r;
     }
 

@@ -388,12 +388,23 @@ SaveResult NodeLevel::save(std::int64_t step, StateDict& state, const SaveOption
     const std::string staging = fs::join(my_dir, name + staging_suffix);
     const std::string final_dir = fs::join(my_dir, name);
 
-    // Every node's staging directory made fresh by its leader.
+    // Every node's staging directory made fresh by its leader, with what
+    // interrupted saves left (one job writes a node's directory at a time).
     run_phase(c, "node-local save: prepare", [&] {
         if (!m_topo.leader())
             return;
         fs::create_directories(my_dir);
-        fs::remove_all(staging);
+        std::error_code ec;
+        for (const auto& e : stdfs::directory_iterator(my_dir, ec)) {
+            const std::string n = e.path().filename().string();
+            for (const char* suffix : {staging_suffix, old_suffix}) {
+                std::int64_t s = 0;
+                const std::size_t k = std::strlen(suffix);
+                if (n.size() > k && n.compare(n.size() - k, k, suffix) == 0 &&
+                    parse_local_step_name(n.substr(0, n.size() - k), s))
+                    fs::remove_all(e.path().string());
+            }
+        }
         fs::create_directories(staging);
     });
 
@@ -511,6 +522,23 @@ SaveResult NodeLevel::save(std::int64_t step, StateDict& state, const SaveOption
     if (my_files)
         *my_files = own_files(m);
     return result;
+}
+
+std::vector<std::int64_t> NodeLevel::committed_here() const
+{
+    std::vector<std::int64_t> out;
+    const std::string dir = node_dir(m_topo.node);
+    std::error_code ec;
+    if (fs::is_directory(dir))
+        for (const auto& e : stdfs::directory_iterator(dir, ec)) {
+            std::int64_t s = 0;
+            const std::string path = e.path().string();
+            if (parse_local_step_name(e.path().filename().string(), s) &&
+                fs::exists(fs::join(path, level_manifest_name)) && fs::exists(fs::join(path, metadata_file_name)))
+                out.push_back(s);
+        }
+    std::sort(out.begin(), out.end());
+    return out;
 }
 
 std::vector<LocalStep> NodeLevel::scan()

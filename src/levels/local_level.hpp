@@ -73,6 +73,10 @@ public:
     /// and loads it into `state`. Fills `report`'s rebuilt and bytes_moved.
     LoadResult load(const LocalStep& s, StateDict& state, const LoadOptions& options, RestoreReport& report);
 
+    /// Local: the committed steps of this node's directory, ascending (what
+    /// its leader sees; the same on every node after a save).
+    std::vector<std::int64_t> committed_here() const;
+
     /// The data files this rank wrote of the step `m` describes (relative
     /// names), or empty when the saved job's layout differs from this one.
     std::vector<std::string> own_files(const LocalManifest& m) const;

@@ -11,6 +11,8 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 
 using namespace cairn_test;
@@ -178,6 +180,10 @@ TEST_CASE("levels: flush_every and flush() drain a step into the root, which a p
     Field back(MPI_COMM_WORLD, false);
     cairn::load(back.dict, root + "/step_00000030", MPI_COMM_WORLD);
     CHECK(all(back.holds(30)));
+    // The record of the levels, for `cairn steps ROOT`.
+    std::ifstream in(root + "/.cairn-levels");
+    const std::string record((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(all(has(record, "\"redundancy\": \"none\"") || has(record, "\"redundancy\":\"none\"")));
 }
 
 TEST_CASE("levels: a wiped node's files are rebuilt from partner copies and from XOR parity", "[levels]")
