@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -307,6 +308,7 @@ std::string manifest_text(const LocalManifest& m)
     j["format"] = "cairn-node-local-step";
     j["version"] = 1;
     j["step"] = m.step;
+    j["save_id"] = m.save_id;
     j["redundancy"] = m.layout.redundancy.str();
     j["nodes"] = m.layout.nodes;
     j["hosts"] = m.layout.hosts;
@@ -329,6 +331,7 @@ LocalManifest parse_manifest(const std::string& text, const std::string& where)
             throw error::FormatError("not a version 1 manifest");
         LocalManifest m;
         m.step = j.at("step").get<std::int64_t>();
+        m.save_id = j.at("save_id").get<std::uint64_t>();
         m.layout.redundancy = Redundancy::parse(j.at("redundancy").get<std::string>());
         m.layout.nodes = j.at("nodes").get<int>();
         m.layout.hosts = j.at("hosts").get<std::vector<std::string>>();
@@ -440,6 +443,9 @@ SaveResult NodeLevel::save(std::int64_t step, StateDict& state, const SaveOption
     }), "node-local save: files");
     LocalManifest m;
     m.step = step;
+    m.save_id = bcast_u64(c, static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count()));
     m.layout.nodes = m_topo.nodes;
     m.layout.node_of_rank = m_topo.node_of_rank;
     m.layout.hosts = m_topo.hosts;
@@ -582,7 +588,16 @@ std::vector<LocalStep> NodeLevel::scan()
     if (c.coordinator()) {
         struct Found {
             std::string manifest;
+            std::uint64_t save_id = 0;
             std::vector<std::vector<std::string>> held;
+            std::vector<std::uint64_t> id_of_node;
+        };
+        const auto save_id_of = [](const std::string& text) -> std::uint64_t {
+            try {
+                return nlohmann::json::parse(text).at("save_id").get<std::uint64_t>();
+            } catch (...) {
+                return 0;
+            }
         };
         std::map<std::int64_t, Found, std::greater<>> steps;
         for (int r = 0; r < c.size; ++r) {
@@ -592,13 +607,24 @@ std::vector<LocalStep> NodeLevel::scan()
                 const std::int64_t s = dec.i64();
                 auto& f = steps[s];
                 f.held.resize(static_cast<std::size_t>(m_topo.nodes));
+                f.id_of_node.resize(static_cast<std::size_t>(m_topo.nodes));
                 std::string man = dec.str();
-                if (f.manifest.empty())
+                const std::uint64_t id = save_id_of(man);
+                f.id_of_node[static_cast<std::size_t>(node)] = id;
+                if (f.manifest.empty() || id > f.save_id) {
                     f.manifest = std::move(man);
+                    f.save_id = id;
+                }
                 for (std::size_t n = dec.count(1); n > 0; --n)
                     f.held[static_cast<std::size_t>(node)].push_back(dec.str());
             }
         }
+        // A node's copy from another save of the step (a later job saved the
+        // step again on other nodes) is stale: it counts as none.
+        for (auto& [s, f] : steps)
+            for (std::size_t n = 0; n < f.held.size(); ++n)
+                if (f.id_of_node[n] != f.save_id)
+                    f.held[n].clear();
         Encoder enc;
         enc.count(steps.size());
         for (const auto& [s, f] : steps) {
@@ -694,6 +720,7 @@ LoadResult NodeLevel::load(const LocalStep& s, StateDict& state, const LoadOptio
         run_phase(c, "node-local restore: metadata to nodes without the step", [&] {
             if (!m_topo.leader() || holds_step(m_topo.node))
                 return;
+            fs::remove_all(my_step); // a stale copy of another save of the step, if any
             fs::create_directories(my_step);
             write_file_atomic(fs::join(my_step, metadata_file_name), md.data(), md.size(), false);
             write_file_atomic(fs::join(my_step, level_manifest_name), manifest.data(), manifest.size(), false);

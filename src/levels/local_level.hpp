@@ -22,6 +22,10 @@ inline constexpr const char* level_manifest_name = ".cairn-level.json";
 /// What a node-local step's manifest holds.
 struct LocalManifest {
     std::int64_t step = 0;
+    /// Tells saves of one step apart (the coordinator's clock in ns at the
+    /// save): a node whose copy has another save_id than the newest holds a
+    /// stale copy, which counts as none.
+    std::uint64_t save_id = 0;
     SavedLayout layout;
 };
 /// The manifest as JSON text (docs/FORMAT.md).

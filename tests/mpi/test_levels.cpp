@@ -304,3 +304,37 @@ TEST_CASE("levels: a node-local save that fails midway leaves the previous step 
     CHECK(all(m.restore_latest(back.dict) == 20));
     CHECK(all(back.holds(20)));
 }
+
+TEST_CASE("levels: a node's copy from an earlier save of the same step is stale and not used", "[levels]")
+{
+    const int w = world_size();
+    if (w < 3)
+        return; // a node that the second save does not reach
+    const std::string base = fresh_dir("levels_stale_" + std::to_string(w));
+    const auto opts = level_options(base, cairn::Redundancy::partner(), 1);
+    // Step 10 on 3 nodes, restored by columns (node 2 gets copies of nodes
+    // 0 and 1's files), then step 10 again (other data) on nodes 0 and 1
+    // only: node 2 keeps the first save's copy, with stale files of the names
+    // the second save wrote.
+    REQUIRE(run_on(3, [&](const SubComm& c) {
+        cairn::CheckpointManager m(base + "/root", c.get(), opts);
+        Field f(c.get(), true);
+        f.fill(10);
+        m.save(10, f.dict);
+        Field back(c.get(), false);
+        return m.restore_latest(back.dict) == 10 && back.holds(10) && m.last_restore().bytes_moved > 0;
+    }));
+    REQUIRE(run_on(2, [&](const SubComm& c) {
+        cairn::CheckpointManager m(base + "/root", c.get(), opts);
+        Field f(c.get(), true);
+        f.fill(20);
+        m.save(10, f.dict);
+        return true;
+    }));
+    CHECK(run_on(3, [&](const SubComm& c) {
+        cairn::CheckpointManager m(base + "/root", c.get(), opts);
+        Field back(c.get(), false);
+        const auto step = m.restore_latest(back.dict);
+        return step == 10 && back.holds(20) && m.last_restore().level == cairn::RestoreReport::Level::node_local;
+    }));
+}
