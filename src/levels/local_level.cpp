@@ -386,6 +386,7 @@ SaveResult NodeLevel::save(std::int64_t step, StateDict& state, const SaveOption
                            std::vector<std::string>* my_files)
 {
     const Comm c(m_topo.comm);
+    const double t0 = MPI_Wtime();
     const std::string name = local_step_name(step);
     const std::string my_dir = node_dir(m_topo.node);
     const std::string staging = fs::join(my_dir, name + staging_suffix);
@@ -428,7 +429,7 @@ SaveResult NodeLevel::save(std::int64_t step, StateDict& state, const SaveOption
     so.planner = options.planner;
     so.storage = writer;
     // The id every rank passes (each writes its own node's copy).
-    const SaveResult result = cairn::save(state, fs::join(node_dir(0), name + staging_suffix), c.comm, so);
+    SaveResult result = cairn::save(state, fs::join(node_dir(0), name + staging_suffix), c.comm, so);
 
     // The manifest: every rank's files and their sizes.
     const auto files_of = allgather_strings(c, run_phase(c, "node-local save: list files", [&] {
@@ -527,6 +528,10 @@ SaveResult NodeLevel::save(std::int64_t step, StateDict& state, const SaveOption
     });
     if (my_files)
         *my_files = own_files(m);
+    // The whole node-local save (data, metadata copies, redundancy, commit,
+    // retention) as the coordinator timed it.
+    result.seconds = MPI_Wtime() - t0;
+    MPI_Bcast(&result.seconds, 1, MPI_DOUBLE, 0, c.comm);
     return result;
 }
 

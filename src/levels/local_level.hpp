@@ -62,7 +62,8 @@ public:
     /// the redundancy data and commits the step on every node; then applies
     /// the node-local retention. Throws the same error on every rank; a
     /// failure leaves every committed node-local step as it was.
-    /// `my_files` (when not null) gets the data files this rank wrote.
+    /// `my_files` (when not null) gets the data files this rank wrote. The
+    /// result's `seconds` is the whole node-local save's.
     SaveResult save(std::int64_t step, StateDict& state, const SaveOptions& options,
                     std::vector<std::string>* my_files = nullptr);
 
