@@ -816,6 +816,12 @@ std::optional<std::int64_t> CheckpointManager::restore_latest(StateDict& state, 
                 rep.step = ls.step;
                 rep.seconds = MPI_Wtime() - t0;
                 m.report = rep;
+                // flush() may drain it when every rank's files are on its
+                // own node, as this job saved them.
+                if (m.level().same_layout(ls.manifest) && !ls.needs_rebuild) {
+                    m.last_local_step = ls.step;
+                    m.last_local_files = m.level().own_files(ls.manifest);
+                }
                 if (skipped)
                     *skipped = std::move(skips);
                 return ls.step;

@@ -370,11 +370,17 @@ std::string NodeLevel::step_dir(std::int64_t step) const
     return fs::join(node_dir(m_topo.node), local_step_name(step));
 }
 
+bool NodeLevel::same_layout(const LocalManifest& m) const
+{
+    const auto& l = m.layout;
+    return static_cast<int>(l.node_of_rank.size()) == m_topo.size && l.nodes == m_topo.nodes &&
+           l.node_of_rank == m_topo.node_of_rank;
+}
+
 std::vector<std::string> NodeLevel::own_files(const LocalManifest& m) const
 {
     const auto& l = m.layout;
-    if (static_cast<int>(l.node_of_rank.size()) != m_topo.size || l.nodes != m_topo.nodes ||
-        l.node_of_rank != m_topo.node_of_rank)
+    if (!same_layout(m))
         return {};
     std::vector<std::string> out;
     for (const auto& f : l.files[static_cast<std::size_t>(m_topo.rank)])

@@ -85,6 +85,9 @@ public:
     /// The data files this rank wrote of the step `m` describes (relative
     /// names), or empty when the saved job's layout differs from this one.
     std::vector<std::string> own_files(const LocalManifest& m) const;
+    /// Whether the step `m` describes was saved by a job of this one's
+    /// ranks and nodes (each rank's files then are on its own node).
+    bool same_layout(const LocalManifest& m) const;
 
 private:
     Topology m_topo;

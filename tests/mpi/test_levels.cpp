@@ -144,6 +144,10 @@ TEST_CASE("levels: steps saved node-local restore bitwise, resharded, with no by
         CHECK(all(cols.holds(30)));
         // By columns, every rank needs every rank's file: other nodes' files move.
         CHECK(all((nodes > 1) == (m.last_restore().bytes_moved > 0)));
+        // The restored step (saved by this job's layout) drains on demand.
+        CHECK(all(m.flush() == 30));
+        m.wait();
+        CHECK(all(m.steps() == std::vector<std::int64_t>{30}));
     }
 }
 
