@@ -28,6 +28,7 @@
 #include <fstream>
 #include <map>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace cairn::detail {
@@ -223,15 +224,19 @@ std::string hosts_text(const SavedLayout& l, const std::set<int>& nodes)
 
 // Sends file `name` of this node's step directory to node `to` (leaders'
 // communicator): its size, then pieces, then whether all was read. A read
-// failure still sends every piece (zeros), so that the receiver never waits.
+// failure still sends every piece (zeros), so that the receiver never waits;
+// neither side throws (an error goes to `error_out`).
 std::uint64_t send_file(MPI_Comm leaders, int to, const std::string& path, std::string& error_out)
 {
     std::uint64_t size = 0;
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
     if (fd < 0)
         error_out = "cannot open " + path + ": " + std::strerror(errno);
+    else if (::fstat(fd, &st) != 0)
+        error_out = "cannot stat " + path + ": " + std::strerror(errno);
     else
-        size = fs::file_size(path);
+        size = static_cast<std::uint64_t>(st.st_size);
     MPI_Send(&size, 1, MPI_UINT64_T, to, tag_transfer, leaders);
     std::vector<char> buf(static_cast<std::size_t>(std::min<std::uint64_t>(size, piece_bytes)));
     for (std::uint64_t off = 0; off < size; off += piece_bytes) {
@@ -285,9 +290,9 @@ void receive_file(MPI_Comm leaders, int from, const std::string& path, std::stri
         error_out = "cannot close " + tmp + ": " + std::strerror(errno);
     if (!ok && error_out.empty())
         error_out = "node " + std::to_string(from) + " could not read its copy of " + path;
-    if (error_out.empty())
-        fs::rename(tmp, path);
-    else
+    if (error_out.empty() && ::rename(tmp.c_str(), path.c_str()) != 0)
+        error_out = "cannot rename " + tmp + " to " + path + ": " + std::strerror(errno);
+    if (!error_out.empty())
         fs::remove_all_noexcept(tmp);
 }
 
