@@ -17,6 +17,7 @@
 // Internal headers: the coordinator's planning and the metadata writer are
 // called directly for synthetic plans of many ranks.
 #include "comm/protocol.hpp"
+#include "levels/redundancy.hpp"
 #include "core/codec.hpp"
 #include "plan/columnar.hpp"
 #include "stage/stage.hpp"
@@ -96,7 +97,7 @@ void usage()
               "                   [--plan-ranks R] [--plan-arrays A] [--plan-generic] [--plan-prewarm B] [--small-arrays K]\n"
               "                   [--python P] [--torch-peer NAME=PYTHON ...] --torch-script S\n"
               "                   (--python P is --torch-peer torch-dcp=P)\n"
-              "parts: large, mixed, reshard, async, memory, coop, planning, torch, fio, hdf5, mpiio");
+              "parts: large, mixed, reshard, async, memory, coop, planning, torch, fio, hdf5, mpiio, redundancy");
 }
 
 void parse(int argc, char** argv)
@@ -1877,6 +1878,99 @@ void bench_planning_generic(long ranks, long arrays, Results& R)
     R.add("plan+metadata-" + label, 0, total);
 }
 
+// ---------------------------------------------------------------- redundancy
+
+// The exchange of a node-local step's redundancy data (src/levels/
+// redundancy.hpp) between fake nodes of one rank each, in a RAM disk
+// (/dev/shm when it exists, else --dir), against the same bytes sent
+// memory to memory by MPI point to point in the same pattern (each rank to
+// the next, 4 MiB messages, Isend/Irecv): partner copies and XOR parity over
+// one group of every node. Bytes: the ranks' data files. A/B per run.
+void bench_redundancy(u64 total)
+{
+    namespace cd = cairn::detail;
+    const u64 mine = std::min<u64>(total, u64{512} << 20) / static_cast<u64>(g_size) / 4096 * 4096;
+    const std::string root = (stdfs::is_directory("/dev/shm") ? std::string("/dev/shm") : g_opt.dir) +
+                             "/cairn-bench-redundancy";
+    say("\nworkload redundancy: %d fake nodes of 1 rank, %.1f MiB of data files per rank, in %s\n", g_size,
+        mine / 1048576.0, root.c_str());
+    if (g_size < 2) {
+        say("note: redundancy needs 2 ranks (2 fake nodes): skipped\n");
+        return;
+    }
+    Results r;
+    r.workload = "redundancy";
+    cd::Topology topo(g_comm, 1);
+    const std::string step = root + "/node" + std::to_string(topo.node) + "/step";
+    stdfs::remove_all(step);
+    stdfs::create_directories(step);
+    cd::SavedLayout layout;
+    layout.nodes = topo.nodes;
+    layout.node_of_rank = topo.node_of_rank;
+    layout.hosts = topo.hosts;
+    for (int q = 0; q < g_size; ++q)
+        layout.files.push_back({{"__" + std::to_string(q) + "_0.distcp", mine}});
+    {
+        std::vector<char> data(static_cast<std::size_t>(mine));
+        for (std::size_t i = 0; i < data.size(); ++i)
+            data[i] = static_cast<char>((i * 131 + static_cast<std::size_t>(g_rank) * 7) >> 3);
+        std::ofstream out(step + "/__" + std::to_string(g_rank) + "_0.distcp", std::ios::binary);
+        out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    }
+    const u64 all_bytes = mine * static_cast<u64>(g_size);
+    const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+    const u64 piece = u64{4} << 20;
+    std::vector<char> send(static_cast<std::size_t>(mine)), recv(static_cast<std::size_t>(mine));
+    touch_write(send.data(), send.size());
+    touch_write(recv.data(), recv.size());
+    const auto p2p = [&] {
+        for (u64 at = 0; at < mine; at += piece) {
+            const int n = static_cast<int>(std::min(piece, mine - at));
+            MPI_Request q[2];
+            MPI_Irecv(recv.data() + at, n, MPI_BYTE, prev, 77, g_comm, &q[0]);
+            MPI_Isend(send.data() + at, n, MPI_BYTE, next, 77, g_comm, &q[1]);
+            MPI_Waitall(2, q, MPI_STATUSES_IGNORE);
+        }
+    };
+    const auto encode = [&](cairn::Redundancy red) {
+        layout.redundancy = red;
+        cd::encode_redundancy(topo, layout, step);
+    };
+    const auto clean = [&] {
+        MPI_Barrier(g_comm);
+        stdfs::remove_all(step + "/partner");
+        stdfs::remove_all(step + "/xor");
+        MPI_Barrier(g_comm);
+    };
+    const u64 warm_before = g_warm_bytes;
+    g_warm_bytes = mine + mine / 4;
+    for (int run = -g_opt.warmup; run < g_opt.runs; ++run) {
+        warm_page_cache();
+        const double t_p2p = timed(p2p);
+        clean();
+        warm_page_cache();
+        const double t_partner = timed([&] { encode(cairn::Redundancy::partner()); });
+        clean();
+        warm_page_cache();
+        const double t_xor = timed([&] { encode(cairn::Redundancy::xor_parity(g_size)); });
+        clean();
+        if (run < 0) {
+            say("warmup redundancy p2p %.3f s, partner %.3f s, xor %.3f s\n", t_p2p, t_partner, t_xor);
+            continue;
+        }
+        r.add("mpi-p2p", all_bytes, t_p2p);
+        r.add("partner-encode", all_bytes, t_partner);
+        r.add("xor-encode", all_bytes, t_xor);
+    }
+    g_warm_bytes = warm_before;
+    MPI_Barrier(g_comm);
+    if (g_rank == 0)
+        stdfs::remove_all(root);
+    print_figures(r);
+    tput_ratio(r, "partner-encode", "mpi-p2p");
+    tput_ratio(r, "xor-encode", "mpi-p2p");
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -1901,7 +1995,8 @@ int main(int argc, char** argv)
         say("note: MPI_THREAD_MULTIPLE not provided: async_save is skipped\n");
         g_opt.only.erase("async");
         if (g_opt.only.empty())
-            g_opt.only = {"large", "mixed", "reshard", "memory", "coop", "planning", "torch", "fio", "hdf5", "mpiio"};
+            g_opt.only = {"large", "mixed", "reshard", "memory", "coop", "planning",
+                          "torch", "fio",   "hdf5",    "mpiio",  "redundancy"};
     }
     if (g_rank == 0)
         stdfs::create_directories(g_opt.dir);
@@ -1932,6 +2027,8 @@ int main(int argc, char** argv)
     }
     if (want("coop"))
         bench_cooperative(total);
+    if (want("redundancy"))
+        bench_redundancy(total);
     if (want("planning")) {
         MPI_Barrier(g_comm);
         if (g_rank == 0) {

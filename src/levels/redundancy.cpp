@@ -6,6 +6,7 @@
 #include "storage/fs.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -438,60 +439,157 @@ std::string join_list(const std::vector<std::string>& items, std::size_t at_most
     return s;
 }
 
-// ---------------------------------------------------------------- partner
+// ------------------------------------------------------- mapped data files
 
-/// One stream of a partner exchange: a rank's files, sent or received.
-struct Stream {
-    int peer = 0;
-    u64 total = 0;
-    std::unique_ptr<ConcatReader> reader;
-    std::unique_ptr<ConcatWriter> writer;
-    u64 piece = 0; ///< bytes per message, the same on both sides
-    u64 done = 0;
-    std::vector<char> buffer;
-    MPI_Request request = MPI_REQUEST_NULL;
+// The encoders send straight from the data files, mapped, and write what
+// they receive from a buffer of one message (still in the cache). On a RAM
+// disk, writing a file costs several times a memcpy of its bytes (page
+// allocation), and writing through a mapping about twice what write(2)
+// does; reading through a mapping saves the copy of pread(2).
+
+/// A whole file mapped for reading (nothing for an empty one).
+class MappedIn {
+public:
+    MappedIn(const std::string& path, u64 bytes) : m_bytes(bytes)
+    {
+        if (bytes == 0)
+            return;
+        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            throw error::ReadError("node-local redundancy: cannot open " + path + ": " + sys_error());
+        struct stat st {};
+        if (::fstat(fd, &st) != 0 || static_cast<u64>(st.st_size) < bytes) {
+            ::close(fd);
+            throw error::ReadError("node-local redundancy: " + path + " is shorter than its saved size of " +
+                                   std::to_string(bytes) + " bytes");
+        }
+        void* p = ::mmap(nullptr, static_cast<std::size_t>(bytes), PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+        const std::string why = p == MAP_FAILED ? sys_error() : std::string();
+        ::close(fd);
+        if (p == MAP_FAILED)
+            throw error::ReadError("node-local redundancy: cannot map " + path + ": " + why);
+        m_data = static_cast<char*>(p);
+        ::madvise(p, static_cast<std::size_t>(bytes), MADV_SEQUENTIAL);
+    }
+    ~MappedIn()
+    {
+        if (m_data)
+            ::munmap(m_data, static_cast<std::size_t>(m_bytes));
+    }
+    MappedIn(const MappedIn&) = delete;
+    MappedIn& operator=(const MappedIn&) = delete;
+    const char* data() const noexcept { return m_data; }
+
+private:
+    u64 m_bytes;
+    char* m_data = nullptr;
 };
 
-/// Moves every stream's bytes in pieces: all streams advance together, one
-/// piece each per round (piece k of a stream is in round k on both sides).
+/// A rank's data files, mapped: bytes of their concatenation (then zeros).
+/// A file that cannot be mapped reads as zeros, its error kept in `err`.
+class MappedData {
+public:
+    MappedData(const std::string& dir, const std::vector<SavedFile>& files, FirstError& err)
+    {
+        u64 at = 0;
+        for (const auto& f : files) {
+            Part p{at, f.bytes, nullptr};
+            err.run([&] { p.map = std::make_unique<MappedIn>(fs::join(dir, f.name), f.bytes); });
+            at += f.bytes;
+            m_parts.push_back(std::move(p));
+        }
+    }
+
+    /// Bytes [offset, offset + length): in place when one file holds them,
+    /// else gathered into `scratch`.
+    const char* view(u64 offset, u64 length, std::vector<char>& scratch) const
+    {
+        for (const auto& p : m_parts)
+            if (p.map && p.bytes > 0 && offset >= p.start && offset + length <= p.start + p.bytes)
+                return p.map->data() + (offset - p.start);
+        scratch.assign(static_cast<std::size_t>(length), 0);
+        for (const auto& p : m_parts) {
+            const u64 lo = std::max(offset, p.start), hi = std::min(offset + length, p.start + p.bytes);
+            if (lo < hi && p.map)
+                std::memcpy(scratch.data() + (lo - offset), p.map->data() + (lo - p.start),
+                            static_cast<std::size_t>(hi - lo));
+        }
+        return scratch.data();
+    }
+
+private:
+    struct Part {
+        u64 start, bytes;
+        std::unique_ptr<MappedIn> map;
+    };
+    std::vector<Part> m_parts;
+};
+
+// ---------------------------------------------------------------- partner
+
+/// One rank's files, sent to or received from one peer, file by file in
+/// messages of at most `piece` bytes (the same on both sides).
+struct Stream {
+    int peer = 0;
+    u64 piece = 0;
+    std::vector<u64> sizes;                       ///< per file
+    std::vector<std::unique_ptr<MappedIn>> in;    ///< sender: per file (null: failed, zeros sent)
+    std::vector<std::unique_ptr<OutFile>> out;    ///< receiver: per file (null: failed, bytes dropped)
+    std::size_t file = 0;
+    u64 at = 0;
+    std::vector<char> scratch;
+
+    /// Skips finished and empty files; false when all is moved.
+    bool next()
+    {
+        while (file < sizes.size() && at >= sizes[file]) {
+            ++file;
+            at = 0;
+        }
+        return file < sizes.size();
+    }
+    u64 length() const { return std::min(piece, sizes[file] - at); }
+    char* scratch_of(u64 n)
+    {
+        if (scratch.size() < n)
+            scratch.assign(static_cast<std::size_t>(n), 0);
+        return scratch.data();
+    }
+};
+
+/// Moves every stream's bytes: all streams advance together, one message
+/// each per round (message k of a stream is in round k on both sides).
 void run_streams(MPI_Comm comm, std::vector<Stream>& sends, std::vector<Stream>& recvs, FirstError& err)
 {
-    for (auto& s : sends)
-        s.buffer.resize(static_cast<std::size_t>(std::min(s.piece, s.total)));
-    for (auto& s : recvs)
-        s.buffer.resize(static_cast<std::size_t>(std::min(s.piece, s.total)));
+    std::vector<MPI_Request> requests;
     for (;;) {
-        std::vector<MPI_Request> requests;
+        requests.clear();
         for (auto& s : recvs)
-            if (s.done < s.total) {
-                const u64 n = std::min(s.piece, s.total - s.done);
-                mpi_check(MPI_Irecv(s.buffer.data(), static_cast<int>(n), MPI_BYTE, s.peer, tag_data, comm, &s.request),
+            if (s.next()) {
+                const u64 n = s.length();
+                requests.emplace_back();
+                mpi_check(MPI_Irecv(s.scratch_of(n), static_cast<int>(n), MPI_BYTE, s.peer, tag_data, comm,
+                                    &requests.back()),
                           "MPI_Irecv");
-                requests.push_back(s.request);
             }
         for (auto& s : sends)
-            if (s.done < s.total) {
-                const u64 n = std::min(s.piece, s.total - s.done);
-                if (err.failed())
-                    std::memset(s.buffer.data(), 0, static_cast<std::size_t>(n));
-                else
-                    err.run([&] { s.reader->read(s.buffer.data(), s.done, n); });
-                mpi_check(MPI_Isend(s.buffer.data(), static_cast<int>(n), MPI_BYTE, s.peer, tag_data, comm, &s.request),
+            if (s.next()) {
+                const u64 n = s.length();
+                const char* src = s.in[s.file] ? s.in[s.file]->data() + s.at : s.scratch_of(n);
+                requests.emplace_back();
+                mpi_check(MPI_Isend(src, static_cast<int>(n), MPI_BYTE, s.peer, tag_data, comm, &requests.back()),
                           "MPI_Isend");
-                requests.push_back(s.request);
             }
         if (requests.empty())
             break;
         mpi_check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
         for (auto& s : recvs)
-            if (s.done < s.total) {
-                const u64 n = std::min(s.piece, s.total - s.done);
-                err.run([&] { s.writer->write(s.buffer.data(), n); });
-                s.done += n;
-            }
-        for (auto& s : sends)
-            if (s.done < s.total)
-                s.done += std::min(s.piece, s.total - s.done);
+            if (s.next() && s.out[s.file])
+                err.run([&] { s.out[s.file]->write(s.scratch.data(), s.length()); });
+        for (auto* list : {&recvs, &sends})
+            for (auto& s : *list)
+                if (s.next())
+                    s.at += s.length();
     }
 }
 
@@ -510,7 +608,6 @@ RedundancyCounts encode_partner(const Topology& topo, const SavedLayout& layout,
     const int N = topo.nodes, n = topo.node, l = topo.local_rank;
     const int next = (n + 1) % N, prev = (n + N - 1) % N;
     const auto on = [&](int node) { return topo.ranks_on_node[static_cast<std::size_t>(node)]; };
-
     // Streams of a rank: its own files out, and in those of the ranks of
     // the node before whose local rank is its own modulo its node's ranks.
     // A message takes piece_bytes shared among the streams of the busier end.
@@ -522,15 +619,23 @@ RedundancyCounts encode_partner(const Topology& topo, const SavedLayout& layout,
         const int most = std::max(streams_of(node_a, local_a), streams_of(node_b, local_b));
         return std::max<u64>(u64{256} << 10, piece_bytes / static_cast<u64>(most));
     };
+    const auto sizes_of = [&](int rank) {
+        std::vector<u64> sizes;
+        for (const auto& f : layout.files[static_cast<std::size_t>(rank)])
+            sizes.push_back(f.bytes);
+        return sizes;
+    };
     std::vector<Stream> sends, recvs;
     {
         Stream s;
         s.peer = topo.rank_of(next, l % on(next));
         s.piece = piece_between(n, l, next, l % on(next));
-        s.total = data_bytes(layout, topo.rank);
-        s.reader = std::make_unique<ConcatReader>(step_dir, layout.files[static_cast<std::size_t>(topo.rank)],
-                                                  std::vector<bool>{});
-        counts.bytes_sent = s.total;
+        s.sizes = sizes_of(topo.rank);
+        for (const auto& f : layout.files[static_cast<std::size_t>(topo.rank)]) {
+            s.in.emplace_back();
+            err.run([&] { s.in.back() = std::make_unique<MappedIn>(fs::join(step_dir, f.name), f.bytes); });
+        }
+        counts.bytes_sent = data_bytes(layout, topo.rank);
         sends.push_back(std::move(s));
     }
     const std::string partner_dir = fs::join(step_dir, "partner");
@@ -539,17 +644,19 @@ RedundancyCounts encode_partner(const Topology& topo, const SavedLayout& layout,
         Stream s;
         s.peer = topo.rank_of(prev, pl);
         s.piece = piece_between(prev, pl, n, l);
-        s.total = data_bytes(layout, s.peer);
-        counts.bytes_received += s.total;
-        err.run([&] {
-            s.writer = std::make_unique<ConcatWriter>(partner_dir, layout.files[static_cast<std::size_t>(s.peer)],
-                                                      std::vector<bool>{}, false);
-        });
+        s.sizes = sizes_of(s.peer);
+        for (const auto& f : layout.files[static_cast<std::size_t>(s.peer)]) {
+            s.out.emplace_back();
+            err.run([&] { s.out.back() = std::make_unique<OutFile>(fs::join(partner_dir, f.name)); });
+        }
+        counts.bytes_received += data_bytes(layout, s.peer);
         recvs.push_back(std::move(s));
     }
     run_streams(comm.c, sends, recvs, err);
     for (auto& s : recvs)
-        err.run([&] { s.writer->finish(); });
+        for (auto& o : s.out)
+            if (o)
+                err.run([&] { o->finish(); });
     err.run([&] { fs::fsync_path(partner_dir); });
     err.rethrow();
     counts.bytes_written = counts.bytes_received;
@@ -557,6 +664,9 @@ RedundancyCounts encode_partner(const Topology& topo, const SavedLayout& layout,
 }
 
 // -------------------------------------------------------------------- XOR
+
+/// x mod s, in [0, s).
+int wrap(int x, int s) { return ((x % s) + s) % s; }
 
 RedundancyCounts encode_xor(const Topology& topo, const SavedLayout& layout, const std::string& step_dir)
 {
@@ -569,9 +679,8 @@ RedundancyCounts encode_xor(const Topology& topo, const SavedLayout& layout, con
     FirstError err;
     const std::string xor_dir = fs::join(step_dir, "xor");
     bool made_dir = false;
-    MPI_Group world_group;
-    mpi_check(MPI_Comm_group(comm.c, &world_group), "MPI_Comm_group");
-    const auto& my_files = layout.files[static_cast<std::size_t>(topo.rank)];
+    std::unique_ptr<MappedData> data;
+    std::vector<char> partial[2], scratch_send, scratch_own, scratch_out;
     for (std::size_t si = 0; si < sets.size(); ++si) {
         const XorSet& set = sets[si];
         const auto it = std::find(set.members.begin(), set.members.end(), topo.rank);
@@ -579,47 +688,47 @@ RedundancyCounts encode_xor(const Topology& topo, const SavedLayout& layout, con
             continue;
         const int j = static_cast<int>(it - set.members.begin());
         const int s = static_cast<int>(set.members.size());
-        MPI_Group group;
-        mpi_check(MPI_Group_incl(world_group, s, set.members.data(), &group), "MPI_Group_incl");
-        MPI_Comm set_comm = MPI_COMM_NULL;
-        mpi_check(MPI_Comm_create_group(comm.c, group, static_cast<int>(si), &set_comm), "MPI_Comm_create_group");
-        MPI_Group_free(&group);
+        const int right = set.members[static_cast<std::size_t>(wrap(j + 1, s))];
+        const int left = set.members[static_cast<std::size_t>(wrap(j - 1, s))];
         if (!made_dir) {
             err.run([&] { fs::create_directories(xor_dir); });
+            data = std::make_unique<MappedData>(step_dir, layout.files[static_cast<std::size_t>(topo.rank)], err);
             made_dir = true;
         }
-        ConcatReader reader(step_dir, my_files, {});
         std::unique_ptr<OutFile> out;
         err.run([&] { out = std::make_unique<OutFile>(fs::join(step_dir, parity_name(si, j))); });
-        // Each round: bytes [o, o + len) of every chunk; block t of the send
-        // buffer is this member's contribution to stripe t (zeros for its own).
-        const u64 block = std::max<u64>(u64{64} << 10, (piece_bytes / static_cast<u64>(s)) / 8 * 8);
-        std::vector<char> send(static_cast<std::size_t>(block) * static_cast<std::size_t>(s)), recv(block);
-        for (u64 o = 0; o < set.piece; o += block) {
-            const u64 len = std::min(block, set.piece - o), len8 = (len + 7) / 8 * 8;
-            for (int t = 0; t < s; ++t) {
-                char* dst = send.data() + static_cast<std::size_t>(t) * len8;
-                if (t == j || err.failed())
-                    std::memset(dst, 0, static_cast<std::size_t>(len8));
-                else {
-                    std::memset(dst + len, 0, static_cast<std::size_t>(len8 - len));
-                    err.run([&] {
-                        reader.read(dst, static_cast<u64>(chunk_of(j, t)) * set.piece + o, len);
-                    });
-                }
+        // A ring reduce-scatter, in rounds of bytes [o, o + len) of every
+        // stripe: at step t this member sends its partial XOR of stripe
+        // j-t-1 to the right and gets stripe j-t-2 from the left, adding its
+        // own chunk of it; the last step brings stripe j, its own, complete
+        // (every member but j contributed): written to the parity file.
+        const auto own = [&](int stripe, u64 o, u64 len, std::vector<char>& scratch) {
+            return data->view(static_cast<u64>(chunk_of(j, stripe)) * set.piece + o, len, scratch);
+        };
+        for (u64 o = 0; o < set.piece; o += piece_bytes) {
+            const u64 len = std::min(piece_bytes, set.piece - o);
+            for (int t = 0; t + 1 < s; ++t) {
+                const int stripe_out = wrap(j - t - 1, s), stripe_in = wrap(j - t - 2, s);
+                const bool last = t + 2 == s;
+                const char* src = t == 0 ? own(stripe_out, o, len, scratch_send) : partial[(t + 1) % 2].data();
+                auto& into = last ? scratch_out : partial[t % 2];
+                into.resize(static_cast<std::size_t>(len));
+                char* dst = into.data();
+                mpi_check(MPI_Sendrecv(src, static_cast<int>(len), MPI_BYTE, right, tag_data, dst, static_cast<int>(len),
+                                       MPI_BYTE, left, tag_data, comm.c, MPI_STATUS_IGNORE),
+                          "MPI_Sendrecv");
+                if (!last)
+                    xor_into(dst, own(stripe_in, o, len, scratch_own), len);
+                else if (out)
+                    err.run([&] { out->write(dst, len); });
             }
-            mpi_check(MPI_Reduce_scatter_block(send.data(), recv.data(), static_cast<int>(len8 / 8), MPI_UINT64_T,
-                                               MPI_BXOR, set_comm),
-                      "MPI_Reduce_scatter_block");
             counts.bytes_sent += static_cast<u64>(s - 1) * len;
             counts.bytes_received += static_cast<u64>(s - 1) * len;
-            err.run([&] { out->write(recv.data(), len); });
             counts.bytes_written += len;
         }
-        err.run([&] { out->finish(); });
-        MPI_Comm_free(&set_comm);
+        if (out)
+            err.run([&] { out->finish(); });
     }
-    MPI_Group_free(&world_group);
     if (made_dir)
         err.run([&] { fs::fsync_path(xor_dir); });
     err.rethrow();

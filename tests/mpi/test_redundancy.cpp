@@ -495,3 +495,30 @@ TEST_CASE("rebuild by a job of another shape: saved on 4 nodes, rebuilt on 3", "
         CHECK(round_trip(MPI_COMM_WORLD, base, 2, red, {0}, 4, 1));
     }
 }
+
+TEST_CASE("a rank that cannot read its data file fails alone, naming it, and hangs no one", "[redundancy]")
+{
+    if (world_size() < 2) {
+        SUCCEED("needs 2 fake nodes");
+        return;
+    }
+    for (const auto red : {Redundancy::partner(), Redundancy::xor_parity(4)}) {
+        INFO(red.str());
+        const std::string base = fresh_dir("redundancy-unreadable");
+        cd::Topology topo(MPI_COMM_WORLD, 1);
+        const auto layout = layout_of(topo, make_files(topo.size, 23), red);
+        write_own(topo, base, layout);
+        if (topo.rank == 0)
+            stdfs::remove(node_dir(base, 0) + "/__0_0.distcp");
+        MPI_Barrier(MPI_COMM_WORLD);
+        std::string what;
+        try {
+            cd::encode_redundancy(topo, layout, node_dir(base, topo.node));
+        } catch (const cairn::error::ReadError& e) {
+            what = e.what();
+        }
+        INFO(what);
+        // Rank 0 names its file; the others returned (they got zeros from it).
+        CHECK(all(topo.rank == 0 ? what.find("__0_0.distcp") != std::string::npos : what.empty()));
+    }
+}
