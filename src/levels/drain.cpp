@@ -6,6 +6,7 @@
 #include "cairn/errors.hpp"
 #include "storage/distcp/commit.hpp"
 #include "storage/fs.hpp"
+#include "storage/writeback.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -33,6 +34,10 @@ namespace {
 constexpr std::size_t kernel_chunk = std::size_t(8) << 20;
 /// The buffer of the read/write fallback (aligned to the page).
 constexpr std::size_t buffer_bytes = std::size_t(4) << 20;
+/// With fsync: bytes per file written but not yet on the device (early
+/// writeback, storage/writeback.hpp), WriteOptions::writeback_bytes' default,
+/// so that copying and the device overlap as in a save.
+constexpr std::uint64_t writeback_bytes = std::uint64_t(64) << 20;
 
 /// The suffix of a file being copied: never the name of a data file or of
 /// the metadata, so no commit or load takes a partial copy for a complete one.
@@ -107,9 +112,8 @@ std::uint64_t copy_file(const std::string& src, const std::string& dst, bool fsy
     if (out.get() < 0)
         throw error::WriteError("cannot create " + part + " (to copy " + src + " there): " + sys_error(errno));
     try {
-        if (size > 0)
-            fs::reserve(part, 0, size); // no space: fail now, not half-way
         ::posix_fadvise(in.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+        Writeback writeback(part, fsync ? writeback_bytes : 0);
         enum class Method { copy_range, send, read_write } method = Method::copy_range;
         std::unique_ptr<unsigned char, void (*)(void*)> buf(nullptr, std::free);
         std::uint64_t off = 0;
@@ -163,6 +167,7 @@ std::uint64_t copy_file(const std::string& src, const std::string& dst, bool fsy
                     }
                     done += static_cast<std::size_t>(w);
                 }
+                writeback.wrote(off, static_cast<std::uint64_t>(r));
                 off += static_cast<std::uint64_t>(r);
                 continue;
             }
@@ -174,8 +179,10 @@ std::uint64_t copy_file(const std::string& src, const std::string& dst, bool fsy
             if (n == 0)
                 throw error::ReadError("cannot copy " + src + ": it ended at byte " + std::to_string(off) + " of " +
                                        std::to_string(size) + " (changed while copied)");
+            writeback.wrote(off, static_cast<std::uint64_t>(n));
             off += static_cast<std::uint64_t>(n);
         }
+        writeback.start_rest();
         if (fsync && ::fsync(out.get()) != 0)
             throw error::WriteError("fsync of " + part + " (a copy of " + src + ") failed: " + sys_error(errno));
         if (const int err = out.close())
@@ -272,6 +279,50 @@ std::vector<std::string> rank_data_files(const std::string& dir, int rank)
         throw error::ReadError("cannot list " + dir + ": " + ec.message());
     std::sort(out.begin(), out.end());
     return out;
+}
+
+std::string drain_destination(const Comm& c, const std::string& path)
+{
+    Bytes bytes;
+    std::exception_ptr err;
+    if (c.coordinator()) {
+        try {
+            const auto p = fs::strip(path);
+            if (fs::exists(p) && !fs::is_directory(p))
+                throw error::WriteError("cannot drain into " + p + ": it exists and is not a directory");
+            std::string dst = p;
+            if (fs::exists(fs::join(p, metadata_file_name))) {
+                dst = p + ".cairn-staging";
+                fs::remove_all(dst);
+            } else if (fs::is_directory(p)) {
+                std::error_code ec;
+                std::vector<std::string> stale;
+                for (std::filesystem::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
+                    const auto name = it->path().filename().string();
+                    const auto ends = [&](const char* tail) {
+                        const std::size_t n = std::strlen(tail);
+                        return name.size() > n && name.compare(name.size() - n, n, tail) == 0;
+                    };
+                    if ((name.rfind("__", 0) == 0 && (ends(".distcp") || ends(".distcp.cairn-part"))) ||
+                        name == ".metadata.h5.tmp" || name == ".metadata.h5.tmp.cairn-part")
+                        stale.push_back(it->path().string());
+                }
+                if (ec)
+                    throw error::WriteError("cannot list " + p + ": " + ec.message());
+                for (const auto& f : stale)
+                    fs::remove_all(f);
+            }
+            Encoder enc;
+            enc.str(dst);
+            bytes = enc.take();
+        } catch (...) {
+            err = std::current_exception();
+        }
+    }
+    agree(c, "drain destination", err);
+    bcast_bytes(c, bytes);
+    Decoder dec(bytes, "drain destination");
+    return dec.str();
 }
 
 void commit_drain(const Comm& c, const std::string& src_dir, const std::string& dst_dir, const std::string& path,

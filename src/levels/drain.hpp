@@ -44,6 +44,16 @@ private:
     std::thread m_thread;
 };
 
+/// Collective over `c`: the directory every rank drains into for a step
+/// that commit_drain() will commit as `path`, the same on every rank:
+/// `path` when no checkpoint is committed there (what an interrupted save or
+/// drain left in it, `__*.distcp`, `__*.distcp.cairn-part` and
+/// `.metadata.h5.tmp`, removed), else `path + ".cairn-staging"` (removed
+/// first), as a per-rank save chooses. The coordinator looks and prepares;
+/// its error (error::WriteError when `path` exists and is no directory) is
+/// thrown on every rank.
+std::string drain_destination(const Comm& c, const std::string& path);
+
 /// The data files of rank `rank` in the per-rank checkpoint directory `dir`
 /// (`__<rank>_<k>.distcp`), sorted: what that rank drains. Local;
 /// error::ReadError naming the directory when it cannot be listed.

@@ -143,6 +143,17 @@ TEST_CASE("drain: a drained per-rank step commits and loads bitwise", "[drain]")
     CHECK(all(files.size() == 2));
     const auto want = bytes_of(local, files);
 
+    // No checkpoint at the path: the ranks drain into it directly, and what
+    // an interrupted drain left there goes first.
+    const cairn::detail::Comm c(MPI_COMM_WORLD);
+    if (world_rank() == 0) {
+        stdfs::create_directories(path);
+        std::ofstream(path + "/__0_0.distcp.cairn-part") << "partial";
+        std::ofstream(path + "/.metadata.h5.tmp") << "partial";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(all(cairn::detail::drain_destination(c, path) == path));
+    CHECK(all(no_part_files(path) && !stdfs::exists(path + "/.metadata.h5.tmp")));
     std::uint64_t got = 0;
     const auto o = attempt([&] { got = drain_all(local, path); });
     REQUIRE(all(!o.threw && !o.foreign));
@@ -151,7 +162,6 @@ TEST_CASE("drain: a drained per-rank step commits and loads bitwise", "[drain]")
     CHECK(all(!cairn::is_distcp_checkpoint(path)));
     CHECK(all(no_part_files(path)));
 
-    const cairn::detail::Comm c(MPI_COMM_WORLD);
     cairn::detail::commit_drain(c, local, path, path, true);
     CHECK(all(cairn::is_distcp_checkpoint(path)));
     CHECK(loads_step(3, path));
@@ -175,11 +185,19 @@ TEST_CASE("drain: over a committed checkpoint, replaced only at the commit", "[d
     const auto path = dir + "/fs/latest", staging = path + ".cairn-staging", local = dir + "/local/step-5";
     save_step(4, path);
     save_step(5, local);
+    const cairn::detail::Comm c(MPI_COMM_WORLD);
+    // A stale staging directory of an earlier attempt is emptied first.
+    if (world_rank() == 0) {
+        stdfs::create_directories(staging);
+        std::ofstream(staging + "/__99_0.distcp") << "stale";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(all(cairn::detail::drain_destination(c, path) == staging));
+    CHECK(all(!stdfs::exists(staging + "/__99_0.distcp")));
     const auto o = attempt([&] { drain_all(local, staging); });
     REQUIRE(all(!o.threw && !o.foreign));
     // Drained but not committed: the old checkpoint is what loads.
     CHECK(loads_step(4, path));
-    const cairn::detail::Comm c(MPI_COMM_WORLD);
     cairn::detail::commit_drain(c, local, staging, path, true);
     MPI_Barrier(MPI_COMM_WORLD);
     CHECK(loads_step(5, path));
@@ -242,6 +260,10 @@ TEST_CASE("drain: a destination that cannot be written fails naming it, the chec
     CHECK(same_error_everywhere(o, cairn::Error::Kind::write));
     CHECK(all(contains(o.what, dir + "/plain/staging")));
     CHECK(loads_step(8, path));
+    const cairn::detail::Comm c(MPI_COMM_WORLD);
+    const auto od = attempt([&] { cairn::detail::drain_destination(c, dir + "/plain"); });
+    CHECK(same_error_everywhere(od, cairn::Error::Kind::write));
+    CHECK(all(contains(od.what, dir + "/plain") && contains(od.what, "not a directory")));
 
     // One rank's file cannot be created (its temporary name is taken by a
     // directory): that rank's error, naming the file, on every rank.
@@ -305,6 +327,24 @@ TEST_CASE("drain: Drain refuses file names that leave the step's directory", "[d
         refused = std::string(e.what()).find("../x") != std::string::npos;
     }
     CHECK(all(refused));
+}
+
+TEST_CASE("drain: a per-rank save removes the copies a killed drain left", "[drain]")
+{
+    const auto dir = fresh_dir("drain_killed");
+    const auto path = dir + "/fs/step";
+    // What a drain killed mid-copy leaves: data files under their
+    // temporary names, no metadata.
+    if (world_rank() == 0) {
+        stdfs::create_directories(path);
+        std::ofstream(path + "/__0_0.distcp.cairn-part") << "partial";
+        std::ofstream(path + "/__7_1.distcp.cairn-part") << "partial";
+        std::ofstream(path + "/notes.txt") << "not Cairn's";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    save_step(11, path);
+    CHECK(loads_step(11, path));
+    CHECK(all(no_part_files(path) && stdfs::exists(path + "/notes.txt")));
 }
 
 // ---- the levels record (each rank its own root) ----

@@ -478,12 +478,15 @@ std::vector<SavePlan> DistcpWriter::prepare_global_plan(std::vector<SavePlan> pl
         fs::remove_all(im.write_dir);
     } else {
         im.write_dir = im.path;
-        // Leftovers of an interrupted save: nothing here is committed.
+        // Leftovers of an interrupted save or drain (a copy under its
+        // temporary name, src/levels/drain.cpp): nothing here is committed.
         std::error_code ec;
         if (fs::is_directory(im.path))
             for (const auto& e : std::filesystem::directory_iterator(im.path, ec)) {
                 const auto name = e.path().filename().string();
-                if ((name.rfind("__", 0) == 0 && e.path().extension() == ".distcp") || name == ".metadata.h5.tmp")
+                const bool part = name.size() > 18 && name.compare(name.size() - 18, 18, ".distcp.cairn-part") == 0;
+                if ((name.rfind("__", 0) == 0 && (e.path().extension() == ".distcp" || part)) ||
+                    name == ".metadata.h5.tmp")
                     fs::remove_all(e.path().string());
             }
     }
