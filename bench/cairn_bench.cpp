@@ -99,7 +99,8 @@ void usage()
               "                   [--plan-ranks R] [--plan-arrays A] [--plan-generic] [--plan-prewarm B] [--small-arrays K]\n"
               "                   [--python P] [--torch-peer NAME=PYTHON ...] --torch-script S [--local-dir D]\n"
               "                   (--python P is --torch-peer torch-dcp=P)\n"
-              "parts: large, mixed, reshard, async, memory, coop, drain, redundancy, planning, torch, fio, hdf5, mpiio");
+              "parts: large, mixed, reshard, async, memory, coop, drain, planning, torch, fio, hdf5, mpiio, "
+              "redundancy");
 }
 
 void parse(int argc, char** argv)
@@ -2147,8 +2148,8 @@ int main(int argc, char** argv)
         say("note: MPI_THREAD_MULTIPLE not provided: async_save is skipped\n");
         g_opt.only.erase("async");
         if (g_opt.only.empty())
-            g_opt.only = {"large", "mixed", "reshard", "memory", "coop", "drain", "redundancy", "planning", "torch",
-                          "fio", "hdf5", "mpiio"};
+            g_opt.only = {"large", "mixed", "reshard", "memory", "coop", "drain", "planning", "torch", "fio", "hdf5",
+                          "mpiio", "redundancy"};
     }
     if (g_rank == 0)
         stdfs::create_directories(g_opt.dir);
