@@ -390,6 +390,13 @@ int cairn_load_options_set_layout(cairn_load_options_t* options, int layout);
 /** Check the checksums of what is read (default 1); a mismatch fails the
  *  load with CAIRN_ERR_INTEGRITY. */
 int cairn_load_options_set_verify_checksums(cairn_load_options_t* options, int verify);
+/** Cooperative reads (LoadOptions::cooperative, off by default): when
+ *  several ranks need bytes of the same checksum block, one of them reads
+ *  and verifies it and sends the others their parts over MPI, so that each
+ *  needed block is read from storage once per load. Every rank passes the
+ *  same value (else CAIRN_ERR_MISMATCH on every rank). Worth it across
+ *  nodes; within one node the page cache already serves repeated reads. */
+int cairn_load_options_set_cooperative(cairn_load_options_t* options, int cooperative);
 /** As cairn_save_options_set_progress, for loads. */
 int cairn_load_options_set_progress(cairn_load_options_t* options, cairn_progress_fn callback, void* user);
 /** The per-rank layout's MPI-IO hints, as cairn_save_options_set_per_rank_hint. */
@@ -417,6 +424,7 @@ typedef struct cairn_load_result {
     uint64_t missing;    /**< state keys the checkpoint lacks (partial loads), see cairn_state_missing */
     uint64_t skipped;    /**< checkpoint keys not asked for (partial loads), see cairn_state_skipped */
     double seconds;
+    uint64_t bytes_received; /**< this rank, from other ranks' cooperative reads (0 without them) */
 } cairn_load_result_t;
 
 /** Saves `state` as the checkpoint `checkpoint_id` (a directory). `options`
