@@ -587,6 +587,32 @@ int cairn_manager_options_set_layout(cairn_manager_options_t* options, int layou
 /** Options of every save (copied; their overwrite and layout are the manager's). */
 int cairn_manager_options_set_save_options(cairn_manager_options_t* options, const cairn_save_options_t* save_options);
 
+/* The node-local level (cairn::LocalLevel; docs/API.md "Node-local level"):
+ * with a local directory, cairn_manager_save writes each step into
+ * node-local storage (plus its redundancy data, exchanged between nodes) and
+ * every flush_every-th step, or cairn_manager_flush, also drains it into the
+ * root in the background; cairn_manager_restore_latest takes the newest step
+ * of any level. The setters are local; the manager checks the values on
+ * every rank when it is created. */
+/** The node-local directory, each node's own storage under the same name
+ *  (a RAM disk or NVMe path); "%n" in it becomes the node's index. NULL or
+ *  "": no node-local level (the default). */
+int cairn_manager_options_set_local_dir(cairn_manager_options_t* options, const char* dir);
+/** What loss of node-local storage a step survives: "none" (the default),
+ *  "partner" (each node's files also on the next node) or "xor" / "xor:K"
+ *  (XOR parity over groups of K >= 2 nodes, 4 by default).
+ *  CAIRN_ERR_USAGE naming the text otherwise. */
+int cairn_manager_options_set_redundancy(cairn_manager_options_t* options, const char* redundancy);
+/** Node-local steps kept on each node, the newest ones, >= 1 (default 2). */
+int cairn_manager_options_set_local_keep_last(cairn_manager_options_t* options, int keep_last);
+/** Every flush_every-th save is also drained to the root; 0: only by
+ *  cairn_manager_flush (default 10). */
+int cairn_manager_options_set_flush_every(cairn_manager_options_t* options, int flush_every);
+/** 0 (the default): a node is the ranks that share memory
+ *  (MPI_COMM_TYPE_SHARED); K > 0: every K consecutive ranks form a node (to
+ *  try several nodes on one host). */
+int cairn_manager_options_set_ranks_per_node(cairn_manager_options_t* options, int ranks_per_node);
+
 /** Manages the checkpoints of a run in the directory `root`
  *  (cairn::CheckpointManager): root/step_<N> per step, root/LATEST naming the
  *  newest committed one, retention. */
