@@ -311,8 +311,8 @@ int cairn_f_manager_create(const char* root, size_t root_len, MPI_Fint comm, con
                 o.options.save_options = save_options->options;
             // The node-local level, through the C setters: a refused value
             // is this rank's argument error, agreed on by every rank.
-            const auto set = [&](int rc) {
-                if (rc != CAIRN_SUCCESS && bad.empty())
+            const auto set = [&](int code) {
+                if (code != CAIRN_SUCCESS && bad.empty())
                     bad = cairn_last_error();
             };
             if (local_dir)
