@@ -21,6 +21,7 @@
 #include "core/codec.hpp"
 #include "levels/drain.hpp"
 #include "plan/columnar.hpp"
+#include "storage/distcp/file_groups.hpp"
 #include "stage/stage.hpp"
 #include "storage/hdf5/metadata_h5.hpp"
 
@@ -99,8 +100,8 @@ void usage()
               "                   [--plan-ranks R] [--plan-arrays A] [--plan-generic] [--plan-prewarm B] [--small-arrays K]\n"
               "                   [--python P] [--torch-peer NAME=PYTHON ...] --torch-script S [--local-dir D]\n"
               "                   (--python P is --torch-peer torch-dcp=P)\n"
-              "parts: large, mixed, reshard, async, memory, coop, drain, planning, torch, fio, hdf5, mpiio, "
-              "redundancy");
+              "parts: large, mixed, reshard, async, memory, coop, drain, redundancy, files, planning, torch, fio,\n"
+              "       hdf5, mpiio");
 }
 
 void parse(int argc, char** argv)
@@ -1311,6 +1312,19 @@ Results bench_workload(Workload& w)
                          }
                          remove_path(p);
                      }});
+    // Cairn, per-rank layout with one data file per node (the ranks of a
+    // node write one file together): the save only, against cairn-rank-save.
+    if (want("files"))
+        cases.push_back({"cairn-node", [&](Results& r, int) {
+                             const std::string p = base + "/ckpt_node";
+                             remove_path(p);
+                             auto o = so;
+                             o.layout = cairn::Layout::per_rank;
+                             o.per_rank.files = cairn::DataFiles::per_node();
+                             touch_state(w, false);
+                             r.add("cairn-node-save", T, timed([&] { cairn::save(sd, p, g_comm, o); }));
+                             remove_path(p);
+                         }});
     // Cairn, container layout.
     cases.push_back({"cairn-container", [&](Results& r, int run) {
                          const std::string p = base + "/ckpt.h5";
@@ -1495,6 +1509,7 @@ void print_ratios(const Results& r, const Results* large)
     tput_ratio(r, "cairn-rank-save", "fio-write");
     tput_ratio(r, "cairn-rank-save", "mpiio-rank-" + io + "-save");
     tput_ratio(r, "cairn-rank-load", "fio-read");
+    tput_ratio(r, "cairn-node-save", "cairn-rank-save");
     tput_ratio(r, "cairn-rank-load", "mpiio-rank-" + io + "-load");
     tput_ratio(r, "cairn-rank-reshard-load", "fio-read");
     tput_ratio(r, "cairn-rank-reshard-load", "cairn-rank-load");
@@ -2122,6 +2137,30 @@ void bench_redundancy(u64 total)
     print_figures(r);
     tput_ratio(r, "partner-encode", "mpi-p2p");
     tput_ratio(r, "xor-encode", "mpi-p2p");
+// The data files of a per-rank save by `ranks` ranks over `nodes` nodes
+// (consecutive ranks per node) with one file per node and with one per
+// rank: the writer's grouping (detail::data_file_groups) on simulated node
+// ids, no MPI job of that size. One process.
+void bench_file_groups(int ranks, int nodes)
+{
+    std::vector<int> node_of(static_cast<std::size_t>(ranks));
+    for (int r = 0; r < ranks; ++r)
+        node_of[static_cast<std::size_t>(r)] = static_cast<int>(static_cast<long long>(r) * nodes / ranks);
+    std::set<std::string> names;
+    std::vector<std::vector<int>> groups;
+    const double t0 = now();
+    groups = cairn::detail::data_file_groups(cairn::DataFiles::per_node(), node_of);
+    for (const auto& g : groups)
+        names.insert(cairn::detail::group_file_name(g, 0));
+    const double t = now() - t0;
+    const auto per_rank = cairn::detail::data_file_groups(cairn::DataFiles::per_rank(), node_of).size();
+    const std::string label = std::to_string(ranks) + "-ranks-" + std::to_string(nodes) + "-nodes";
+    std::printf("figure planning-files-%s data files per node %zu (distinct names %zu), per rank %zu; grouped in "
+                "%.4f s\n",
+                label.c_str(), groups.size(), names.size(), per_rank, t);
+    std::printf("ratio planning-files-%s per-node-data-files/nodes %.3f\n", label.c_str(),
+                static_cast<double>(names.size()) / nodes);
+    std::fflush(stdout);
 }
 
 } // namespace
@@ -2148,8 +2187,8 @@ int main(int argc, char** argv)
         say("note: MPI_THREAD_MULTIPLE not provided: async_save is skipped\n");
         g_opt.only.erase("async");
         if (g_opt.only.empty())
-            g_opt.only = {"large", "mixed", "reshard", "memory", "coop", "drain", "planning", "torch", "fio", "hdf5",
-                          "mpiio", "redundancy"};
+            g_opt.only = {"large", "mixed", "reshard", "memory", "coop", "drain", "redundancy", "files", "planning",
+                          "torch", "fio", "hdf5", "mpiio"};
     }
     if (g_rank == 0)
         stdfs::create_directories(g_opt.dir);
@@ -2202,6 +2241,7 @@ int main(int argc, char** argv)
                 if (g_opt.plan_generic)
                     bench_planning_generic(g_opt.plan_ranks, g_opt.plan_arrays, pr);
             }
+            bench_file_groups(16384, 512);
             std::error_code ec;
             stdfs::remove_all(g_opt.dir + "/planning", ec);
         }

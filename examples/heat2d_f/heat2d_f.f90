@@ -10,6 +10,15 @@
 !   mpiexec -n 4 heat2d_f --nx 96 --ny 80 --steps 100 --checkpoint ckpt
 !   mpiexec -n 3 heat2d   --nx 96 --ny 80 --steps 200 --restart ckpt
 !
+! With --checkpoint-every K --checkpoint-dir DIR it saves every K steps
+! through a checkpoint manager (keeping the last 2), --resume DIR restarts
+! from the newest step; --local-dir DIR keeps each step on node-local
+! storage ("%n": the node's index), with --redundancy partner or xor[:k],
+! draining every --flush-every K-th step into the checkpoint directory:
+!
+!   mpiexec -n 4 heat2d_f --nx 96 --ny 80 --steps 200 --checkpoint-every 20 --resume run \
+!           --local-dir /dev/shm/heat2d --redundancy partner --flush-every 5
+!
 ! The field is T(0:lnx+1, 0:lny+1): T(li, lj) is global cell (i, j) =
 ! (i0 + li - 1, j0 + lj - 1), the C++ program's T[i][j]. Cairn's Fortran
 ! module maps A(i1, i2) to global element [i1, i2] (strides take care of the
@@ -27,12 +36,29 @@ program heat2d_f
   character(len=*), parameter :: usage_text = &
     'usage: heat2d_f --nx NX --ny NY --steps S [--checkpoint PATH] [--restart PATH]' // new_line('a') // &
     '                [--files per-rank|per-node|N]' // new_line('a') // &
+    '                [--checkpoint-every K [--checkpoint-dir DIR]] [--resume DIR]' // new_line('a') // &
+    '                [--local-dir DIR [--redundancy none|partner|xor[:k]] [--flush-every K]]' // new_line('a') // &
     '  --nx NX, --ny NY   global grid size (rows, columns), at least 1 each' // new_line('a') // &
     '  --steps S          run until global step S (S >= 0)' // new_line('a') // &
     '  --checkpoint PATH  save the field and the step counter to PATH at the end' // new_line('a') // &
     '  --restart PATH     load the field and the step counter from PATH first' // new_line('a') // &
     '  --files F          data files of the checkpoint: per-rank (one per rank, the' // new_line('a') // &
     '                     default), per-node (one per node) or N files in all' // new_line('a') // &
+    '  --checkpoint-every K  save every K steps into DIR through a checkpoint' // new_line('a') // &
+    '                     manager (DIR/step_<N>, DIR/LATEST; the last 2 are kept)' // new_line('a') // &
+    '  --checkpoint-dir DIR  root of the periodic checkpoints (default: --resume DIR)' // new_line('a') // &
+    '  --resume DIR       start from the latest committed checkpoint in DIR (from' // new_line('a') // &
+    '                     step 0 when there is none)' // new_line('a') // &
+    '  --local-dir DIR    periodic checkpoints go to node-local storage DIR ("%n":' // new_line('a') // &
+    '                     the node''s index), every --flush-every K-th of them also' // new_line('a') // &
+    '                     drained into the checkpoint directory; --resume with the' // new_line('a') // &
+    '                     same options takes the newest step of either' // new_line('a') // &
+    '  --redundancy R     of node-local steps: none (default), partner (each node''s' // new_line('a') // &
+    '                     files also on the next node) or xor[:k] (parity over' // new_line('a') // &
+    '                     groups of k nodes, default 4)' // new_line('a') // &
+    '  --flush-every K    drain every K-th node-local step into the checkpoint' // new_line('a') // &
+    '                     directory (default 10; 0: only on demand)' // new_line('a') // &
+    '  --ranks-per-node K (testing) every K consecutive ranks form a node' // new_line('a') // &
     'Prints `digest <16 hex digits>` on rank 0 as its last line.'
 
   interface
@@ -50,6 +76,9 @@ program heat2d_f
   character(len=:), allocatable :: checkpoint, restart
   logical :: help = .false.
   integer :: data_files = CAIRN_FILES_PER_RANK
+  integer(c_int64_t) :: checkpoint_every = 0  ! 0: no periodic checkpoints
+  character(len=:), allocatable :: checkpoint_dir, resume, local_dir, redundancy
+  integer :: flush_every = 10, ranks_per_node = 0
   ! decomposition
   type(MPI_Comm) :: cart
   type(MPI_Datatype) :: row
@@ -58,6 +87,8 @@ program heat2d_f
   ! state
   real(c_double), allocatable, target :: t(:, :), next(:, :), tmp(:, :)
   integer(c_int64_t), target :: step
+  integer(c_int64_t) :: first          ! the step this run started from
+  type(cairn_manager) :: manager       ! of the periodic checkpoints
   integer :: rc
 
   call MPI_Init()
@@ -71,6 +102,10 @@ program heat2d_f
   if (allocated(tmp)) deallocate (tmp)
   if (allocated(checkpoint)) deallocate (checkpoint)
   if (allocated(restart)) deallocate (restart)
+  if (allocated(checkpoint_dir)) deallocate (checkpoint_dir)
+  if (allocated(resume)) deallocate (resume)
+  if (allocated(local_dir)) deallocate (local_dir)
+  if (allocated(redundancy)) deallocate (redundancy)
   call MPI_Finalize()
   select case (rc)
   case (exit_ok)
@@ -89,6 +124,10 @@ contains
     ! Every rank parses the same argv, so every rank takes the same branch.
     checkpoint = ''
     restart = ''
+    checkpoint_dir = ''
+    resume = ''
+    local_dir = ''
+    redundancy = 'none'
     bad = parse_args()
     if (help) then
       if (world_rank == 0) write (output_unit, '(a)') usage_text
@@ -143,12 +182,13 @@ contains
     type(cairn_save_options) :: options
     type(cairn_save_result) :: saved
     character(kind=c_char) :: hex(16)
-    integer(c_int64_t) :: first
     double precision :: t0, elapsed
     integer :: ierr, k
 
     simulate = exit_error
-    if (len(restart) > 0) then
+    if (len(resume) > 0) then
+      if (.not. resume_latest()) return
+    else if (len(restart) > 0) then
       call make_state(state)
       call cairn_load(state, restart, cart, ierr=ierr)
       call cairn_state_free(state)
@@ -170,9 +210,29 @@ contains
     ! The border cells are copied, never recomputed: seed `next` with them.
     next = t
 
+    ! Periodic checkpoints through a manager: every K steps after the first
+    ! step of this run (never the step it resumed from).
+    if (checkpoint_every > 0) then
+      call cairn_save_options_create(options)
+      call cairn_save_options_set(options, data_files=data_files)
+      if (len(local_dir) > 0) then
+        call cairn_manager_create(manager, manager_root(), cart, keep_last=2, save_options=options, &
+                                  local_dir=local_dir, redundancy=redundancy, flush_every=flush_every, &
+                                  ranks_per_node=ranks_per_node, ierr=ierr)
+      else
+        call cairn_manager_create(manager, manager_root(), cart, keep_last=2, save_options=options, ierr=ierr)
+      end if
+      call cairn_save_options_free(options)
+      if (ierr /= CAIRN_SUCCESS) then
+        if (rank == 0) write (error_unit, '(a)') 'heat2d_f: error: ' // cairn_last_error()
+        return
+      end if
+    end if
+
     t0 = MPI_Wtime()
     first = step
     do while (step < steps)
+      if (.not. periodic()) return
       call exchange_halo()
       call step_once()
       call move_alloc(t, tmp)
@@ -183,6 +243,10 @@ contains
     elapsed = MPI_Wtime() - t0
     if (rank == 0) write (output_unit, '(a)') 'ran steps ' // itoa(first) // '..' // itoa(step) // ' in ' // &
       seconds(elapsed) // ' s'
+    if (.not. periodic()) return
+    if (checkpoint_every > 0) then
+      call cairn_manager_free(manager)
+    end if
 
     if (len(checkpoint) > 0) then
       call cairn_save_options_create(options)
@@ -207,6 +271,76 @@ contains
     end if
     simulate = exit_ok
   end function simulate
+
+  ! Saves step `step` through the manager when it is due: every
+  ! checkpoint_every steps, not the first step of this run. False (after
+  ! printing the error on rank 0) when the save failed.
+  logical function periodic()
+    type(cairn_state) :: state
+    type(cairn_save_result) :: saved
+    integer :: ierr
+    periodic = .true.
+    if (checkpoint_every == 0 .or. step == first .or. mod(step, checkpoint_every) /= 0) return
+    call make_state(state)
+    call cairn_manager_save(manager, step, state, result=saved, ierr=ierr)
+    call cairn_state_free(state)
+    if (ierr /= CAIRN_SUCCESS) then
+      if (rank == 0) write (error_unit, '(a)') 'heat2d_f: error: ' // cairn_last_error()
+      periodic = .false.
+      call cairn_manager_free(manager)
+      return
+    end if
+    if (rank == 0) write (output_unit, '(a)') 'checkpoint of step ' // itoa(step) // ' committed: ' // &
+      itoa(saved%bytes_written) // ' bytes, ' // seconds(saved%seconds) // ' s'
+  end function periodic
+
+  ! The root of the periodic checkpoints.
+  function manager_root() result(root)
+    character(len=:), allocatable :: root
+    root = checkpoint_dir
+    if (len(root) == 0) root = resume
+  end function manager_root
+
+  ! --resume: the newest step of the manager in `resume` (node-local or in
+  ! the directory), on whatever number of ranks it was written; none (a
+  ! first run): from the beginning. False after printing the error on rank 0.
+  logical function resume_latest()
+    type(cairn_manager) :: from
+    type(cairn_state) :: state
+    integer(c_int64_t) :: found_step
+    logical :: found
+    integer :: ierr
+    resume_latest = .false.
+    if (len(local_dir) > 0) then
+      call cairn_manager_create(from, resume, cart, local_dir=local_dir, redundancy=redundancy, &
+                                flush_every=flush_every, ranks_per_node=ranks_per_node, ierr=ierr)
+    else
+      call cairn_manager_create(from, resume, cart, ierr=ierr)
+    end if
+    if (ierr == CAIRN_SUCCESS) then
+      call make_state(state)
+      call cairn_manager_restore_latest(from, state, found_step, found, ierr=ierr)
+      call cairn_state_free(state)
+    end if
+    call cairn_manager_free(from)
+    if (ierr /= CAIRN_SUCCESS) then
+      if (rank == 0) write (error_unit, '(a)') 'heat2d_f: error: ' // cairn_last_error()
+      return
+    end if
+    if (.not. found) then
+      call initialise()
+      if (rank == 0) write (output_unit, '(a)') 'no committed checkpoint in ' // resume // ': starting from step 0'
+    else
+      if (step /= found_step .or. step > steps) then
+        if (rank == 0) write (error_unit, '(a)') 'heat2d_f: error: the latest checkpoint in ' // resume // &
+          ' is at step ' // itoa(step) // ', beyond --steps ' // itoa(steps)
+        return
+      end if
+      if (rank == 0) write (output_unit, '(a)') 'resumed from ' // resume // '/' // step_name(step) // &
+        ' at step ' // itoa(step) // ' on ' // itoa(int(nranks, c_int64_t)) // ' ranks'
+    end if
+    resume_latest = .true.
+  end function resume_latest
 
   ! The state dict of the simulation: this rank's box of the field, seen
   ! through the interior section of the local array (the ghosts are neither
@@ -315,7 +449,9 @@ contains
         value = arg(eq + 1:)
         arg = arg(1:eq - 1)
       else if (arg == '--nx' .or. arg == '--ny' .or. arg == '--steps' .or. arg == '--checkpoint' .or. &
-               arg == '--restart' .or. arg == '--files') then
+               arg == '--restart' .or. arg == '--files' .or. arg == '--checkpoint-every' .or. &
+               arg == '--checkpoint-dir' .or. arg == '--resume' .or. arg == '--local-dir' .or. &
+               arg == '--redundancy' .or. arg == '--flush-every' .or. arg == '--ranks-per-node') then
         if (k + 1 > n) then
           bad = 'missing value after ' // arg
           return
@@ -340,6 +476,39 @@ contains
         else
           steps = v
           have_steps = .true.
+        end if
+      else if (arg == '--checkpoint-every' .or. arg == '--flush-every' .or. arg == '--ranks-per-node') then
+        if (.not. parse_int(value, v)) then
+          bad = 'not an integer: ' // arg // " '" // value // "'"
+          return
+        end if
+        if (arg == '--checkpoint-every') then
+          if (v < 1) then
+            bad = '--checkpoint-every must be at least 1'
+            return
+          end if
+          checkpoint_every = v
+        else if (v < 0 .or. v > 2_c_int64_t**30) then
+          bad = arg // ' must be between 0 and 2^30'
+          return
+        else if (arg == '--flush-every') then
+          flush_every = int(v)
+        else
+          ranks_per_node = int(v)
+        end if
+      else if (arg == '--redundancy') then
+        redundancy = value   ! checked by the manager
+      else if (arg == '--checkpoint-dir' .or. arg == '--resume' .or. arg == '--local-dir') then
+        if (len(value) == 0) then
+          bad = 'empty path for ' // arg
+          return
+        end if
+        if (arg == '--checkpoint-dir') then
+          checkpoint_dir = value
+        else if (arg == '--resume') then
+          resume = value
+        else
+          local_dir = value
         end if
       else if (arg == '--files') then
         if (value == 'per-rank') then
@@ -378,6 +547,14 @@ contains
       bad = '--nx and --ny must be between 1 and 2^30'
     else if (steps < 0) then
       bad = '--steps must be >= 0'
+    else if (len(restart) > 0 .and. len(resume) > 0) then
+      bad = '--restart and --resume exclude each other'
+    else if (checkpoint_every > 0 .and. len(checkpoint_dir) == 0 .and. len(resume) == 0) then
+      bad = '--checkpoint-every needs --checkpoint-dir DIR (or --resume DIR)'
+    else if (checkpoint_every == 0 .and. len(checkpoint_dir) > 0) then
+      bad = '--checkpoint-dir needs --checkpoint-every K'
+    else if (len(local_dir) > 0 .and. checkpoint_every == 0 .and. len(resume) == 0) then
+      bad = '--local-dir needs --checkpoint-every K or --resume DIR'
     end if
   end function parse_args
 
@@ -408,6 +585,19 @@ contains
     read (text, *, iostat=ios) value
     parse_int = ios == 0
   end function parse_int
+
+  ! The manager's name of a step: step_<N>, N of at least 8 digits.
+  function step_name(i) result(s)
+    integer(c_int64_t), intent(in) :: i
+    character(len=:), allocatable :: s
+    character(len=24) :: buf
+    if (i >= 0 .and. i < 100000000_c_int64_t) then
+      write (buf, '(i8.8)') i
+    else
+      write (buf, '(i0)') i
+    end if
+    s = 'step_' // trim(buf)
+  end function step_name
 
   function itoa(i) result(s)
     integer(c_int64_t), intent(in) :: i

@@ -390,6 +390,13 @@ int cairn_load_options_set_layout(cairn_load_options_t* options, int layout);
 /** Check the checksums of what is read (default 1); a mismatch fails the
  *  load with CAIRN_ERR_INTEGRITY. */
 int cairn_load_options_set_verify_checksums(cairn_load_options_t* options, int verify);
+/** Cooperative reads (LoadOptions::cooperative, off by default): when
+ *  several ranks need bytes of the same checksum block, one of them reads
+ *  and verifies it and sends the others their parts over MPI, so that each
+ *  needed block is read from storage once per load. Every rank passes the
+ *  same value (else CAIRN_ERR_MISMATCH on every rank). Worth it across
+ *  nodes; within one node the page cache already serves repeated reads. */
+int cairn_load_options_set_cooperative(cairn_load_options_t* options, int cooperative);
 /** As cairn_save_options_set_progress, for loads. */
 int cairn_load_options_set_progress(cairn_load_options_t* options, cairn_progress_fn callback, void* user);
 /** The per-rank layout's MPI-IO hints, as cairn_save_options_set_per_rank_hint. */
@@ -417,6 +424,7 @@ typedef struct cairn_load_result {
     uint64_t missing;    /**< state keys the checkpoint lacks (partial loads), see cairn_state_missing */
     uint64_t skipped;    /**< checkpoint keys not asked for (partial loads), see cairn_state_skipped */
     double seconds;
+    uint64_t bytes_received; /**< this rank, from other ranks' cooperative reads (0 without them) */
 } cairn_load_result_t;
 
 /** Saves `state` as the checkpoint `checkpoint_id` (a directory). `options`
@@ -578,6 +586,32 @@ int cairn_manager_options_set_async(cairn_manager_options_t* options, int async)
 int cairn_manager_options_set_layout(cairn_manager_options_t* options, int layout);
 /** Options of every save (copied; their overwrite and layout are the manager's). */
 int cairn_manager_options_set_save_options(cairn_manager_options_t* options, const cairn_save_options_t* save_options);
+
+/* The node-local level (cairn::LocalLevel; docs/API.md "Node-local level"):
+ * with a local directory, cairn_manager_save writes each step into
+ * node-local storage (plus its redundancy data, exchanged between nodes) and
+ * every flush_every-th step, or cairn_manager_flush, also drains it into the
+ * root in the background; cairn_manager_restore_latest takes the newest step
+ * of any level. The setters are local; the manager checks the values on
+ * every rank when it is created. */
+/** The node-local directory, each node's own storage under the same name
+ *  (a RAM disk or NVMe path); "%n" in it becomes the node's index. NULL or
+ *  "": no node-local level (the default). */
+int cairn_manager_options_set_local_dir(cairn_manager_options_t* options, const char* dir);
+/** What loss of node-local storage a step survives: "none" (the default),
+ *  "partner" (each node's files also on the next node) or "xor" / "xor:K"
+ *  (XOR parity over groups of K >= 2 nodes, 4 by default).
+ *  CAIRN_ERR_USAGE naming the text otherwise. */
+int cairn_manager_options_set_redundancy(cairn_manager_options_t* options, const char* redundancy);
+/** Node-local steps kept on each node, the newest ones, >= 1 (default 2). */
+int cairn_manager_options_set_local_keep_last(cairn_manager_options_t* options, int keep_last);
+/** Every flush_every-th save is also drained to the root; 0: only by
+ *  cairn_manager_flush (default 10). */
+int cairn_manager_options_set_flush_every(cairn_manager_options_t* options, int flush_every);
+/** 0 (the default): a node is the ranks that share memory
+ *  (MPI_COMM_TYPE_SHARED); K > 0: every K consecutive ranks form a node (to
+ *  try several nodes on one host). */
+int cairn_manager_options_set_ranks_per_node(cairn_manager_options_t* options, int ranks_per_node);
 
 /** Manages the checkpoints of a run in the directory `root`
  *  (cairn::CheckpointManager): root/step_<N> per step, root/LATEST naming the

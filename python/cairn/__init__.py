@@ -456,7 +456,7 @@ class Checkpoint:
             return ArrayEntry(self, e)
         if e.kind in ("scalar", "string"):
             return self._values[name]
-        values, _ = _cairn.load(self.path, [], [], [(name, "bytes")], None, self.verify_checksums, True, [])
+        values, _ = _cairn.load(self.path, [], [], [(name, "bytes")], None, self.verify_checksums, True, [], False)
         return values[name]
 
     def decomposition(self, name):
@@ -466,7 +466,7 @@ class Checkpoint:
     def _read_box(self, name, dest, offsets):
         e = self.entries[name]
         _cairn.load(self.path, [(name, dest, list(e.shape), list(offsets))], [], [], None, self.verify_checksums, True,
-                    [])
+                    [], False)
 
 
 def open(path, step=None, verify=True):  # noqa: A001 (the package's open, like h5py.File)
@@ -501,20 +501,35 @@ def _split(state):
     return arrays, scalars, strings, blobs
 
 
-def save(state, path, comm=None, layout="automatic", overwrite=False):
+def _data_files_arg(data_files):
+    if isinstance(data_files, str) and data_files in ("per-rank", "per-node"):
+        return data_files
+    if isinstance(data_files, (int, np.integer)) and not isinstance(data_files, bool) and data_files >= 1:
+        return str(int(data_files))
+    raise WrongAPIUsage(f"data_files must be 'per-rank', 'per-node' or a number of files of at least 1, "
+                        f"not {data_files!r}")
+
+
+def save(state, path, comm=None, layout="automatic", overwrite=False, data_files="per-rank"):
     """Saves a dict of entries as checkpoint `path`: numpy arrays (whole
     arrays, held alike by every rank that passes them: stored once),
     cairn.Shard (a rank's box of a global array), Python or numpy scalars,
     str and bytes. Without comm, this process alone; with an mpi4py
     communicator, collective over it. layout: "automatic" (a container when
-    path ends in .h5/.hdf5), "per_rank" or "container". Returns
-    {"bytes": written by all ranks, "seconds": ...}."""
+    path ends in .h5/.hdf5), "per_rank" or "container". data_files (per-rank
+    layout): which ranks share a data file, "per-rank" (the default: one
+    file per rank), "per-node" (one per node: the ranks that share memory)
+    or a number M >= 1 (M files in all, contiguous groups of ranks); every
+    rank passes the same value. Returns {"bytes": written by all ranks,
+    "seconds": ...}."""
+    files = _data_files_arg(data_files)
     state = _rows_for_save(state, comm)
     arrays, scalars, strings, blobs = _split(state)
-    return _cairn.save(os.fspath(path), arrays, scalars, strings, blobs, _comm_handle(comm), layout, overwrite)
+    return _cairn.save(os.fspath(path), arrays, scalars, strings, blobs, _comm_handle(comm), layout, overwrite,
+                       files)
 
 
-def load(state, path, comm=None, step=None, verify=True, partial=False, may_be_missing=()):
+def load(state, path, comm=None, step=None, verify=True, partial=False, may_be_missing=(), cooperative=False):
     """Loads checkpoint `path` (or a manager directory's step) into `state`:
     numpy arrays (filled whole) and cairn.Shard (the box of the array at its
     offsets) are filled in place, resharding from any decomposition; entries
@@ -524,9 +539,13 @@ def load(state, path, comm=None, step=None, verify=True, partial=False, may_be_m
     in the result's "missing"). may_be_missing names state keys (or
     prefixes ending in ".") the checkpoint may lack: without partial only
     these may be missing; with it, a non-empty list restricts which may be,
-    so that a misspelt key fails. Collective over comm (None: this process
-    alone). Returns (values, {"bytes": read by this rank, "bytes_all_ranks":
-    ..., "seconds": ..., "missing": [...]})."""
+    so that a misspelt key fails. cooperative: each checksum block that
+    several ranks need is read from storage by one of them and sent to the
+    others over MPI (worth it across nodes; every rank passes the same
+    value). Collective over comm (None: this process alone). Returns
+    (values, {"bytes": read from storage by this rank, "bytes_all_ranks":
+    ..., "bytes_received": got from other ranks' cooperative reads,
+    "seconds": ..., "missing": [...]})."""
     path, _ = _resolve(path, step)
     state, row_values = _rows_for_load(state, path, comm)
     arrays, scalars, want = [], [], []
@@ -572,7 +591,7 @@ def load(state, path, comm=None, step=None, verify=True, partial=False, may_be_m
             raise WrongAPIUsage(f"entry '{name}': load fills numpy arrays or cairn.Shard in place, "
                                 f"and returns entries given as None; not {type(v).__name__}")
     loaded, result = _cairn.load(path, arrays, scalars, want, _comm_handle(comm), verify, partial,
-                                 list(may_be_missing))
+                                 list(may_be_missing), bool(cooperative))
     for name, v in list(values.items()):
         if isinstance(v, np.ndarray) and v.ndim == 0:
             values[name] = v.item()

@@ -157,11 +157,13 @@ py::dict result_dict(std::uint64_t bytes, double seconds)
     return d;
 }
 
-// save(path, arrays, scalars, strings, blobs, comm, layout, overwrite)
+// save(path, arrays, scalars, strings, blobs, comm, layout, overwrite, data_files)
 //   arrays:  [(name, ndarray, global_shape, offsets)]
 //   scalars: [(name, 0-d ndarray)]   strings: [(name, str)]   blobs: [(name, bytes)]
+//   data_files: "per-rank", "per-node" or a count in decimal (cairn::DataFiles::parse)
 py::dict save(const std::string& path, const py::list& arrays, const py::list& scalars, const py::list& strings,
-              const py::list& blobs, const py::object& comm, const std::string& layout, bool overwrite)
+              const py::list& blobs, const py::object& comm, const std::string& layout, bool overwrite,
+              const std::string& data_files)
 {
     const MPI_Comm c = comm_of(comm);
     cairn::StateDict sd;
@@ -183,6 +185,7 @@ py::dict save(const std::string& path, const py::list& arrays, const py::list& s
     }
     cairn::SaveOptions o;
     o.overwrite = overwrite;
+    o.per_rank.files = cairn::DataFiles::parse(data_files);
     if (layout == "per_rank")
         o.layout = cairn::Layout::per_rank;
     else if (layout == "container")
@@ -197,12 +200,13 @@ py::dict save(const std::string& path, const py::list& arrays, const py::list& s
     return result_dict(r.bytes_written, r.seconds);
 }
 
-// load(path, arrays, scalars, want, comm, verify, partial, may_be_missing) -> (values, result)
+// load(path, arrays, scalars, want, comm, verify, partial, may_be_missing, cooperative) -> (values, result)
 //   arrays:  [(name, ndarray destination, global_shape, offsets)]
 //   scalars: [(name, 0-d ndarray destination)]
 //   want:    [(name, kind)] strings ("string") and blobs ("bytes") to return
 py::tuple load(const std::string& path, const py::list& arrays, const py::list& scalars, const py::list& want,
-               const py::object& comm, bool verify, bool partial, const std::vector<std::string>& may_be_missing)
+               const py::object& comm, bool verify, bool partial, const std::vector<std::string>& may_be_missing,
+               bool cooperative)
 {
     const MPI_Comm c = comm_of(comm);
     cairn::StateDict sd;
@@ -225,6 +229,7 @@ py::tuple load(const std::string& path, const py::list& arrays, const py::list& 
     o.verify_checksums = verify;
     o.partial = partial;
     o.may_be_missing = may_be_missing;
+    o.cooperative = cooperative;
     cairn::LoadResult r;
     {
         py::gil_scoped_release unlocked;
@@ -237,6 +242,7 @@ py::tuple load(const std::string& path, const py::list& arrays, const py::list& 
         values[py::str(name)] = py::bytes(reinterpret_cast<const char*>(b->data()), b->size());
     py::dict result = result_dict(r.bytes_read, r.seconds);
     result["bytes_all_ranks"] = r.bytes_read_all;
+    result["bytes_received"] = r.bytes_received;
     result["missing"] = r.missing;
     return py::make_tuple(values, result);
 }

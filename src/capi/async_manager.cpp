@@ -286,6 +286,52 @@ int cairn_manager_options_set_save_options(cairn_manager_options_t* options, con
     });
 }
 
+int cairn_manager_options_set_local_dir(cairn_manager_options_t* options, const char* dir)
+{
+    return guarded("cairn_manager_options_set_local_dir", [&] {
+        require(options != nullptr, "the options handle is NULL");
+        options->options.local.dir = dir ? dir : "";
+    });
+}
+
+int cairn_manager_options_set_redundancy(cairn_manager_options_t* options, const char* redundancy)
+{
+    return guarded("cairn_manager_options_set_redundancy", [&] {
+        require(options != nullptr, "the options handle is NULL");
+        require(redundancy != nullptr, "the redundancy is NULL");
+        options->options.local.redundancy = cairn::Redundancy::parse(redundancy);
+    });
+}
+
+int cairn_manager_options_set_local_keep_last(cairn_manager_options_t* options, int keep_last)
+{
+    return guarded("cairn_manager_options_set_local_keep_last", [&] {
+        require(options != nullptr, "the options handle is NULL");
+        require(keep_last >= 1, "the node-local keep_last must be at least 1, not " + std::to_string(keep_last));
+        options->options.local.keep_last = keep_last;
+    });
+}
+
+int cairn_manager_options_set_flush_every(cairn_manager_options_t* options, int flush_every)
+{
+    return guarded("cairn_manager_options_set_flush_every", [&] {
+        require(options != nullptr, "the options handle is NULL");
+        require(flush_every >= 0,
+                "flush_every must be at least 0 (0: only on demand), not " + std::to_string(flush_every));
+        options->options.local.flush_every = flush_every;
+    });
+}
+
+int cairn_manager_options_set_ranks_per_node(cairn_manager_options_t* options, int ranks_per_node)
+{
+    return guarded("cairn_manager_options_set_ranks_per_node", [&] {
+        require(options != nullptr, "the options handle is NULL");
+        require(ranks_per_node >= 0, "ranks_per_node must be at least 0 (0: the ranks that share memory), not " +
+                                         std::to_string(ranks_per_node));
+        options->options.local.ranks_per_node = ranks_per_node;
+    });
+}
+
 // ---- manager ----
 
 int cairn_manager_create(const char* root, MPI_Comm comm, const cairn_manager_options_t* options,

@@ -100,11 +100,15 @@ int cairn_f_async_save(cairn_state_t* state, const char* path, size_t path_len, 
                        const cairn_save_options_t* options, cairn_async_save_t** handle);
 
 /** cairn_manager_create with a Fortran root and communicator, and the
- *  options as arguments: each pointer NULL for the default. An invalid value
- *  fails on every rank (collective, as cairn_manager_create). */
+ *  options as arguments: each pointer NULL for the default (`local_dir` and
+ *  `redundancy` NUL-terminated: the node-local level, as
+ *  cairn_manager_options_set_local_dir and the setters after it). An
+ *  invalid value fails on every rank (collective, as cairn_manager_create). */
 int cairn_f_manager_create(const char* root, size_t root_len, MPI_Fint comm, const int* keep_last,
                            const int64_t* keep_every, const int* async, const int* layout,
-                           const cairn_save_options_t* save_options, cairn_manager_t** manager);
+                           const cairn_save_options_t* save_options, const char* local_dir, const char* redundancy,
+                           const int* local_keep_last, const int* flush_every, const int* ranks_per_node,
+                           cairn_manager_t** manager);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -541,7 +541,8 @@ int load(const char* function, cairn_state* state, const std::string* checkpoint
         state->missing = std::move(r.missing);
         state->skipped = std::move(r.skipped);
         if (result)
-            *result = cairn_load_result_t{r.bytes_read, state->missing.size(), state->skipped.size(), r.seconds};
+            *result = cairn_load_result_t{r.bytes_read, state->missing.size(), state->skipped.size(), r.seconds,
+                                          r.bytes_received};
     });
 }
 
@@ -944,6 +945,12 @@ int cairn_load_options_set_verify_checksums(cairn_load_options_t* options, int v
 {
     return guarded("cairn_load_options_set_verify_checksums",
                    [&] { handle(options, "the options handle").options.verify_checksums = verify != 0; });
+}
+
+int cairn_load_options_set_cooperative(cairn_load_options_t* options, int cooperative)
+{
+    return guarded("cairn_load_options_set_cooperative",
+                   [&] { handle(options, "the options handle").options.cooperative = cooperative != 0; });
 }
 
 int cairn_load_options_set_progress(cairn_load_options_t* options, cairn_progress_fn callback, void* user)

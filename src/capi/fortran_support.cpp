@@ -286,7 +286,9 @@ int cairn_f_async_save(cairn_state_t* state, const char* path, size_t path_len, 
 
 int cairn_f_manager_create(const char* root, size_t root_len, MPI_Fint comm, const int* keep_last,
                            const int64_t* keep_every, const int* async, const int* layout,
-                           const cairn_save_options_t* save_options, cairn_manager_t** manager)
+                           const cairn_save_options_t* save_options, const char* local_dir, const char* redundancy,
+                           const int* local_keep_last, const int* flush_every, const int* ranks_per_node,
+                           cairn_manager_t** manager)
 {
     std::string r, bad;
     cairn_manager_options o;
@@ -307,6 +309,22 @@ int cairn_f_manager_create(const char* root, size_t root_len, MPI_Fint comm, con
             }
             if (save_options)
                 o.options.save_options = save_options->options;
+            // The node-local level, through the C setters: a refused value
+            // is this rank's argument error, agreed on by every rank.
+            const auto set = [&](int code) {
+                if (code != CAIRN_SUCCESS && bad.empty())
+                    bad = cairn_last_error();
+            };
+            if (local_dir)
+                set(cairn_manager_options_set_local_dir(&o, local_dir));
+            if (redundancy)
+                set(cairn_manager_options_set_redundancy(&o, redundancy));
+            if (local_keep_last)
+                set(cairn_manager_options_set_local_keep_last(&o, *local_keep_last));
+            if (flush_every)
+                set(cairn_manager_options_set_flush_every(&o, *flush_every));
+            if (ranks_per_node)
+                set(cairn_manager_options_set_ranks_per_node(&o, *ranks_per_node));
         }))
         return rc;
     return cairn::capi::manager_create("cairn_manager_create", &r, comm_arg(comm), &o, manager, std::move(bad));

@@ -1,7 +1,8 @@
 /* C API: arrays of several dtypes and ranks, dense and strided (ghost cells,
  * column-major windows), replicated and 0-d; round trip, then reshard to
  * another decomposition on the same ranks and from every smaller rank count
- * to all ranks; several boxes (tiles) of one array per rank. */
+ * to all ranks; several boxes (tiles) of one array per rank; cooperative
+ * reads (cairn_load_options_set_cooperative). */
 #include "common.h"
 
 #include <stdbool.h>
@@ -393,6 +394,65 @@ static void test_tiles(void)
     }
 }
 
+/* An array saved in blocks, loaded whole by every rank, plain and with
+ * cooperative reads: the same values; summed over the ranks, the plain load
+ * reads the array once per rank, the cooperative one once in all, and each
+ * rank receives from the others what it did not read itself. */
+static void test_cooperative(void)
+{
+    enum { PER_RANK = 3000 };
+    char path[4200];
+    const int64_t n = (int64_t)PER_RANK * test_size, gshape[1] = {n};
+    const uint64_t total = (uint64_t)n * sizeof(double);
+    int64_t offs[1], shape[1] = {PER_RANK}, k;
+    double* mine = (double*)malloc(PER_RANK * sizeof(double));
+    double* whole = (double*)malloc((size_t)n * sizeof(double));
+    cairn_state_t* st = NULL;
+    cairn_save_options_t* so = NULL;
+    cairn_load_options_t* lo = NULL;
+    int coop;
+    uint64_t read_sum[2] = {0, 0}, received_sum[2] = {0, 0};
+    test_path(path, sizeof path, "cooperative");
+    offs[0] = (int64_t)PER_RANK * test_rank;
+    for (k = 0; k < PER_RANK; ++k)
+        mine[k] = (double)(offs[0] + k) * 0.25 - 7.0;
+    CHECK_OK(cairn_save_options_create(&so));
+    CHECK_OK(cairn_save_options_set_overwrite(so, 1));
+    CHECK_OK(cairn_save_options_set_checksum_block(so, 4096));
+    CHECK_OK(cairn_state_create(&st));
+    CHECK_OK(cairn_state_add_array(st, "a", CAIRN_F64, 1, gshape, offs, shape, mine, NULL));
+    CHECK_OK(cairn_save(st, path, MPI_COMM_WORLD, so, NULL));
+    CHECK_OK(cairn_state_free(&st));
+    CHECK_OK(cairn_save_options_free(&so));
+    for (coop = 0; coop < 2; ++coop) {
+        cairn_load_result_t r;
+        uint64_t mine_counts[2];
+        memset(whole, 0, (size_t)n * sizeof(double));
+        CHECK_OK(cairn_load_options_create(&lo));
+        CHECK_OK(cairn_load_options_set_cooperative(lo, coop));
+        CHECK_OK(cairn_state_create(&st));
+        CHECK_OK(cairn_state_add_replicated(st, "a", CAIRN_F64, 1, gshape, whole));
+        CHECK_OK(cairn_load(st, path, MPI_COMM_WORLD, lo, &r));
+        CHECK_OK(cairn_state_free(&st));
+        CHECK_OK(cairn_load_options_free(&lo));
+        for (k = 0; k < n; ++k)
+            CHECK(whole[k] == (double)k * 0.25 - 7.0);
+        if (!coop)
+            CHECK(r.bytes_received == 0);
+        mine_counts[0] = r.bytes_read;
+        mine_counts[1] = r.bytes_received;
+        MPI_Allreduce(&mine_counts[0], &read_sum[coop], 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(&mine_counts[1], &received_sum[coop], 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    }
+    CHECK(read_sum[0] == total * (uint64_t)test_size);
+    CHECK(read_sum[1] == total);
+    CHECK(received_sum[1] == total * (uint64_t)(test_size - 1));
+    if (test_size > 1)
+        CHECK(read_sum[1] < read_sum[0]);
+    free(mine);
+    free(whole);
+}
+
 int main(int argc, char** argv)
 {
     test_init(&argc, &argv);
@@ -400,5 +460,6 @@ int main(int argc, char** argv)
     test_rank_counts();
     test_reuse_plan();
     test_tiles();
+    test_cooperative();
     return test_finish("capi_arrays");
 }

@@ -367,6 +367,31 @@ int main(int argc, char** argv)
     CHECK_ERR(cairn_manager_options_set_keep_every(mo, -5), CAIRN_ERR_USAGE, "keep_every must be at least 0");
     CHECK_ERR(cairn_manager_options_set_layout(mo, 7), CAIRN_ERR_USAGE, "invalid layout 7");
     CHECK_ERR(cairn_manager_options_set_async(NULL, 1), CAIRN_ERR_USAGE, "the options handle is NULL");
+    /* The node-local level's options: accepted values, then refusals naming them. */
+    {
+        cairn_manager_options_t* lo = NULL;
+        CHECK_OK(cairn_manager_options_create(&lo));
+        CHECK_OK(cairn_manager_options_set_local_dir(lo, "/dev/shm/run-%n"));
+        CHECK_OK(cairn_manager_options_set_local_dir(lo, NULL));
+        CHECK_OK(cairn_manager_options_set_redundancy(lo, "none"));
+        CHECK_OK(cairn_manager_options_set_redundancy(lo, "partner"));
+        CHECK_OK(cairn_manager_options_set_redundancy(lo, "xor"));
+        CHECK_OK(cairn_manager_options_set_redundancy(lo, "xor:3"));
+        CHECK_OK(cairn_manager_options_set_local_keep_last(lo, 1));
+        CHECK_OK(cairn_manager_options_set_flush_every(lo, 0));
+        CHECK_OK(cairn_manager_options_set_ranks_per_node(lo, 2));
+        CHECK_ERR(cairn_manager_options_set_redundancy(lo, "xor:1"), CAIRN_ERR_USAGE,
+                  "redundancy 'xor:1': expected none, partner, xor or xor:K with K >= 2");
+        CHECK_ERR(cairn_manager_options_set_redundancy(lo, "mirror"), CAIRN_ERR_USAGE, "redundancy 'mirror'");
+        CHECK_ERR(cairn_manager_options_set_redundancy(lo, NULL), CAIRN_ERR_USAGE, "the redundancy is NULL");
+        CHECK_ERR(cairn_manager_options_set_local_keep_last(lo, 0), CAIRN_ERR_USAGE,
+                  "the node-local keep_last must be at least 1, not 0");
+        CHECK_ERR(cairn_manager_options_set_flush_every(lo, -1), CAIRN_ERR_USAGE, "flush_every must be at least 0");
+        CHECK_ERR(cairn_manager_options_set_ranks_per_node(lo, -2), CAIRN_ERR_USAGE,
+                  "ranks_per_node must be at least 0");
+        CHECK_ERR(cairn_manager_options_set_local_dir(NULL, "x"), CAIRN_ERR_USAGE, "the options handle is NULL");
+        CHECK_OK(cairn_manager_options_free(&lo));
+    }
 
     /* 8. A root that cannot be created (under a regular file): the save
      *    fails on every rank, naming it; nothing is found afterwards. */

@@ -5,10 +5,12 @@
 
 heat2d saves the same field on 4 ranks into one file (--files 1) and on 3
 ranks one file per rank; `cairn ls -l`, `diff` and `verify` read the grouped
-checkpoint as any other, and `verify` of a truncated or removed group file
+checkpoint as any other, `convert --cooperative` on 3 ranks reads less of it
+than a plain convert, and `verify` of a truncated or removed group file
 names the file and the ranks that wrote it. Exit status 0 when all holds.
 """
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -25,8 +27,8 @@ def check(cond, what, detail=""):
             print("     " + detail.replace("\n", "\n     "))
 
 
-def run(cmd):
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+def run(cmd, base_env=None):
+    env = dict(base_env or os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")
     return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
 
@@ -58,6 +60,27 @@ def main():
     check(r.returncode == 0 and "OK" in r.stdout, "verify", r.stdout + r.stderr)
     r = run([mpiexec, "-n", "2", *flags, a.cairn, "verify", grouped])
     check(r.returncode == 0 and "OK" in r.stdout, "verify on 2 ranks", r.stdout + r.stderr)
+
+    # convert on 3 ranks: row blocks that cut the 4 ranks' chunks; with
+    # --cooperative each block of the grouped file is read once in all.
+    read = {}
+    for coop in (False, True):
+        out_dir = os.path.join(a.workdir, "converted-coop" if coop else "converted")
+        prof = out_dir + ".profile"
+        env = dict(os.environ, CAIRN_PROFILE=prof)
+        r = run([mpiexec, "-n", "3", *flags, a.cairn, "convert", grouped, out_dir, "--quiet"]
+                + (["--cooperative"] if coop else []), env)
+        check(r.returncode == 0, "convert on 3 ranks, cooperative %s" % coop, r.stdout + r.stderr)
+        loads = [json.loads(line) for line in open(prof) if '"load"' in line]
+        loads = [rec for rec in loads if rec.get("operation") == "load"]
+        check(len(loads) == 1, "one load profiled", str(loads))
+        read[coop] = loads[0]["bytes"] if loads else -1
+        r = run([a.cairn, "diff", grouped, out_dir])
+        check(r.returncode == 0 and "are equal" in r.stdout, "converted copy equal, cooperative %s" % coop,
+              r.stdout + r.stderr)
+    data_bytes = os.path.getsize(os.path.join(grouped, "__0-3_0.distcp"))
+    check(0 < read[True] < read[False] and read[True] <= data_bytes,
+          "cooperative convert reads less: %d bytes, plain %d, file %d" % (read[True], read[False], data_bytes))
 
     data = os.path.join(grouped, "__0-3_0.distcp")
     os.truncate(data, 1000)

@@ -160,6 +160,23 @@ program test_manager
   call check_err(ierr, CAIRN_ERR_USAGE, 'invalid layout 5', 'layout 5')
   call cairn_manager_create(m, '', MPI_COMM_WORLD, ierr=ierr)
   call check_err(ierr, CAIRN_ERR_USAGE, 'empty root directory', 'empty root')
+  ! The node-local level's options: refused values name themselves, on
+  ! every rank (a different value on rank 0 only: still every rank fails).
+  call cairn_manager_create(m, root, MPI_COMM_WORLD, local_dir=test_dir() // '/node%n', redundancy='mirror', ierr=ierr)
+  call check_err(ierr, CAIRN_ERR_USAGE, "redundancy 'mirror': expected none, partner, xor or xor:K with K >= 2", &
+                 'redundancy mirror')
+  if (test_rank == 0) then
+    call cairn_manager_create(m, root, MPI_COMM_WORLD, local_dir=test_dir() // '/node%n', redundancy='xor:1', ierr=ierr)
+  else
+    call cairn_manager_create(m, root, MPI_COMM_WORLD, local_dir=test_dir() // '/node%n', redundancy='xor:3', ierr=ierr)
+  end if
+  call check_err(ierr, CAIRN_ERR_USAGE, "redundancy 'xor:1'", 'redundancy xor:1 on rank 0')
+  call cairn_manager_create(m, root, MPI_COMM_WORLD, local_dir=test_dir() // '/node%n', local_keep_last=0, ierr=ierr)
+  call check_err(ierr, CAIRN_ERR_USAGE, 'the node-local keep_last must be at least 1, not 0', 'local_keep_last 0')
+  call cairn_manager_create(m, root, MPI_COMM_WORLD, local_dir=test_dir() // '/node%n', flush_every=-1, ierr=ierr)
+  call check_err(ierr, CAIRN_ERR_USAGE, 'flush_every must be at least 0', 'flush_every -1')
+  call cairn_manager_create(m, root, MPI_COMM_WORLD, local_dir=test_dir() // '/node%n', ranks_per_node=-1, ierr=ierr)
+  call check_err(ierr, CAIRN_ERR_USAGE, 'ranks_per_node must be at least 0', 'ranks_per_node -1')
 
   call cairn_save_options_free(so)
   call cairn_state_free(st)

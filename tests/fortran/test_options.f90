@@ -2,7 +2,8 @@
 ! chosen explicitly (a container under a name without ".h5", a per-rank
 ! directory under one with it); checksums (a flipped bit fails a verified
 ! load naming the array, a load without verification returns the damaged
-! value); the container settings (hints, file locking, independent
+! value); cooperative reads (a whole-array load on every rank reads the
+! array once in all, the plain one once per rank); the container settings (hints, file locking, independent
 ! transfers, collective metadata, metadata cache) and the per-rank hints in
 ! round trips; invalid values refused by name; progress callbacks (the phases of a save and a
 ! load through the `user` pointer, and a cancelled save); cairn_verify.
@@ -47,6 +48,11 @@ program test_options
   type(cairn_save_options) :: so
   type(cairn_load_options) :: lo
   real(c_double), target :: x(n), back(n)
+  real(c_double), allocatable, target :: whole(:)
+  type(cairn_state) :: whole_st
+  type(cairn_load_result) :: lr
+  integer(c_int64_t) :: sums(2), plain_read
+  integer :: coop
   integer(c_int64_t) :: i, off
   integer :: ierr, wrong
   logical :: there
@@ -89,6 +95,34 @@ program test_options
   call cairn_load(back_st, dir // '/opt_rank.h5', MPI_COMM_WORLD, lo, ierr=ierr)
   call check_ok(ierr, 'load per rank, automatic')
   call check(all(back == x), 'per-rank round trip')
+
+  ! ---- cooperative reads ----------------------------------------------------------
+  allocate (whole(n * test_size))
+  call cairn_state_create(whole_st)
+  call cairn_state_add_array(whole_st, 'x', whole, [n * test_size], [0_c_int64_t])
+  plain_read = 0
+  do coop = 0, 1
+    call cairn_load_options_set(lo, cooperative=(coop == 1), ierr=ierr)
+    call check_ok(ierr, 'cooperative')
+    whole = -1
+    call cairn_load(whole_st, dir // '/opt_rank.h5', MPI_COMM_WORLD, lo, lr, ierr)
+    call check_ok(ierr, 'whole-array load, cooperative ' // itoa(coop))
+    call check(all(whole == [(0.5d0 * (i - 1) + 7.0d0, i = 1, n * test_size)]), 'whole-array values')
+    sums = [lr%bytes_read, lr%bytes_received]
+    call MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_INTEGER8, MPI_SUM, MPI_COMM_WORLD, ierr)
+    if (coop == 0) then
+      plain_read = sums(1)
+      call check(sums(1) == 8 * n * test_size * test_size, 'plain: every rank reads the whole array')
+      call check(sums(2) == 0, 'plain: nothing received')
+    else
+      call check(sums(1) == 8 * n * test_size, 'cooperative: the array read once in all')
+      call check(sums(2) == 8 * n * test_size * (test_size - 1), 'cooperative: the rest received')
+      if (test_size > 1) call check(sums(1) < plain_read, 'cooperative reads less')
+    end if
+  end do
+  call cairn_load_options_set(lo, cooperative=.false.)
+  call cairn_state_free(whole_st)
+  deallocate (whole)
 
   ! ---- checksums ----------------------------------------------------------------
   call cairn_save_options_set(so, checksum_block=4096_c_int64_t, ierr=ierr)

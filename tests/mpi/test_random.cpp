@@ -5,8 +5,9 @@
 // nothing, pieces held by two ranks, whole replicated arrays, several
 // pieces per rank of very different sizes: a coarse partition with one
 // piece refined, dealt out at random), ghost padding
-// around every shard, the checksum block, the staging bounds, the layout and
-// the files per rank, and save or async_save (full copy or bounded, the
+// around every shard, the checksum block, the staging bounds, the layout,
+// the files per rank and which ranks share a data file (per rank, per node,
+// M in all), and save or async_save (full copy or bounded, the
 // caller overwriting its buffers once staged); then, on M ranks, arbitrary
 // (overlapping) boxes to load, none to several per rank and array (tiny and
 // large ones), with their own padding and whether to verify.
@@ -261,11 +262,20 @@ Case draw_case(Rng& rng, int world)
     c.load.staging_bytes = staging[draw(rng, 0, std::size(staging) - 1)];
     c.load.verify_checksums = draw(rng, 0, 3) != 0;
     c.load.cooperative = draw(rng, 0, 3) != 0;
+    if (c.save.layout == cairn::Layout::per_rank) {
+        // Which ranks share a data file: per rank, per node (one group of
+        // every rank on one host), or M files in all for M in 1..n.
+        const auto f = static_cast<int>(draw(rng, 0, c.n + 1));
+        c.save.per_rank.files = f == 0   ? cairn::DataFiles::per_rank()
+                                : f == 1 ? cairn::DataFiles::per_node()
+                                         : cairn::DataFiles::in_all(f - 1);
+    }
     const char* apis[] = {"save", "async_save full copy", "async_save bounded"};
     os << "; " << apis[c.api] << ", " << (c.save.layout == cairn::Layout::container ? "container" : "per-rank")
        << ", checksum block "
        << c.save.checksum_block << ", staging " << c.save.staging_bytes << " / " << c.load.staging_bytes
-       << ", files per rank " << c.save.files_per_rank << ", verify " << c.load.verify_checksums << ", cooperative "
+       << ", files per rank " << c.save.files_per_rank << ", data files " << c.save.per_rank.files.str()
+       << ", verify " << c.load.verify_checksums << ", cooperative "
        << c.load.cooperative;
     c.text = os.str();
     return c;

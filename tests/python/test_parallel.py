@@ -107,3 +107,51 @@ def test_row_group_counts_vary_per_rank(tmp, layout):
     bad = cairn.Rows({"a": np.zeros(2), "b": np.zeros(1 if rank == size - 1 else 2)})
     with pytest.raises(cairn.WrongAPIUsage, match="'p.a' has 2, 'p.b' has 1"):
         cairn.save({"p": bad}, tmp / "prow_bad", comm=comm, overwrite=True)
+
+
+@pytest.mark.parametrize("layout", ["per_rank", "container"])
+def test_cooperative_load(tmp, layout):
+    # Every rank loads the whole array: plainly each reads all of it, with
+    # cooperative reads it is read once in all and the rest received.
+    n = 5000
+    path = tmp / ("coop.h5" if layout == "container" else "coop")
+    mine = np.arange(rank * n, (rank + 1) * n, dtype=np.float64) * 0.5 - 3.0
+    cairn.save({"a": cairn.Shard(mine, (n * size,), (rank * n,))}, path, comm=comm, layout=layout, overwrite=True)
+    sums = {}
+    for coop in (False, True):
+        whole = np.zeros(n * size)
+        _, r = cairn.load({"a": whole}, path, comm=comm, cooperative=coop)
+        np.testing.assert_array_equal(whole, np.arange(n * size, dtype=np.float64) * 0.5 - 3.0)
+        sums[coop] = (comm.allreduce(r["bytes"]), comm.allreduce(r["bytes_received"]))
+        assert r["bytes_all_ranks"] == sums[coop][0]
+    assert sums[False][1] == 0
+    assert sums[False][0] >= 8 * n * size * size  # each rank read the whole array
+    assert sums[True][0] <= 1.05 * 8 * n * size  # each block once in all
+    assert sums[True][1] >= 8 * n * size * (size - 1)
+    assert sums[True][0] < sums[False][0]
+
+
+@pytest.mark.parametrize("files,expected", [("per-rank", None), ("per-node", 1), (2, 2), (1, 1)])
+def test_grouped_data_files(tmp, files, expected):
+    # One node here: "per-node" is one group of every rank, M groups are
+    # min(M, ranks) files; loaded back on the reverse rank order.
+    expected = size if expected is None else min(expected, size)
+    path = tmp / f"grouped-{files}"
+    r0, nr = blocks(G[0], size)[rank]
+    I, J = np.meshgrid(np.arange(r0, r0 + nr), np.arange(G[1]), indexing="ij")
+    cairn.save({"u": cairn.Shard(field(I, J), G, (r0, 0)), "step": 3}, path, comm=comm, overwrite=True,
+               data_files=files)
+    comm.Barrier()
+    assert len(list(path.glob("*.distcp"))) == expected
+    b0, nb = blocks(G[0], size)[size - 1 - rank]
+    dest = np.zeros((nb, G[1]))
+    values, _ = cairn.load({"u": cairn.Shard(dest, G, (b0, 0)), "step": None}, path, comm=comm)
+    I, J = np.meshgrid(np.arange(b0, b0 + nb), np.arange(G[1]), indexing="ij")
+    np.testing.assert_array_equal(dest, field(I, J))
+    assert values == {"step": 3}
+
+
+def test_data_files_refused(tmp):
+    for bad in ("per-host", 0, -1, True, 1.5):
+        with pytest.raises(cairn.WrongAPIUsage, match="data_files must be"):
+            cairn.save({"x": np.zeros(3)}, tmp / "never", comm=comm, data_files=bad)

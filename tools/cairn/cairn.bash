@@ -24,7 +24,7 @@ _cairn()
         cat) opts="-s --slice --step -h --help" ;;
         verify) opts="--strict --json --step -h --help" ;;
         diff) opts="--max-lines --abs --rel --json --step -h --help" ;;
-        convert) opts="--layout -f --force --step --hint --checksum-block -h --help" ;;
+        convert) opts="--layout -f --force --step --hint --checksum-block --cooperative -h --help" ;;
         repair) opts="-h --help" ;;
         profile) opts="--json -h --help" ;;
         steps) opts="--json -h --help" ;;

@@ -78,6 +78,7 @@ int cmd_convert(const Context& ctx, const ConvertArgs& args)
     cairn::LoadOptions load_options;
     load_options.container = save_options.container;
     load_options.per_rank = save_options.per_rank;
+    load_options.cooperative = args.cooperative;
     load_options.progress = bar.callback(0);
     const cairn::LoadResult loaded = cairn::load(state, args.src, ctx.comm, load_options);
     bar.update(mine);

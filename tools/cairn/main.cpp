@@ -121,6 +121,9 @@ int main(int argc, char** argv)
                           "container or per-rank (e.g. striping_factor=16)");
     c_convert->add_option("--checksum-block", convert.checksum_block,
                           "Bytes per checksum block of DST, 0: no checksums (default 1048576)");
+    c_convert->add_flag("--cooperative", convert.cooperative,
+                        "Cooperative reads of SRC: each checksum block that several ranks need is read by one of "
+                        "them and sent to the others over MPI");
 
     RepairArgs repair;
     auto* c_repair = app.add_subcommand(

@@ -245,6 +245,7 @@ struct ConvertArgs {
     bool force = false;
     std::vector<std::string> hints;          ///< KEY=VALUE: MPI-IO hints of the containers read and written
     std::uint64_t checksum_block = 1u << 20; ///< of DST; 0: no checksums
+    bool cooperative = false;                ///< read SRC with LoadOptions::cooperative
 };
 int cmd_convert(const Context& ctx, const ConvertArgs& args);
 

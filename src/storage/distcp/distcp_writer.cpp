@@ -9,6 +9,7 @@
 #include "stage/stage.hpp"
 #include "storage/columnar_storage.hpp"
 #include "storage/distcp/commit.hpp"
+#include "storage/distcp/file_groups.hpp"
 #include "storage/distcp/mpiio.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/metadata_h5.hpp"
@@ -248,25 +249,6 @@ struct FileGroup {
     }
 };
 
-// Name of file k of the ranks `members` (ascending): one rank, its per-rank
-// name `__<r>_<k>.distcp`; consecutive ranks `__<lo>-<hi>_<k>.distcp`;
-// every s-th rank `__<lo>-<hi>x<s>_<k>.distcp`; any other set (a node
-// whose ranks are scattered) `__n<lo>_<k>.distcp`. docs/FORMAT.md.
-std::string group_file_name(const std::vector<int>& members, std::size_t k)
-{
-    const auto ks = std::to_string(k);
-    if (members.size() == 1)
-        return data_file_name(members[0], static_cast<int>(k));
-    const int lo = members.front(), hi = members.back(), step = members[1] - members[0];
-    bool regular = step > 0;
-    for (std::size_t i = 1; regular && i < members.size(); ++i)
-        regular = members[i] - members[i - 1] == step;
-    if (!regular)
-        return "__n" + std::to_string(lo) + "_" + ks + ".distcp";
-    return "__" + std::to_string(lo) + "-" + std::to_string(hi) + (step > 1 ? "x" + std::to_string(step) : "") +
-           "_" + ks + ".distcp";
-}
-
 // Writes the items of `bucket` (at `offsets`, absolute) into `file` through
 // the staging buffer, filling their write results (but the checksums);
 // returns their hashers, which finish once the deferred hashes ran.
@@ -423,8 +405,7 @@ struct DistcpWriter::Impl final : detail::ColumnarWriter {
         if (opt.files.kind == DataFiles::Kind::per_node) {
             MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &g.comm);
         } else {
-            const auto color = static_cast<int>(static_cast<std::int64_t>(rank) * opt.files.count / size);
-            MPI_Comm_split(comm, color, rank, &g.comm);
+            MPI_Comm_split(comm, detail::count_group(rank, size, opt.files.count), rank, &g.comm);
         }
         int n = 1;
         MPI_Comm_rank(g.comm, &g.rank);
@@ -574,7 +555,7 @@ std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlan
         std::fill(start.begin(), start.end(), 0);
     MPI_Allreduce(mine.data(), total.data(), ng, MPI_UINT64_T, MPI_SUM, g.comm);
     const auto ranks_text = [&](std::size_t k) {
-        const auto name = group_file_name(g.members, k);
+        const auto name = detail::group_file_name(g.members, k);
         return fs::join(im.write_dir, name) + " (written by " + detail::distcp_writers(name) + ")";
     };
     if (failed)
@@ -585,7 +566,7 @@ std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlan
     for (std::size_t k = 0; k < nfiles; ++k) {
         if (total[k] == 0)
             continue;
-        const auto name = group_file_name(g.members, k);
+        const auto name = detail::group_file_name(g.members, k);
         const auto& bucket = layout.buckets[k];
         std::vector<std::uint64_t> offsets = layout.offsets[k];
         for (auto& o : offsets)
