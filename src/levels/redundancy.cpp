@@ -608,16 +608,14 @@ RedundancyCounts encode_partner(const Topology& topo, const SavedLayout& layout,
     const int N = topo.nodes, n = topo.node, l = topo.local_rank;
     const int next = (n + 1) % N, prev = (n + N - 1) % N;
     const auto on = [&](int node) { return topo.ranks_on_node[static_cast<std::size_t>(node)]; };
-    // Streams of a rank: its own files out, and in those of the ranks of
-    // the node before whose local rank is its own modulo its node's ranks.
-    // A message takes piece_bytes shared among the streams of the busier end.
-    const auto streams_of = [&](int node, int local) {
+    // Streams of a rank: its own files out (sent from their mapping), and
+    // in those of the ranks of the node before whose local rank is its own
+    // modulo its node's ranks (each received into a buffer of one message):
+    // a message takes piece_bytes shared among the receiver's streams in.
+    const auto piece_to = [&](int node, int local) {
         const int before = on((node + N - 1) % N);
-        return 1 + (before - local + on(node) - 1) / on(node);
-    };
-    const auto piece_between = [&](int node_a, int local_a, int node_b, int local_b) {
-        const int most = std::max(streams_of(node_a, local_a), streams_of(node_b, local_b));
-        return std::max<u64>(u64{256} << 10, piece_bytes / static_cast<u64>(most));
+        const int incoming = (before - local + on(node) - 1) / on(node);
+        return std::max<u64>(u64{256} << 10, piece_bytes / static_cast<u64>(std::max(1, incoming)));
     };
     const auto sizes_of = [&](int rank) {
         std::vector<u64> sizes;
@@ -629,7 +627,7 @@ RedundancyCounts encode_partner(const Topology& topo, const SavedLayout& layout,
     {
         Stream s;
         s.peer = topo.rank_of(next, l % on(next));
-        s.piece = piece_between(n, l, next, l % on(next));
+        s.piece = piece_to(next, l % on(next));
         s.sizes = sizes_of(topo.rank);
         for (const auto& f : layout.files[static_cast<std::size_t>(topo.rank)]) {
             s.in.emplace_back();
@@ -643,7 +641,7 @@ RedundancyCounts encode_partner(const Topology& topo, const SavedLayout& layout,
     for (int pl = l; pl < on(prev); pl += on(n)) {
         Stream s;
         s.peer = topo.rank_of(prev, pl);
-        s.piece = piece_between(prev, pl, n, l);
+        s.piece = piece_to(n, l);
         s.sizes = sizes_of(s.peer);
         for (const auto& f : layout.files[static_cast<std::size_t>(s.peer)]) {
             s.out.emplace_back();
