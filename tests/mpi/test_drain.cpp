@@ -8,8 +8,11 @@
 #include "comm/protocol.hpp"
 #include "levels/drain.hpp"
 
+#include <cairn/testing.hpp>
+
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -345,6 +348,46 @@ TEST_CASE("drain: a per-rank save removes the copies a killed drain left", "[dra
     save_step(11, path);
     CHECK(loads_step(11, path));
     CHECK(all(no_part_files(path) && stdfs::exists(path + "/notes.txt")));
+}
+
+TEST_CASE("drain: a commit that fails leaves the committed checkpoint", "[drain]")
+{
+    const auto dir = fresh_dir("drain_commit_fault");
+    const auto path = dir + "/fs/latest", staging = path + ".cairn-staging", local = dir + "/local/step-13";
+    save_step(12, path);
+    save_step(13, local);
+    const cairn::detail::Comm c(MPI_COMM_WORLD);
+    // The coordinator's renames of the commit: the metadata's copy into
+    // .metadata.h5.tmp, .metadata.h5.tmp to metadata.h5, the exchange with
+    // the committed checkpoint; its directory syncs: the data files' entries,
+    // the metadata's, the parent's after the exchange (then swapped back).
+    const struct {
+        const char* point;
+        std::uint64_t after;
+    } faults[] = {{"fs.rename", 0}, {"fs.rename", 1}, {"fs.rename", 2},
+                  {"fs.fsync", 0},  {"fs.fsync", 1},  {"fs.fsync", 2}};
+    for (const auto& f : faults) {
+        INFO(f.point << " after " << f.after);
+        CHECK(all(cairn::detail::drain_destination(c, path) == staging));
+        const auto o = attempt([&] { drain_all(local, staging); });
+        REQUIRE(all(!o.threw && !o.foreign));
+        Outcome oc;
+        {
+            cairn::testing::ScopedFault fault({f.point, 0, f.after, 1, EIO});
+            oc = attempt([&] { cairn::detail::commit_drain(c, local, staging, path, true); });
+        }
+        INFO(oc.what);
+        CHECK(same_error_everywhere(oc, cairn::Error::Kind::write));
+        CHECK(all(contains(oc.what, "Input/output error") && contains(oc.what, "drain commit")));
+        CHECK(loads_step(12, path));
+        CHECK(all(!stdfs::exists(staging) && !stdfs::exists(path + ".cairn-old")));
+    }
+    // Without a fault the same drain commits.
+    CHECK(all(cairn::detail::drain_destination(c, path) == staging));
+    const auto o = attempt([&] { drain_all(local, staging); });
+    REQUIRE(all(!o.threw && !o.foreign));
+    cairn::detail::commit_drain(c, local, staging, path, true);
+    CHECK(loads_step(13, path));
 }
 
 // ---- the levels record (each rank its own root) ----
