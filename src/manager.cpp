@@ -483,17 +483,15 @@ struct CheckpointManager::Impl {
     {
         const Comm c(comm);
         const std::string path = fs::join(root, step_name(step, false));
-        // Into the checkpoint's own directory, or beside a committed one
-        // (commit_drain exchanges them).
-        const std::uint64_t beside = run_phase(c, "checkpoint manager: drain", [&]() -> std::uint64_t {
+        run_phase(c, "checkpoint manager: drain", [&] {
             if (!coordinator())
-                return 0;
+                return;
             fs::create_directories(root);
             repair();
-            fs::remove_all(path + staging_suffix);
-            return committed_checkpoint(path, false) ? 1 : 0;
         });
-        drain_dst = detail::bcast_u64(c, beside) != 0 ? path + staging_suffix : path;
+        // Into the checkpoint's own directory, or beside a committed one
+        // (commit_drain exchanges them).
+        drain_dst = detail::drain_destination(c, path);
         drain = std::make_unique<detail::Drain>(level().step_dir(step), drain_dst, files, opt.save_options.fsync);
         drain_step = step;
     }
