@@ -2139,6 +2139,8 @@ void bench_redundancy(u64 total)
     print_figures(r);
     tput_ratio(r, "partner-encode", "mpi-p2p");
     tput_ratio(r, "xor-encode", "mpi-p2p");
+}
+
 // The data files of a per-rank save by `ranks` ranks over `nodes` nodes
 // (consecutive ranks per node) with one file per node and with one per
 // rank: the writer's grouping (detail::data_file_groups) on simulated node
