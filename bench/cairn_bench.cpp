@@ -17,7 +17,9 @@
 // Internal headers: the coordinator's planning and the metadata writer are
 // called directly for synthetic plans of many ranks.
 #include "comm/protocol.hpp"
+#include "levels/redundancy.hpp"
 #include "core/codec.hpp"
+#include "levels/drain.hpp"
 #include "plan/columnar.hpp"
 #include "storage/distcp/file_groups.hpp"
 #include "stage/stage.hpp"
@@ -85,6 +87,7 @@ struct Options {
     std::string torch_script;
     int small_arrays = 10000;     // mixed workload
     long writeback_mib = -1;      // SaveOptions::writeback_bytes in MiB; -1: Cairn's default
+    std::string local_dir = "/dev/shm/cairn-bench-local"; // the drain's node-local directory (a RAM disk)
 };
 Options g_opt;
 
@@ -95,9 +98,10 @@ void usage()
     std::puts("usage: cairn_bench [--size-mib N] [--runs R] [--warmup W] [--dir D] [--only a,b] [--no-drop-caches]\n"
               "                   [--no-warm-cache] [--no-fio]\n"
               "                   [--plan-ranks R] [--plan-arrays A] [--plan-generic] [--plan-prewarm B] [--small-arrays K]\n"
-              "                   [--python P] [--torch-peer NAME=PYTHON ...] --torch-script S\n"
+              "                   [--python P] [--torch-peer NAME=PYTHON ...] --torch-script S [--local-dir D]\n"
               "                   (--python P is --torch-peer torch-dcp=P)\n"
-              "parts: large, mixed, reshard, async, memory, coop, planning, torch, fio, hdf5, mpiio, files");
+              "parts: large, mixed, reshard, async, memory, coop, drain, planning, torch, fio, hdf5, mpiio, "
+               "redundancy, files");
 }
 
 void parse(int argc, char** argv)
@@ -166,6 +170,8 @@ void parse(int argc, char** argv)
         }
         else if (a == "--torch-script")
             g_opt.torch_script = next();
+        else if (a == "--local-dir")
+            g_opt.local_dir = next();
         else {
             usage();
             std::exit(a == "--help" || a == "-h" ? 0 : 2);
@@ -1056,6 +1062,154 @@ void bench_cooperative(u64 total)
         tput_ratio(R, "cairn-" + l + "-coop-" + n1 + "-load", "cairn-" + l + "-plain-" + n1 + "-load");
 }
 
+// ---------------------------------------------------------------- drain
+
+// Draining a node-local step (src/levels/drain.hpp): the large workload saved
+// per rank into --local-dir (a RAM disk), then every rank copies its data
+// files into --dir on a background thread and the coordinator commits
+// ("cairn-drain"), against a direct per-rank save into --dir
+// ("cairn-rank-save"), interleaved, both durable (fsync). Then the drain
+// while the main thread streams memory (a copy between two buffers of 64 MiB
+// per rank, the "simulation"): the drain's time until committed
+// ("cairn-drain-busy": until every rank's files are copied, seen by the
+// simulation between two passes; "cairn-drain-busy-total": until committed
+// after the simulation's last pass) and the simulation's throughput with the drain
+// running ("compute-busy") against alone ("compute-alone").
+void bench_drain(u64 total)
+{
+    Results R;
+    R.workload = "drain" + (g_opt.io == "ompio" ? std::string() : "-" + g_opt.io);
+    auto w = make_workload("large", total);
+    auto sd = state_of(w);
+    const u64 T = w.total;
+    const std::string base = g_opt.dir + "/drain", local = g_opt.local_dir + "/step";
+    const std::string direct = base + "/direct", drained = base + "/drained";
+    if (g_rank == 0) {
+        stdfs::create_directories(base);
+        stdfs::create_directories(g_opt.local_dir);
+    }
+    MPI_Barrier(g_comm);
+    say("\nworkload drain: %d arrays of %lld x %lld f64 sharded by rows, %.1f MiB; node-local %s\n", w.large,
+        static_cast<long long>(w.rows), static_cast<long long>(w.cols), T / 1048576.0, g_opt.local_dir.c_str());
+    cairn::SaveOptions so;
+    so.layout = cairn::Layout::per_rank;
+    const cairn::detail::Comm c(g_comm);
+    // Starts this rank's drain of `local` into `drained`.
+    auto start = [&] {
+        return std::make_unique<cairn::detail::Drain>(local, drained, cairn::detail::rank_data_files(local, g_rank),
+                                                       true);
+    };
+    auto finish = [&](cairn::detail::Drain& d) {
+        std::exception_ptr err;
+        try {
+            d.wait();
+        } catch (...) {
+            err = std::current_exception();
+        }
+        cairn::detail::agree(c, "drain", err);
+        cairn::detail::commit_drain(c, local, drained, drained, true);
+    };
+    // The "simulation": streams memory, `passes` copies of 64 MiB, checking
+    // `d` (when given) after each; returns the passes done when d ended.
+    const std::size_t sim_bytes = std::size_t(64) << 20;
+    std::vector<char> sim_a(sim_bytes, 1), sim_b(sim_bytes, 2);
+    auto simulate = [&](int passes, cairn::detail::Drain* d, double* drain_done) {
+        const double t0 = now();
+        for (int k = 0; k < passes; ++k) {
+            std::memcpy(k % 2 ? sim_a.data() : sim_b.data(), k % 2 ? sim_b.data() : sim_a.data(), sim_bytes);
+            if (d && drain_done && *drain_done < 0 && d->done())
+                *drain_done = now() - t0;
+        }
+        g_sink = static_cast<unsigned char>(sim_a[12345] + sim_b[54321]);
+        return now() - t0;
+    };
+    // Passes of the simulation that take about as long as a direct save.
+    int passes = 1;
+    {
+        const double t = simulate(4, nullptr, nullptr) / 4;
+        double save_t = 0;
+        remove_path(direct);
+        touch_state(w, false);
+        save_t = timed([&] { cairn::save(sd, direct, g_comm, so); });
+        passes = static_cast<int>(std::max(4.0, std::min(100000.0, 1.5 * save_t / std::max(t, 1e-6))));
+        MPI_Allreduce(MPI_IN_PLACE, &passes, 1, MPI_INT, MPI_MAX, g_comm);
+    }
+    for (int run = 0; run < g_opt.warmup + g_opt.runs; ++run) {
+        const bool timed_run = run >= g_opt.warmup;
+        // The direct save before the drain in even runs, after it in odd ones.
+        double t_direct = 0;
+        auto direct_save = [&] {
+            remove_path(direct);
+            touch_state(w, false);
+            t_direct = timed([&] { cairn::save(sd, direct, g_comm, so); });
+            remove_path(direct);
+        };
+        if (run % 2 == 0)
+            direct_save();
+        remove_path(local);
+        touch_state(w, false);
+        const double t_local = timed([&] { cairn::save(sd, local, g_comm, so); });
+        remove_path(drained);
+        const double t_drain = timed([&] {
+            auto d = start();
+            finish(*d);
+        });
+        if (run % 2 == 1)
+            direct_save();
+        if (run == 0) { // the drained checkpoint is the state
+            scramble(w);
+            cairn::load(sd, drained, g_comm);
+            check_state(w, "cairn-drain");
+        }
+        remove_path(drained);
+        const double t_alone = allmax(simulate(passes, nullptr, nullptr));
+        MPI_Barrier(g_comm);
+        double drain_done = -1;
+        const double t0 = now();
+        auto d = start();
+        const double t_sim = simulate(passes, d.get(), &drain_done);
+        if (drain_done < 0) { // still copying when the simulation ended
+            try {
+                d->wait();
+            } catch (...) {
+                // finish() agrees on it
+            }
+            drain_done = now() - t0;
+        }
+        finish(*d);
+        const double t_busy_drain = allmax(drain_done);
+        const double t_busy_total = allmax(now() - t0);
+        const double t_busy_sim = allmax(t_sim);
+        if (!timed_run) {
+            if (g_rank == 0) {
+                std::printf("warmup %s cairn-rank-save %.3f s\n", R.workload.c_str(), t_direct);
+                std::printf("warmup %s cairn-drain %.3f s\n", R.workload.c_str(), t_drain);
+            }
+            continue;
+        }
+        R.add("cairn-rank-save", T, t_direct);
+        R.add("cairn-local-save", T, t_local);
+        R.add("cairn-drain", T, t_drain);
+        R.add("cairn-drain-busy", T, t_busy_drain);
+        R.add("cairn-drain-busy-total", T, t_busy_total);
+        const u64 moved = static_cast<u64>(passes) * sim_bytes * 2 * static_cast<u64>(g_size);
+        R.add("compute-alone", moved, t_alone);
+        R.add("compute-busy", moved, t_busy_sim);
+    }
+    remove_path(direct);
+    remove_path(drained);
+    remove_path(local);
+    if (g_rank == 0) {
+        std::error_code ec;
+        stdfs::remove(g_opt.local_dir, ec);
+    }
+    print_figures(R);
+    tput_ratio(R, "cairn-drain", "cairn-rank-save");
+    tput_ratio(R, "cairn-drain-busy", "cairn-rank-save");
+    tput_ratio(R, "cairn-local-save", "cairn-rank-save");
+    tput_ratio(R, "compute-busy", "compute-alone");
+}
+
 // ---------------------------------------------------------------- one workload
 
 struct Case {
@@ -1918,6 +2072,101 @@ void bench_file_groups(int ranks, int nodes)
     std::fflush(stdout);
 }
 
+// ---------------------------------------------------------------- redundancy
+
+// The exchange of a node-local step's redundancy data (src/levels/
+// redundancy.hpp) between fake nodes of one rank each, in a RAM disk
+// (/dev/shm when it exists, else --dir), against the same bytes sent
+// memory to memory by MPI point to point in the same pattern (each rank to
+// the next, 4 MiB messages, Isend/Irecv): partner copies and XOR parity over
+// one group of every node. Bytes: the ranks' data files. A/B per run.
+void bench_redundancy(u64 total)
+{
+    namespace cd = cairn::detail;
+    const u64 mine = std::min<u64>(total, u64{512} << 20) / static_cast<u64>(g_size) / 4096 * 4096;
+    const std::string root = (stdfs::is_directory("/dev/shm") ? std::string("/dev/shm") : g_opt.dir) +
+                             "/cairn-bench-redundancy";
+    say("\nworkload redundancy: %d fake nodes of 1 rank, %.1f MiB of data files per rank, in %s\n", g_size,
+        mine / 1048576.0, root.c_str());
+    if (g_size < 2) {
+        say("note: redundancy needs 2 ranks (2 fake nodes): skipped\n");
+        return;
+    }
+    Results r;
+    r.workload = "redundancy";
+    cd::Topology topo(g_comm, 1);
+    const std::string step = root + "/node" + std::to_string(topo.node) + "/step";
+    stdfs::remove_all(step);
+    stdfs::create_directories(step);
+    cd::SavedLayout layout;
+    layout.nodes = topo.nodes;
+    layout.node_of_rank = topo.node_of_rank;
+    layout.hosts = topo.hosts;
+    for (int q = 0; q < g_size; ++q)
+        layout.files.push_back({{"__" + std::to_string(q) + "_0.distcp", mine}});
+    {
+        std::vector<char> data(static_cast<std::size_t>(mine));
+        for (std::size_t i = 0; i < data.size(); ++i)
+            data[i] = static_cast<char>((i * 131 + static_cast<std::size_t>(g_rank) * 7) >> 3);
+        std::ofstream out(step + "/__" + std::to_string(g_rank) + "_0.distcp", std::ios::binary);
+        out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    }
+    const u64 all_bytes = mine * static_cast<u64>(g_size);
+    const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
+    const u64 piece = u64{4} << 20;
+    std::vector<char> send(static_cast<std::size_t>(mine)), recv(static_cast<std::size_t>(mine));
+    touch_write(send.data(), send.size());
+    touch_write(recv.data(), recv.size());
+    const auto p2p = [&] {
+        for (u64 at = 0; at < mine; at += piece) {
+            const int n = static_cast<int>(std::min(piece, mine - at));
+            MPI_Request q[2];
+            MPI_Irecv(recv.data() + at, n, MPI_BYTE, prev, 77, g_comm, &q[0]);
+            MPI_Isend(send.data() + at, n, MPI_BYTE, next, 77, g_comm, &q[1]);
+            MPI_Waitall(2, q, MPI_STATUSES_IGNORE);
+        }
+    };
+    const auto encode = [&](cairn::Redundancy red) {
+        layout.redundancy = red;
+        cd::encode_redundancy(topo, layout, step);
+    };
+    const auto clean = [&] {
+        MPI_Barrier(g_comm);
+        stdfs::remove_all(step + "/partner");
+        stdfs::remove_all(step + "/xor");
+        MPI_Barrier(g_comm);
+    };
+    const u64 warm_before = g_warm_bytes;
+    g_warm_bytes = mine + mine / 4;
+    for (int run = -g_opt.warmup; run < g_opt.runs; ++run) {
+        warm_page_cache();
+        const double t_p2p = timed(p2p);
+        clean();
+        warm_page_cache();
+        const double t_partner = timed([&] { encode(cairn::Redundancy::partner()); });
+        clean();
+        warm_page_cache();
+        const double t_xor = timed([&] { encode(cairn::Redundancy::xor_parity(g_size)); });
+        clean();
+        if (run < 0) {
+            say("warmup redundancy mpi-p2p %.3f s\nwarmup redundancy partner-encode %.3f s\n"
+                "warmup redundancy xor-encode %.3f s\n",
+                t_p2p, t_partner, t_xor);
+            continue;
+        }
+        r.add("mpi-p2p", all_bytes, t_p2p);
+        r.add("partner-encode", all_bytes, t_partner);
+        r.add("xor-encode", all_bytes, t_xor);
+    }
+    g_warm_bytes = warm_before;
+    MPI_Barrier(g_comm);
+    if (g_rank == 0)
+        stdfs::remove_all(root);
+    print_figures(r);
+    tput_ratio(r, "partner-encode", "mpi-p2p");
+    tput_ratio(r, "xor-encode", "mpi-p2p");
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -1942,8 +2191,8 @@ int main(int argc, char** argv)
         say("note: MPI_THREAD_MULTIPLE not provided: async_save is skipped\n");
         g_opt.only.erase("async");
         if (g_opt.only.empty())
-            g_opt.only = {"large",    "mixed", "reshard", "memory", "coop", "planning",
-                          "torch",    "fio",   "hdf5",    "mpiio",  "files"};
+            g_opt.only = {"large", "mixed", "reshard", "memory", "coop", "drain", "planning", "torch", "fio", "hdf5",
+                          "mpiio", "redundancy", "files"};
     }
     if (g_rank == 0)
         stdfs::create_directories(g_opt.dir);
@@ -1974,6 +2223,10 @@ int main(int argc, char** argv)
     }
     if (want("coop"))
         bench_cooperative(total);
+    if (want("drain"))
+        bench_drain(total);
+    if (want("redundancy"))
+        bench_redundancy(total);
     if (want("planning")) {
         MPI_Barrier(g_comm);
         if (g_rank == 0) {

@@ -13,7 +13,9 @@
 # is missing), CAIRN_BENCH_PEERS (more DCP peers, space-separated NAME=PYTHON,
 # e.g. "torch113-dcp=/opt/venv-torch113/bin/python" for torch 1.13;
 # docs/BENCHMARKS.md says how to install one),
-# CAIRN_BENCH_LOG (full output; default $CAIRN_BENCH_BUILD/bench.log).
+# CAIRN_BENCH_LOG (full output; default $CAIRN_BENCH_BUILD/bench.log),
+# CAIRN_BENCH_LOCAL_DIR (the node-local directory of the drain case, a RAM
+# disk; default /dev/shm/cairn-bench-local, removed at the end).
 #
 # Two MPI runs: the first with Open MPI's default MPI-IO component (ompio)
 # measures everything; the second with OMPI_MCA_io=romio321 repeats Cairn's
@@ -35,7 +37,7 @@ while [ $# -gt 0 ]; do
         --runs) runs=$2; shift ;;
         --np) np=$2; shift ;;
         --) shift; extra=("$@"); break ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -63,8 +65,9 @@ cmake --build "$build" -j2 --target cairn_bench >/dev/null
 dir=${CAIRN_BENCH_DIR:-/var/tmp/cairn-bench}
 python=${CAIRN_BENCH_PYTHON:-python3}
 log=${CAIRN_BENCH_LOG:-$build/bench.log}
+local_dir=${CAIRN_BENCH_LOCAL_DIR:-/dev/shm/cairn-bench-local}
 mkdir -p "$dir"
-trap 'rm -rf "$dir"' EXIT
+trap 'rm -rf "$dir" "$local_dir"' EXIT
 bench=("$build/bench/cairn_bench" --size-mib "$size" --runs "$runs" --dir "$dir")
 peers=(--python "$python")
 for peer in ${CAIRN_BENCH_PEERS:-}; do
@@ -75,7 +78,8 @@ flags=(-n "$np")
 
 echo "bench.sh: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, load average $(cut -d' ' -f1-3 /proc/loadavg); log: $log"
 {
-    mpiexec "${flags[@]}" "${bench[@]}" "${peers[@]}" --torch-script bench/torch_dcp.py "${extra_large[@]}" "${extra[@]}"
+    mpiexec "${flags[@]}" "${bench[@]}" "${peers[@]}" --torch-script bench/torch_dcp.py --local-dir "$local_dir" \
+        "${extra_large[@]}" "${extra[@]}"
     OMPI_MCA_io=romio321 mpiexec "${flags[@]}" "${bench[@]}" --only large,mpiio,hdf5,fio "${extra[@]}"
 } 2>&1 | tee "$log" | grep -E --line-buffered '^(ratio|figure|warmup|note|ERROR|workload|cairn_bench)'
 echo "bench.sh: load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -15,6 +15,8 @@
 #include "cairn/errors.hpp"
 #include "comm/protocol.hpp"
 #include "core/codec.hpp"
+#include "levels/drain.hpp"
+#include "levels/local_level.hpp"
 #include "storage/fs.hpp"
 #include "storage/path_lock.hpp"
 
@@ -25,6 +27,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <utility>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -325,7 +328,26 @@ struct CheckpointManager::Impl {
     AsyncSave pending;
     std::int64_t pending_step = -1;
 
+    // The node-local level (LocalLevel::dir set): built by the first
+    // collective call that needs it; the drain in flight, if any; the last
+    // node-local step this manager saved and this rank's data files of it.
+    std::unique_ptr<detail::NodeLevel> local;
+    std::unique_ptr<detail::Drain> drain;
+    std::int64_t drain_step = -1;
+    std::string drain_dst;
+    int saves_since_flush = 0;
+    std::int64_t last_local_step = -1;
+    std::vector<std::string> last_local_files;
+    RestoreReport report;
+
     bool coordinator() const noexcept { return rank == 0; }
+    bool has_local() const noexcept { return !opt.local.dir.empty(); }
+    detail::NodeLevel& level()
+    {
+        if (!local)
+            local = std::make_unique<detail::NodeLevel>(comm, opt.local);
+        return *local;
+    }
 
     // Coordinator, before looking for checkpoints: a replacement interrupted
     // between its two renames left `step_<N>` missing beside a complete
@@ -395,6 +417,13 @@ struct CheckpointManager::Impl {
     // background thread to end, then publishes it (LATEST, retention).
     std::optional<SaveResult> settle()
     {
+        auto r = settle_async();
+        settle_drain();
+        return r;
+    }
+
+    std::optional<SaveResult> settle_async()
+    {
         if (!pending.valid())
             return std::nullopt;
         const AsyncSave h = std::exchange(pending, AsyncSave{});
@@ -416,6 +445,93 @@ struct CheckpointManager::Impl {
         });
         return r;
     }
+
+    // Coordinator: replaces root/.cairn-levels (which steps each level
+    // holds, for `cairn steps ROOT`). Best effort: a failure is a warning,
+    // the checkpoints themselves are what restores look at.
+    void write_record() noexcept
+    {
+        try {
+            detail::LevelRecord rec;
+            rec.local_dir = opt.local.dir;
+            rec.redundancy = opt.local.redundancy.str();
+            rec.nodes = level().topology().nodes;
+            rec.ranks = level().topology().size;
+            std::map<std::int64_t, detail::LevelRecord::Step> steps;
+            for (const std::int64_t s : level().committed_here()) {
+                steps[s].step = s;
+                steps[s].node_local = true;
+            }
+            for (const auto& cand : scan(root, container))
+                if (committed_checkpoint(cand.path, cand.container)) {
+                    steps[cand.step].step = cand.step;
+                    steps[cand.step].file_system = true;
+                }
+            for (const auto& [s, e] : steps)
+                rec.steps.push_back(e);
+            fs::create_directories(root);
+            detail::write_level_record(root, rec, opt.save_options.fsync);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "cairn: warning: CheckpointManager(%s): the levels record not written: %s\n",
+                         root.c_str(), e.what());
+        }
+    }
+
+    // Collective: starts draining node-local `step` (this rank's files of
+    // it: `files`) into root/step_<N>, in the background.
+    void start_drain(std::int64_t step, const std::vector<std::string>& files)
+    {
+        const Comm c(comm);
+        const std::string path = fs::join(root, step_name(step, false));
+        run_phase(c, "checkpoint manager: drain", [&] {
+            if (!coordinator())
+                return;
+            fs::create_directories(root);
+            repair();
+        });
+        // Into the checkpoint's own directory, or beside a committed one
+        // (commit_drain exchanges them).
+        drain_dst = detail::drain_destination(c, path);
+        drain = std::make_unique<detail::Drain>(level().step_dir(step), drain_dst, files, opt.save_options.fsync);
+        drain_step = step;
+    }
+
+    // Collective: settles the drain in flight, if any: waits for every
+    // rank's copy, commits the root's step, then LATEST and retention. A
+    // failure is a warning: the previous root steps stay as they were and
+    // the node-local step stays usable.
+    void settle_drain()
+    {
+        if (drain_step < 0)
+            return;
+        const std::int64_t step = std::exchange(drain_step, -1);
+        std::unique_ptr<detail::Drain> d = std::move(drain);
+        const Comm c(comm);
+        std::exception_ptr err;
+        try {
+            d->wait();
+        } catch (...) {
+            err = std::current_exception();
+        }
+        d.reset();
+        const std::string path = fs::join(root, step_name(step, false));
+        try {
+            detail::agree(c, "checkpoint manager: drain", err);
+            detail::commit_drain(c, level().step_dir(step), drain_dst, path, opt.save_options.fsync);
+            run_phase(c, "checkpoint manager: publish", [&] {
+                if (coordinator()) {
+                    publish(step);
+                    write_record();
+                }
+            });
+        } catch (const Error& e) {
+            if (coordinator())
+                std::fprintf(stderr,
+                             "cairn: warning: CheckpointManager(%s): the drain of step %lld to the file system "
+                             "failed: %s; the node-local step stays\n",
+                             root.c_str(), static_cast<long long>(step), e.what());
+        }
+    }
 };
 
 CheckpointManager::CheckpointManager(std::string root, MPI_Comm comm, ManagerOptions options)
@@ -431,6 +547,24 @@ CheckpointManager::CheckpointManager(std::string root, MPI_Comm comm, ManagerOpt
     if (options.keep_every < 0)
         throw error::WrongAPIUsage("CheckpointManager: keep_every must be at least 0 (0: none), not " +
                                    std::to_string(options.keep_every));
+    if (!options.local.dir.empty()) {
+        if (options.async)
+            throw error::WrongAPIUsage("CheckpointManager: async saves with a node-local level are not supported "
+                                       "(the node-local save is the fast one)");
+        if (options.local.keep_last < 1)
+            throw error::WrongAPIUsage("CheckpointManager: the node-local keep_last must be at least 1, not " +
+                                       std::to_string(options.local.keep_last));
+        if (options.local.flush_every < 0)
+            throw error::WrongAPIUsage("CheckpointManager: flush_every must be at least 0 (0: on demand), not " +
+                                       std::to_string(options.local.flush_every));
+        if (options.local.ranks_per_node < 0)
+            throw error::WrongAPIUsage("CheckpointManager: ranks_per_node must be at least 0, not " +
+                                       std::to_string(options.local.ranks_per_node));
+        if (options.local.redundancy.scheme == Redundancy::Scheme::xor_parity &&
+            options.local.redundancy.group_size < 2)
+            throw error::WrongAPIUsage("CheckpointManager: an XOR group needs at least 2 nodes, not " +
+                                       std::to_string(options.local.redundancy.group_size));
+    }
     auto& m = *m_impl;
     m.root = fs::strip(root);
     m.comm = comm;
@@ -442,6 +576,20 @@ CheckpointManager::CheckpointManager(std::string root, MPI_Comm comm, ManagerOpt
 CheckpointManager::~CheckpointManager()
 {
     auto& m = *m_impl;
+    if (m.drain) {
+        // Committing a drain is collective: without MPI calls here, the copy
+        // ends and the step stays node-local only.
+        try {
+            m.drain->wait();
+        } catch (...) {
+        }
+        m.drain.reset();
+        if (m.coordinator())
+            std::fprintf(stderr,
+                         "cairn: CheckpointManager(%s): the drain of step %lld was not committed (call wait() "
+                         "before the manager is destroyed); it stays on node-local storage\n",
+                         m.root.c_str(), static_cast<long long>(m.drain_step));
+    }
     if (!m.pending.valid())
         return;
     // No MPI call here: wait, then publish on the coordinator alone.
@@ -482,7 +630,7 @@ std::optional<SaveResult> CheckpointManager::save(std::int64_t step, StateDict& 
                                   std::to_string(-out[1]) + " to " + std::to_string(out[0]) + ")");
         if (step < 0)
             throw error::WrongAPIUsage("CheckpointManager::save: step must be at least 0, not " + std::to_string(step));
-        if (m.coordinator()) {
+        if (m.coordinator() && !m.has_local()) {
             fs::create_directories(m.root);
             m.repair();
             m.unpoint(step);
@@ -493,6 +641,35 @@ std::optional<SaveResult> CheckpointManager::save(std::int64_t step, StateDict& 
     so.layout = m.container ? Layout::container : Layout::per_rank;
     so.overwrite = true;
     const std::string path = checkpoint_path(step);
+
+    if (m.has_local()) {
+        const SaveResult r = m.level().save(step, state, m.opt.save_options, &m.last_local_files);
+        m.last_local_step = step;
+        if (m.opt.local.flush_every > 0 && ++m.saves_since_flush >= m.opt.local.flush_every) {
+            m.saves_since_flush = 0;
+            if (m.container) {
+                // A container cannot be drained from per-rank files: the
+                // state is saved into the root as well.
+                run_phase(c, "checkpoint manager: save", [&] {
+                    if (m.coordinator()) {
+                        fs::create_directories(m.root);
+                        m.repair();
+                        m.unpoint(step);
+                    }
+                });
+                cairn::save(state, path, m.comm, so);
+                run_phase(c, "checkpoint manager: publish", [&] {
+                    if (m.coordinator())
+                        m.publish(step);
+                });
+            } else {
+                m.start_drain(step, m.last_local_files);
+            }
+        }
+        if (m.coordinator())
+            m.write_record();
+        return r;
+    }
 
     if (!m.opt.async) {
         const SaveResult r = cairn::save(state, path, m.comm, so);
@@ -597,8 +774,72 @@ std::optional<std::int64_t> CheckpointManager::restore_latest(StateDict& state, 
     };
     std::vector<SkippedCheckpoint> skips;
     Error::Kind first_kind = Error::Kind::generic;
-    for (std::size_t j = next_complete(0); j < n;) {
-        const std::int64_t step = std::stoll(v[3 * j]);
+    const double t0 = MPI_Wtime();
+    // The node-local steps (newest first), tried before a root step that is
+    // not newer.
+    std::vector<detail::LocalStep> local_steps;
+    if (m.has_local())
+        local_steps = m.level().scan();
+    std::size_t li = 0;
+    const auto note_skip = [&](std::int64_t step, const std::string& path, const std::string& reason,
+                               Error::Kind kind, const std::string& next) {
+        if (skips.empty())
+            first_kind = kind;
+        skips.push_back(SkippedCheckpoint{step, path, reason});
+        if (m.coordinator())
+            std::fprintf(stderr, "cairn: warning: step %lld at %s skipped: %s; %s\n", static_cast<long long>(step),
+                         path.c_str(), reason.c_str(), next.c_str());
+    };
+    for (std::size_t j = next_complete(0); j < n || li < local_steps.size();) {
+        const std::int64_t root_step = j < n ? std::stoll(v[3 * j]) : -1;
+        if (li < local_steps.size() && local_steps[li].step >= root_step) {
+            const detail::LocalStep& ls = local_steps[li++];
+            const std::string where = detail::expand_node_dir(m.opt.local.dir, 0) + "/" + step_name(ls.step, false) +
+                                      " (node-local)";
+            const auto next_text = [&] {
+                const std::int64_t next =
+                    std::max<std::int64_t>(li < local_steps.size() ? local_steps[li].step : -1, root_step);
+                return next >= 0 ? "trying step " + std::to_string(next) : std::string("no older checkpoint to try");
+            };
+            if (!ls.recoverable) {
+                note_skip(ls.step, where, ls.why, Error::Kind::read, next_text());
+                continue;
+            }
+            RestoreReport rep;
+            std::string reason;
+            Error::Kind kind = Error::Kind::generic;
+            try {
+                m.level().load(ls, state, options, rep);
+                rep.level = RestoreReport::Level::node_local;
+                rep.step = ls.step;
+                rep.seconds = MPI_Wtime() - t0;
+                m.report = rep;
+                // flush() may drain it when every rank's files are on its
+                // own node, as this job saved them.
+                if (m.level().same_layout(ls.manifest) && !ls.needs_rebuild) {
+                    m.last_local_step = ls.step;
+                    m.last_local_files = m.level().own_files(ls.manifest);
+                }
+                if (skipped)
+                    *skipped = std::move(skips);
+                return ls.step;
+            } catch (const error::IntegrityError& e) {
+                reason = e.what();
+                kind = e.kind();
+            } catch (const error::FormatError& e) {
+                reason = e.what();
+                kind = e.kind();
+            } catch (const error::ReadError& e) {
+                reason = e.what();
+                kind = e.kind();
+            } catch (const error::WriteError& e) { // a node could not take the files it needs
+                reason = e.what();
+                kind = e.kind();
+            }
+            note_skip(ls.step, where, reason, kind, next_text());
+            continue;
+        }
+        const std::int64_t step = root_step;
         const std::string& path = v[3 * j + 1];
         LoadOptions lo = options;
         if (!lo.storage)
@@ -606,6 +847,11 @@ std::optional<std::int64_t> CheckpointManager::restore_latest(StateDict& state, 
         std::string reason;
         try {
             load(state, path, m.comm, lo);
+            RestoreReport rep;
+            rep.level = RestoreReport::Level::file_system;
+            rep.step = step;
+            rep.seconds = MPI_Wtime() - t0;
+            m.report = rep;
             if (skipped)
                 *skipped = std::move(skips);
             return step;
@@ -622,12 +868,12 @@ std::optional<std::int64_t> CheckpointManager::restore_latest(StateDict& state, 
             if (skips.empty())
                 first_kind = e.kind();
         }
-        skips.push_back(SkippedCheckpoint{step, path, reason});
+        const Error::Kind kind = skips.empty() ? first_kind : Error::Kind::generic;
         j = next_complete(j + 1);
-        if (m.coordinator())
-            std::fprintf(stderr, "cairn: warning: step %lld at %s skipped: %s; %s\n", static_cast<long long>(step),
-                         path.c_str(), reason.c_str(),
-                         j < n ? ("trying step " + v[3 * j]).c_str() : "no older checkpoint to try");
+        const std::int64_t next = std::max<std::int64_t>(li < local_steps.size() ? local_steps[li].step : -1,
+                                           j < n ? static_cast<std::int64_t>(std::stoll(v[3 * j])) : std::int64_t(-1));
+        note_skip(step, path, reason, kind,
+                  next >= 0 ? "trying step " + std::to_string(next) : std::string("no older checkpoint to try"));
     }
     if (skips.empty())
         return std::nullopt;
@@ -636,6 +882,54 @@ std::optional<std::int64_t> CheckpointManager::restore_latest(StateDict& state, 
         what += "\n  step " + std::to_string(s.step) + " at " + s.path + ": " + s.reason;
     error::throw_error(first_kind, what);
 }
+
+std::optional<std::int64_t> CheckpointManager::flush()
+{
+    auto& m = *m_impl;
+    m.settle();
+    if (!m.has_local())
+        throw error::WrongAPIUsage("CheckpointManager::flush: no node-local level (LocalLevel::dir is empty)");
+    if (m.container)
+        throw error::WrongAPIUsage("CheckpointManager::flush: the root's layout is container, which cannot be "
+                                   "drained from per-rank files (every flush_every-th save writes it instead)");
+    if (m.last_local_step < 0)
+        return std::nullopt;
+    const Comm c(m.comm);
+    const std::int64_t step = m.last_local_step;
+    std::uint64_t have = run_phase(c, "checkpoint manager: flush", [&]() -> std::uint64_t {
+        return m.coordinator() && complete_checkpoint(checkpoint_path(step), false) ? 1 : 0;
+    });
+    if (detail::bcast_u64(c, have) != 0)
+        return std::nullopt;
+    m.start_drain(step, m.last_local_files);
+    m.saves_since_flush = 0;
+    return step;
+}
+
+std::vector<StepLevels> CheckpointManager::levels()
+{
+    auto& m = *m_impl;
+    m.settle();
+    std::map<std::int64_t, StepLevels> out;
+    for (const std::int64_t s : steps()) {
+        out[s].step = s;
+        out[s].file_system = true;
+    }
+    if (m.has_local())
+        for (const auto& ls : m.level().scan()) {
+            auto& e = out[ls.step];
+            e.step = ls.step;
+            e.node_local = ls.recoverable;
+            e.needs_rebuild = ls.needs_rebuild;
+        }
+    std::vector<StepLevels> v;
+    for (const auto& [s, e] : out)
+        if (e.node_local || e.file_system)
+            v.push_back(e);
+    return v;
+}
+
+const RestoreReport& CheckpointManager::last_restore() const noexcept { return m_impl->report; }
 
 std::vector<Leftover> CheckpointManager::find_leftovers()
 {

@@ -18,6 +18,15 @@
 //
 //   mpiexec -n 4 heat2d --nx 96 --ny 80 --steps 200 --checkpoint-every 20 --resume run
 //
+// With --local-dir DIR the manager keeps each step on node-local storage
+// (a RAM disk or NVMe path; "%n" in DIR becomes the node's index), with
+// --redundancy partner or xor[:k] so that a lost node's files can be rebuilt,
+// and drains every --flush-every K-th step into --checkpoint-dir; --resume
+// with the same options restarts from the newest step of either level:
+//
+//   mpiexec -n 4 heat2d --nx 96 --ny 80 --steps 200 --checkpoint-every 20 --resume run
+//           --local-dir /dev/shm/heat2d --redundancy partner --flush-every 5
+//
 // With --tiles T each rank keeps its rows as T tiles, each in a buffer of its
 // own and added to the state dict as a box of its own (several boxes of one
 // array per rank); its checkpoints are interchangeable with untiled ones:
@@ -77,6 +86,7 @@ struct Options {
     bool container = false;
     cairn::DataFiles files; // --files
     std::int64_t tiles = 1; // the rank's rows as this many tiles, each its own buffer
+    cairn::LocalLevel local;  // --local-dir, --redundancy, --flush-every, --ranks-per-node
     bool help = false;
 };
 
@@ -85,6 +95,7 @@ const char* const usage_text =
     "              [--checkpoint-step K] [--async]\n"
     "              [--checkpoint-every K [--checkpoint-dir DIR]] [--resume DIR] [--container]\n"
     "              [--files per-rank|per-node|N] [--tiles T]\n"
+    "              [--local-dir DIR [--redundancy none|partner|xor[:k]] [--flush-every K]]\n"
     "  --nx NX, --ny NY   global grid size (rows, columns), at least 1 each\n"
     "  --steps S          run until global step S (S >= 0)\n"
     "  --checkpoint PATH  save the field and the step counter to PATH at the end\n"
@@ -104,6 +115,17 @@ const char* const usage_text =
     "  --tiles T          keep each rank's rows as T tiles (fewer where it has fewer\n"
     "                     rows), each in a buffer of its own and saved as a box of\n"
     "                     its own; checkpoints are the same as untiled ones\n"
+    "  --local-dir DIR    periodic checkpoints go to node-local storage DIR (\"%n\":\n"
+    "                     the node's index), every --flush-every K-th of them also\n"
+    "                     drained into the checkpoint directory; --resume with the\n"
+    "                     same options takes the newest step of either\n"
+    "  --redundancy R     of node-local steps: none (default), partner (each node's\n"
+    "                     files also on the next node) or xor[:k] (parity over\n"
+    "                     groups of k nodes, default 4)\n"
+    "  --flush-every K    drain every K-th node-local step into the checkpoint\n"
+    "                     directory (default 10; 0: none but the last, which is\n"
+    "                     drained at the end of the run)\n"
+    "  --ranks-per-node K (testing) every K consecutive ranks form a node\n"
     "Prints `digest <16 hex digits>` on rank 0 as its last line.\n";
 
 bool parse_int(const std::string& text, std::int64_t& value)
@@ -144,7 +166,8 @@ std::string parse_args(int argc, char** argv, Options& opt)
             arg.resize(eq);
         } else if (arg == "--nx" || arg == "--ny" || arg == "--steps" || arg == "--checkpoint" || arg == "--restart" ||
                    arg == "--checkpoint-step" || arg == "--checkpoint-every" || arg == "--checkpoint-dir" ||
-                   arg == "--resume" || arg == "--files" || arg == "--tiles") {
+                   arg == "--resume" || arg == "--files" || arg == "--tiles" || arg == "--local-dir" ||
+                   arg == "--redundancy" || arg == "--flush-every" || arg == "--ranks-per-node") {
             if (k + 1 >= argc)
                 return "missing value after " + arg;
             value = argv[++k];
@@ -152,11 +175,15 @@ std::string parse_args(int argc, char** argv, Options& opt)
             return "unknown argument '" + arg + "'";
         }
         if (arg == "--nx" || arg == "--ny" || arg == "--steps" || arg == "--checkpoint-step" ||
-            arg == "--checkpoint-every" || arg == "--tiles") {
+            arg == "--checkpoint-every" || arg == "--tiles" || arg == "--flush-every" || arg == "--ranks-per-node") {
             std::int64_t v = 0;
             if (!parse_int(value, v))
                 return "not an integer: " + arg + " '" + value + "'";
-            if (arg == "--tiles") {
+            if (arg == "--flush-every" || arg == "--ranks-per-node") {
+                if (v < 0 || v > (std::int64_t(1) << 30))
+                    return arg + " must be between 0 and 2^30";
+                (arg == "--flush-every" ? opt.local.flush_every : opt.local.ranks_per_node) = static_cast<int>(v);
+            } else if (arg == "--tiles") {
                 if (v < 1 || v > (std::int64_t(1) << 30))
                     return "--tiles must be between 1 and 2^30";
                 opt.tiles = v;
@@ -188,6 +215,16 @@ std::string parse_args(int argc, char** argv, Options& opt)
             } catch (const cairn::Error& e) {
                 return std::string("--files: ") + e.what();
             }
+        } else if (arg == "--local-dir") {
+            if (value.empty())
+                return "empty path for " + arg;
+            opt.local.dir = value;
+        } else if (arg == "--redundancy") {
+            try {
+                opt.local.redundancy = cairn::Redundancy::parse(value);
+            } catch (const cairn::Error& e) {
+                return std::string("--redundancy: ") + e.what();
+            }
         } else if (arg == "--checkpoint-dir" || arg == "--resume") {
             if (value.empty())
                 return "empty path for " + arg;
@@ -213,6 +250,10 @@ std::string parse_args(int argc, char** argv, Options& opt)
         return "--checkpoint-every needs --checkpoint-dir DIR (or --resume DIR)";
     if (opt.checkpoint_every == 0 && !opt.checkpoint_dir.empty())
         return "--checkpoint-dir needs --checkpoint-every K";
+    if (!opt.local.dir.empty() && opt.checkpoint_every == 0 && opt.resume.empty())
+        return "--local-dir needs --checkpoint-every K or --resume DIR";
+    if (!opt.local.dir.empty() && opt.async)
+        return "--local-dir and --async exclude each other";
     return {};
 }
 
@@ -444,6 +485,7 @@ int run(int argc, char** argv)
             // was written; none (a first run): from the beginning.
             cairn::ManagerOptions from_options;
             from_options.layout = opt.container ? cairn::Layout::container : cairn::Layout::per_rank;
+            from_options.local = opt.local;
             cairn::CheckpointManager from(opt.resume, g.comm, from_options);
             cairn::StateDict state = make_state(g, tiles, step);
             const auto found = from.restore_latest(state);
@@ -456,7 +498,12 @@ int run(int argc, char** argv)
                     throw AppError("the latest checkpoint in " + opt.resume + " is at step " + std::to_string(step) +
                                    (step != *found ? ", not at the step it is named after"
                                                    : ", beyond --steps " + std::to_string(opt.steps)));
-                if (g.rank == 0)
+                const cairn::RestoreReport& how = from.last_restore();
+                if (g.rank == 0 && how.level == cairn::RestoreReport::Level::node_local)
+                    std::printf("resumed from node-local storage %s at step %" PRId64
+                                " on %d ranks (%zu files rebuilt, %" PRIu64 " bytes moved between nodes)\n",
+                                opt.local.dir.c_str(), step, g.size, how.rebuilt.size(), how.bytes_moved);
+                else if (g.rank == 0)
                     std::printf("resumed from %s at step %" PRId64 " on %d ranks\n",
                                 from.checkpoint_path(step).c_str(), step, g.size);
             }
@@ -512,6 +559,7 @@ int run(int argc, char** argv)
             mo.async = opt.async;
             mo.layout = opt.container ? cairn::Layout::container : cairn::Layout::per_rank;
             mo.save_options.per_rank.files = opt.files;
+            mo.local = opt.local;
             manager = std::make_unique<cairn::CheckpointManager>(
                 opt.checkpoint_dir.empty() ? opt.resume : opt.checkpoint_dir, g.comm, mo);
         }
@@ -558,6 +606,11 @@ int run(int argc, char** argv)
         if (!opt.checkpoint.empty() && checkpoint_step == opt.steps)
             checkpoint();
         periodic(step, first);
+        // The newest node-local step also goes to the file system at the end.
+        if (manager && !opt.local.dir.empty() && !opt.container)
+            if (const auto drained = manager->flush())
+                if (g.rank == 0)
+                    std::printf("draining step %" PRId64 " into %s\n", *drained, manager->root().c_str());
         if (manager)
             if (const auto r = manager->wait())
                 report_managed(*r, in_background);

@@ -246,9 +246,10 @@ public:
                                                std::vector<SkippedCheckpoint>* skipped = nullptr);
 
     /// With a node-local level: starts draining the newest node-local step
-    /// that the root lacks into the root, in the background (as save() does
-    /// every LocalLevel::flush_every saves), and returns its step;
-    /// std::nullopt when there is nothing to drain. The drain is committed
+    /// this manager saved (or restored, when the job that saved it had the
+    /// same ranks and nodes and nothing was rebuilt) into the root, in the
+    /// background (as save() does every LocalLevel::flush_every saves), and
+    /// returns its step; std::nullopt when there is none or the root has it. The drain is committed
     /// (atomically, as any save) by the next call of the manager that
     /// settles, or by wait(). error::WrongAPIUsage without a node-local level.
     std::optional<std::int64_t> flush();

@@ -18,8 +18,12 @@ namespace cairn::detail {
 /// One rank's part of a drain: copies the data files this rank wrote of a
 /// node-local step (`files`, relative names) from `src_dir` into `dst_dir`
 /// (created when missing) on a background thread, which makes no MPI call.
-/// Each file is written fully and, with `fsync`, made durable; a copy
-/// already there is replaced.
+/// Each file is written fully under a temporary name (`NAME.cairn-part`)
+/// and, with `fsync`, made durable before it takes its name; a copy already
+/// there is replaced; a failed or cancelled copy is removed. `dst_dir` is
+/// either the checkpoint path itself (when no checkpoint is committed
+/// there) or a staging directory beside it (e.g. `path + ".cairn-staging"`)
+/// that commit_drain() swaps in.
 class Drain {
 public:
     Drain(std::string src_dir, std::string dst_dir, std::vector<std::string> files, bool fsync);
@@ -40,13 +44,30 @@ private:
     std::thread m_thread;
 };
 
+/// Collective over `c`: the directory every rank drains into for a step
+/// that commit_drain() will commit as `path`, the same on every rank:
+/// `path` when no checkpoint is committed there (what an interrupted save or
+/// drain left in it, `__*.distcp`, `__*.distcp.cairn-part` and
+/// `.metadata.h5.tmp`, removed), else `path + ".cairn-staging"` (removed
+/// first), as a per-rank save chooses. The coordinator looks and prepares;
+/// its error (error::WriteError when `path` exists and is no directory) is
+/// thrown on every rank.
+std::string drain_destination(const Comm& c, const std::string& path);
+
+/// The data files of rank `rank` in the per-rank checkpoint directory `dir`
+/// (`__<rank>_<k>.distcp`), sorted: what that rank drains. Local;
+/// error::ReadError naming the directory when it cannot be listed.
+std::vector<std::string> rank_data_files(const std::string& dir, int rank);
+
 /// Collective over `c`, after every rank's Drain::wait() succeeded (the
 /// caller agrees on errors first): the coordinator copies the step's
 /// metadata file from `src_dir` (its node's copy of the node-local step)
 /// into `dst_dir` and commits `dst_dir` as the checkpoint `path` exactly as a
 /// per-rank save commits (temporary name, fsync, rename; a committed
 /// checkpoint already at `path` is exchanged, never damaged). Throws the
-/// coordinator's error on every rank.
+/// coordinator's error on every rank (agree(), phase "drain commit"); on a
+/// failure the staging `dst_dir` (or, when it is `path`, the temporary
+/// metadata) is removed and the checkpoint previously at `path` is intact.
 void commit_drain(const Comm& c, const std::string& src_dir, const std::string& dst_dir, const std::string& path,
                   bool fsync);
 
@@ -64,11 +85,14 @@ struct LevelRecord {
     int nodes = 0, ranks = 0;
     std::vector<Step> steps; ///< ascending
 };
+/// root/.cairn-levels.
+std::string level_record_path(const std::string& root);
 /// Atomically replaces root/.cairn-levels (temporary file, rename; fsync
 /// with `fsync`). error::WriteError naming the file.
 void write_level_record(const std::string& root, const LevelRecord& record, bool fsync);
 /// Reads root/.cairn-levels; false when there is none; error::FormatError
-/// naming the file when it does not parse.
+/// naming the file when it does not parse or lacks a field (steps out of
+/// ascending order included), error::ReadError when it cannot be read.
 bool read_level_record(const std::string& root, LevelRecord& record);
 
 } // namespace cairn::detail

@@ -37,7 +37,12 @@ struct SavedLayout {
 };
 
 /// XOR sets of a layout: member lists of saved ranks, each on a different
-/// node of one group. Deterministic, the same on every rank.
+/// node of one group. Deterministic, the same on every rank. Groups: nodes
+/// in runs of group_size, a remainder of 1 joining the last group; set l of
+/// a group takes local rank l % (ranks on the node) of each of its nodes, in
+/// node order (a rank of a node with fewer ranks may be in several sets);
+/// docs/FORMAT.md "Redundancy data". error::WrongAPIUsage for fewer than 2
+/// nodes or group_size < 2.
 struct XorSet {
     std::vector<int> members; ///< saved ranks, in order; member j keeps parity piece j
     std::uint64_t piece = 0;  ///< bytes of each parity piece (the members' data, padded, / (size-1))

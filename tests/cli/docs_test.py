@@ -42,7 +42,7 @@ def options(text):
 
 top = help_of()
 verbs = re.findall(r"^  (\w+)\s", top.split("Subcommands:")[1].split("\n\n")[0], re.M)
-if set(verbs) != {"ls", "cat", "verify", "diff", "convert", "repair", "profile"}:
+if set(verbs) != {"ls", "cat", "verify", "diff", "convert", "repair", "profile", "steps"}:
     sys.exit(f"FAIL: unexpected verbs in cairn --help: {verbs}")
 
 man = open(a.man).read()
@@ -88,7 +88,8 @@ def complete(*words):
 for words, want in [(("cairn", "ve"), {"verify"}), (("cairn", "diff", "--a"), {"--abs"}),
                     (("cairn", "convert", "x", "y", "--layout", "c"), {"container"}),
                     (("cairn", "ls", "-"), {"-D", "--json", "--step"}),
-                    (("cairn", "pro"), {"profile"}), (("cairn", "profile", "--j"), {"--json"})]:
+                    (("cairn", "pro"), {"profile"}), (("cairn", "profile", "--j"), {"--json"}),
+                    (("cairn", "st"), {"steps"}), (("cairn", "steps", "--j"), {"--json"})]:
     got = complete(*words)
     if not want <= got:
         problems.append(f"completing {' '.join(words)!r} gave {sorted(got)}, missing {sorted(want - got)}")

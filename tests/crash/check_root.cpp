@@ -10,7 +10,8 @@
 //   leftover <name> <reason>        what find_leftovers() reports
 //   removed <name>                  with --remove-leftovers
 //   BAD <what>                      a violation; the exit status is then 1
-// Everything in ROOT must be a complete checkpoint, LATEST or a leftover.
+// Everything in ROOT must be a complete checkpoint, LATEST, the levels record
+// or a leftover.
 #include <cairn/manager.hpp>
 
 #include <mpi.h>
@@ -114,7 +115,9 @@ std::map<std::string, std::uint64_t> check(cairn::CheckpointManager& m, bool pri
     if (print)
         std::printf("pointer %s\n", pointer.c_str());
 
-    std::set<std::string> known{"LATEST"};
+    // The levels record of a manager with a node-local level, and the
+    // temporary name it is written under (docs/FORMAT.md section 6.1).
+    std::set<std::string> known{"LATEST", ".cairn-levels", ".cairn-levels.tmp"};
     for (const auto& [n, h] : committed)
         known.insert(n);
     for (const auto& l : leftovers) {

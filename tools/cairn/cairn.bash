@@ -8,7 +8,7 @@ _cairn()
     verb=
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-            ls|cat|verify|diff|convert|repair|profile) verb=${COMP_WORDS[i]}; break ;;
+            ls|cat|verify|diff|convert|repair|profile|steps) verb=${COMP_WORDS[i]}; break ;;
         esac
     done
     case $prev in
@@ -19,7 +19,7 @@ _cairn()
     esac
     local opts
     case $verb in
-        "") opts="ls cat verify diff convert repair profile -q --quiet --memory --version -h --help" ;;
+        "") opts="ls cat verify diff convert repair profile steps -q --quiet --memory --version -h --help" ;;
         ls) opts="-D --decomposition -l --long --json --step -h --help" ;;
         cat) opts="-s --slice --step -h --help" ;;
         verify) opts="--strict --json --step -h --help" ;;
@@ -27,11 +27,14 @@ _cairn()
         convert) opts="--layout -f --force --step --hint --checksum-block --cooperative -h --help" ;;
         repair) opts="-h --help" ;;
         profile) opts="--json -h --help" ;;
+        steps) opts="--json -h --help" ;;
     esac
     if [[ -z $verb || $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
     elif [[ $verb == profile ]]; then
         COMPREPLY=($(compgen -f -- "$cur"))  # a profile file
+    elif [[ $verb == steps ]]; then
+        COMPREPLY=($(compgen -d -- "$cur"))  # a manager's root directory
     else
         # Checkpoints: directories and .h5 files.
         COMPREPLY=($(compgen -d -- "$cur") $(compgen -f -X '!*.h5' -- "$cur"))

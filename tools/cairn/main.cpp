@@ -4,6 +4,7 @@
 //   cairn cat CKPT NAME [--slice S]   cairn diff A B [--abs D] [--rel P] [--json]
 //   cairn convert SRC DST [--layout L] [--force]
 //   cairn repair PATH                 cairn profile FILE [--json]
+//   cairn steps ROOT [--json]
 //
 // Runs on one process or under mpiexec (every rank takes a share of the
 // data of verify, diff and convert); rank 0 prints.
@@ -23,7 +24,8 @@ using namespace cairn_tool;
 
 const char* footer = R"(Exit status:
   0  success; diff: the checkpoints are equal; verify: every block is intact
-  1  diff: the checkpoints differ; verify: damage found (or no checksums, with --strict)
+  1  diff: the checkpoints differ; verify: damage found (or no checksums, with --strict);
+     steps: the levels record names a file-system step not committed in ROOT
   2  error: bad arguments, no checkpoint at the path, unknown entry, bad slice,
      unreadable metadata (the message on stderr names the file and the entry)
 
@@ -138,6 +140,14 @@ int main(int argc, char** argv)
     c_profile->add_option("FILE", profile.file, "Profile file (JSON Lines, one record per operation)")->required();
     c_profile->add_flag("--json", profile.json, "Print JSON for scripts");
 
+    StepsArgs steps;
+    auto* c_steps = app.add_subcommand(
+        "steps", "List the committed steps of a checkpoint manager directory (layout, size) and, from its levels "
+                 "record (.cairn-levels), which steps are held node-local and with which redundancy; exits 1 when "
+                 "the record names a file-system step that is not committed in ROOT");
+    c_steps->add_option("ROOT", steps.root, "Checkpoint manager directory")->required();
+    c_steps->add_flag("--json", steps.json, "Print JSON for scripts");
+
     int rc = exit_ok;
     try {
         app.parse(argc, argv);
@@ -183,6 +193,9 @@ int main(int argc, char** argv)
             diff.a = a;
             diff.b = b;
             rc = cmd_diff(ctx, diff);
+        }
+        else if (verb == "steps") {
+            rc = cmd_steps(ctx, steps);
         }
         else if (verb == "profile") {
             rc = cmd_profile(ctx, profile);

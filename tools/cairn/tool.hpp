@@ -257,6 +257,15 @@ struct RepairArgs {
 /// for a directory of checkpoints.
 int cmd_repair(const Context& ctx, const RepairArgs& args);
 
+struct StepsArgs {
+    std::string root; ///< a checkpoint manager's root directory
+    bool json = false;
+};
+/// The committed steps of a manager's root and, from its levels record
+/// (root/.cairn-levels), the levels that hold each; exit_different when the
+/// record names a step in the file system that is not committed there.
+int cmd_steps(const Context& ctx, const StepsArgs& args);
+
 struct ProfileArgs {
     std::string file; ///< a profile written with CAIRN_PROFILE (JSON Lines)
     bool json = false;

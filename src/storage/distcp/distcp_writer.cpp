@@ -8,6 +8,7 @@
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
 #include "storage/columnar_storage.hpp"
+#include "storage/distcp/commit.hpp"
 #include "storage/distcp/file_groups.hpp"
 #include "storage/distcp/mpiio.hpp"
 #include "storage/fs.hpp"
@@ -277,6 +278,109 @@ write_items(const DistcpWriterOptions& opt, const SavePlan& plan, SavePlanner& p
 
 } // namespace
 
+namespace detail {
+
+void commit_distcp_dir(const std::string& write_dir, const std::string& path, bool fsync)
+{
+    const auto tmp = fs::join(write_dir, ".metadata.h5.tmp");
+    if (fsync)
+        fs::fsync_path(write_dir); // the data files' directory entries
+    const auto final_md = fs::join(write_dir, metadata_file_name);
+    fs::rename(tmp, final_md);
+    // From here on the checkpoint may be visible. A failure to make it
+    // durable (fsync) undoes what is visible and fails the save, so that
+    // what save reports is what is on disk; a failure to clean up after the
+    // commit (removing the replaced checkpoint) is only reported.
+    const auto uncommit = [&] {
+        if (write_dir == path) {
+            try {
+                fs::rename(final_md, tmp); // no longer a checkpoint; the caller removes it
+            } catch (...) {
+            }
+        }
+    };
+    if (fsync) {
+        try {
+            fs::fsync_path(write_dir);
+        } catch (...) {
+            uncommit();
+            throw;
+        }
+    }
+    if (write_dir != path) {
+        // Swap the new checkpoint in; the old one is removed only after. In
+        // one step where the file system can exchange two names (the staging
+        // name then holds the old checkpoint): no moment without a
+        // checkpoint at the path. Elsewhere in two renames, P -> P.cairn-old
+        // then staging -> P; a crash between them leaves both complete
+        // beside a missing P, which loads refuse to guess about and
+        // remove_leftovers() / `cairn repair` finish.
+        const auto old = path + ".cairn-old";
+        fs::remove_all(old); // a leftover of an earlier interrupted replacement
+        std::string replaced; // where the old checkpoint is once swapped out
+        if (fs::exchange(write_dir, path)) {
+            replaced = write_dir;
+            if (fsync) {
+                try {
+                    fs::fsync_path(fs::parent(path));
+                } catch (...) {
+                    // A failed commit never damages the old checkpoint: swap
+                    // it back; the caller removes the new one from write_dir.
+                    try {
+                        fs::exchange(write_dir, path);
+                    } catch (...) {
+                    }
+                    throw;
+                }
+            }
+        } else {
+            fs::rename(path, old);
+            const auto put_back = [&] {
+                // A failed commit never damages the old checkpoint.
+                try {
+                    fs::rename(old, path);
+                } catch (...) {
+                }
+            };
+            try {
+                fs::rename(write_dir, path);
+            } catch (...) {
+                put_back();
+                throw;
+            }
+            if (fsync) {
+                try {
+                    fs::fsync_path(fs::parent(path));
+                } catch (...) {
+                    try {
+                        fs::rename(path, write_dir); // the caller removes it
+                    } catch (...) {
+                    }
+                    put_back();
+                    throw;
+                }
+            }
+            replaced = old;
+        }
+        try {
+            fs::remove_all(replaced);
+        } catch (const std::exception& e) {
+            // Committed: the replaced checkpoint is a leftover (find_leftovers() names it).
+            std::fprintf(stderr, "cairn: warning: checkpoint %s committed, but the checkpoint it replaced (%s) was "
+                                 "not removed: %s\n", path.c_str(), replaced.c_str(), e.what());
+        }
+    } else if (fsync) {
+        try {
+            fs::fsync_path(fs::parent(path));
+        } catch (...) {
+            uncommit();
+            throw;
+        }
+    }
+}
+
+} // namespace detail
+
 struct DistcpWriter::Impl final : detail::ColumnarWriter {
     void commit(detail::MetadataColumns& md) override;
     DistcpWriterOptions opt;
@@ -355,12 +459,15 @@ std::vector<SavePlan> DistcpWriter::prepare_global_plan(std::vector<SavePlan> pl
         fs::remove_all(im.write_dir);
     } else {
         im.write_dir = im.path;
-        // Leftovers of an interrupted save: nothing here is committed.
+        // Leftovers of an interrupted save or drain (a copy under its
+        // temporary name, src/levels/drain.cpp): nothing here is committed.
         std::error_code ec;
         if (fs::is_directory(im.path))
             for (const auto& e : std::filesystem::directory_iterator(im.path, ec)) {
                 const auto name = e.path().filename().string();
-                if ((name.rfind("__", 0) == 0 && e.path().extension() == ".distcp") || name == ".metadata.h5.tmp")
+                const bool part = name.size() > 18 && name.compare(name.size() - 18, 18, ".distcp.cairn-part") == 0;
+                if ((name.rfind("__", 0) == 0 && (e.path().extension() == ".distcp" || part)) ||
+                    name == ".metadata.h5.tmp")
                     fs::remove_all(e.path().string());
             }
     }
@@ -530,103 +637,9 @@ void DistcpWriter::Impl::commit(detail::MetadataColumns& md)
     md.layout = "distcp";
     md.checksum_block = im.opt.checksum_block;
     md.created = utc_now();
-    const auto tmp = fs::join(im.write_dir, ".metadata.h5.tmp");
-    detail::write_metadata_file(tmp, md, im.opt.fsync);
-    if (im.opt.fsync)
-        fs::fsync_path(im.write_dir); // the data files' directory entries
-    const auto final_md = fs::join(im.write_dir, metadata_file_name);
-    fs::rename(tmp, final_md);
-    // From here on the checkpoint may be visible. A failure to make it
-    // durable (fsync) undoes what is visible and fails the save, so that
-    // what save reports is what is on disk; a failure to clean up after the
-    // commit (removing the replaced checkpoint) is only reported.
-    const auto uncommit = [&] {
-        if (im.write_dir == im.path) {
-            try {
-                fs::rename(final_md, tmp); // no longer a checkpoint; abort() removes it
-            } catch (...) {
-            }
-        }
-    };
-    if (im.opt.fsync) {
-        try {
-            fs::fsync_path(im.write_dir);
-        } catch (...) {
-            uncommit();
-            throw;
-        }
-    }
-    if (im.write_dir != im.path) {
-        // Swap the new checkpoint in; the old one is removed only after. In
-        // one step where the file system can exchange two names (the staging
-        // name then holds the old checkpoint): no moment without a
-        // checkpoint at the path. Elsewhere in two renames, P -> P.cairn-old
-        // then staging -> P; a crash between them leaves both complete
-        // beside a missing P, which loads refuse to guess about and
-        // remove_leftovers() / `cairn repair` finish.
-        const auto old = im.path + ".cairn-old";
-        fs::remove_all(old); // a leftover of an earlier interrupted replacement
-        std::string replaced; // where the old checkpoint is once swapped out
-        if (fs::exchange(im.write_dir, im.path)) {
-            replaced = im.write_dir;
-            if (im.opt.fsync) {
-                try {
-                    fs::fsync_path(fs::parent(im.path));
-                } catch (...) {
-                    // A failed save never damages the old checkpoint: swap it
-                    // back; abort() removes the new one from the staging name.
-                    try {
-                        fs::exchange(im.write_dir, im.path);
-                    } catch (...) {
-                    }
-                    throw;
-                }
-            }
-        } else {
-            fs::rename(im.path, old);
-            const auto put_back = [&] {
-                // A failed save never damages the old checkpoint.
-                try {
-                    fs::rename(old, im.path);
-                } catch (...) {
-                }
-            };
-            try {
-                fs::rename(im.write_dir, im.path);
-            } catch (...) {
-                put_back();
-                throw;
-            }
-            if (im.opt.fsync) {
-                try {
-                    fs::fsync_path(fs::parent(im.path));
-                } catch (...) {
-                    try {
-                        fs::rename(im.path, im.write_dir); // abort() removes it
-                    } catch (...) {
-                    }
-                    put_back();
-                    throw;
-                }
-            }
-            replaced = old;
-        }
-        im.write_dir = im.path;
-        try {
-            fs::remove_all(replaced);
-        } catch (const std::exception& e) {
-            // Committed: the replaced checkpoint is a leftover (find_leftovers() names it).
-            std::fprintf(stderr, "cairn: warning: checkpoint %s committed, but the checkpoint it replaced (%s) was "
-                                 "not removed: %s\n", im.path.c_str(), replaced.c_str(), e.what());
-        }
-    } else if (im.opt.fsync) {
-        try {
-            fs::fsync_path(fs::parent(im.path));
-        } catch (...) {
-            uncommit();
-            throw;
-        }
-    }
+    detail::write_metadata_file(fs::join(im.write_dir, ".metadata.h5.tmp"), md, im.opt.fsync);
+    detail::commit_distcp_dir(im.write_dir, im.path, im.opt.fsync);
+    im.write_dir = im.path;
 }
 
 void DistcpWriter::abort() noexcept

@@ -1,0 +1,485 @@
+// Draining a committed node-local step into the file system, and the record
+// of which levels hold which step (root/.cairn-levels).
+#include "levels/drain.hpp"
+
+#include "cairn/distcp.hpp"
+#include "cairn/errors.hpp"
+#include "storage/distcp/commit.hpp"
+#include "storage/fs.hpp"
+#include "storage/writeback.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace cairn::detail {
+
+namespace fs = detail::fs;
+
+namespace {
+
+/// Bytes per copy_file_range / sendfile call: large enough to stream at the
+/// device's speed, small enough that a cancel is seen promptly.
+constexpr std::size_t kernel_chunk = std::size_t(8) << 20;
+/// The buffer of the read/write fallback (aligned to the page).
+constexpr std::size_t buffer_bytes = std::size_t(4) << 20;
+/// With fsync: bytes per file written but not yet on the device (early
+/// writeback, storage/writeback.hpp), WriteOptions::writeback_bytes' default,
+/// so that copying and the device overlap as in a save.
+constexpr std::uint64_t writeback_bytes = std::uint64_t(64) << 20;
+
+/// The suffix of a file being copied: never the name of a data file or of
+/// the metadata, so no commit or load takes a partial copy for a complete one.
+constexpr const char* part_suffix = ".cairn-part";
+
+struct Cancelled {};
+
+std::string sys_error(int err) { return std::strerror(err); }
+
+class Fd {
+public:
+    explicit Fd(int fd = -1) : m_fd(fd) {}
+    ~Fd()
+    {
+        if (m_fd >= 0)
+            ::close(m_fd);
+    }
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+    int get() const noexcept { return m_fd; }
+    /// close(2), reporting its error (a write-back failure shows here).
+    int close() noexcept
+    {
+        const int r = ::close(m_fd);
+        m_fd = -1;
+        return r == 0 ? 0 : errno;
+    }
+
+private:
+    int m_fd;
+};
+
+/// Whether an errno of copy_file_range / sendfile says "not between these
+/// two files" (take the next method) rather than a failure of the copy.
+bool unsupported(int err) noexcept
+{
+    return err == EXDEV || err == EINVAL || err == ENOSYS || err == EOPNOTSUPP || err == EBADF || err == ENOTSUP;
+}
+
+/// Whether an errno of an in-kernel copy is the destination's fault.
+bool write_side(int err) noexcept
+{
+    return err == ENOSPC || err == EDQUOT || err == EFBIG || err == EROFS || err == EPERM || err == ETXTBSY;
+}
+
+[[noreturn]] void copy_failed(const std::string& src, const std::string& dst, int err)
+{
+    if (write_side(err))
+        throw error::WriteError("cannot write " + dst + " (a copy of " + src + "): " + sys_error(err));
+    throw error::ReadError("cannot copy " + src + " to " + dst + ": " + sys_error(err));
+}
+
+/// Copies the regular file `src` to `dst` through `dst` + part_suffix,
+/// renamed to `dst` once complete (and durable with `fsync`). Returns the
+/// bytes copied. Throws Cancelled when `cancel` is set between two chunks,
+/// error::ReadError / error::WriteError naming the file otherwise; the
+/// partial copy is removed.
+std::uint64_t copy_file(const std::string& src, const std::string& dst, bool fsync, const std::atomic<bool>* cancel)
+{
+    Fd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (in.get() < 0)
+        throw error::ReadError("cannot open " + src + " to copy it: " + sys_error(errno));
+    struct stat st {};
+    if (::fstat(in.get(), &st) != 0)
+        throw error::ReadError("cannot stat " + src + ": " + sys_error(errno));
+    if (!S_ISREG(st.st_mode))
+        throw error::ReadError("cannot copy " + src + ": not a regular file (" +
+                               fs::file_type_name(static_cast<unsigned>(st.st_mode)) + ")");
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    const std::string part = dst + part_suffix;
+    Fd out(::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (out.get() < 0)
+        throw error::WriteError("cannot create " + part + " (to copy " + src + " there): " + sys_error(errno));
+    try {
+        ::posix_fadvise(in.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+        Writeback writeback(part, fsync ? writeback_bytes : 0);
+        enum class Method { copy_range, send, read_write } method = Method::copy_range;
+        std::unique_ptr<unsigned char, void (*)(void*)> buf(nullptr, std::free);
+        std::uint64_t off = 0;
+        while (off < size) {
+            if (cancel && cancel->load(std::memory_order_relaxed))
+                throw Cancelled{};
+            const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(size - off, kernel_chunk));
+            ssize_t n = -1;
+            if (method == Method::copy_range) {
+                auto in_off = static_cast<loff_t>(off), out_off = static_cast<loff_t>(off);
+                n = ::copy_file_range(in.get(), &in_off, out.get(), &out_off, want, 0);
+                if (n < 0 && unsupported(errno)) {
+                    method = Method::send;
+                    continue;
+                }
+            } else if (method == Method::send) {
+                if (::lseek(out.get(), static_cast<off_t>(off), SEEK_SET) < 0)
+                    throw error::WriteError("cannot seek in " + part + ": " + sys_error(errno));
+                auto in_off = static_cast<off_t>(off);
+                n = ::sendfile(out.get(), in.get(), &in_off, want);
+                if (n < 0 && unsupported(errno)) {
+                    method = Method::read_write;
+                    continue;
+                }
+            } else {
+                if (!buf) {
+                    void* p = nullptr;
+                    if (::posix_memalign(&p, 4096, buffer_bytes) != 0)
+                        throw error::WriteError("cannot allocate a copy buffer of " + std::to_string(buffer_bytes) +
+                                                " bytes to copy " + src);
+                    buf.reset(static_cast<unsigned char*>(p));
+                }
+                const auto r = ::pread(in.get(), buf.get(), std::min(want, buffer_bytes), static_cast<off_t>(off));
+                if (r < 0) {
+                    if (errno == EINTR)
+                        continue;
+                    throw error::ReadError("cannot read " + src + ": " + sys_error(errno));
+                }
+                if (r == 0)
+                    throw error::ReadError("cannot copy " + src + ": it ended at byte " + std::to_string(off) +
+                                           " of " + std::to_string(size) + " (changed while copied)");
+                std::size_t done = 0;
+                while (done < static_cast<std::size_t>(r)) {
+                    const auto w = ::pwrite(out.get(), buf.get() + done, static_cast<std::size_t>(r) - done,
+                                            static_cast<off_t>(off + done));
+                    if (w < 0) {
+                        if (errno == EINTR)
+                            continue;
+                        throw error::WriteError("cannot write " + part + " (a copy of " + src + "): " +
+                                                sys_error(errno));
+                    }
+                    done += static_cast<std::size_t>(w);
+                }
+                writeback.wrote(off, static_cast<std::uint64_t>(r));
+                off += static_cast<std::uint64_t>(r);
+                continue;
+            }
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                copy_failed(src, part, errno);
+            }
+            if (n == 0)
+                throw error::ReadError("cannot copy " + src + ": it ended at byte " + std::to_string(off) + " of " +
+                                       std::to_string(size) + " (changed while copied)");
+            writeback.wrote(off, static_cast<std::uint64_t>(n));
+            off += static_cast<std::uint64_t>(n);
+        }
+        writeback.start_rest();
+        if (fsync && ::fsync(out.get()) != 0)
+            throw error::WriteError("fsync of " + part + " (a copy of " + src + ") failed: " + sys_error(errno));
+        if (const int err = out.close())
+            throw error::WriteError("cannot close " + part + " (a copy of " + src + "): " + sys_error(err));
+        fs::rename(part, dst);
+        return size;
+    } catch (...) {
+        fs::truncate_noexcept(part, 0);
+        fs::remove_all_noexcept(part);
+        throw;
+    }
+}
+
+} // namespace
+
+struct Drain::State {
+    std::string src_dir, dst_dir;
+    std::vector<std::string> files;
+    bool fsync = false;
+    std::atomic<bool> cancel{false};
+    std::atomic<bool> finished{false};
+    std::uint64_t bytes = 0;    // written by the thread, read after join
+    std::exception_ptr error;   // likewise
+
+    void run() noexcept
+    {
+        try {
+            fs::create_directories(dst_dir);
+            for (const auto& f : files) {
+                bytes += copy_file(fs::join(src_dir, f), fs::join(dst_dir, f), fsync, &cancel);
+                if (cancel.load(std::memory_order_relaxed))
+                    throw Cancelled{};
+            }
+        } catch (const Cancelled&) {
+            error = std::make_exception_ptr(error::WriteError("the drain of " + src_dir + " into " + dst_dir +
+                                                              " was cancelled"));
+        } catch (...) {
+            error = std::current_exception();
+        }
+        finished.store(true, std::memory_order_release);
+    }
+};
+
+Drain::Drain(std::string src_dir, std::string dst_dir, std::vector<std::string> files, bool fsync)
+    : m_state(std::make_unique<State>())
+{
+    auto& s = *m_state;
+    s.src_dir = fs::strip(src_dir);
+    s.dst_dir = fs::strip(dst_dir);
+    s.files = std::move(files);
+    s.fsync = fsync;
+    for (const auto& f : s.files)
+        if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
+            throw error::WrongAPIUsage("drain of " + s.src_dir + ": '" + f +
+                                       "' is not the name of a file in the step's directory");
+    State* p = m_state.get();
+    m_thread = std::thread([p] { p->run(); });
+}
+
+Drain::~Drain()
+{
+    m_state->cancel.store(true, std::memory_order_relaxed);
+    if (m_thread.joinable())
+        m_thread.join();
+}
+
+bool Drain::done() const noexcept { return m_state->finished.load(std::memory_order_acquire); }
+
+std::uint64_t Drain::wait()
+{
+    if (m_thread.joinable())
+        m_thread.join();
+    if (m_state->error)
+        std::rethrow_exception(m_state->error);
+    return m_state->bytes;
+}
+
+std::vector<std::string> rank_data_files(const std::string& dir, int rank)
+{
+    const std::string prefix = "__" + std::to_string(rank) + "_";
+    std::vector<std::string> out;
+    std::error_code ec;
+    std::filesystem::directory_iterator it(dir, ec), end;
+    if (ec)
+        throw error::ReadError("cannot list " + dir + ": " + ec.message());
+    for (; it != end; it.increment(ec)) {
+        const auto name = it->path().filename().string();
+        if (name.size() > prefix.size() + 7 && name.compare(0, prefix.size(), prefix) == 0 &&
+            name.compare(name.size() - 7, 7, ".distcp") == 0 &&
+            name.find_first_not_of("0123456789", prefix.size()) == name.size() - 7)
+            out.push_back(name);
+    }
+    if (ec)
+        throw error::ReadError("cannot list " + dir + ": " + ec.message());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+std::string drain_destination(const Comm& c, const std::string& path)
+{
+    Bytes bytes;
+    std::exception_ptr err;
+    if (c.coordinator()) {
+        try {
+            const auto p = fs::strip(path);
+            if (fs::exists(p) && !fs::is_directory(p))
+                throw error::WriteError("cannot drain into " + p + ": it exists and is not a directory");
+            std::string dst = p;
+            if (fs::exists(fs::join(p, metadata_file_name))) {
+                dst = p + ".cairn-staging";
+                fs::remove_all(dst);
+            } else if (fs::is_directory(p)) {
+                std::error_code ec;
+                std::vector<std::string> stale;
+                for (std::filesystem::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec)) {
+                    const auto name = it->path().filename().string();
+                    const auto ends = [&](const char* tail) {
+                        const std::size_t n = std::strlen(tail);
+                        return name.size() > n && name.compare(name.size() - n, n, tail) == 0;
+                    };
+                    if ((name.rfind("__", 0) == 0 && (ends(".distcp") || ends(".distcp.cairn-part"))) ||
+                        name == ".metadata.h5.tmp" || name == ".metadata.h5.tmp.cairn-part")
+                        stale.push_back(it->path().string());
+                }
+                if (ec)
+                    throw error::WriteError("cannot list " + p + ": " + ec.message());
+                for (const auto& f : stale)
+                    fs::remove_all(f);
+            }
+            Encoder enc;
+            enc.str(dst);
+            bytes = enc.take();
+        } catch (...) {
+            err = std::current_exception();
+        }
+    }
+    agree(c, "drain destination", err);
+    bcast_bytes(c, bytes);
+    Decoder dec(bytes, "drain destination");
+    return dec.str();
+}
+
+void commit_drain(const Comm& c, const std::string& src_dir, const std::string& dst_dir, const std::string& path,
+                  bool fsync)
+{
+    std::exception_ptr err;
+    if (c.coordinator()) {
+        const auto src = fs::strip(src_dir), dst = fs::strip(dst_dir), to = fs::strip(path);
+        const auto tmp = fs::join(dst, ".metadata.h5.tmp");
+        try {
+            const auto src_md = fs::join(src, metadata_file_name);
+            if (!fs::exists(src_md))
+                throw error::NotFound("cannot drain " + src + ": it is no committed checkpoint (no " +
+                                      std::string(metadata_file_name) + ")");
+            copy_file(src_md, tmp, fsync, nullptr);
+            commit_distcp_dir(dst, to, fsync);
+        } catch (...) {
+            err = std::current_exception();
+            // As a failed save: nothing committed is lost, and what was
+            // staged is not left to look like a checkpoint.
+            if (dst != to)
+                fs::remove_all_noexcept(dst);
+            else
+                fs::remove_all_noexcept(tmp);
+        }
+    }
+    agree(c, "drain commit", err);
+}
+
+// ---- the levels record ----
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr const char* record_name = ".cairn-levels";
+constexpr const char* record_format = "cairn-levels";
+constexpr int record_version = 1;
+
+} // namespace
+
+std::string level_record_path(const std::string& root) { return fs::join(fs::strip(root), record_name); }
+
+void write_level_record(const std::string& root, const LevelRecord& record, bool fsync)
+{
+    const auto file = level_record_path(root);
+    Json j;
+    j["format"] = record_format;
+    j["version"] = record_version;
+    j["local_dir"] = record.local_dir;
+    j["redundancy"] = record.redundancy;
+    j["nodes"] = record.nodes;
+    j["ranks"] = record.ranks;
+    Json steps = Json::array();
+    for (const auto& s : record.steps)
+        steps.push_back(Json{{"step", s.step}, {"node_local", s.node_local}, {"file_system", s.file_system}});
+    j["steps"] = std::move(steps);
+    const std::string text = j.dump(2) + "\n";
+
+    const auto tmp = file + ".tmp";
+    try {
+        Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+        if (fd.get() < 0)
+            throw error::WriteError("cannot create " + tmp + " (the levels record " + file + "): " +
+                                    sys_error(errno));
+        std::size_t done = 0;
+        while (done < text.size()) {
+            const auto w = ::write(fd.get(), text.data() + done, text.size() - done);
+            if (w < 0) {
+                if (errno == EINTR)
+                    continue;
+                throw error::WriteError("cannot write " + tmp + " (the levels record " + file + "): " +
+                                        sys_error(errno));
+            }
+            done += static_cast<std::size_t>(w);
+        }
+        if (fsync && ::fsync(fd.get()) != 0)
+            throw error::WriteError("fsync of " + tmp + " (the levels record " + file + ") failed: " +
+                                    sys_error(errno));
+        if (const int e = fd.close())
+            throw error::WriteError("cannot close " + tmp + " (the levels record " + file + "): " + sys_error(e));
+        fs::rename(tmp, file);
+    } catch (...) {
+        fs::remove_all_noexcept(tmp);
+        throw;
+    }
+    if (fsync)
+        fs::fsync_path(fs::parent(file));
+}
+
+bool read_level_record(const std::string& root, LevelRecord& record)
+{
+    const auto file = level_record_path(root);
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+        if (!fs::exists(file))
+            return false;
+        throw error::ReadError("cannot open the levels record " + file + ": " + sys_error(errno));
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (in.bad())
+        throw error::ReadError("cannot read the levels record " + file);
+    const auto bad = [&](const std::string& why) {
+        return error::FormatError("the levels record " + file + " is damaged: " + why);
+    };
+    Json j;
+    try {
+        j = Json::parse(ss.str());
+    } catch (const std::exception& e) {
+        throw bad(std::string("not JSON (") + e.what() + ")");
+    }
+    if (!j.is_object())
+        throw bad("not a JSON object");
+    const auto field = [&](const Json& o, const char* key, Json::value_t type, const char* what) -> const Json& {
+        const auto it = o.find(key);
+        if (it == o.end())
+            throw bad(std::string("no \"") + key + "\"");
+        const bool ok = type == Json::value_t::number_integer
+                            ? (it->is_number_integer())
+                            : it->type() == type;
+        if (!ok)
+            throw bad(std::string("\"") + key + "\" is not " + what);
+        return *it;
+    };
+    if (field(j, "format", Json::value_t::string, "a string").get<std::string>() != record_format)
+        throw bad("\"format\" is not \"" + std::string(record_format) + "\"");
+    const auto version = field(j, "version", Json::value_t::number_integer, "an integer").get<std::int64_t>();
+    if (version != record_version)
+        throw bad("version " + std::to_string(version) + ", this Cairn reads version " +
+                  std::to_string(record_version));
+    LevelRecord r;
+    r.local_dir = field(j, "local_dir", Json::value_t::string, "a string").get<std::string>();
+    r.redundancy = field(j, "redundancy", Json::value_t::string, "a string").get<std::string>();
+    const auto count = [&](const char* key) {
+        const auto v = field(j, key, Json::value_t::number_integer, "an integer").get<std::int64_t>();
+        if (v < 0 || v > (std::int64_t(1) << 30))
+            throw bad(std::string("\"") + key + "\" is " + std::to_string(v));
+        return static_cast<int>(v);
+    };
+    r.nodes = count("nodes");
+    r.ranks = count("ranks");
+    const auto& steps = field(j, "steps", Json::value_t::array, "an array");
+    for (const auto& s : steps) {
+        if (!s.is_object())
+            throw bad("an element of \"steps\" is not an object");
+        LevelRecord::Step st;
+        st.step = field(s, "step", Json::value_t::number_integer, "an integer").get<std::int64_t>();
+        st.node_local = field(s, "node_local", Json::value_t::boolean, "true or false").get<bool>();
+        st.file_system = field(s, "file_system", Json::value_t::boolean, "true or false").get<bool>();
+        if (!r.steps.empty() && st.step <= r.steps.back().step)
+            throw bad("the steps are not in ascending order (" + std::to_string(st.step) + " after " +
+                      std::to_string(r.steps.back().step) + ")");
+        r.steps.push_back(st);
+    }
+    record = std::move(r);
+    return true;
+}
+
+} // namespace cairn::detail

@@ -1,0 +1,848 @@
+// The node-local level (levels/local_level.hpp).
+//
+// A node-local step is a per-rank checkpoint split across the nodes: each
+// node's copy of `step_<N>` holds its ranks' data files, the whole metadata
+// file and the manifest (both the same on every node) and the redundancy
+// data. Saving and loading go through Cairn's own per-rank storage, with
+// each rank's path turned to its node's directory (NodeWriter, NodeReader),
+// so that the ranks agree on one checkpoint id while each writes and reads
+// its node's storage.
+#include "levels/local_level.hpp"
+
+#include "cairn/distcp.hpp"
+#include "cairn/errors.hpp"
+#include "cairn/planner.hpp"
+#include "comm/protocol.hpp"
+#include "core/codec.hpp"
+#include "storage/fs.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace cairn::detail {
+
+namespace stdfs = std::filesystem;
+
+namespace {
+
+constexpr const char* staging_suffix = ".cairn-staging";
+constexpr const char* old_suffix = ".cairn-old";
+constexpr std::size_t piece_bytes = std::size_t(4) << 20; // files move between nodes in pieces of 4 MiB
+constexpr int tag_transfer = 0x4341; // on the leaders' communicator, which only this file uses
+
+bool parse_local_step_name(const std::string& name, std::int64_t& step)
+{
+    if (name.rfind("step_", 0) != 0 || name.size() < 13 || name.size() > 23)
+        return false;
+    const std::string digits = name.substr(5);
+    if (!std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+        return false;
+    step = std::stoll(digits);
+    return local_step_name(step) == name;
+}
+
+std::string read_whole_file(const std::string& path)
+{
+    std::ifstream f(path, std::ios::binary);
+    if (!f)
+        throw error::ReadError("cannot open " + path + ": " + std::strerror(errno));
+    std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (f.bad())
+        throw error::ReadError("cannot read " + path);
+    return s;
+}
+
+// Writes `path` through a temporary name and a rename, synced with `sync`.
+void write_file_atomic(const std::string& path, const void* data, std::size_t n, bool sync)
+{
+    const std::string tmp = path + ".cairn-tmp";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        throw error::WriteError("cannot create " + tmp + ": " + std::strerror(errno));
+    const char* p = static_cast<const char*>(data);
+    std::size_t done = 0;
+    while (done < n) {
+        const ssize_t w = ::write(fd, p + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            const int err = errno;
+            ::close(fd);
+            fs::remove_all_noexcept(tmp);
+            throw error::WriteError("cannot write " + tmp + ": " + std::strerror(err));
+        }
+        done += static_cast<std::size_t>(w);
+    }
+    if (sync && ::fsync(fd) != 0) {
+        const int err = errno;
+        ::close(fd);
+        fs::remove_all_noexcept(tmp);
+        throw error::WriteError("fsync of " + tmp + " failed: " + std::strerror(err));
+    }
+    if (::close(fd) != 0) {
+        fs::remove_all_noexcept(tmp);
+        throw error::WriteError("cannot close " + tmp + ": " + std::strerror(errno));
+    }
+    fs::rename(tmp, path);
+}
+
+// The relative paths of the regular files under `dir` ("a", "partner/b").
+std::set<std::string> list_files(const std::string& dir)
+{
+    std::set<std::string> out;
+    std::error_code ec;
+    for (auto it = stdfs::recursive_directory_iterator(dir, ec); !ec && it != stdfs::recursive_directory_iterator();
+         it.increment(ec)) {
+        std::error_code ec2;
+        if (it->is_regular_file(ec2))
+            out.insert(stdfs::relative(it->path(), dir, ec2).generic_string());
+    }
+    if (ec)
+        throw error::ReadError("cannot list " + dir + ": " + ec.message());
+    return out;
+}
+
+Bytes encode_strings(const std::vector<std::string>& v)
+{
+    Encoder enc;
+    enc.count(v.size());
+    for (const auto& s : v)
+        enc.str(s);
+    return enc.take();
+}
+
+std::vector<std::string> decode_strings(const Bytes& b, const char* what)
+{
+    Decoder dec(b, what);
+    std::vector<std::string> v(dec.count(1));
+    for (auto& s : v)
+        s = dec.str();
+    dec.expect_done();
+    return v;
+}
+
+// Every rank's strings on every rank (index: rank). Collective.
+std::vector<std::vector<std::string>> allgather_strings(const Comm& c, const std::vector<std::string>& mine,
+                                                        const char* what)
+{
+    const auto all = gather_bytes(c, encode_strings(mine));
+    Bytes joined;
+    if (c.coordinator()) {
+        Encoder enc;
+        enc.count(all.size());
+        for (const auto& b : all)
+            enc.bytes(b);
+        joined = enc.take();
+    }
+    bcast_bytes(c, joined);
+    Decoder dec(joined, what);
+    std::vector<std::vector<std::string>> out(dec.count(1));
+    for (auto& v : out)
+        v = decode_strings(dec.bytes(), what);
+    dec.expect_done();
+    return out;
+}
+
+// The per-rank storage with every rank's files in its own node's copy of
+// the step: the coordinator plans as usual (and commits the metadata in its
+// own node's directory), and each rank is told its node's directory.
+class NodeWriter : public DistcpWriter {
+public:
+    NodeWriter(DistcpWriterOptions o, std::string my_dir, std::vector<std::string> dir_of_rank)
+        : DistcpWriter(std::move(o)), m_dir(std::move(my_dir)), m_dir_of_rank(std::move(dir_of_rank))
+    {
+    }
+    void reset(const std::string&) override { DistcpWriter::reset(m_dir); }
+    std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override
+    {
+        plans = DistcpWriter::prepare_global_plan(std::move(plans));
+        if (plans.size() != m_dir_of_rank.size())
+            throw Error(Error::Kind::generic, "node-local save: " + std::to_string(plans.size()) +
+                                                         " plans for " + std::to_string(m_dir_of_rank.size()) +
+                                                         " ranks");
+        for (std::size_t r = 0; r < plans.size(); ++r) {
+            Encoder enc;
+            enc.str(m_dir_of_rank[r]);
+            plans[r].storage_data = enc.take();
+        }
+        return plans;
+    }
+    std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override
+    {
+        auto results = DistcpWriter::write_data(plan, planner);
+        for (const auto& r : results)
+            if (!r.storage.path.empty())
+                files.insert(r.storage.path);
+        return results;
+    }
+    ColumnarWriter* columnar() noexcept override { return nullptr; } // plans pass through prepare_global_plan
+
+    std::set<std::string> files; ///< the data files this rank wrote
+
+private:
+    std::string m_dir;
+    std::vector<std::string> m_dir_of_rank;
+};
+
+// The per-rank storage reading each rank's node's copy of the step.
+class NodeReader : public DistcpReader {
+public:
+    NodeReader(const LoadOptions& o, std::string dir)
+        : DistcpReader(o.staging_bytes, o.verify_checksums, o.per_rank.mpi_hints), m_dir(std::move(dir))
+    {
+    }
+    void reset(const std::string&) override { DistcpReader::reset(m_dir); }
+
+private:
+    std::string m_dir;
+};
+
+std::string hosts_text(const SavedLayout& l, const std::set<int>& nodes)
+{
+    std::string s;
+    for (int n : nodes) {
+        if (!s.empty())
+            s += ", ";
+        s += "node " + std::to_string(n);
+        if (n < static_cast<int>(l.hosts.size()))
+            s += " (host " + l.hosts[static_cast<std::size_t>(n)] + ")";
+    }
+    return s;
+}
+
+// Sends file `name` of this node's step directory to node `to` (leaders'
+// communicator): its size, then pieces, then whether all was read. A read
+// failure still sends every piece (zeros), so that the receiver never waits;
+// neither side throws (an error goes to `error_out`).
+std::uint64_t send_file(MPI_Comm leaders, int to, const std::string& path, std::string& error_out)
+{
+    std::uint64_t size = 0;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (fd < 0)
+        error_out = "cannot open " + path + ": " + std::strerror(errno);
+    else if (::fstat(fd, &st) != 0)
+        error_out = "cannot stat " + path + ": " + std::strerror(errno);
+    else
+        size = static_cast<std::uint64_t>(st.st_size);
+    MPI_Send(&size, 1, MPI_UINT64_T, to, tag_transfer, leaders);
+    std::vector<char> buf(static_cast<std::size_t>(std::min<std::uint64_t>(size, piece_bytes)));
+    for (std::uint64_t off = 0; off < size; off += piece_bytes) {
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(piece_bytes, size - off));
+        std::size_t got = 0;
+        while (error_out.empty() && got < n) {
+            const ssize_t r = ::pread(fd, buf.data() + got, n - got, static_cast<off_t>(off + got));
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                error_out = "cannot read " + path + (r < 0 ? std::string(": ") + std::strerror(errno) : ": short file");
+            else
+                got += static_cast<std::size_t>(r);
+        }
+        MPI_Send(buf.data(), static_cast<int>(n), MPI_BYTE, to, tag_transfer, leaders);
+    }
+    if (fd >= 0)
+        ::close(fd);
+    int ok = error_out.empty() ? 1 : 0;
+    MPI_Send(&ok, 1, MPI_INT, to, tag_transfer, leaders);
+    return size;
+}
+
+// Receives a file from node `from` into `path` (temporary name, rename).
+void receive_file(MPI_Comm leaders, int from, const std::string& path, std::string& error_out)
+{
+    std::uint64_t size = 0;
+    MPI_Recv(&size, 1, MPI_UINT64_T, from, tag_transfer, leaders, MPI_STATUS_IGNORE);
+    const std::string tmp = path + ".cairn-tmp";
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        error_out = "cannot create " + tmp + ": " + std::strerror(errno);
+    std::vector<char> buf(static_cast<std::size_t>(std::min<std::uint64_t>(size, piece_bytes)));
+    for (std::uint64_t off = 0; off < size; off += piece_bytes) {
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(piece_bytes, size - off));
+        MPI_Recv(buf.data(), static_cast<int>(n), MPI_BYTE, from, tag_transfer, leaders, MPI_STATUS_IGNORE);
+        std::size_t put = 0;
+        while (error_out.empty() && put < n) {
+            const ssize_t w = ::pwrite(fd, buf.data() + put, n - put, static_cast<off_t>(off + put));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                error_out = "cannot write " + tmp + ": " + std::strerror(errno);
+            else
+                put += static_cast<std::size_t>(w);
+        }
+    }
+    int ok = 0;
+    MPI_Recv(&ok, 1, MPI_INT, from, tag_transfer, leaders, MPI_STATUS_IGNORE);
+    if (fd >= 0 && ::close(fd) != 0 && error_out.empty())
+        error_out = "cannot close " + tmp + ": " + std::strerror(errno);
+    if (!ok && error_out.empty())
+        error_out = "node " + std::to_string(from) + " could not read its copy of " + path;
+    if (error_out.empty() && ::rename(tmp.c_str(), path.c_str()) != 0)
+        error_out = "cannot rename " + tmp + " to " + path + ": " + std::strerror(errno);
+    if (!error_out.empty())
+        fs::remove_all_noexcept(tmp);
+}
+
+} // namespace
+
+std::string local_step_name(std::int64_t step)
+{
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "step_%08" PRId64, step);
+    return buf;
+}
+
+// ---- manifest ----------------------------------------------------------------
+
+std::string manifest_text(const LocalManifest& m)
+{
+    nlohmann::json j;
+    j["format"] = "cairn-node-local-step";
+    j["version"] = 1;
+    j["step"] = m.step;
+    j["save_id"] = m.save_id;
+    j["redundancy"] = m.layout.redundancy.str();
+    j["nodes"] = m.layout.nodes;
+    j["hosts"] = m.layout.hosts;
+    auto ranks = nlohmann::json::array();
+    for (std::size_t r = 0; r < m.layout.node_of_rank.size(); ++r) {
+        auto files = nlohmann::json::array();
+        for (const auto& f : m.layout.files[r])
+            files.push_back({{"name", f.name}, {"bytes", f.bytes}});
+        ranks.push_back({{"node", m.layout.node_of_rank[r]}, {"files", files}});
+    }
+    j["ranks"] = ranks;
+    return j.dump(1) + "\n";
+}
+
+LocalManifest parse_manifest(const std::string& text, const std::string& where)
+{
+    try {
+        const auto j = nlohmann::json::parse(text);
+        if (j.at("format").get<std::string>() != "cairn-node-local-step" || j.at("version").get<int>() != 1)
+            throw error::FormatError("not a version 1 manifest");
+        LocalManifest m;
+        m.step = j.at("step").get<std::int64_t>();
+        m.save_id = j.at("save_id").get<std::uint64_t>();
+        m.layout.redundancy = Redundancy::parse(j.at("redundancy").get<std::string>());
+        m.layout.nodes = j.at("nodes").get<int>();
+        m.layout.hosts = j.at("hosts").get<std::vector<std::string>>();
+        for (const auto& r : j.at("ranks")) {
+            const int node = r.at("node").get<int>();
+            if (node < 0 || node >= m.layout.nodes)
+                throw error::FormatError("a rank on node " + std::to_string(node) + " of " +
+                                         std::to_string(m.layout.nodes));
+            m.layout.node_of_rank.push_back(node);
+            std::vector<SavedFile> files;
+            for (const auto& f : r.at("files"))
+                files.push_back(SavedFile{f.at("name").get<std::string>(), f.at("bytes").get<std::uint64_t>()});
+            m.layout.files.push_back(std::move(files));
+        }
+        if (m.layout.nodes < 1 || static_cast<int>(m.layout.hosts.size()) != m.layout.nodes)
+            throw error::FormatError("nodes and hosts do not match");
+        return m;
+    } catch (const error::FormatError& e) {
+        throw error::FormatError("manifest " + where + ": " + e.what());
+    } catch (const std::exception& e) {
+        throw error::FormatError("manifest " + where + " does not parse: " + e.what());
+    }
+}
+
+// ---- NodeLevel -------------------------------------------------------------------
+
+NodeLevel::NodeLevel(MPI_Comm comm, const LocalLevel& options)
+    : m_topo(comm, options.ranks_per_node), m_opt(options)
+{
+}
+
+std::string NodeLevel::node_dir(int node) const { return fs::strip(expand_node_dir(m_opt.dir, node)); }
+
+std::string NodeLevel::step_dir(std::int64_t step) const
+{
+    return fs::join(node_dir(m_topo.node), local_step_name(step));
+}
+
+bool NodeLevel::same_layout(const LocalManifest& m) const
+{
+    const auto& l = m.layout;
+    return static_cast<int>(l.node_of_rank.size()) == m_topo.size && l.nodes == m_topo.nodes &&
+           l.node_of_rank == m_topo.node_of_rank;
+}
+
+std::vector<std::string> NodeLevel::own_files(const LocalManifest& m) const
+{
+    const auto& l = m.layout;
+    if (!same_layout(m))
+        return {};
+    std::vector<std::string> out;
+    for (const auto& f : l.files[static_cast<std::size_t>(m_topo.rank)])
+        out.push_back(f.name);
+    return out;
+}
+
+SaveResult NodeLevel::save(std::int64_t step, StateDict& state, const SaveOptions& options,
+                           std::vector<std::string>* my_files)
+{
+    const Comm c(m_topo.comm);
+    const double t0 = MPI_Wtime();
+    const std::string name = local_step_name(step);
+    const std::string my_dir = node_dir(m_topo.node);
+    const std::string staging = fs::join(my_dir, name + staging_suffix);
+    const std::string final_dir = fs::join(my_dir, name);
+
+    // Every node's staging directory made fresh by its leader, with what
+    // interrupted saves left (one job writes a node's directory at a time).
+    run_phase(c, "node-local save: prepare", [&] {
+        if (!m_topo.leader())
+            return;
+        fs::create_directories(my_dir);
+        std::error_code ec;
+        for (const auto& e : stdfs::directory_iterator(my_dir, ec)) {
+            const std::string n = e.path().filename().string();
+            for (const char* suffix : {staging_suffix, old_suffix}) {
+                std::int64_t s = 0;
+                const std::size_t k = std::strlen(suffix);
+                if (n.size() > k && n.compare(n.size() - k, k, suffix) == 0 &&
+                    parse_local_step_name(n.substr(0, n.size() - k), s))
+                    fs::remove_all(e.path().string());
+            }
+        }
+        fs::create_directories(staging);
+    });
+
+    // The per-rank save, each rank's files into its own node's directory.
+    DistcpWriterOptions po;
+    static_cast<WriteOptions&>(po) = options;
+    po.files_per_rank = options.files_per_rank;
+    po.mpi_hints = options.per_rank.mpi_hints;
+    std::vector<std::string> dir_of_rank;
+    for (int r = 0; r < m_topo.size; ++r)
+        dir_of_rank.push_back(
+            fs::join(node_dir(m_topo.node_of_rank[static_cast<std::size_t>(r)]), name + staging_suffix));
+    auto writer = std::make_shared<NodeWriter>(std::move(po), staging, std::move(dir_of_rank));
+    SaveOptions so = options;
+    so.layout = Layout::per_rank;
+    so.per_rank.files = DataFiles{};
+    so.reuse_plan = false;
+    so.planner = options.planner;
+    so.storage = writer;
+    // The id every rank passes (each writes its own node's copy).
+    SaveResult result = cairn::save(state, fs::join(node_dir(0), name + staging_suffix), c.comm, so);
+
+    // The manifest: every rank's files and their sizes.
+    const auto files_of = allgather_strings(c, run_phase(c, "node-local save: list files", [&] {
+        std::vector<std::string> v;
+        for (const auto& f : writer->files) {
+            if (!fs::exists(fs::join(staging, f)))
+                continue;
+            v.push_back(f);
+            v.push_back(std::to_string(fs::file_size(fs::join(staging, f))));
+        }
+        return v;
+    }), "node-local save: files");
+    LocalManifest m;
+    m.step = step;
+    m.save_id = bcast_u64(c, static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count()));
+    m.layout.nodes = m_topo.nodes;
+    m.layout.node_of_rank = m_topo.node_of_rank;
+    m.layout.hosts = m_topo.hosts;
+    m.layout.redundancy = m_opt.redundancy;
+    for (const auto& v : files_of) {
+        std::vector<SavedFile> files;
+        for (std::size_t i = 0; i + 1 < v.size(); i += 2)
+            files.push_back(SavedFile{v[i], static_cast<std::uint64_t>(std::stoull(v[i + 1]))});
+        m.layout.files.push_back(std::move(files));
+    }
+    const std::string manifest = manifest_text(m);
+
+    // The metadata file (committed by the coordinator on its node) and the
+    // manifest on every node.
+    Bytes md;
+    run_phase(c, "node-local save: read metadata", [&] {
+        if (c.coordinator()) {
+            const std::string s = read_whole_file(fs::join(staging, metadata_file_name));
+            md.resize(s.size());
+            std::memcpy(md.data(), s.data(), s.size());
+        }
+    });
+    bcast_bytes(c, md);
+    run_phase(c, "node-local save: metadata and manifest", [&] {
+        if (!m_topo.leader())
+            return;
+        if (!c.coordinator())
+            write_file_atomic(fs::join(staging, metadata_file_name), md.data(), md.size(), options.fsync);
+        write_file_atomic(fs::join(staging, level_manifest_name), manifest.data(), manifest.size(), options.fsync);
+    });
+
+    // Redundancy data.
+    if (m_opt.redundancy.scheme != Redundancy::Scheme::none)
+        run_phase(c, "node-local save: redundancy", [&] { encode_redundancy(m_topo, m.layout, staging); });
+
+    // Commit on every node: the staging directory takes the step's name
+    // (an older copy of the same step is exchanged, then removed).
+    run_phase(c, "node-local save: commit", [&] {
+        if (!m_topo.leader())
+            return;
+        if (options.fsync)
+            fs::fsync_path(staging);
+        if (fs::exists(final_dir)) {
+            if (!fs::exchange(staging, final_dir)) {
+                const std::string old = final_dir + old_suffix;
+                fs::remove_all(old);
+                fs::rename(final_dir, old);
+                fs::rename(staging, final_dir);
+                fs::remove_all(old);
+            } else {
+                fs::remove_all(staging); // the old copy, now under the staging name
+            }
+        } else {
+            fs::rename(staging, final_dir);
+        }
+        if (options.fsync)
+            fs::fsync_path(my_dir);
+    });
+
+    // Retention on every node: the keep_last newest committed steps stay.
+    run_phase(c, "node-local save: retention", [&] {
+        if (!m_topo.leader())
+            return;
+        std::vector<std::int64_t> steps;
+        std::error_code ec;
+        for (const auto& e : stdfs::directory_iterator(my_dir, ec)) {
+            std::int64_t s = 0;
+            if (parse_local_step_name(e.path().filename().string(), s) && s != step)
+                steps.push_back(s);
+        }
+        std::sort(steps.rbegin(), steps.rend());
+        const std::size_t keep = static_cast<std::size_t>(std::max(m_opt.keep_last, 1) - 1);
+        for (std::size_t i = keep; i < steps.size(); ++i) {
+            const std::string dir = fs::join(my_dir, local_step_name(steps[i]));
+            // The manifest first: a removal cut short leaves no committed step.
+            fs::remove_all(fs::join(dir, level_manifest_name));
+            fs::remove_all(dir);
+        }
+    });
+    if (my_files)
+        *my_files = own_files(m);
+    // The whole node-local save (data, metadata copies, redundancy, commit,
+    // retention) as the coordinator timed it.
+    result.seconds = MPI_Wtime() - t0;
+    MPI_Bcast(&result.seconds, 1, MPI_DOUBLE, 0, c.comm);
+    return result;
+}
+
+std::vector<std::int64_t> NodeLevel::committed_here() const
+{
+    std::vector<std::int64_t> out;
+    const std::string dir = node_dir(m_topo.node);
+    std::error_code ec;
+    if (fs::is_directory(dir))
+        for (const auto& e : stdfs::directory_iterator(dir, ec)) {
+            std::int64_t s = 0;
+            const std::string path = e.path().string();
+            if (parse_local_step_name(e.path().filename().string(), s) &&
+                fs::exists(fs::join(path, level_manifest_name)) && fs::exists(fs::join(path, metadata_file_name)))
+                out.push_back(s);
+        }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+std::vector<LocalStep> NodeLevel::scan()
+{
+    const Comm c(m_topo.comm);
+    // Each leader: the committed steps of its node (manifest and metadata
+    // present), with the manifest and the relative paths held.
+    Bytes mine = run_phase(c, "node-local level: scan", [&] {
+        Encoder enc;
+        if (!m_topo.leader()) {
+            enc.count(0);
+            return enc.take();
+        }
+        const std::string dir = node_dir(m_topo.node);
+        std::vector<std::pair<std::int64_t, std::string>> found;
+        std::error_code ec;
+        if (fs::is_directory(dir))
+            for (const auto& e : stdfs::directory_iterator(dir, ec)) {
+                std::int64_t s = 0;
+                const std::string path = e.path().string();
+                if (parse_local_step_name(e.path().filename().string(), s) &&
+                    fs::exists(fs::join(path, level_manifest_name)) && fs::exists(fs::join(path, metadata_file_name)))
+                    found.emplace_back(s, path);
+            }
+        if (ec)
+            throw error::ReadError("cannot list " + dir + ": " + ec.message());
+        enc.count(found.size());
+        for (const auto& [s, path] : found) {
+            enc.i64(s);
+            enc.str(read_whole_file(fs::join(path, level_manifest_name)));
+            const auto held = list_files(path);
+            enc.count(held.size());
+            for (const auto& h : held)
+                enc.str(h);
+        }
+        return enc.take();
+    });
+    const auto all = gather_bytes(c, mine);
+    // The coordinator joins them: per step, one manifest and each node's paths.
+    Bytes joined;
+    if (c.coordinator()) {
+        struct Found {
+            std::string manifest;
+            std::uint64_t save_id = 0;
+            std::vector<std::vector<std::string>> held;
+            std::vector<std::uint64_t> id_of_node;
+        };
+        const auto save_id_of = [](const std::string& text) -> std::uint64_t {
+            try {
+                return nlohmann::json::parse(text).at("save_id").get<std::uint64_t>();
+            } catch (...) {
+                return 0;
+            }
+        };
+        std::map<std::int64_t, Found, std::greater<>> steps;
+        for (int r = 0; r < c.size; ++r) {
+            Decoder dec(all[static_cast<std::size_t>(r)], "node-local scan");
+            const int node = m_topo.node_of_rank[static_cast<std::size_t>(r)];
+            for (std::size_t k = dec.count(1); k > 0; --k) {
+                const std::int64_t s = dec.i64();
+                auto& f = steps[s];
+                f.held.resize(static_cast<std::size_t>(m_topo.nodes));
+                f.id_of_node.resize(static_cast<std::size_t>(m_topo.nodes));
+                std::string man = dec.str();
+                const std::uint64_t id = save_id_of(man);
+                f.id_of_node[static_cast<std::size_t>(node)] = id;
+                if (f.manifest.empty() || id > f.save_id) {
+                    f.manifest = std::move(man);
+                    f.save_id = id;
+                }
+                for (std::size_t n = dec.count(1); n > 0; --n)
+                    f.held[static_cast<std::size_t>(node)].push_back(dec.str());
+            }
+        }
+        // A node's copy from another save of the step (a later job saved the
+        // step again on other nodes) is stale: it counts as none.
+        for (auto& [s, f] : steps)
+            for (std::size_t n = 0; n < f.held.size(); ++n)
+                if (f.id_of_node[n] != f.save_id)
+                    f.held[n].clear();
+        Encoder enc;
+        enc.count(steps.size());
+        for (const auto& [s, f] : steps) {
+            enc.i64(s);
+            enc.str(f.manifest);
+            for (const auto& h : f.held)
+                enc.bytes(encode_strings(h));
+        }
+        joined = enc.take();
+    }
+    bcast_bytes(c, joined);
+
+    std::vector<LocalStep> out;
+    Decoder dec(joined, "node-local scan");
+    for (std::size_t k = dec.count(1); k > 0; --k) {
+        LocalStep s;
+        s.step = dec.i64();
+        const std::string text = dec.str();
+        s.held.resize(static_cast<std::size_t>(m_topo.nodes));
+        for (auto& h : s.held)
+            for (auto& p : decode_strings(dec.bytes(), "node-local scan"))
+                h.insert(std::move(p));
+        const std::string where = "of node-local step " + std::to_string(s.step);
+        try {
+            s.manifest = parse_manifest(text, where);
+        } catch (const Error& e) {
+            s.why = e.what();
+            out.push_back(std::move(s));
+            continue;
+        }
+        std::set<std::string> all_held;
+        for (const auto& h : s.held)
+            all_held.insert(h.begin(), h.end());
+        const auto& l = s.manifest.layout;
+        std::set<int> lost_nodes;
+        for (std::size_t r = 0; r < l.files.size(); ++r)
+            for (const auto& f : l.files[r])
+                if (!all_held.count(f.name))
+                    lost_nodes.insert(l.node_of_rank[r]);
+        if (lost_nodes.empty()) {
+            s.recoverable = true;
+        } else if (l.redundancy.scheme == Redundancy::Scheme::none) {
+            s.why = "node-local step " + std::to_string(s.step) + ": the data files of " + hosts_text(l, lost_nodes) +
+                    " are lost (redundancy none)";
+        } else {
+            std::string why;
+            s.recoverable = recoverable(l, all_held, &why);
+            s.needs_rebuild = s.recoverable;
+            if (!s.recoverable)
+                s.why = "node-local step " + std::to_string(s.step) + ": " + why;
+        }
+        out.push_back(std::move(s));
+    }
+    dec.expect_done();
+    return out;
+}
+
+LoadResult NodeLevel::load(const LocalStep& s, StateDict& state, const LoadOptions& options, RestoreReport& report)
+{
+    const Comm c(m_topo.comm);
+    const std::string name = local_step_name(s.step);
+    const std::string my_step = step_dir(s.step);
+    auto held = s.held;
+    const auto holds_step = [&](int n) {
+        return held[static_cast<std::size_t>(n)].count(metadata_file_name) > 0 &&
+               held[static_cast<std::size_t>(n)].count(level_manifest_name) > 0;
+    };
+    std::uint64_t moved = 0;
+
+    // 1. Nodes without the step get its metadata and manifest from the
+    //    first node holding it.
+    int holder = -1, lacking = 0;
+    for (int n = 0; n < m_topo.nodes; ++n) {
+        if (holds_step(n) && holder < 0)
+            holder = n;
+        lacking += holds_step(n) ? 0 : 1;
+    }
+    if (holder < 0)
+        throw error::NotFound("node-local step " + std::to_string(s.step) + ": no node holds its metadata");
+    if (lacking > 0) {
+        const int root = m_topo.first_rank[static_cast<std::size_t>(holder)];
+        std::uint64_t size = 0;
+        std::string md;
+        run_phase(c, "node-local restore: read metadata", [&] {
+            if (c.rank == root)
+                md = read_whole_file(fs::join(my_step, metadata_file_name));
+        });
+        size = md.size();
+        MPI_Bcast(&size, 1, MPI_UINT64_T, root, c.comm);
+        md.resize(static_cast<std::size_t>(size));
+        MPI_Bcast(md.data(), static_cast<int>(size), MPI_BYTE, root, c.comm);
+        const std::string manifest = manifest_text(s.manifest);
+        run_phase(c, "node-local restore: metadata to nodes without the step", [&] {
+            if (!m_topo.leader() || holds_step(m_topo.node))
+                return;
+            fs::remove_all(my_step); // a stale copy of another save of the step, if any
+            fs::create_directories(my_step);
+            write_file_atomic(fs::join(my_step, metadata_file_name), md.data(), md.size(), false);
+            write_file_atomic(fs::join(my_step, level_manifest_name), manifest.data(), manifest.size(), false);
+        });
+        for (int n = 0; n < m_topo.nodes; ++n) {
+            held[static_cast<std::size_t>(n)].insert(metadata_file_name);
+            held[static_cast<std::size_t>(n)].insert(level_manifest_name);
+        }
+    }
+
+    // 2. Lost files rebuilt from partner copies or parity.
+    report.rebuilt.clear();
+    if (s.needs_rebuild) {
+        std::uint64_t sent = 0;
+        const auto rebuilt = run_phase(c, "node-local restore: rebuild", [&] {
+            return rebuild_lost_files(m_topo, s.manifest.layout, held, my_step, &sent);
+        });
+        for (const auto& [file, node] : rebuilt) {
+            report.rebuilt.push_back(file);
+            held[static_cast<std::size_t>(node)].insert(file);
+        }
+        moved += sent;
+    }
+
+    // 3. The data files each rank's load needs, from its planner.
+    const auto needed = run_phase(c, "node-local restore: plan", [&] {
+        std::set<std::string> files;
+        bool all_files = false;
+        try {
+            const Metadata md = cairn::read_metadata(my_step);
+            std::shared_ptr<LoadPlanner> planner =
+                options.planner ? options.planner
+                                : std::make_shared<DefaultLoadPlanner>(options.partial, options.may_be_missing);
+            planner->set_up_planner(state, md, c.coordinator());
+            const LoadPlan plan = planner->create_local_plan();
+            for (const auto& item : plan.items) {
+                const auto e = md.entries.find(item.fqn);
+                if (e == md.entries.end() || item.chunk >= e->second.chunks.size()) {
+                    all_files = true;
+                    break;
+                }
+                const auto& st = e->second.chunks[item.chunk].storage;
+                if (st.length > 0)
+                    files.insert(st.path);
+            }
+        } catch (const Error&) {
+            all_files = true; // the load itself reports what does not fit
+        }
+        if (all_files)
+            for (const auto& fl : s.manifest.layout.files)
+                for (const auto& f : fl)
+                    files.insert(f.name);
+        return std::vector<std::string>(files.begin(), files.end());
+    });
+    const auto needs = allgather_strings(c, needed, "node-local restore: needed files");
+
+    // 4. Files a node needs and lacks, sent by the first node holding them.
+    struct Transfer {
+        std::string file;
+        int from, to;
+    };
+    std::vector<Transfer> transfers;
+    {
+        std::vector<std::set<std::string>> node_needs(static_cast<std::size_t>(m_topo.nodes));
+        for (int r = 0; r < c.size; ++r)
+            node_needs[static_cast<std::size_t>(m_topo.node_of_rank[static_cast<std::size_t>(r)])].insert(
+                needs[static_cast<std::size_t>(r)].begin(), needs[static_cast<std::size_t>(r)].end());
+        for (int d = 0; d < m_topo.nodes; ++d)
+            for (const auto& f : node_needs[static_cast<std::size_t>(d)]) {
+                if (held[static_cast<std::size_t>(d)].count(f))
+                    continue;
+                int from = -1;
+                for (int n = 0; n < m_topo.nodes && from < 0; ++n)
+                    if (held[static_cast<std::size_t>(n)].count(f))
+                        from = n;
+                if (from < 0)
+                    throw error::ReadError("node-local step " + std::to_string(s.step) + ": no node holds " + f);
+                transfers.push_back(Transfer{f, from, d});
+            }
+    }
+    if (!transfers.empty()) {
+        std::uint64_t sent = 0;
+        std::string failed;
+        if (m_topo.leader())
+            for (const auto& t : transfers) {
+                std::string err;
+                if (t.from == m_topo.node)
+                    sent += send_file(m_topo.leaders, t.to, fs::join(my_step, t.file), err);
+                else if (t.to == m_topo.node)
+                    receive_file(m_topo.leaders, t.from, fs::join(my_step, t.file), err);
+                if (!err.empty() && failed.empty())
+                    failed = err;
+            }
+        run_phase(c, "node-local restore: move files between nodes", [&] {
+            if (!failed.empty())
+                throw error::ReadError("node-local step " + std::to_string(s.step) + ": " + failed);
+        });
+        moved += sent;
+    }
+    report.bytes_moved = allreduce_sum(c, moved);
+
+    // 5. A normal load from every node's copy.
+    LoadOptions lo = options;
+    lo.layout = Layout::per_rank;
+    lo.storage = std::make_shared<NodeReader>(options, my_step);
+    return cairn::load(state, fs::join(node_dir(0), name), c.comm, lo);
+}
+
+} // namespace cairn::detail

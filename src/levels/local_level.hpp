@@ -1,0 +1,100 @@
+// Private: the node-local level of a CheckpointManager (cairn::LocalLevel):
+// saving a step into node-local storage, finding the steps the nodes hold,
+// and loading one (rebuilding lost files, moving the files a node needs
+// between nodes first). docs/FORMAT.md "Node-local level".
+#pragma once
+
+#include "cairn/checkpoint.hpp"
+#include "cairn/manager.hpp"
+#include "levels/redundancy.hpp"
+#include "levels/topology.hpp"
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace cairn::detail {
+
+/// The manifest of a node-local step, in every node's copy of the step.
+inline constexpr const char* level_manifest_name = ".cairn-level.json";
+
+/// What a node-local step's manifest holds.
+struct LocalManifest {
+    std::int64_t step = 0;
+    /// Tells saves of one step apart (the coordinator's clock in ns at the
+    /// save): a node whose copy has another save_id than the newest holds a
+    /// stale copy, which counts as none.
+    std::uint64_t save_id = 0;
+    SavedLayout layout;
+};
+/// The manifest as JSON text (docs/FORMAT.md).
+std::string manifest_text(const LocalManifest& m);
+/// Parses a manifest; error::FormatError naming `where` when it does not.
+LocalManifest parse_manifest(const std::string& text, const std::string& where);
+
+/// A committed node-local step as the current nodes hold it (the same on
+/// every rank).
+struct LocalStep {
+    std::int64_t step = 0;
+    LocalManifest manifest;
+    /// Per current node: the relative paths its copy of the step holds (empty
+    /// when that node holds none of it).
+    std::vector<std::set<std::string>> held;
+    bool recoverable = false;   ///< every data file is held, or can be rebuilt
+    bool needs_rebuild = false; ///< recoverable, but only by a rebuild
+    std::string why;            ///< when not recoverable: what is lost (step, nodes, hosts)
+};
+
+/// The node-local level over one communicator.
+class NodeLevel {
+public:
+    /// Collective over `comm` (builds the node topology).
+    NodeLevel(MPI_Comm comm, const LocalLevel& options);
+
+    const Topology& topology() const noexcept { return m_topo; }
+    /// Node `node`'s directory (LocalLevel::dir with "%n" replaced).
+    std::string node_dir(int node) const;
+    /// This node's directory of `step`: <node dir>/step_<N>.
+    std::string step_dir(std::int64_t step) const;
+
+    /// Collective: saves `state` as `step` into every node's storage, adds
+    /// the redundancy data and commits the step on every node; then applies
+    /// the node-local retention. Throws the same error on every rank; a
+    /// failure leaves every committed node-local step as it was.
+    /// `my_files` (when not null) gets the data files this rank wrote. The
+    /// result's `seconds` is the whole node-local save's.
+    SaveResult save(std::int64_t step, StateDict& state, const SaveOptions& options,
+                    std::vector<std::string>* my_files = nullptr);
+
+    /// Collective: the committed node-local steps that any current node
+    /// holds, newest first, with whether each can be loaded (the same on
+    /// every rank).
+    std::vector<LocalStep> scan();
+
+    /// Collective: makes `s` (recoverable) loadable on every node — the
+    /// metadata and manifest on nodes that lack them, lost files rebuilt,
+    /// the data files each node's ranks need and it lacks sent over MPI —
+    /// and loads it into `state`. Fills `report`'s rebuilt and bytes_moved.
+    LoadResult load(const LocalStep& s, StateDict& state, const LoadOptions& options, RestoreReport& report);
+
+    /// Local: the committed steps of this node's directory, ascending (what
+    /// its leader sees; the same on every node after a save).
+    std::vector<std::int64_t> committed_here() const;
+
+    /// The data files this rank wrote of the step `m` describes (relative
+    /// names), or empty when the saved job's layout differs from this one.
+    std::vector<std::string> own_files(const LocalManifest& m) const;
+    /// Whether the step `m` describes was saved by a job of this one's
+    /// ranks and nodes (each rank's files then are on its own node).
+    bool same_layout(const LocalManifest& m) const;
+
+private:
+    Topology m_topo;
+    LocalLevel m_opt;
+};
+
+/// "step_<N>" as the manager names a per-rank checkpoint.
+std::string local_step_name(std::int64_t step);
+
+} // namespace cairn::detail

@@ -1,0 +1,488 @@
+// Draining a per-rank checkpoint (a node-local step) into another directory
+// and committing it there (src/levels/drain.hpp): bitwise loads, replacement
+// of a committed checkpoint, failures that name the file and leave the
+// committed checkpoint intact, prompt cancellation; the levels record.
+#include "fixtures.hpp"
+#include "outcome.hpp"
+
+#include "comm/protocol.hpp"
+#include "levels/drain.hpp"
+
+#include <cairn/testing.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+using namespace cairn_test;
+namespace stdfs = std::filesystem;
+using cairn::detail::Drain;
+
+namespace {
+
+// A 1-D field of doubles split by blocks, a 2-D int32 field split by rows
+// and the step; element i of field "u" of step s holds s * 1e6 + i + 0.25.
+struct State {
+    std::int64_t n = 0;
+    cairn::Box box, box2;
+    std::vector<double> u;
+    std::vector<std::int32_t> v;
+    std::int64_t step = -1;
+    cairn::StateDict dict;
+
+    State(std::int64_t s, bool fill)
+    {
+        const int p = world_size(), r = world_rank();
+        n = 40000 + 13 * p;
+        box = cairn::Box{{0}, {n}};
+        std::tie(box.offsets[0], box.shape[0]) = block(n, p, r);
+        box2 = cairn::Box{{0, 0}, {17, 33}};
+        std::tie(box2.offsets[0], box2.shape[0]) = block(17, p, r);
+        u.assign(static_cast<std::size_t>(box.shape[0]), -1.0);
+        v.assign(static_cast<std::size_t>(box2.volume()), -1);
+        if (fill) {
+            step = s;
+            for (std::int64_t i = 0; i < box.shape[0]; ++i)
+                u[static_cast<std::size_t>(i)] = static_cast<double>(s) * 1e6 + static_cast<double>(box.offsets[0] + i) + 0.25;
+            for (std::size_t k = 0; k < v.size(); ++k)
+                v[k] = static_cast<std::int32_t>(s * 100000 + static_cast<std::int64_t>(box2.offsets[0]) * 33 +
+                                                 static_cast<std::int64_t>(k));
+        }
+        dict.add_array<double>("u", u.data(), cairn::Shape{n}, box);
+        dict.add_array<std::int32_t>("field.v", v.data(), cairn::Shape{17, 33}, box2);
+        dict.add_scalar("step", &step);
+    }
+
+    /// Whether this rank holds step `s`'s values, bit for bit.
+    bool holds(std::int64_t s) const
+    {
+        State want(s, true);
+        return step == s && std::memcmp(u.data(), want.u.data(), u.size() * sizeof(double)) == 0 && v == want.v;
+    }
+};
+
+void save_step(std::int64_t s, const std::string& path, bool overwrite = false)
+{
+    State st(s, true);
+    cairn::SaveOptions o;
+    o.layout = cairn::Layout::per_rank;
+    o.files_per_rank = 2;
+    o.overwrite = overwrite;
+    cairn::save(st.dict, path, MPI_COMM_WORLD, o);
+}
+
+/// Whether the checkpoint at `path` loads as step `s` on every rank.
+bool loads_step(std::int64_t s, const std::string& path)
+{
+    State got(s, false);
+    bool ok = true;
+    try {
+        cairn::load(got.dict, path, MPI_COMM_WORLD);
+        ok = got.holds(s);
+    } catch (const std::exception& e) {
+        UNSCOPED_INFO("rank " << world_rank() << ": load of " << path << ": " << e.what());
+        ok = false;
+    }
+    return all(ok);
+}
+
+std::uint64_t bytes_of(const std::string& dir, const std::vector<std::string>& files)
+{
+    std::uint64_t b = 0;
+    for (const auto& f : files)
+        b += stdfs::file_size(dir + "/" + f);
+    return b;
+}
+
+/// Every rank drains its own data files of `src` into `dst`; errors are
+/// agreed (agree(), phase "drain").
+std::uint64_t drain_all(const std::string& src, const std::string& dst, std::vector<std::string> files = {},
+                        bool use_files = false)
+{
+    const cairn::detail::Comm c(MPI_COMM_WORLD);
+    std::exception_ptr err;
+    std::uint64_t bytes = 0;
+    try {
+        if (!use_files)
+            files = cairn::detail::rank_data_files(src, c.rank);
+        Drain d(src, dst, files, true);
+        bytes = d.wait();
+        if (!d.done())
+            throw std::runtime_error("done() is false after wait()");
+    } catch (...) {
+        err = std::current_exception();
+    }
+    cairn::detail::agree(c, "drain", err);
+    return bytes;
+}
+
+bool no_part_files(const std::string& dir)
+{
+    std::error_code ec;
+    if (!stdfs::is_directory(dir, ec))
+        return true;
+    for (const auto& e : stdfs::directory_iterator(dir))
+        if (e.path().string().find(".cairn-part") != std::string::npos)
+            return false;
+    return true;
+}
+
+} // namespace
+
+TEST_CASE("drain: a drained per-rank step commits and loads bitwise", "[drain]")
+{
+    const auto dir = fresh_dir("drain_basic");
+    const auto local = dir + "/local/step-3", path = dir + "/fs/step-3";
+    save_step(3, local);
+    const auto files = cairn::detail::rank_data_files(local, world_rank());
+    CHECK(all(files.size() == 2));
+    const auto want = bytes_of(local, files);
+
+    // No checkpoint at the path: the ranks drain into it directly, and what
+    // an interrupted drain left there goes first.
+    const cairn::detail::Comm c(MPI_COMM_WORLD);
+    if (world_rank() == 0) {
+        stdfs::create_directories(path);
+        std::ofstream(path + "/__0_0.distcp.cairn-part") << "partial";
+        std::ofstream(path + "/.metadata.h5.tmp") << "partial";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(all(cairn::detail::drain_destination(c, path) == path));
+    CHECK(all(no_part_files(path) && !stdfs::exists(path + "/.metadata.h5.tmp")));
+    std::uint64_t got = 0;
+    const auto o = attempt([&] { got = drain_all(local, path); });
+    REQUIRE(all(!o.threw && !o.foreign));
+    CHECK(all(got == want));
+    // Copied, not committed: no metadata yet, so no checkpoint at the path.
+    CHECK(all(!cairn::is_distcp_checkpoint(path)));
+    CHECK(all(no_part_files(path)));
+
+    cairn::detail::commit_drain(c, local, path, path, true);
+    CHECK(all(cairn::is_distcp_checkpoint(path)));
+    CHECK(loads_step(3, path));
+    const auto report = cairn::verify(path, MPI_COMM_WORLD);
+    CHECK(all(report.ok() && report.checksums && report.bytes > 0));
+    // The node-local step is untouched and still a checkpoint.
+    CHECK(loads_step(3, local));
+    // The drained files are the node-local files, byte for byte.
+    bool same = true;
+    for (const auto& f : files) {
+        std::ifstream a(local + "/" + f, std::ios::binary), b(path + "/" + f, std::ios::binary);
+        const std::string sa((std::istreambuf_iterator<char>(a)), {}), sb((std::istreambuf_iterator<char>(b)), {});
+        same = same && !sa.empty() && sa == sb;
+    }
+    CHECK(all(same));
+}
+
+TEST_CASE("drain: over a committed checkpoint, replaced only at the commit", "[drain]")
+{
+    const auto dir = fresh_dir("drain_replace");
+    const auto path = dir + "/fs/latest", staging = path + ".cairn-staging", local = dir + "/local/step-5";
+    save_step(4, path);
+    save_step(5, local);
+    const cairn::detail::Comm c(MPI_COMM_WORLD);
+    // A stale staging directory of an earlier attempt is emptied first.
+    if (world_rank() == 0) {
+        stdfs::create_directories(staging);
+        std::ofstream(staging + "/__99_0.distcp") << "stale";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(all(cairn::detail::drain_destination(c, path) == staging));
+    CHECK(all(!stdfs::exists(staging + "/__99_0.distcp")));
+    const auto o = attempt([&] { drain_all(local, staging); });
+    REQUIRE(all(!o.threw && !o.foreign));
+    // Drained but not committed: the old checkpoint is what loads.
+    CHECK(loads_step(4, path));
+    cairn::detail::commit_drain(c, local, staging, path, true);
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(loads_step(5, path));
+    CHECK(all(cairn::verify(path, MPI_COMM_WORLD).ok()));
+    CHECK(all(!stdfs::exists(staging) && !stdfs::exists(path + ".cairn-old")));
+}
+
+TEST_CASE("drain: an unreadable source file fails on its rank, agreed, the checkpoint intact", "[drain]")
+{
+    const auto dir = fresh_dir("drain_bad_source");
+    const auto path = dir + "/fs/latest", staging = path + ".cairn-staging", local = dir + "/local/step-7";
+    save_step(6, path);
+    save_step(7, local);
+    const int last = world_size() - 1;
+    auto files = cairn::detail::rank_data_files(local, world_rank());
+    const std::string missing = "__" + std::to_string(last) + "_9.distcp";
+    if (world_rank() == last)
+        files.push_back(missing);
+    const auto o = attempt([&] { drain_all(local, staging, files, true); });
+    CHECK(same_error_everywhere(o, cairn::Error::Kind::read));
+    INFO(o.what);
+    CHECK(all(contains(o.what, local + "/" + missing) && contains(o.what, "rank " + std::to_string(last))));
+    CHECK(all(no_part_files(staging)));
+    CHECK(all(!stdfs::exists(staging + "/" + missing)));
+    CHECK(loads_step(6, path));
+
+    // A source that is no regular file is refused as well, naming it.
+    if (world_rank() == last)
+        stdfs::create_directories(local + "/__dir.distcp");
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::vector<std::string> dir_file{"__dir.distcp"};
+    const auto o2 = attempt([&] { drain_all(local, staging, world_rank() == last ? dir_file : std::vector<std::string>{}, true); });
+    CHECK(same_error_everywhere(o2, cairn::Error::Kind::read));
+    CHECK(all(contains(o2.what, local + "/__dir.distcp") && contains(o2.what, "not a regular file")));
+
+    // The commit of a step that is not committed fails everywhere, removes
+    // the staging directory and leaves the checkpoint.
+    const cairn::detail::Comm c(MPI_COMM_WORLD);
+    const auto o3 = attempt([&] {
+        drain_all(local, staging);
+        cairn::detail::commit_drain(c, dir + "/local/none", staging, path, true);
+    });
+    CHECK(same_error_everywhere(o3, cairn::Error::Kind::not_found));
+    CHECK(all(contains(o3.what, dir + "/local/none")));
+    CHECK(all(!stdfs::exists(staging)));
+    CHECK(loads_step(6, path));
+}
+
+TEST_CASE("drain: a destination that cannot be written fails naming it, the checkpoint intact", "[drain]")
+{
+    const auto dir = fresh_dir("drain_bad_destination");
+    const auto path = dir + "/fs/latest", local = dir + "/local/step-9";
+    save_step(8, path);
+    save_step(9, local);
+    // A directory under a regular file.
+    if (world_rank() == 0)
+        std::ofstream(dir + "/plain") << "a regular file\n";
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto o = attempt([&] { drain_all(local, dir + "/plain/staging"); });
+    CHECK(same_error_everywhere(o, cairn::Error::Kind::write));
+    CHECK(all(contains(o.what, dir + "/plain/staging")));
+    CHECK(loads_step(8, path));
+    const cairn::detail::Comm c(MPI_COMM_WORLD);
+    const auto od = attempt([&] { cairn::detail::drain_destination(c, dir + "/plain"); });
+    CHECK(same_error_everywhere(od, cairn::Error::Kind::write));
+    CHECK(all(contains(od.what, dir + "/plain") && contains(od.what, "not a directory")));
+
+    // One rank's file cannot be created (its temporary name is taken by a
+    // directory): that rank's error, naming the file, on every rank.
+    const int last = world_size() - 1;
+    const auto staging = path + ".cairn-staging";
+    const auto files = cairn::detail::rank_data_files(local, world_rank());
+    if (world_rank() == last)
+        stdfs::create_directories(staging + "/" + files.front() + ".cairn-part/x");
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto o2 = attempt([&] { drain_all(local, staging); });
+    CHECK(same_error_everywhere(o2, cairn::Error::Kind::write));
+    INFO(o2.what);
+    CHECK(all(contains(o2.what, staging + "/__" + std::to_string(last) + "_0.distcp") &&
+              contains(o2.what, "rank " + std::to_string(last))));
+    CHECK(loads_step(8, path));
+}
+
+TEST_CASE("drain: destruction while copying a large file returns promptly", "[drain]")
+{
+    const auto dir = fresh_dir("drain_cancel");
+    const auto src = dir + "/src-" + std::to_string(world_rank()), dst = dir + "/dst-" + std::to_string(world_rank());
+    stdfs::create_directories(src);
+    const std::uint64_t size = std::uint64_t(4) << 30; // sparse: no blocks at the source
+    {
+        const int fd = ::open((src + "/big").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        REQUIRE(fd >= 0);
+        REQUIRE(::ftruncate(fd, static_cast<off_t>(size)) == 0);
+        ::close(fd);
+    }
+    double seconds = 0;
+    bool started = false;
+    {
+        auto d = std::make_unique<Drain>(src, dst, std::vector<std::string>{"big"}, false);
+        // The copy has begun once its temporary file exists (bounded wait).
+        const auto t0 = std::chrono::steady_clock::now();
+        while (!d->done() && !stdfs::exists(dst + "/big.cairn-part") &&
+               std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
+            std::this_thread::yield();
+        started = stdfs::exists(dst + "/big.cairn-part") || d->done();
+        const auto t1 = std::chrono::steady_clock::now();
+        d.reset(); // must not copy the rest of 4 GiB first
+        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    }
+    CHECK(all(started));
+    INFO("destruction took " << seconds << " s");
+    CHECK(all(seconds < 3.0)); // a whole copy of 4 GiB takes several times longer
+    // No partial file is left under a data file's name, nor a temporary one.
+    std::error_code ec;
+    const bool whole_or_absent = !stdfs::exists(dst + "/big") || stdfs::file_size(dst + "/big", ec) == size;
+    CHECK(all(whole_or_absent && no_part_files(dst)));
+    stdfs::remove_all(src);
+    stdfs::remove_all(dst);
+}
+
+TEST_CASE("drain: Drain refuses file names that leave the step's directory", "[drain]")
+{
+    bool refused = false;
+    try {
+        Drain d("a", "b", {"../x"}, false);
+    } catch (const cairn::error::WrongAPIUsage& e) {
+        refused = std::string(e.what()).find("../x") != std::string::npos;
+    }
+    CHECK(all(refused));
+}
+
+TEST_CASE("drain: a per-rank save removes the copies a killed drain left", "[drain]")
+{
+    const auto dir = fresh_dir("drain_killed");
+    const auto path = dir + "/fs/step";
+    // What a drain killed mid-copy leaves: data files under their
+    // temporary names, no metadata.
+    if (world_rank() == 0) {
+        stdfs::create_directories(path);
+        std::ofstream(path + "/__0_0.distcp.cairn-part") << "partial";
+        std::ofstream(path + "/__7_1.distcp.cairn-part") << "partial";
+        std::ofstream(path + "/notes.txt") << "not Cairn's";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    save_step(11, path);
+    CHECK(loads_step(11, path));
+    CHECK(all(no_part_files(path) && stdfs::exists(path + "/notes.txt")));
+}
+
+TEST_CASE("drain: a commit that fails leaves the committed checkpoint", "[drain]")
+{
+    const auto dir = fresh_dir("drain_commit_fault");
+    const auto path = dir + "/fs/latest", staging = path + ".cairn-staging", local = dir + "/local/step-13";
+    save_step(12, path);
+    save_step(13, local);
+    const cairn::detail::Comm c(MPI_COMM_WORLD);
+    // The coordinator's renames of the commit: the metadata's copy into
+    // .metadata.h5.tmp, .metadata.h5.tmp to metadata.h5, the exchange with
+    // the committed checkpoint; its directory syncs: the data files' entries,
+    // the metadata's, the parent's after the exchange (then swapped back).
+    const struct {
+        const char* point;
+        std::uint64_t after;
+    } faults[] = {{"fs.rename", 0}, {"fs.rename", 1}, {"fs.rename", 2},
+                  {"fs.fsync", 0},  {"fs.fsync", 1},  {"fs.fsync", 2}};
+    for (const auto& f : faults) {
+        INFO(f.point << " after " << f.after);
+        CHECK(all(cairn::detail::drain_destination(c, path) == staging));
+        const auto o = attempt([&] { drain_all(local, staging); });
+        REQUIRE(all(!o.threw && !o.foreign));
+        Outcome oc;
+        {
+            cairn::testing::ScopedFault fault({f.point, 0, f.after, 1, EIO});
+            oc = attempt([&] { cairn::detail::commit_drain(c, local, staging, path, true); });
+        }
+        INFO(oc.what);
+        CHECK(same_error_everywhere(oc, cairn::Error::Kind::write));
+        CHECK(all(contains(oc.what, "Input/output error") && contains(oc.what, "drain commit")));
+        CHECK(loads_step(12, path));
+        CHECK(all(!stdfs::exists(staging) && !stdfs::exists(path + ".cairn-old")));
+    }
+    // Without a fault the same drain commits.
+    CHECK(all(cairn::detail::drain_destination(c, path) == staging));
+    const auto o = attempt([&] { drain_all(local, staging); });
+    REQUIRE(all(!o.threw && !o.foreign));
+    cairn::detail::commit_drain(c, local, staging, path, true);
+    CHECK(loads_step(13, path));
+}
+
+// ---- the levels record (each rank its own root) ----
+
+namespace {
+
+std::string rank_root(const std::string& dir)
+{
+    const auto root = dir + "/root-" + std::to_string(world_rank());
+    stdfs::create_directories(root);
+    return root;
+}
+
+void put_text(const std::string& file, const std::string& text) { std::ofstream(file, std::ios::binary) << text; }
+
+/// The FormatError message of reading `root`'s record ("" when none).
+std::string format_error(const std::string& root)
+{
+    cairn::detail::LevelRecord r;
+    try {
+        cairn::detail::read_level_record(root, r);
+    } catch (const cairn::error::FormatError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+} // namespace
+
+TEST_CASE("levels record: written atomically, read back as written", "[drain]")
+{
+    const auto dir = fresh_dir("levels_record");
+    const auto root = rank_root(dir);
+    cairn::detail::LevelRecord r, got;
+    CHECK(all(!cairn::detail::read_level_record(root, got) && got.steps.empty()));
+
+    r.local_dir = "/dev/shm/run-%n";
+    r.redundancy = "xor:4";
+    r.nodes = 3;
+    r.ranks = 6;
+    r.steps = {{10, false, true}, {20, true, true}, {30, true, false}};
+    cairn::detail::write_level_record(root, r, true);
+    REQUIRE(all(cairn::detail::read_level_record(root, got)));
+    bool same = got.local_dir == r.local_dir && got.redundancy == r.redundancy && got.nodes == 3 && got.ranks == 6 &&
+                got.steps.size() == 3;
+    for (std::size_t i = 0; same && i < 3; ++i)
+        same = got.steps[i].step == r.steps[i].step && got.steps[i].node_local == r.steps[i].node_local &&
+               got.steps[i].file_system == r.steps[i].file_system;
+    CHECK(all(same));
+    std::ifstream in(root + "/.cairn-levels");
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    CHECK(all(contains(text, "\"format\": \"cairn-levels\"") && contains(text, "\"version\": 1")));
+
+    // Replaced whole; no temporary file stays.
+    r.steps = {{40, true, false}};
+    r.redundancy = "partner";
+    cairn::detail::write_level_record(root, r, false);
+    REQUIRE(all(cairn::detail::read_level_record(root, got)));
+    CHECK(all(got.steps.size() == 1 && got.steps[0].step == 40 && got.redundancy == "partner"));
+    CHECK(all(!stdfs::exists(root + "/.cairn-levels.tmp")));
+}
+
+TEST_CASE("levels record: damage and unwritable roots are named", "[drain]")
+{
+    const auto dir = fresh_dir("levels_record_damage");
+    const auto root = rank_root(dir), file = root + "/.cairn-levels";
+    put_text(file, "{\"format\": \"cairn-levels\", \"version\": 1,");
+    auto e = format_error(root);
+    CHECK(all(contains(e, file) && contains(e, "not JSON")));
+
+    put_text(file, R"({"format": "cairn-levels", "version": 1, "local_dir": "/l", "nodes": 1, "ranks": 1, "steps": []})");
+    e = format_error(root);
+    CHECK(all(contains(e, file) && contains(e, "\"redundancy\"")));
+
+    put_text(file, R"({"format": "cairn-levels", "version": 1, "local_dir": "/l", "redundancy": "none", "nodes": 1,
+                      "ranks": 1, "steps": [{"step": 5, "node_local": true, "file_system": false},
+                                            {"step": 2, "node_local": true, "file_system": false}]})");
+    e = format_error(root);
+    CHECK(all(contains(e, file) && contains(e, "ascending")));
+
+    put_text(file, R"({"format": "cairn-levels", "version": 1, "local_dir": "/l", "redundancy": "none", "nodes": 1,
+                      "ranks": "one", "steps": []})");
+    e = format_error(root);
+    CHECK(all(contains(e, file) && contains(e, "\"ranks\" is not an integer")));
+
+    put_text(file, R"({"format": "something-else", "version": 1})");
+    CHECK(all(contains(format_error(root), file)));
+
+    // A root that is a regular file: the record cannot be written there.
+    put_text(root + "/plain", "x");
+    std::string msg;
+    try {
+        cairn::detail::write_level_record(root + "/plain", cairn::detail::LevelRecord{}, false);
+    } catch (const cairn::error::WriteError& w) {
+        msg = w.what();
+    }
+    CHECK(all(contains(msg, root + "/plain/.cairn-levels")));
+}

@@ -1,0 +1,344 @@
+// CheckpointManager's node-local level: steps saved into per-node
+// directories (fake nodes: LocalLevel::ranks_per_node, "%n" in the
+// directory), restored from them — also after a node's directory is wiped,
+// from partner copies or XOR parity, and on fewer ranks —, drained into the
+// root, and the fallback to the root when a step cannot be recovered.
+#include "fixtures.hpp"
+
+#include <cairn/manager.hpp>
+#include <cairn/testing.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+using namespace cairn_test;
+namespace stdfs = std::filesystem;
+
+namespace {
+
+// A 13 x 7 field split by rows or by columns of `comm`; element (i, j) of the
+// checkpoint of step s holds s * 1000 + i * 7 + j.
+struct Field {
+    cairn::Shape global{13, 7};
+    cairn::Box box;
+    std::vector<double> u;
+    std::int64_t step = -1;
+    cairn::StateDict dict;
+
+    Field(MPI_Comm comm, bool by_rows)
+    {
+        int p = 1, r = 0;
+        MPI_Comm_size(comm, &p);
+        MPI_Comm_rank(comm, &r);
+        box = cairn::whole(global);
+        const std::size_t d = by_rows ? 0 : 1;
+        std::tie(box.offsets[d], box.shape[d]) = block(global[d], p, r);
+        u.assign(static_cast<std::size_t>(box.volume()), -1.0);
+        dict.add_array<double>("u", u.data(), global, box);
+        dict.add_scalar("step", &step);
+    }
+    template <class F>
+    void each(F&& f)
+    {
+        std::size_t k = 0;
+        for (std::int64_t i = 0; i < box.shape[0]; ++i)
+            for (std::int64_t j = 0; j < box.shape[1]; ++j)
+                f(u[k++], (box.offsets[0] + i) * 7 + box.offsets[1] + j);
+    }
+    void fill(std::int64_t s)
+    {
+        step = s;
+        each([&](double& v, std::int64_t lin) { v = static_cast<double>(s * 1000 + lin); });
+    }
+    bool holds(std::int64_t s)
+    {
+        bool ok = step == s;
+        each([&](double& v, std::int64_t lin) { ok = ok && v == static_cast<double>(s * 1000 + lin); });
+        return ok;
+    }
+};
+
+cairn::ManagerOptions level_options(const std::string& base, cairn::Redundancy red, int ranks_per_node,
+                                    int flush_every = 0)
+{
+    cairn::ManagerOptions o;
+    o.keep_last = 2;
+    o.save_options.fsync = false;
+    o.local.dir = base + "/node%n";
+    o.local.redundancy = red;
+    o.local.keep_last = 2;
+    o.local.flush_every = flush_every;
+    o.local.ranks_per_node = ranks_per_node;
+    return o;
+}
+
+std::string node_dir(const std::string& base, int node) { return base + "/node" + std::to_string(node); }
+
+// Rank 0 removes node `node`'s directory (its storage lost); everyone waits.
+void wipe(const std::string& base, int node)
+{
+    if (world_rank() == 0)
+        stdfs::remove_all(node_dir(base, node));
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+std::string host_name()
+{
+    char name[MPI_MAX_PROCESSOR_NAME + 1] = {};
+    int len = 0;
+    MPI_Get_processor_name(name, &len);
+    return std::string(name, static_cast<std::size_t>(len));
+}
+
+} // namespace
+
+TEST_CASE("levels: steps saved node-local restore bitwise, resharded, with no byte moved when nothing changed",
+          "[levels]")
+{
+    const int w = world_size();
+    for (int rpn : {1, 2}) {
+        if (w % rpn != 0)
+            continue;
+        INFO("ranks per node " << rpn);
+        const std::string base = fresh_dir("levels_round_trip_" + std::to_string(w) + "_" + std::to_string(rpn));
+        const std::string root = base + "/root";
+        const int nodes = w / rpn;
+        cairn::CheckpointManager m(root, MPI_COMM_WORLD, level_options(base, cairn::Redundancy::none(), rpn));
+        Field f(MPI_COMM_WORLD, true);
+        for (std::int64_t s : {10, 20, 30}) {
+            f.fill(s);
+            m.save(s, f.dict);
+        }
+        // Every node holds the two newest steps, each with its metadata and
+        // manifest; the root holds nothing.
+        bool ok = true;
+        if (world_rank() == 0)
+            for (int n = 0; n < nodes; ++n) {
+                const std::string d = node_dir(base, n);
+                ok = ok && !stdfs::exists(d + "/step_00000010") && stdfs::exists(d + "/step_00000020") &&
+                     stdfs::exists(d + "/step_00000030/metadata.h5") &&
+                     stdfs::exists(d + "/step_00000030/.cairn-level.json") &&
+                     stdfs::exists(d + "/step_00000030/__" + std::to_string(n * rpn) + "_0.distcp");
+            }
+        CHECK(all(ok));
+        CHECK(all(!stdfs::exists(root + "/step_00000030")));
+        const auto lv = m.levels();
+        CHECK(all(lv.size() == 2 && lv[0].step == 20 && lv[1].step == 30 && lv[1].node_local &&
+                  !lv[1].needs_rebuild && !lv[1].file_system));
+
+        Field same(MPI_COMM_WORLD, true);
+        CHECK(all(m.restore_latest(same.dict) == 30));
+        CHECK(all(same.holds(30)));
+        const auto& rep = m.last_restore();
+        CHECK(all(rep.level == cairn::RestoreReport::Level::node_local && rep.step == 30 && rep.rebuilt.empty() &&
+                  rep.bytes_moved == 0));
+
+        Field cols(MPI_COMM_WORLD, false);
+        CHECK(all(m.restore_latest(cols.dict) == 30));
+        CHECK(all(cols.holds(30)));
+        // By columns, every rank needs every rank's file: other nodes' files move.
+        CHECK(all((nodes > 1) == (m.last_restore().bytes_moved > 0)));
+        // The restored step (saved by this job's layout) drains on demand.
+        CHECK(all(m.flush() == 30));
+        m.wait();
+        CHECK(all(m.steps() == std::vector<std::int64_t>{30}));
+    }
+}
+
+TEST_CASE("levels: flush_every and flush() drain a step into the root, which a plain load reads", "[levels]")
+{
+    const int w = world_size();
+    const std::string base = fresh_dir("levels_drain_" + std::to_string(w));
+    const std::string root = base + "/root";
+    cairn::CheckpointManager m(root, MPI_COMM_WORLD, level_options(base, cairn::Redundancy::none(), 1, 2));
+    Field f(MPI_COMM_WORLD, true);
+    f.fill(10);
+    m.save(10, f.dict);
+    f.fill(20);
+    m.save(20, f.dict); // the second save: drained
+    m.wait();
+    CHECK(all(m.steps() == std::vector<std::int64_t>{20}));
+    {
+        const auto lv = m.levels();
+        CHECK(all(lv.size() == 2 && lv[0].step == 10 && lv[0].node_local && !lv[0].file_system &&
+                  lv[1].step == 20 && lv[1].node_local && lv[1].file_system));
+    }
+    {
+        Field back(MPI_COMM_WORLD, false);
+        cairn::load(back.dict, root + "/step_00000020", MPI_COMM_WORLD);
+        CHECK(all(back.holds(20)));
+    }
+    CHECK(all(!m.flush().has_value())); // the root has the newest step already
+    f.fill(30);
+    m.save(30, f.dict);
+    CHECK(all(m.flush() == 30));
+    const auto lv = m.levels(); // settles the drain; node-local retention keeps 2 steps
+    CHECK(all(lv.size() == 2 && lv[0].step == 20 && lv[0].node_local && lv[0].file_system && lv[1].step == 30 &&
+              lv[1].node_local && lv[1].file_system));
+    Field back(MPI_COMM_WORLD, false);
+    cairn::load(back.dict, root + "/step_00000030", MPI_COMM_WORLD);
+    CHECK(all(back.holds(30)));
+    // The record of the levels, for `cairn steps ROOT`.
+    std::ifstream in(root + "/.cairn-levels");
+    const std::string record((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(all(has(record, "\"redundancy\": \"none\"") || has(record, "\"redundancy\":\"none\"")));
+}
+
+TEST_CASE("levels: a wiped node's files are rebuilt from partner copies and from XOR parity", "[levels]")
+{
+    const int w = world_size();
+    if (w < 2)
+        return; // one node: nothing else to hold its data
+    for (const auto& red : {cairn::Redundancy::partner(), cairn::Redundancy::xor_parity(w)})
+        for (int rpn : {1, 2}) {
+            if (w % rpn != 0 || w / rpn < 2)
+                continue;
+            INFO("redundancy " << red.str() << ", ranks per node " << rpn);
+            const std::string base =
+                fresh_dir("levels_rebuild_" + std::to_string(w) + "_" + red.str().substr(0, 3) + std::to_string(rpn));
+            cairn::CheckpointManager m(base + "/root", MPI_COMM_WORLD, level_options(base, red, rpn));
+            Field f(MPI_COMM_WORLD, true);
+            f.fill(10);
+            m.save(10, f.dict);
+            wipe(base, 1);
+            const auto lv = m.levels();
+            CHECK(all(lv.size() == 1 && lv[0].node_local && lv[0].needs_rebuild));
+            Field back(MPI_COMM_WORLD, true);
+            CHECK(all(m.restore_latest(back.dict) == 10));
+            CHECK(all(back.holds(10)));
+            const auto& rep = m.last_restore();
+            CHECK(all(rep.level == cairn::RestoreReport::Level::node_local && !rep.rebuilt.empty() &&
+                      rep.bytes_moved > 0));
+        }
+}
+
+TEST_CASE("levels: two lost nodes of one XOR group: the steps are skipped, naming them, for the root's",
+          "[levels]")
+{
+    const int w = world_size();
+    if (w < 3)
+        return; // two lost nodes and one holding the step
+    const std::string base = fresh_dir("levels_xor_lost_" + std::to_string(w));
+    cairn::CheckpointManager m(base + "/root", MPI_COMM_WORLD,
+                               level_options(base, cairn::Redundancy::xor_parity(w), 1));
+    Field f(MPI_COMM_WORLD, true);
+    f.fill(10);
+    m.save(10, f.dict);
+    CHECK(all(m.flush() == 10));
+    f.fill(20);
+    m.save(20, f.dict); // node-local only
+    wipe(base, 0);
+    wipe(base, 1);
+    std::vector<cairn::SkippedCheckpoint> skipped;
+    Field back(MPI_COMM_WORLD, false);
+    CHECK(all(m.restore_latest(back.dict, {}, &skipped) == 10));
+    CHECK(all(back.holds(10)));
+    CHECK(all(m.last_restore().level == cairn::RestoreReport::Level::file_system));
+    // Both node-local steps lost two nodes of the group: each is skipped,
+    // then the root's step 10 loads.
+    REQUIRE(all(skipped.size() == 2));
+    INFO(skipped[0].reason);
+    CHECK(all(skipped[0].step == 20 && has(skipped[0].reason, "step 20") && has(skipped[0].reason, "node 0") &&
+              has(skipped[0].reason, "node 1") && has(skipped[0].reason, host_name()) && skipped[1].step == 10));
+}
+
+TEST_CASE("levels: a step saved on 4 nodes restores on 3 ranks with one node lost, resharded", "[levels][reshard]")
+{
+    const int w = world_size();
+    if (w < 4)
+        return; // needs 4 ranks
+    for (const auto& red : {cairn::Redundancy::partner(), cairn::Redundancy::xor_parity(4)}) {
+        INFO("redundancy " << red.str());
+        const std::string base = fresh_dir("levels_4to3_" + std::to_string(w) + "_" + red.str().substr(0, 3));
+        REQUIRE(run_on(4, [&](const SubComm& c) {
+            cairn::CheckpointManager m(base + "/root", c.get(), level_options(base, red, 1));
+            Field f(c.get(), true);
+            f.fill(10);
+            m.save(10, f.dict);
+            return true;
+        }));
+        CHECK(run_on(3, [&](const SubComm& c) {
+            // Node 3's directory is not among the 3 nodes' now: its files are lost.
+            cairn::CheckpointManager m(base + "/root", c.get(), level_options(base, red, 1));
+            Field back(c.get(), false);
+            const auto step = m.restore_latest(back.dict);
+            const auto& rep = m.last_restore();
+            return step == 10 && back.holds(10) && rep.level == cairn::RestoreReport::Level::node_local &&
+                   !rep.rebuilt.empty();
+        }));
+    }
+}
+
+TEST_CASE("levels: a node-local save that fails midway leaves the previous step restorable", "[levels][errors]")
+{
+    const int w = world_size();
+    const std::string base = fresh_dir("levels_failed_save_" + std::to_string(w));
+    cairn::CheckpointManager m(base + "/root", MPI_COMM_WORLD,
+                               level_options(base, w > 1 ? cairn::Redundancy::partner() : cairn::Redundancy::none(),
+                                             1));
+    Field f(MPI_COMM_WORLD, true);
+    f.fill(10);
+    m.save(10, f.dict);
+    f.fill(20);
+    cairn::testing::Fault fault;
+    fault.point = "mpiio.write";
+    fault.rank = w - 1;
+    cairn::testing::arm_fault(fault);
+    std::string msg;
+    try {
+        m.save(20, f.dict);
+    } catch (const cairn::error::WriteError& e) {
+        msg = e.what();
+    }
+    cairn::testing::disarm_faults();
+    CHECK(all(!msg.empty()));
+    Field back(MPI_COMM_WORLD, false);
+    CHECK(all(m.restore_latest(back.dict) == 10));
+    CHECK(all(back.holds(10)));
+    CHECK(all(m.last_restore().level == cairn::RestoreReport::Level::node_local));
+    // The next save of that step succeeds over what the failed one left.
+    f.fill(20);
+    m.save(20, f.dict);
+    CHECK(all(m.restore_latest(back.dict) == 20));
+    CHECK(all(back.holds(20)));
+}
+
+TEST_CASE("levels: a node's copy from an earlier save of the same step is stale and not used", "[levels]")
+{
+    const int w = world_size();
+    if (w < 3)
+        return; // a node that the second save does not reach
+    const std::string base = fresh_dir("levels_stale_" + std::to_string(w));
+    const auto opts = level_options(base, cairn::Redundancy::partner(), 1);
+    // Step 10 on 3 nodes, restored by columns (node 2 gets copies of nodes
+    // 0 and 1's files), then step 10 again (other data) on nodes 0 and 1
+    // only: node 2 keeps the first save's copy, with stale files of the names
+    // the second save wrote.
+    REQUIRE(run_on(3, [&](const SubComm& c) {
+        cairn::CheckpointManager m(base + "/root", c.get(), opts);
+        Field f(c.get(), true);
+        f.fill(10);
+        m.save(10, f.dict);
+        Field back(c.get(), false);
+        return m.restore_latest(back.dict) == 10 && back.holds(10) && m.last_restore().bytes_moved > 0;
+    }));
+    REQUIRE(run_on(2, [&](const SubComm& c) {
+        cairn::CheckpointManager m(base + "/root", c.get(), opts);
+        Field f(c.get(), true);
+        f.fill(20);
+        m.save(10, f.dict);
+        return true;
+    }));
+    CHECK(run_on(3, [&](const SubComm& c) {
+        cairn::CheckpointManager m(base + "/root", c.get(), opts);
+        Field back(c.get(), false);
+        const auto step = m.restore_latest(back.dict);
+        return step == 10 && back.holds(20) && m.last_restore().level == cairn::RestoreReport::Level::node_local;
+    }));
+}
