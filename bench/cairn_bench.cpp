@@ -101,7 +101,7 @@ void usage()
               "                   [--python P] [--torch-peer NAME=PYTHON ...] --torch-script S [--local-dir D]\n"
               "                   (--python P is --torch-peer torch-dcp=P)\n"
               "parts: large, mixed, reshard, async, memory, coop, drain, planning, torch, fio, hdf5, mpiio, "
-               "redundancy, files");
+              "redundancy, files");
 }
 
 void parse(int argc, char** argv)
