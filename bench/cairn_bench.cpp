@@ -100,8 +100,8 @@ void usage()
               "                   [--plan-ranks R] [--plan-arrays A] [--plan-generic] [--plan-prewarm B] [--small-arrays K]\n"
               "                   [--python P] [--torch-peer NAME=PYTHON ...] --torch-script S [--local-dir D]\n"
               "                   (--python P is --torch-peer torch-dcp=P)\n"
-              "parts: large, mixed, reshard, async, memory, coop, drain, redundancy, files, planning, torch, fio,\n"
-              "       hdf5, mpiio");
+              "parts: large, mixed, reshard, async, memory, coop, drain, planning, torch, fio, hdf5, mpiio, "
+              "redundancy, files");
 }
 
 void parse(int argc, char** argv)
@@ -2046,6 +2046,32 @@ void bench_planning_generic(long ranks, long arrays, Results& R)
     R.add("plan+metadata-" + label, 0, total);
 }
 
+// The data files of a per-rank save by `ranks` ranks over `nodes` nodes
+// (consecutive ranks per node) with one file per node and with one per
+// rank: the writer's grouping (detail::data_file_groups) on simulated node
+// ids, no MPI job of that size. One process.
+void bench_file_groups(int ranks, int nodes)
+{
+    std::vector<int> node_of(static_cast<std::size_t>(ranks));
+    for (int r = 0; r < ranks; ++r)
+        node_of[static_cast<std::size_t>(r)] = static_cast<int>(static_cast<long long>(r) * nodes / ranks);
+    std::set<std::string> names;
+    std::vector<std::vector<int>> groups;
+    const double t0 = now();
+    groups = cairn::detail::data_file_groups(cairn::DataFiles::per_node(), node_of);
+    for (const auto& g : groups)
+        names.insert(cairn::detail::group_file_name(g, 0));
+    const double t = now() - t0;
+    const auto per_rank = cairn::detail::data_file_groups(cairn::DataFiles::per_rank(), node_of).size();
+    const std::string label = std::to_string(ranks) + "-ranks-" + std::to_string(nodes) + "-nodes";
+    std::printf("figure planning-files-%s data files per node %zu (distinct names %zu), per rank %zu; grouped in "
+                "%.4f s\n",
+                label.c_str(), groups.size(), names.size(), per_rank, t);
+    std::printf("ratio planning-files-%s per-node-data-files/nodes %.3f\n", label.c_str(),
+                static_cast<double>(names.size()) / nodes);
+    std::fflush(stdout);
+}
+
 // ---------------------------------------------------------------- redundancy
 
 // The exchange of a node-local step's redundancy data (src/levels/
@@ -2141,32 +2167,6 @@ void bench_redundancy(u64 total)
     tput_ratio(r, "xor-encode", "mpi-p2p");
 }
 
-// The data files of a per-rank save by `ranks` ranks over `nodes` nodes
-// (consecutive ranks per node) with one file per node and with one per
-// rank: the writer's grouping (detail::data_file_groups) on simulated node
-// ids, no MPI job of that size. One process.
-void bench_file_groups(int ranks, int nodes)
-{
-    std::vector<int> node_of(static_cast<std::size_t>(ranks));
-    for (int r = 0; r < ranks; ++r)
-        node_of[static_cast<std::size_t>(r)] = static_cast<int>(static_cast<long long>(r) * nodes / ranks);
-    std::set<std::string> names;
-    std::vector<std::vector<int>> groups;
-    const double t0 = now();
-    groups = cairn::detail::data_file_groups(cairn::DataFiles::per_node(), node_of);
-    for (const auto& g : groups)
-        names.insert(cairn::detail::group_file_name(g, 0));
-    const double t = now() - t0;
-    const auto per_rank = cairn::detail::data_file_groups(cairn::DataFiles::per_rank(), node_of).size();
-    const std::string label = std::to_string(ranks) + "-ranks-" + std::to_string(nodes) + "-nodes";
-    std::printf("figure planning-files-%s data files per node %zu (distinct names %zu), per rank %zu; grouped in "
-                "%.4f s\n",
-                label.c_str(), groups.size(), names.size(), per_rank, t);
-    std::printf("ratio planning-files-%s per-node-data-files/nodes %.3f\n", label.c_str(),
-                static_cast<double>(names.size()) / nodes);
-    std::fflush(stdout);
-}
-
 } // namespace
 
 int main(int argc, char** argv)
@@ -2191,8 +2191,8 @@ int main(int argc, char** argv)
         say("note: MPI_THREAD_MULTIPLE not provided: async_save is skipped\n");
         g_opt.only.erase("async");
         if (g_opt.only.empty())
-            g_opt.only = {"large", "mixed", "reshard", "memory", "coop", "drain", "redundancy", "files", "planning",
-                          "torch", "fio", "hdf5", "mpiio"};
+            g_opt.only = {"large", "mixed", "reshard", "memory", "coop", "drain", "planning", "torch", "fio", "hdf5",
+                          "mpiio", "redundancy", "files"};
     }
     if (g_rank == 0)
         stdfs::create_directories(g_opt.dir);

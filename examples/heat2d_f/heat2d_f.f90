@@ -57,7 +57,8 @@ program heat2d_f
     '                     files also on the next node) or xor[:k] (parity over' // new_line('a') // &
     '                     groups of k nodes, default 4)' // new_line('a') // &
     '  --flush-every K    drain every K-th node-local step into the checkpoint' // new_line('a') // &
-    '                     directory (default 10; 0: only on demand)' // new_line('a') // &
+    '                     directory (default 10; 0: none but the last, which is' // new_line('a') // &
+    '                     drained at the end of the run)' // new_line('a') // &
     '  --ranks-per-node K (testing) every K consecutive ranks form a node' // new_line('a') // &
     'Prints `digest <16 hex digits>` on rank 0 as its last line.'
 
@@ -245,7 +246,7 @@ contains
       seconds(elapsed) // ' s'
     if (.not. periodic()) return
     if (checkpoint_every > 0) then
-      call cairn_manager_free(manager)
+      if (.not. drain_and_wait()) return
     end if
 
     if (len(checkpoint) > 0) then
@@ -294,6 +295,30 @@ contains
       itoa(saved%bytes_written) // ' bytes, ' // seconds(saved%seconds) // ' s'
   end function periodic
 
+  ! The end of a run with periodic checkpoints: with a node-local level, the
+  ! newest node-local step also goes to the file system; then the manager
+  ! settles (waits for the drain's commit) and is freed. False after
+  ! printing the error on rank 0.
+  logical function drain_and_wait()
+    integer(c_int64_t) :: drained
+    logical :: started
+    integer :: ierr
+    drain_and_wait = .false.
+    ierr = CAIRN_SUCCESS
+    if (len(local_dir) > 0) then
+      call cairn_manager_flush(manager, drained, started, ierr)
+      if (ierr == CAIRN_SUCCESS .and. started .and. rank == 0) &
+        write (output_unit, '(a)') 'draining step ' // itoa(drained) // ' into ' // manager_root()
+    end if
+    if (ierr == CAIRN_SUCCESS) call cairn_manager_wait(manager, ierr=ierr)
+    call cairn_manager_free(manager)
+    if (ierr /= CAIRN_SUCCESS) then
+      if (rank == 0) write (error_unit, '(a)') 'heat2d_f: error: ' // cairn_last_error()
+      return
+    end if
+    drain_and_wait = .true.
+  end function drain_and_wait
+
   ! The root of the periodic checkpoints.
   function manager_root() result(root)
     character(len=:), allocatable :: root
@@ -307,9 +332,9 @@ contains
   logical function resume_latest()
     type(cairn_manager) :: from
     type(cairn_state) :: state
-    integer(c_int64_t) :: found_step
+    integer(c_int64_t) :: found_step, moved
     logical :: found
-    integer :: ierr
+    integer :: ierr, level, rebuilt
     resume_latest = .false.
     if (len(local_dir) > 0) then
       call cairn_manager_create(from, resume, cart, local_dir=local_dir, redundancy=redundancy, &
@@ -317,10 +342,13 @@ contains
     else
       call cairn_manager_create(from, resume, cart, ierr=ierr)
     end if
+    level = CAIRN_LEVEL_NONE
     if (ierr == CAIRN_SUCCESS) then
       call make_state(state)
       call cairn_manager_restore_latest(from, state, found_step, found, ierr=ierr)
       call cairn_state_free(state)
+      if (ierr == CAIRN_SUCCESS) &
+        call cairn_manager_last_restore(from, level, rebuilt=rebuilt, bytes_moved=moved, ierr=ierr)
     end if
     call cairn_manager_free(from)
     if (ierr /= CAIRN_SUCCESS) then
@@ -336,8 +364,14 @@ contains
           ' is at step ' // itoa(step) // ', beyond --steps ' // itoa(steps)
         return
       end if
-      if (rank == 0) write (output_unit, '(a)') 'resumed from ' // resume // '/' // step_name(step) // &
-        ' at step ' // itoa(step) // ' on ' // itoa(int(nranks, c_int64_t)) // ' ranks'
+      if (level == CAIRN_LEVEL_NODE_LOCAL) then
+        if (rank == 0) write (output_unit, '(a)') 'resumed from node-local storage ' // local_dir // &
+          ' at step ' // itoa(step) // ' on ' // itoa(int(nranks, c_int64_t)) // ' ranks (' // &
+          itoa(int(rebuilt, c_int64_t)) // ' files rebuilt, ' // itoa(moved) // ' bytes moved between nodes)'
+      else
+        if (rank == 0) write (output_unit, '(a)') 'resumed from ' // resume // '/' // step_name(step) // &
+          ' at step ' // itoa(step) // ' on ' // itoa(int(nranks, c_int64_t)) // ' ranks'
+      end if
     end if
     resume_latest = .true.
   end function resume_latest

@@ -690,6 +690,42 @@ int cairn_manager_leftovers(cairn_manager_t* manager, int remove, size_t* count)
  *  cairn_manager_leftovers or cairn_manager_free. Local. */
 int cairn_manager_leftover(const cairn_manager_t* manager, size_t index, const char** path, const char** reason);
 
+/** Where a step was restored from (cairn_manager_last_restore). */
+enum cairn_level {
+    CAIRN_LEVEL_NONE = 0,       /**< nothing restored yet */
+    CAIRN_LEVEL_NODE_LOCAL = 1, /**< node-local storage (files rebuilt from partner copies or parity, if any) */
+    CAIRN_LEVEL_FILE_SYSTEM = 2 /**< the root on the parallel file system */
+};
+
+/** With a node-local level: starts draining the newest node-local step that
+ *  the root lacks into the root, in the background (as cairn_manager_save
+ *  does every flush_every saves): `*started` = 1 and `*step`, or
+ *  `*started` = 0 and `*step` = -1 when there is nothing to drain. The drain
+ *  is committed by the next manager call that settles, or by
+ *  cairn_manager_wait. CAIRN_ERR_USAGE without a node-local level. */
+int cairn_manager_flush(cairn_manager_t* manager, int64_t* step, int* started);
+
+/** Which levels hold a step (cairn_manager_levels), as bits. */
+enum cairn_step_levels {
+    CAIRN_STEP_NODE_LOCAL = 1,   /**< loadable from node-local storage */
+    CAIRN_STEP_NEEDS_REBUILD = 2, /**< node-local, but only once lost files are rebuilt */
+    CAIRN_STEP_FILE_SYSTEM = 4   /**< a committed, complete checkpoint in the root */
+};
+
+/** The steps held by any level, ascending (CheckpointManager::levels):
+ *  `*count` of them; the first min(count, capacity) go to `steps` and their
+ *  CAIRN_STEP_* bits to `levels` (either may be NULL when `capacity` is 0).
+ *  Every node reports what its storage holds. */
+int cairn_manager_levels(cairn_manager_t* manager, int64_t* steps, int* levels, size_t capacity, size_t* count);
+
+/** How the last successful cairn_manager_restore_latest of this manager
+ *  restored: `*level` (enum cairn_level), `*step` (-1: none), `*rebuilt`
+ *  the data files rebuilt from partner copies or XOR parity, `*bytes_moved`
+ *  the bytes of data files sent between nodes before the load. Local; the
+ *  same on every rank. */
+int cairn_manager_last_restore(const cairn_manager_t* manager, int* level, int64_t* step, size_t* rebuilt,
+                               uint64_t* bytes_moved);
+
 /** Frees `*manager` (NULL is fine) and sets it to NULL. A save in flight is
  *  settled first (its commit waited for, then LATEST and retention by rank
  *  0) without any MPI call; an error of it is written to stderr by rank 0,

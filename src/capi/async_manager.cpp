@@ -422,6 +422,75 @@ int cairn_manager_restore_latest(cairn_manager_t* manager, cairn_state_t* state,
     });
 }
 
+int cairn_manager_flush(cairn_manager_t* manager, int64_t* step, int* started)
+{
+    if (step)
+        *step = -1;
+    if (started)
+        *started = 0;
+    return guarded("cairn_manager_flush", [&] {
+        const auto s = manager_arg(manager).manager->flush();
+        if (s) {
+            if (step)
+                *step = *s;
+            if (started)
+                *started = 1;
+        }
+    });
+}
+
+int cairn_manager_levels(cairn_manager_t* manager, int64_t* steps, int* levels, size_t capacity, size_t* count)
+{
+    const char* fn = "cairn_manager_levels";
+    if (count)
+        *count = 0;
+    if (int rc = guarded(fn, [&] { manager_arg(manager); }))
+        return rc;
+    if (int rc = cairn::capi::agree(fn, manager->comm,
+                                    (steps == nullptr || levels == nullptr) && capacity > 0 ? CAIRN_ERR_USAGE
+                                                                                             : CAIRN_SUCCESS,
+                                    "steps or levels is NULL with a capacity of " + std::to_string(capacity)))
+        return rc;
+    return guarded(fn, [&] {
+        const auto all = manager->manager->levels();
+        for (std::size_t i = 0; i < all.size() && i < capacity; ++i) {
+            steps[i] = all[i].step;
+            levels[i] = (all[i].node_local ? CAIRN_STEP_NODE_LOCAL : 0) |
+                        (all[i].needs_rebuild ? CAIRN_STEP_NEEDS_REBUILD : 0) |
+                        (all[i].file_system ? CAIRN_STEP_FILE_SYSTEM : 0);
+        }
+        if (count)
+            *count = all.size();
+    });
+}
+
+int cairn_manager_last_restore(const cairn_manager_t* manager, int* level, int64_t* step, size_t* rebuilt,
+                               uint64_t* bytes_moved)
+{
+    if (level)
+        *level = CAIRN_LEVEL_NONE;
+    if (step)
+        *step = -1;
+    if (rebuilt)
+        *rebuilt = 0;
+    if (bytes_moved)
+        *bytes_moved = 0;
+    return guarded("cairn_manager_last_restore", [&] {
+        require(manager != nullptr, "the manager handle is NULL");
+        const cairn::RestoreReport& r = manager->manager->last_restore();
+        if (level)
+            *level = r.level == cairn::RestoreReport::Level::node_local    ? CAIRN_LEVEL_NODE_LOCAL
+                     : r.level == cairn::RestoreReport::Level::file_system ? CAIRN_LEVEL_FILE_SYSTEM
+                                                                           : CAIRN_LEVEL_NONE;
+        if (step)
+            *step = r.step;
+        if (rebuilt)
+            *rebuilt = r.rebuilt.size();
+        if (bytes_moved)
+            *bytes_moved = r.bytes_moved;
+    });
+}
+
 int cairn_manager_steps(cairn_manager_t* manager, int64_t* steps, size_t capacity, size_t* count)
 {
     const char* fn = "cairn_manager_steps";

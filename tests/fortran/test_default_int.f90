@@ -17,7 +17,7 @@ program test_default_int
   type(cairn_manager) :: m
   double precision, allocatable, target :: t(:, :)
   integer, target :: ids(3), rep(nr)
-  integer :: i, j, i0, ni, ierr, idx, step
+  integer :: i, j, i0, ni, ierr, idx, step, level
   integer, allocatable :: gshape(:), steps(:)
   logical :: found
   character(len=:), allocatable :: path, root
@@ -114,6 +114,11 @@ program test_default_int
   call check_ok(ierr, 'restore_latest')
   call check(found .and. step == 40, 'restored step 40')
   call check(t(1, 1) == value(i0 + 1, 1) + 40, 'T of step 40 restored')
+  call cairn_manager_last_restore(m, level, step, ierr=ierr)
+  call check(ierr == CAIRN_SUCCESS .and. level == CAIRN_LEVEL_FILE_SYSTEM .and. step == 40, &
+             'last_restore with a default-integer step')
+  call cairn_manager_flush(m, step, ierr=ierr)
+  call check(ierr == CAIRN_ERR_USAGE .and. step == -1, 'flush without a node-local level, default-integer step')
   call cairn_manager_free(m)
 
   call cairn_load_options_free(lo)
