@@ -2108,7 +2108,9 @@ void bench_redundancy(u64 total)
         const double t_xor = timed([&] { encode(cairn::Redundancy::xor_parity(g_size)); });
         clean();
         if (run < 0) {
-            say("warmup redundancy p2p %.3f s, partner %.3f s, xor %.3f s\n", t_p2p, t_partner, t_xor);
+            say("warmup redundancy mpi-p2p %.3f s\n", t_p2p);
+            say("warmup redundancy partner-encode %.3f s\n", t_partner);
+            say("warmup redundancy xor-encode %.3f s\n", t_xor);
             continue;
         }
         r.add("mpi-p2p", all_bytes, t_p2p);
