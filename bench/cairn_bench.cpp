@@ -13,6 +13,7 @@
 // a tiny run prints well-formed lines.
 #include <cairn/async.hpp>
 #include <cairn/cairn.hpp>
+#include <cairn/manager.hpp>
 
 // Internal headers: the coordinator's planning and the metadata writer are
 // called directly for synthetic plans of many ranks.
@@ -101,7 +102,7 @@ void usage()
               "                   [--python P] [--torch-peer NAME=PYTHON ...] --torch-script S [--local-dir D]\n"
               "                   (--python P is --torch-peer torch-dcp=P)\n"
               "parts: large, mixed, reshard, async, memory, coop, drain, planning, torch, fio, hdf5, mpiio, "
-              "redundancy, files");
+              "redundancy, files, levels");
 }
 
 void parse(int argc, char** argv)
@@ -2149,9 +2150,9 @@ void bench_redundancy(u64 total)
         const double t_xor = timed([&] { encode(cairn::Redundancy::xor_parity(g_size)); });
         clean();
         if (run < 0) {
-            say("warmup redundancy mpi-p2p %.3f s\nwarmup redundancy partner-encode %.3f s\n"
-                "warmup redundancy xor-encode %.3f s\n",
-                t_p2p, t_partner, t_xor);
+            say("warmup redundancy mpi-p2p %.3f s\n", t_p2p);
+            say("warmup redundancy partner-encode %.3f s\n", t_partner);
+            say("warmup redundancy xor-encode %.3f s\n", t_xor);
             continue;
         }
         r.add("mpi-p2p", all_bytes, t_p2p);
@@ -2165,6 +2166,144 @@ void bench_redundancy(u64 total)
     print_figures(r);
     tput_ratio(r, "partner-encode", "mpi-p2p");
     tput_ratio(r, "xor-encode", "mpi-p2p");
+}
+
+// ---------------------------------------------------------------- levels
+
+// The node-local level of a CheckpointManager (ManagerOptions::local), on
+// fake nodes of one rank each (ranks_per_node 1) in a RAM disk
+// (--local-dir + "-levels/node%n"), flush_every 0 so that nothing drains.
+// The large workload (at most 512 MiB). Per run, interleaved, order rotating:
+// the blocking time of CheckpointManager::save with redundancy none
+// ("local-save-none") and partner ("local-save-partner", 2 ranks or more)
+// against a memcpy of this rank's bytes into a touched buffer ("memcpy");
+// then restore_latest by a new manager (a restarted job) from the
+// node-local level ("restore-local") and from a per-rank checkpoint in
+// --dir, page cache dropped first ("restore-fs"), in alternating order.
+void bench_levels(u64 total)
+{
+    Results R;
+    R.workload = "levels";
+    auto w = make_workload("large", std::min<u64>(total, u64{512} << 20));
+    auto sd = state_of(w);
+    const u64 T = w.total;
+    const std::string local_root = g_opt.local_dir + "-levels";
+    const std::string base = g_opt.dir + "/levels";
+    say("\nworkload levels: %d arrays of %lld x %lld f64 sharded by rows, %.1f MiB; %d fake nodes of 1 rank in %s\n",
+        w.large, static_cast<long long>(w.rows), static_cast<long long>(w.cols), T / 1048576.0, g_size,
+        local_root.c_str());
+    remove_path(local_root);
+    remove_path(base);
+    auto options = [&](const char* red, cairn::Redundancy r) {
+        cairn::ManagerOptions o;
+        o.local.dir = local_root + "/" + red + "/node%n";
+        o.local.redundancy = r;
+        o.local.flush_every = 0;
+        o.local.ranks_per_node = 1;
+        o.local.keep_last = 1;
+        return o;
+    };
+    const cairn::ManagerOptions o_none = options("none", cairn::Redundancy{});
+    const cairn::ManagerOptions o_partner = options("partner", cairn::Redundancy::partner());
+    const std::string root_none = base + "/none", root_partner = base + "/partner", root_fs = base + "/fs";
+    const bool partner = g_size >= 2;
+    if (!partner)
+        say("note: local-save-partner needs 2 ranks (2 fake nodes): skipped\n");
+    cairn::CheckpointManager m_none(root_none, g_comm, o_none);
+    std::unique_ptr<cairn::CheckpointManager> m_partner;
+    if (partner)
+        m_partner = std::make_unique<cairn::CheckpointManager>(root_partner, g_comm, o_partner);
+    std::vector<char> buf(static_cast<std::size_t>(w.mine));
+    auto memcpy_case = [&] {
+        touch_write(buf.data(), buf.size());
+        touch_state(w, false);
+        MPI_Barrier(g_comm);
+        const double t0 = now();
+        char* d = buf.data();
+        for (const auto& a : w.arrays) {
+            std::memcpy(d, a.data.data(), a.data.size() * 8);
+            d += a.data.size() * 8;
+        }
+        return allmax(now() - t0);
+    };
+    auto save_case = [&](cairn::CheckpointManager& m, std::int64_t step) {
+        touch_state(w, false);
+        return timed([&] { m.save(step, sd); });
+    };
+    // The file-system checkpoint: one per-rank save into --dir (untimed).
+    {
+        cairn::CheckpointManager m(root_fs, g_comm);
+        touch_state(w, false);
+        m.save(0, sd);
+    }
+    auto restore_case = [&](const std::string& root, const cairn::ManagerOptions& o,
+                            cairn::RestoreReport::Level want_level, const char* what, bool check) {
+        cairn::CheckpointManager m(root, g_comm, o);
+        drop_caches();
+        touch_state(w, true);
+        if (check)
+            scramble(w);
+        std::optional<std::int64_t> step;
+        const double t = timed([&] { step = m.restore_latest(sd); });
+        if (!step || m.last_restore().level != want_level)
+            say("ERROR: %s: restore_latest restored %s\n", what,
+                !step ? "nothing" : "from the wrong level");
+        if (check)
+            check_state(w, what);
+        return t;
+    };
+    for (int run = 0; run < g_opt.warmup + g_opt.runs; ++run) {
+        const bool timed_run = run >= g_opt.warmup;
+        double t_mem = 0, t_none = 0, t_partner = 0;
+        // The three saves in rotating order.
+        for (int k = 0; k < 3; ++k) {
+            switch ((run + k) % 3) {
+            case 0: t_mem = memcpy_case(); break;
+            case 1: t_none = save_case(m_none, run); break;
+            default:
+                if (m_partner)
+                    t_partner = save_case(*m_partner, run);
+            }
+        }
+        double t_local = 0, t_fs = 0;
+        const auto level_local = cairn::RestoreReport::Level::node_local;
+        const auto level_fs = cairn::RestoreReport::Level::file_system;
+        if (run % 2 == 0) {
+            t_local = restore_case(root_none, o_none, level_local, "restore-local", run == 0);
+            t_fs = restore_case(root_fs, cairn::ManagerOptions{}, level_fs, "restore-fs", run == 0);
+        } else {
+            t_fs = restore_case(root_fs, cairn::ManagerOptions{}, level_fs, "restore-fs", false);
+            t_local = restore_case(root_none, o_none, level_local, "restore-local", false);
+        }
+        if (!timed_run) {
+            if (g_rank == 0) {
+                std::printf("warmup levels memcpy %.3f s\n", t_mem);
+                std::printf("warmup levels local-save-none %.3f s\n", t_none);
+                if (partner)
+                    std::printf("warmup levels local-save-partner %.3f s\n", t_partner);
+                std::printf("warmup levels restore-local %.3f s\n", t_local);
+                std::printf("warmup levels restore-fs %.3f s\n", t_fs);
+            }
+            continue;
+        }
+        R.add("memcpy", T, t_mem);
+        R.add("local-save-none", T, t_none);
+        if (partner)
+            R.add("local-save-partner", T, t_partner);
+        R.add("restore-local", T, t_local);
+        R.add("restore-fs", T, t_fs);
+    }
+    m_partner.reset();
+    remove_path(base);
+    remove_path(local_root);
+    print_figures(R);
+    auto secs_ratio = [&](const std::string& a, const std::string& b) {
+        if (R.has(a) && R.has(b))
+            ratio_line(R.workload, a + "/" + b, R.secs.at(a).median() / R.secs.at(b).median());
+    };
+    secs_ratio("local-save-none", "memcpy");
+    secs_ratio("local-save-partner", "memcpy");
+    secs_ratio("restore-fs", "restore-local");
 }
 
 } // namespace
@@ -2192,7 +2331,7 @@ int main(int argc, char** argv)
         g_opt.only.erase("async");
         if (g_opt.only.empty())
             g_opt.only = {"large", "mixed", "reshard", "memory", "coop", "drain", "planning", "torch", "fio", "hdf5",
-                          "mpiio", "redundancy", "files"};
+                          "mpiio", "redundancy", "files", "levels"};
     }
     if (g_rank == 0)
         stdfs::create_directories(g_opt.dir);
@@ -2227,6 +2366,8 @@ int main(int argc, char** argv)
         bench_drain(total);
     if (want("redundancy"))
         bench_redundancy(total);
+    if (want("levels"))
+        bench_levels(total);
     if (want("planning")) {
         MPI_Barrier(g_comm);
         if (g_rank == 0) {
