@@ -81,7 +81,8 @@ struct SaveOptions : WriteOptions {
     /// the coordinator compares the digests before the commit; a difference
     /// fails the save with error::Mismatch naming the array and two ranks.
     /// Only one copy is stored, so without the check the others' bytes are
-    /// never looked at. Host memory and the default planner only.
+    /// never looked at. Host memory, and a planner that stores replicas once
+    /// (SavePlanner::stores_replicas_once: DefaultSavePlanner) only.
     bool check_replicas = true;
     /// Custom planner; default (unset): DefaultSavePlanner, which Cairn then
     /// also plans on columns (SavePlanner::columnar).

@@ -86,6 +86,8 @@ public:
     std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override;
     void finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>& results) override;
     void abort() noexcept override;
+    /// "container".
+    const char* layout_name() const noexcept override;
     /// Offers Cairn's faster commit from metadata columns (StorageWriter::columnar).
     detail::ColumnarWriter* columnar() noexcept override;
 
@@ -128,7 +130,7 @@ public:
     detail::ColumnarReader* columnar() noexcept override;
 
     /// Bytes of array and blob data this rank read in the last read_data.
-    std::uint64_t bytes_read() const noexcept;
+    std::uint64_t bytes_read() const noexcept override;
 
 private:
     struct Impl;

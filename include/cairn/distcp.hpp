@@ -93,6 +93,10 @@ public:
     std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override;
     void finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>& results) override;
     void abort() noexcept override;
+    /// "per_rank".
+    const char* layout_name() const noexcept override;
+    /// True: each rank writes its items in turn to its own file.
+    bool writes_items_in_turn() const noexcept override;
     /// Offers Cairn's faster commit from metadata columns (StorageWriter::columnar).
     detail::ColumnarWriter* columnar() noexcept override;
 
@@ -126,7 +130,9 @@ public:
     detail::ColumnarReader* columnar() noexcept override;
 
     /// Bytes read from files by the last read_data (including sieving gaps).
-    std::uint64_t bytes_read() const noexcept;
+    std::uint64_t bytes_read() const noexcept override;
+    /// True: items are read in turn.
+    bool reads_items_in_turn() const noexcept override;
 
 private:
     struct Impl;

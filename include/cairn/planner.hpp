@@ -47,6 +47,11 @@ public:
     virtual SavePlan finish_plan(SavePlan central_plan) { return central_plan; }
     /// Local. The memory holding the data of `item` (dense or strided).
     virtual DataRef resolve_data(const WriteItem& item) = 0;
+    /// Whether the global plan stores an array box that several ranks hold
+    /// identically once, written by one of them (as DefaultSavePlanner's
+    /// does): SaveOptions::check_replicas then compares the other holders'
+    /// bytes at the commit. The default: false (no check).
+    virtual bool stores_replicas_once() const noexcept { return false; }
     /// A faster form of the global plan, on the plans as the ranks send
     /// them, an internal interface offered by the planner Cairn creates when
     /// SaveOptions::planner is unset; nullptr (the default): none, and the
@@ -75,11 +80,23 @@ public:
     /// After all reads of this rank: sets scalars and strings, calls
     /// Stateful::load_state_dict.
     virtual void finish() = 0;
+    /// After the reads: the keys of the state that the checkpoint lacks
+    /// (LoadResult::missing) and the keys of the checkpoint that the state
+    /// did not ask for (LoadResult::skipped). The default: none.
+    virtual const std::vector<std::string>& missing() const noexcept { return no_keys(); }
+    virtual const std::vector<std::string>& skipped() const noexcept { return no_keys(); }
     /// A set-up before the metadata arrives, so that a rank keeps of it only
     /// the chunks it reads, an internal interface offered by the planner
     /// Cairn creates when LoadOptions::planner is unset; nullptr (the
     /// default): none, and set_up_planner gets the whole metadata.
     virtual detail::FilteringLoadPlanner* filtering() noexcept { return nullptr; }
+
+private:
+    static const std::vector<std::string>& no_keys() noexcept
+    {
+        static const std::vector<std::string> none;
+        return none;
+    }
 };
 
 /// Flattens nested dicts and Stateful objects (calling their state_dict())
@@ -101,6 +118,8 @@ public:
     SavePlan create_local_plan() override;
     std::pair<std::vector<SavePlan>, Metadata> create_global_plan(std::vector<SavePlan> plans) override;
     DataRef resolve_data(const WriteItem& item) override;
+    /// True: replicas are written once, by the holder with the fewest bytes.
+    bool stores_replicas_once() const noexcept override { return true; }
 
 protected:
     const Entry& lookup(const std::string& fqn) const;
@@ -144,9 +163,9 @@ public:
 
     /// Keys of the state that the checkpoint lacks (partial loads, and the
     /// keys of `may_be_missing`).
-    const std::vector<std::string>& missing() const noexcept { return m_missing; }
+    const std::vector<std::string>& missing() const noexcept override { return m_missing; }
     /// Keys of the checkpoint that the state did not ask for (partial loads only).
-    const std::vector<std::string>& skipped() const noexcept { return m_skipped; }
+    const std::vector<std::string>& skipped() const noexcept override { return m_skipped; }
 
 protected:
     const Entry& lookup(const std::string& fqn) const;

@@ -60,6 +60,14 @@ public:
     virtual std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) = 0;
     virtual void finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>& results) = 0;
     virtual void abort() noexcept {}
+    /// The layout this storage writes, as CAIRN_PROFILE's records name it:
+    /// "per_rank" (DistcpWriter), "container" (ContainerWriter); the
+    /// default, "custom", for any other storage.
+    virtual const char* layout_name() const noexcept { return "custom"; }
+    /// Whether write_data resolves and writes the plan's items one at a time,
+    /// in plan order: the save then reports progress (SaveOptions::progress)
+    /// item by item; else (the default) once write_data returns.
+    virtual bool writes_items_in_turn() const noexcept { return false; }
     /// A faster form of the commit, from the metadata as columns, an
     /// internal interface that Cairn's own writers offer; nullptr (the
     /// default): none, and the save calls finish() with a Metadata. A
@@ -102,6 +110,13 @@ public:
     /// mismatch, error::ReadError when the bytes cannot be read. The default
     /// throws error::WrongAPIUsage (the storage cannot verify).
     virtual std::uint64_t verify_chunk(const std::string& fqn, const EntryMeta& entry, const ChunkMeta& chunk);
+    /// Bytes this rank read from storage in its last read_data, for
+    /// LoadResult::bytes_read; the default: 0 (not counted).
+    virtual std::uint64_t bytes_read() const noexcept { return 0; }
+    /// Whether read_data reads the plan's items one at a time, in plan
+    /// order: the load then reports progress (LoadOptions::progress) item
+    /// by item; else (the default) once read_data returns.
+    virtual bool reads_items_in_turn() const noexcept { return false; }
     /// A faster form of read_metadata, as columns framed entry by entry, an
     /// internal interface that Cairn's own readers offer; nullptr (the
     /// default): none, and the load calls read_metadata(). A reader that

@@ -68,16 +68,6 @@ private:
     std::uint64_t m_done = 0;
 };
 
-// The bytes Cairn's own readers read in their last read_data call.
-std::uint64_t storage_bytes_read(StorageReader& storage)
-{
-    if (auto* dr = dynamic_cast<DistcpReader*>(&storage))
-        return dr->bytes_read();
-    if (auto* cr = dynamic_cast<ContainerReader*>(&storage))
-        return cr->bytes_read();
-    return 0;
-}
-
 // A load between its phases.
 struct Load : ReadSession {
     using ReadSession::ReadSession;
@@ -167,12 +157,12 @@ void read(Load& s)
         s.log.started(to_read);
         // Progress item by item where the reader reads items in turn.
         ProgressDestination counted(*s.planner, s.metadata, s.log);
-        const bool per_item = s.log.reporting() && dynamic_cast<DistcpReader*>(s.storage.get());
+        const bool per_item = s.log.reporting() && s.storage->reads_items_in_turn();
         if (s.cooperative) {
             // false: another rank failed; the agreement throws its error here too
             if (!detail::read_cooperatively(s.comm, *s.storage, s.metadata, s.plan, per_item ? counted : *s.planner,
                                             s.options.verify_checksums, s.options.staging_bytes,
-                                            [&] { return storage_bytes_read(*s.storage); }, s.together))
+                                            [&] { return s.storage->bytes_read(); }, s.together))
                 return;
         } else {
             s.storage->read_data(s.plan, per_item ? counted : *s.planner);
@@ -188,12 +178,10 @@ void read(Load& s)
 LoadResult finish(Load& s)
 {
     LoadResult result;
-    result.bytes_read = s.cooperative ? s.together.bytes_read : storage_bytes_read(*s.storage);
+    result.bytes_read = s.cooperative ? s.together.bytes_read : s.storage->bytes_read();
     result.bytes_received = s.together.bytes_received;
-    if (auto* dp = dynamic_cast<DefaultLoadPlanner*>(s.planner.get())) {
-        result.missing = dp->missing();
-        result.skipped = dp->skipped();
-    }
+    result.missing = s.planner->missing();
+    result.skipped = s.planner->skipped();
     // With the sum of the bytes read: whether the checkpoint was replaced,
     // whether the coordinator profiles.
     std::uint64_t sums[3] = {result.bytes_read, detail::replaced_meanwhile(s) ? 1u : 0u, s.log.profile_flag()};

@@ -135,7 +135,7 @@ LocalPlan local_plan(SaveSession& s, StateDict& state, const std::string& id, co
         // Replicas are written by one holder: the others' bytes are compared
         // at the commit (check_replicas), hashed now, before async_save
         // returns and the caller may change them.
-        if (o.check_replicas && c.size > 1 && dynamic_cast<DefaultSavePlanner*>(s.planner.get()))
+        if (o.check_replicas && c.size > 1 && s.planner->stores_replicas_once())
             s.replica_digests = detail::replica_digests(s.local, *s.planner);
         auto plan = detail::encode(s.local);
         if (o.reuse_plan && s.forms.columnar())
@@ -289,7 +289,7 @@ Written write(SaveSession& s, SavePlanner& source, const std::function<void()>& 
         s.log.started(out.bytes);
         // Progress item by item where the writer streams items in turn.
         ProgressSource counted(source, s.log);
-        const bool per_item = s.log.reporting() && dynamic_cast<DistcpWriter*>(s.storage.get());
+        const bool per_item = s.log.reporting() && s.storage->writes_items_in_turn();
         auto r = detail::encode(s.storage->write_data(s.plan, per_item ? counted : source));
         out.names_hash = detail::name_table_hash(r);
         s.log.finished();
@@ -415,9 +415,7 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
         const SaveResult r = result(s, written.bytes, profile);
         s.log.finish(r.bytes_written);
         if (profile)
-            s.log.profile(s.comm, dynamic_cast<DistcpWriter*>(s.storage.get())      ? "per_rank"
-                                  : dynamic_cast<ContainerWriter*>(s.storage.get()) ? "container"
-                                                                                    : "custom");
+            s.log.profile(s.comm, s.storage->layout_name());
         return r;
     } catch (...) {
         if (s.comm.coordinator())

@@ -433,6 +433,8 @@ Metadata DistcpReader::read_metadata() { return detail::to_metadata(m_impl->read
 
 detail::ColumnarReader* DistcpReader::columnar() noexcept { return m_impl.get(); }
 
+bool DistcpReader::reads_items_in_turn() const noexcept { return true; }
+
 namespace {
 
 // The metadata file of the checkpoint directory `path`, which must be a

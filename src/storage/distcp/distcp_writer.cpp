@@ -631,6 +631,10 @@ void DistcpWriter::finish(const Metadata& metadata, const std::vector<std::vecto
 
 detail::ColumnarWriter* DistcpWriter::columnar() noexcept { return m_impl.get(); }
 
+const char* DistcpWriter::layout_name() const noexcept { return "per_rank"; }
+
+bool DistcpWriter::writes_items_in_turn() const noexcept { return true; }
+
 void DistcpWriter::Impl::commit(detail::MetadataColumns& md)
 {
     auto& im = *this;

@@ -1213,6 +1213,8 @@ void ContainerWriter::finish(const Metadata& metadata, const std::vector<std::ve
 
 detail::ColumnarWriter* ContainerWriter::columnar() noexcept { return m_impl.get(); }
 
+const char* ContainerWriter::layout_name() const noexcept { return "container"; }
+
 void ContainerWriter::Impl::commit(detail::MetadataColumns& md)
 {
     auto& im = *this;
