@@ -25,8 +25,6 @@
 
 namespace cairn::detail {
 
-namespace fs = detail::fs;
-
 namespace {
 
 /// Bytes per copy_file_range / sendfile call: large enough to stream at the
