@@ -197,35 +197,9 @@ std::string read_pointer(const std::string& root)
 // synced, renamed, directory synced.
 void write_pointer(const std::string& root, const std::string& name, bool sync)
 {
-    const std::string tmp = fs::join(root, pointer_temp_name);
+    // <root>/LATEST.cairn-tmp (pointer_temp_name), then renamed over LATEST.
     const std::string text = name + "\n";
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        throw error::WriteError("cannot create " + tmp + ": " + std::strerror(errno));
-    std::size_t done = 0;
-    while (done < text.size()) {
-        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            const int err = errno;
-            ::close(fd);
-            fs::remove_all_noexcept(tmp);
-            throw error::WriteError("cannot write " + tmp + ": " + std::strerror(err));
-        }
-        done += static_cast<std::size_t>(n);
-    }
-    if (sync && ::fsync(fd) != 0) {
-        const int err = errno;
-        ::close(fd);
-        fs::remove_all_noexcept(tmp);
-        throw error::WriteError("fsync of " + tmp + " failed: " + std::strerror(err));
-    }
-    if (::close(fd) != 0) {
-        fs::remove_all_noexcept(tmp);
-        throw error::WriteError("cannot close " + tmp + ": " + std::strerror(errno));
-    }
-    fs::rename(tmp, fs::join(root, pointer_name));
+    fs::write_file_atomic(fs::join(root, pointer_name), text.data(), text.size(), sync);
     if (sync)
         fs::fsync_path(root);
 }

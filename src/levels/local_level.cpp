@@ -64,40 +64,6 @@ std::string read_whole_file(const std::string& path)
     return s;
 }
 
-// Writes `path` through a temporary name and a rename, synced with `sync`.
-void write_file_atomic(const std::string& path, const void* data, std::size_t n, bool sync)
-{
-    const std::string tmp = path + ".cairn-tmp";
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        throw error::WriteError("cannot create " + tmp + ": " + std::strerror(errno));
-    const char* p = static_cast<const char*>(data);
-    std::size_t done = 0;
-    while (done < n) {
-        const ssize_t w = ::write(fd, p + done, n - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            const int err = errno;
-            ::close(fd);
-            fs::remove_all_noexcept(tmp);
-            throw error::WriteError("cannot write " + tmp + ": " + std::strerror(err));
-        }
-        done += static_cast<std::size_t>(w);
-    }
-    if (sync && ::fsync(fd) != 0) {
-        const int err = errno;
-        ::close(fd);
-        fs::remove_all_noexcept(tmp);
-        throw error::WriteError("fsync of " + tmp + " failed: " + std::strerror(err));
-    }
-    if (::close(fd) != 0) {
-        fs::remove_all_noexcept(tmp);
-        throw error::WriteError("cannot close " + tmp + ": " + std::strerror(errno));
-    }
-    fs::rename(tmp, path);
-}
-
 // The relative paths of the regular files under `dir` ("a", "partner/b").
 std::set<std::string> list_files(const std::string& dir)
 {
@@ -485,8 +451,8 @@ SaveResult NodeLevel::save(std::int64_t step, StateDict& state, const SaveOption
         if (!m_topo.leader())
             return;
         if (!c.coordinator())
-            write_file_atomic(fs::join(staging, metadata_file_name), md.data(), md.size(), options.fsync);
-        write_file_atomic(fs::join(staging, level_manifest_name), manifest.data(), manifest.size(), options.fsync);
+            fs::write_file_atomic(fs::join(staging, metadata_file_name), md.data(), md.size(), options.fsync);
+        fs::write_file_atomic(fs::join(staging, level_manifest_name), manifest.data(), manifest.size(), options.fsync);
     });
 
     // Redundancy data.
@@ -738,8 +704,8 @@ LoadResult NodeLevel::load(const LocalStep& s, StateDict& state, const LoadOptio
                 return;
             fs::remove_all(my_step); // a stale copy of another save of the step, if any
             fs::create_directories(my_step);
-            write_file_atomic(fs::join(my_step, metadata_file_name), md.data(), md.size(), false);
-            write_file_atomic(fs::join(my_step, level_manifest_name), manifest.data(), manifest.size(), false);
+            fs::write_file_atomic(fs::join(my_step, metadata_file_name), md.data(), md.size(), false);
+            fs::write_file_atomic(fs::join(my_step, level_manifest_name), manifest.data(), manifest.size(), false);
         });
         for (int n = 0; n < m_topo.nodes; ++n) {
             held[static_cast<std::size_t>(n)].insert(metadata_file_name);

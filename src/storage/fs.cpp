@@ -246,4 +246,37 @@ int open_regular_file(const std::string& path)
     return fd;
 }
 
+void write_file_atomic(const std::string& path, const void* data, std::size_t n, bool sync)
+{
+    const std::string tmp = path + ".cairn-tmp";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        throw error::WriteError("cannot create " + tmp + ": " + std::strerror(errno));
+    const char* p = static_cast<const char*>(data);
+    std::size_t done = 0;
+    while (done < n) {
+        const ssize_t w = ::write(fd, p + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            const int err = errno;
+            ::close(fd);
+            remove_all_noexcept(tmp);
+            throw error::WriteError("cannot write " + tmp + ": " + std::strerror(err));
+        }
+        done += static_cast<std::size_t>(w);
+    }
+    if (sync && ::fsync(fd) != 0) {
+        const int err = errno;
+        ::close(fd);
+        remove_all_noexcept(tmp);
+        throw error::WriteError("fsync of " + tmp + " failed: " + std::strerror(err));
+    }
+    if (::close(fd) != 0) {
+        remove_all_noexcept(tmp);
+        throw error::WriteError("cannot close " + tmp + ": " + std::strerror(errno));
+    }
+    rename(tmp, path);
+}
+
 } // namespace cairn::detail::fs

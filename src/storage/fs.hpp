@@ -2,6 +2,7 @@
 // failures as cairn errors that name the path and the system's reason.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -15,6 +16,10 @@ void create_directories(const std::string& path);
 void fsync_path(const std::string& path);
 /// rename(2); both paths on the same file system.
 void rename(const std::string& from, const std::string& to);
+/// Replaces `path` with the `n` bytes at `data`: written to `<path>.cairn-tmp`
+/// (fsync'd with `sync`), then renamed over `path`. error::WriteError naming
+/// the temporary file; the temporary file is removed on failure.
+void write_file_atomic(const std::string& path, const void* data, std::size_t n, bool sync);
 /// Reserves the blocks of bytes [from, from + length) of the existing file
 /// `path` (fallocate(2), mode 0: the file grows to at least from + length),
 /// so that writes inside that range cannot fail for want of space. Returns
