@@ -77,7 +77,8 @@ CallArguments save_arguments(const std::string& id, const SaveOptions& o)
     CallArguments a{"save", {}};
     a.add("the checkpoint id", id);
     if (o.storage) {
-        a.add("the layout", "storage " + type_name(typeid(*o.storage)));
+        const auto& storage = *o.storage; // typeid of a plain reference: no side effects in it
+        a.add("the layout", "storage " + type_name(typeid(storage)));
         return a;
     }
     const bool container = saves_container(o, id);
@@ -103,7 +104,8 @@ CallArguments read_arguments(const char* call, const std::string& id, const Load
     CallArguments a{call, {}};
     a.add("the checkpoint id", id);
     if (o.storage) {
-        a.add("the layout", "storage " + type_name(typeid(*o.storage)));
+        const auto& storage = *o.storage; // typeid of a plain reference: no side effects in it
+        a.add("the layout", "storage " + type_name(typeid(storage)));
         return a;
     }
     a.add("the layout", o.layout == Layout::container  ? "container"
