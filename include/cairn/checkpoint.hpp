@@ -172,7 +172,8 @@ struct LoadResult {
 /// own shards; every rank returns the same result or throws the same
 /// exception (cairn::Error subclasses) and no rank hangs on another's failure.
 /// Nothing is committed unless every rank wrote its data; a failed save
-/// leaves any earlier checkpoint at that path intact. Host memory only for now.
+/// leaves any earlier checkpoint at that path intact. Shards in CUDA device
+/// memory are staged through pinned host buffers (SaveOptions::staging_bytes).
 /// Phases plan, exchange, write, commit: reported to `options.progress` and,
 /// with CAIRN_LOG=info|debug (cairn/log.hpp), on stderr.
 SaveResult save(StateDict& state, const std::string& checkpoint_id, MPI_Comm comm, const SaveOptions& options = {});
