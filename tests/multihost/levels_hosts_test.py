@@ -2,7 +2,7 @@
 """Node-local checkpoints of heat2d across simulated hosts (python3 standard
 library only), run by with_hosts.sh on 4 hosts (CAIRN_HOSTS_DIR set,
 cairn-hosts on PATH). Every host sees its own node-local directory at
-$CAIRN_HOSTS_DIR/local; the manager's root (WORKDIR/root) is shared, as a
+$CAIRN_HOSTS_DIR/local; the manager's root (under WORKDIR) is shared, as a
 parallel file system is. Each job's hosts are a cairn-hosts SPEC (4x2: 8
 ranks on host1..host4; 2,2,2: 6 ranks on host1..host3).
 
@@ -22,8 +22,8 @@ faults: heat2d on 4 hosts x 2 ranks, --redundancy xor:2 (groups host1+host2,
        directory, rank 2), the other hosts' commits racing with the kill;
   after each: no rank left on any host, cairn_check_root passes on the root
   (its newest committed step still 40, what the killed drain left a
-  leftover), `cairn steps` lists the node-local steps 60 and 80, and the
-  next run resumes from node-local step 80. After kills 2 and 3 a read-only
+  leftover), `cairn steps` lists the node-local steps 60 and 80; the runs
+  after kills 1 and 2 resume from node-local step 80. After kills 2 and 3 a read-only
   --resume restarts from the node-local level (step 80, or after kill 3
   step 100 rebuilt from parity when the other hosts committed it) with the
   straight run's digest. Then host1 and host2 (one XOR group) are wiped: the
