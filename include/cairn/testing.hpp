@@ -15,9 +15,14 @@
 //
 //     CAIRN_FAULT="rank=1,point=mpiio.write,after=0,times=1,errno=ENOSPC"
 //
+// With action=kill the process sends itself SIGKILL at the point instead (a
+// crash there, for kill tests: CAIRN_FAULT="rank=3,point=drain.copy,action=kill").
+//
 // Points (see fault_points()): per-rank layout and file system
 //   mpiio.open mpiio.write mpiio.read mpiio.set_size mpiio.sync
 //   mpiio.close fs.mkdir fs.fsync fs.rename fs.remove
+// the copy of a rank's data file in a drain of the node-local level:
+//   drain.copy
 // and the container layout's HDF5 calls, which are still made (collective
 // calls must be entered by every rank) and then report the failure:
 //   h5.create h5.open h5.write h5.read h5.flush h5.close
@@ -48,6 +53,9 @@ struct Fault {
     /// The errno value the call fails with (ENOSPC, EIO, EACCES, EROFS,
     /// EDQUOT, ...).
     int error = EIO;
+    /// Instead of failing the call, the process sends itself SIGKILL there
+    /// (after the note on stderr): a crash at that point.
+    bool kill = false;
 };
 
 /// Arms `fault` (in addition to the ones armed already). Local. Throws
@@ -62,7 +70,7 @@ std::uint64_t faults_fired() noexcept;
 
 /// Parses one fault of the CAIRN_FAULT syntax: comma-separated key=value
 /// pairs, keys point (required), rank, after, times, errno (a name such as
-/// ENOSPC, or a number). Throws cairn::error::WrongAPIUsage naming the bad part.
+/// ENOSPC, or a number), action (fail, the default, or kill). Throws cairn::error::WrongAPIUsage naming the bad part.
 Fault parse_fault(const std::string& spec);
 
 /// The names of all injection points.

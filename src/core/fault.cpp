@@ -6,6 +6,9 @@
 
 #include <mpi.h>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -23,7 +26,8 @@ namespace {
 
 const char* const k_points[] = {mpiio_open, mpiio_write, mpiio_read, mpiio_set_size, mpiio_sync, mpiio_close,
                                 fs_mkdir,   fs_fsync,    fs_rename,  fs_remove,      fs_reserve, fs_write,
-                                h5_create,  h5_open,     h5_write,   h5_read,        h5_flush,   h5_close};
+                                h5_create,  h5_open,     h5_write,   h5_read,        h5_flush,   h5_close,
+                                drain_copy};
 
 struct ErrnoName {
     const char* name;
@@ -135,6 +139,7 @@ int inject_slow(const char* point, const std::string& object) noexcept
     auto& reg = registry();
     int err = 0;
     std::uint64_t call = 0;
+    bool kill = false;
     int rank = -2;
     {
         std::lock_guard<std::mutex> lock(reg.mutex);
@@ -151,6 +156,7 @@ int inject_slow(const char* point, const std::string& object) noexcept
             if (err == 0 && n >= a.fault.after && (a.fault.times == 0 || a.fired < a.fault.times)) {
                 ++a.fired;
                 err = a.fault.error;
+                kill = a.fault.kill;
                 call = n + 1;
             }
         }
@@ -159,6 +165,14 @@ int inject_slow(const char* point, const std::string& object) noexcept
         reg.fired.fetch_add(1, std::memory_order_relaxed);
         if (rank == -2)
             rank = world_rank();
+        if (kill) {
+            std::fprintf(stderr, "cairn: injected fault at %s (call %llu) on rank %d: SIGKILL: %s\n", point,
+                         static_cast<unsigned long long>(call), rank, object.c_str());
+            std::fflush(stderr);
+            ::kill(::getpid(), SIGKILL);
+            for (;;)
+                ::pause();
+        }
         std::fprintf(stderr, "cairn: injected fault at %s (call %llu) on rank %d: %s (%s): %s\n", point,
                      static_cast<unsigned long long>(call), rank, errno_name(err), std::strerror(err), object.c_str());
     }
@@ -243,9 +257,13 @@ Fault parse_fault(const std::string& spec)
                     throw error::WrongAPIUsage("fault '" + spec + "': unknown errno '" + value + "'");
                 f.error = std::stoi(value);
             }
+        } else if (key == "action") {
+            if (value != "fail" && value != "kill")
+                throw error::WrongAPIUsage("fault '" + spec + "': action=" + value + " is neither fail nor kill");
+            f.kill = value == "kill";
         } else {
             throw error::WrongAPIUsage("fault '" + spec + "': unknown key '" + key +
-                                       "' (keys: point, rank, after, times, errno)");
+                                       "' (keys: point, rank, after, times, errno, action)");
         }
     }
     if (!have_point)

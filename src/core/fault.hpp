@@ -43,6 +43,8 @@ inline constexpr const char* h5_write = "h5.write";   ///< H5Dwrite of array dat
 inline constexpr const char* h5_read = "h5.read";     ///< H5Dread of array data
 inline constexpr const char* h5_flush = "h5.flush";   ///< H5Fflush (the collective sync before the commit)
 inline constexpr const char* h5_close = "h5.close";   ///< H5Fclose after the collective writes or reads
+// The node-local level (src/levels/drain.cpp).
+inline constexpr const char* drain_copy = "drain.copy"; ///< a drain's copy of one data file (its thread)
 
 /// Whether any fault is armed (the fast path of inject()).
 extern std::atomic<bool> g_armed;
@@ -52,7 +54,8 @@ int inject_slow(const char* point, const std::string& object) noexcept;
 
 /// Called by the code at `point` right before the real call. Returns 0 (go
 /// on) or the errno value to fail with, as the system would have; `object`
-/// (the file) goes into the note printed to stderr when a fault fires.
+/// (the file) goes into the note printed to stderr when a fault fires. A
+/// fault armed with `kill` does not return: the process is SIGKILLed.
 inline int inject(const char* point, const std::string& object) noexcept
 {
     if (!g_armed.load(std::memory_order_relaxed))

@@ -4,6 +4,7 @@
 
 #include "cairn/distcp.hpp"
 #include "cairn/errors.hpp"
+#include "core/fault.hpp"
 #include "storage/distcp/commit.hpp"
 #include "storage/fs.hpp"
 #include "storage/writeback.hpp"
@@ -210,6 +211,8 @@ struct Drain::State {
         try {
             fs::create_directories(dst_dir);
             for (const auto& f : files) {
+                if (const int err = fault::inject(fault::drain_copy, fs::join(dst_dir, f)))
+                    copy_failed(fs::join(src_dir, f), fs::join(dst_dir, f), err);
                 bytes += copy_file(fs::join(src_dir, f), fs::join(dst_dir, f), fsync, &cancel);
                 if (cancel.load(std::memory_order_relaxed))
                     throw Cancelled{};

@@ -284,6 +284,34 @@ TEST_CASE("drain: a destination that cannot be written fails naming it, the chec
     CHECK(loads_step(8, path));
 }
 
+TEST_CASE("drain: an injected copy failure (drain.copy) on one rank is agreed, naming the file", "[drain]")
+{
+    const auto dir = fresh_dir("drain_copy_fault");
+    const auto path = dir + "/fs/latest", local = dir + "/local/step-9";
+    save_step(8, path);
+    save_step(9, local);
+    const int last = world_size() - 1;
+    const auto staging = path + ".cairn-staging";
+    // The second of the last rank's two files: ENOSPC is the destination's
+    // fault (WriteError), EIO the copy's (ReadError).
+    for (const auto& [err, kind] : {std::pair{ENOSPC, cairn::Error::Kind::write},
+                                    std::pair{EIO, cairn::Error::Kind::read}}) {
+        INFO("errno " << err);
+        cairn::detail::Comm c(MPI_COMM_WORLD);
+        const auto to = cairn::detail::drain_destination(c, path);
+        CHECK(to == staging);
+        cairn::testing::ScopedFault fault({"drain.copy", last, 1, 1, err});
+        const auto o = attempt([&] { drain_all(local, to); });
+        INFO(o.what);
+        CHECK(same_error_everywhere(o, kind));
+        CHECK(all(contains(o.what, staging + "/__" + std::to_string(last) + "_1.distcp") &&
+                  contains(o.what, "rank " + std::to_string(last))));
+        CHECK(all(cairn::testing::faults_fired() == (world_rank() == last ? 1u : 0u)));
+        CHECK(all(no_part_files(staging)));
+        CHECK(loads_step(8, path));
+    }
+}
+
 TEST_CASE("drain: destruction while copying a large file returns promptly", "[drain]")
 {
     const auto dir = fresh_dir("drain_cancel");

@@ -172,15 +172,21 @@ TEST_CASE("fault injection: the spec syntax and the registry", "[.faults]")
     CHECK(g.after == 0);
     CHECK(g.times == 1);
     CHECK(g.error == EACCES);
+    CHECK(!g.kill);
+    const Fault k = cairn::testing::parse_fault("rank=3,point=drain.copy,after=1,action=kill");
+    CHECK(k.point == "drain.copy");
+    CHECK(k.kill);
+    CHECK(!cairn::testing::parse_fault("point=fs.rename,action=fail").kill);
     for (const char* bad : {"", "rank=1", "point=mpiio.writ", "point=fs.rename,errno=ENOTANERRNO",
-                            "point=fs.rename,after=-1", "point=fs.rename,colour=red", "point=fs.rename,rank=x"})
+                            "point=fs.rename,after=-1", "point=fs.rename,colour=red", "point=fs.rename,rank=x",
+                            "point=fs.rename,action=abort"})
         CHECK_THROWS_AS(cairn::testing::parse_fault(bad), cairn::error::WrongAPIUsage);
     CHECK_THROWS_AS(cairn::testing::arm_fault(Fault{"no.such.point", -1, 0, 1, EIO}), cairn::error::WrongAPIUsage);
     CHECK_THROWS_AS(cairn::testing::arm_fault(Fault{"fs.rename", -1, 0, 1, 0}), cairn::error::WrongAPIUsage);
     const auto points = cairn::testing::fault_points();
     for (const char* p : {"mpiio.open", "mpiio.write", "mpiio.read", "mpiio.sync", "fs.rename", "fs.fsync", "fs.mkdir",
                           "fs.reserve", "fs.write",
-                          "h5.create", "h5.open", "h5.write", "h5.read", "h5.flush", "h5.close"})
+                          "h5.create", "h5.open", "h5.write", "h5.read", "h5.flush", "h5.close", "drain.copy"})
         CHECK(std::find(points.begin(), points.end(), p) != points.end());
     CHECK(cairn::testing::faults_fired() == 0);
 }
