@@ -236,6 +236,24 @@ def wait_for_step(p, root, target, frac, timeout):
     return False
 
 
+def start(ap, name):
+    """Parses the command line (the mpiexec command after --), draws the
+    seed (--seed, CAIRN_KILL_SEED or random; printed), makes a fresh
+    --workdir. Returns (args, seed, random.Random(seed), Runner)."""
+    ap.add_argument("mpiexec", nargs=argparse.REMAINDER)
+    args = ap.parse_args()
+    mpiexec = [a for a in args.mpiexec if a != "--"] if args.mpiexec[:1] == ["--"] else args.mpiexec
+    if len(mpiexec) < 2:
+        ap.error("give MPIEXEC NUMPROC_FLAG [FLAGS...] after --")
+    seed = args.seed
+    if seed is None:
+        seed = int(os.environ.get("CAIRN_KILL_SEED", "0")) or random.SystemRandom().randrange(1, 2**31)
+    print("%s: seed %d (rerun with --seed %d or CAIRN_KILL_SEED=%d)" % (name, seed, seed, seed), flush=True)
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    os.makedirs(args.workdir)
+    return args, seed, random.Random(seed), Runner(args, mpiexec)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--heat2d", required=True)
@@ -256,21 +274,7 @@ def main():
                     help="seconds a round may run before it is killed whatever its progress")
     ap.add_argument("--layouts", default="per-rank,container",
                     help="layouts to choose from, one per directory: per-rank (step_<N>/), container (step_<N>.h5)")
-    ap.add_argument("mpiexec", nargs=argparse.REMAINDER)
-    args = ap.parse_args()
-    mpiexec = [a for a in args.mpiexec if a != "--"] if args.mpiexec[:1] == ["--"] else args.mpiexec
-    if len(mpiexec) < 2:
-        ap.error("give MPIEXEC NUMPROC_FLAG [FLAGS...] after --")
-
-    seed = args.seed
-    if seed is None:
-        seed = int(os.environ.get("CAIRN_KILL_SEED", "0")) or random.SystemRandom().randrange(1, 2**31)
-    print("kill test: seed %d (rerun with --seed %d or CAIRN_KILL_SEED=%d)" % (seed, seed, seed), flush=True)
-    rng = random.Random(seed)
-
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
-    runner = Runner(args, mpiexec)
+    args, seed, rng, runner = start(ap, "kill test")
     grid = ["--nx", str(args.nx), "--ny", str(args.ny), "--steps", str(args.steps)]
     layouts = args.layouts.split(",")
     if not layouts or any(l not in ("per-rank", "container") for l in layouts):

@@ -25,14 +25,12 @@ usage: levels_kill_test.py --heat2d BIN --checker BIN --workdir DIR [options]
 
 import argparse
 import os
-import random
 import re
-import shutil
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kill_test import Runner, check_root, digest_of, fail, indent, step_of, wait_for_step  # noqa: E402
+from kill_test import check_root, digest_of, fail, indent, start, step_of, wait_for_step  # noqa: E402
 
 
 def main():
@@ -47,21 +45,7 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--every", type=int, default=10)
     ap.add_argument("--timeout", type=float, default=60.0)
-    ap.add_argument("mpiexec", nargs=argparse.REMAINDER)
-    args = ap.parse_args()
-    mpiexec = [a for a in args.mpiexec if a != "--"] if args.mpiexec[:1] == ["--"] else args.mpiexec
-    if len(mpiexec) < 2:
-        ap.error("give MPIEXEC NUMPROC_FLAG [FLAGS...] after --")
-
-    seed = args.seed
-    if seed is None:
-        seed = int(os.environ.get("CAIRN_KILL_SEED", "0")) or random.SystemRandom().randrange(1, 2**31)
-    print("levels kill test: seed %d (rerun with --seed %d or CAIRN_KILL_SEED=%d)" % (seed, seed, seed), flush=True)
-    rng = random.Random(seed)
-
-    shutil.rmtree(args.workdir, ignore_errors=True)
-    os.makedirs(args.workdir)
-    runner = Runner(args, mpiexec)
+    args, seed, rng, runner = start(ap, "levels kill test")
     grid = ["--nx", str(args.nx), "--ny", str(args.ny), "--steps", str(args.steps)]
     root = os.path.join(args.workdir, "root")
     levels = ["--local-dir", os.path.join(args.workdir, "node%n"), "--redundancy", "partner",
