@@ -673,6 +673,12 @@ void ColumnarSavePlan::Impl::take_finals_multi(std::vector<SavePlan>& plans)
 
 std::pair<std::vector<SavePlan>, Metadata> global_plan(std::vector<SavePlan> plans)
 {
+    if (plans.empty()) { // no ranks: no entries
+        Metadata md;
+        md.world_size = 0;
+        md.library_version = version();
+        return {std::move(plans), std::move(md)};
+    }
     {
         ColumnarSavePlan cp;
         if (cp.m->ingest_structs(plans) && cp.plan()) {

@@ -211,6 +211,14 @@ TEST_CASE("create_global_plan agrees with the reference", "[plan]")
             check_same(fast.md, ref.md);
         }
     }
+    {
+        // No ranks: no entries, as the reference.
+        const auto none = run([] { return detail::global_plan({}); });
+        const auto ref = run([] { return cairn_test::reference_global_plan({}); });
+        CHECK(none.error == ref.error);
+        CHECK(none.plans.empty());
+        check_same(none.md, ref.md);
+    }
     CHECK(failures > 300); // the defects are exercised
     CHECK(taken > 1000);
     INFO("several boxes of an array on a rank: " << several << ", refused " << several_failures);
