@@ -173,6 +173,30 @@ SavePlan replicated_plan()
     return p;
 }
 
+// A plan that lists an array once per box (two row blocks tiling it): the
+// coordinator's encoded form declines it, the global plan on the decoded
+// plans plans it.
+SavePlan several_boxes_plan()
+{
+    SavePlan p;
+    WriteItem a;
+    a.fqn = "grid";
+    a.dtype = DType::f64;
+    a.global_shape = {4, 3};
+    a.box = Box{{2, 0}, {2, 3}};
+    a.nbytes = 2 * 3 * 8;
+    p.items.push_back(a);
+    WriteItem s;
+    s.fqn = "step";
+    s.kind = ItemKind::scalar;
+    s.dtype = DType::i64;
+    s.value = raw(7);
+    p.items.push_back(s);
+    a.box = Box{{0, 0}, {2, 3}};
+    p.items.push_back(a);
+    return p;
+}
+
 LoadPlan load_plan()
 {
     LoadPlan p;
@@ -230,6 +254,7 @@ int main(int argc, char** argv)
         put(d / "save_plan_empty", detail::encode(SavePlan{}));
         put(d / "save_plan_replicated", detail::encode(replicated_plan()));
         put(d / "save_plan_boxes", boxes_rank1());
+        put(d / "save_plan_several_boxes", detail::encode(several_boxes_plan()));
         put(d / "load_plan", detail::encode(load_plan()));
         put(d / "load_plan_empty", detail::encode(LoadPlan{}));
         put(d / "write_results", detail::encode(results()));

@@ -96,6 +96,12 @@ struct ColumnarSavePlan::Impl {
         std::size_t coords = 0;   // arrays: boxes in `coords`, rank r's at coords + r * 2 * nd; blobs: rank 0's box
         std::size_t last_rank = SIZE_MAX;
         const WriteItem* first = nullptr; // from structs: rank 0's item
+        // From structs, an array some rank lists once per box: its table has
+        // a row per item (`rows`, rank by rank), not one per rank; row k is
+        // of rank multi_rank[row0 + k].
+        bool multi = false;
+        std::size_t rows = 0; // items of the entry over all ranks
+        std::size_t row0 = 0;
     };
     struct Replica {
         std::uint32_t entry;
@@ -113,12 +119,32 @@ struct ColumnarSavePlan::Impl {
     std::vector<std::uint32_t> order;  // entry ids in name order
     std::vector<std::int64_t> coords;  // the box table (lay_out_boxes)
     std::vector<std::pair<std::string, std::string>> extra; // storage, planner data per rank
+    // From structs: rank r's items are ids[item_at[r], item_at[r + 1]); an
+    // item of a multi entry is row item_row[k] of its table.
+    std::vector<std::size_t> item_at;
+    std::vector<std::uint32_t> item_row;
+    std::vector<std::uint32_t> multi_rank; // the rank of each row of the multi entries
+
+    // Rows of an entry's box table (an array: one per rank, or per item).
+    std::size_t nrows(const Entry& e) const noexcept { return e.multi ? e.rows : nranks; }
+    // The rank whose box is row `row` of array `e`.
+    std::uint32_t rank_of_row(const Entry& e, std::size_t row) const noexcept
+    {
+        return e.multi ? multi_rank[e.row0 + row] : static_cast<std::uint32_t>(row);
+    }
+    // Where chunk_of holds the chunk written by row `row` of entry `id`.
+    std::size_t chunk_slot(std::uint32_t id, std::size_t row) const noexcept
+    {
+        const Entry& e = entries[id];
+        return e.multi ? entries.size() * nranks + e.row0 + row : id * nranks + row;
+    }
 
     // plan()
     std::vector<std::uint32_t> name_rank;  // entry id -> position in name order
     std::vector<char> by_rank;             // [id]: an array whose chunk r is rank r's own box, for every rank r
-    std::vector<std::uint32_t> chunk_of;   // [id * nranks + r]: the chunk rank r writes itself, or not_kept; empty
-                                           // while every array is by_rank (the usual save: no table of a row per chunk)
+    std::vector<std::uint32_t> chunk_of;   // [chunk_slot(id, row)]: the chunk row `row` (rank r's box: row r) is
+                                           // written as, if its rank writes it itself, or not_kept; empty while
+                                           // every array is by_rank (the usual save: no table of a row per chunk)
     // The chunk that rank r writes itself of entry id, or not_kept.
     std::uint32_t own_chunk(std::uint32_t id, std::size_t r) const noexcept
     {
@@ -136,7 +162,9 @@ struct ColumnarSavePlan::Impl {
     bool ingest_boxes(std::size_t r, Decoder& d);
     std::size_t lay_out_boxes();
     bool ingest_structs(const std::vector<SavePlan>& plans);
+    void copy_struct_boxes(const std::vector<SavePlan>& plans);
     void take_finals(std::vector<SavePlan>& plans);
+    void take_finals_multi(std::vector<SavePlan>& plans);
     struct Planning; // one run of plan()
 };
 
@@ -335,7 +363,7 @@ std::size_t ColumnarSavePlan::Impl::lay_out_boxes()
         auto& e = entries[id];
         if (e.kind == ItemKind::array) {
             e.coords = n;
-            n += nranks * 2 * e.nd;
+            n += nrows(e) * 2 * e.nd;
         } else if (e.kind == ItemKind::bytes) {
             e.coords = n;
             n += 2 * e.nd;
@@ -365,31 +393,28 @@ bool ColumnarSavePlan::ingest(const std::vector<Bytes>& gathered)
 }
 
 // The struct entry point (DefaultSavePlanner::create_global_plan): the same
-// tables from the plans' items. Only what the reference compares is compared
-// (it copies the rest from rank 0's item, and so does take_finals), so that
-// every plan the reference takes is taken here, but a blob of rank 0 whose
-// box does not have the rank of its shape (the metadata columns cannot hold
-// it).
+// tables from the plans' items. Only what explain_refusal() checks is
+// compared (the final items take the rest from rank 0's item, see
+// take_finals), so that every plan those checks take is taken here. False
+// on anything they refuse.
 bool ColumnarSavePlan::Impl::ingest_structs(const std::vector<SavePlan>& plans)
 {
     nranks = plans.size();
     if (nranks == 0 || nranks > static_cast<std::size_t>(INT32_MAX))
         return false;
+    // The entries: rank 0's names in its order (an array may be listed once per box).
     const auto& items0 = plans[0].items;
-    const std::size_t nentries = items0.size();
-    if (nentries >= UINT32_MAX - 1)
+    if (items0.size() >= UINT32_MAX - 1)
         return false;
-    entries.resize(nentries);
-    index.reserve(nentries);
-    ids.resize(nranks * nentries);
-    for (std::size_t i = 0; i < nentries; ++i) {
-        const WriteItem& it = items0[i];
-        if (!index.emplace(it.fqn, static_cast<std::uint32_t>(i)).second)
-            return false; // twice in rank 0's plan
+    index.reserve(items0.size());
+    for (const WriteItem& it : items0) {
+        if (!index.emplace(it.fqn, static_cast<std::uint32_t>(entries.size())).second)
+            continue; // listed before: checked with the other ranks' items below
         if (static_cast<std::uint8_t>(it.kind) > static_cast<std::uint8_t>(ItemKind::string) ||
             !dtype_valid(static_cast<int>(it.dtype)))
             return false;
-        Entry& e = entries[i];
+        entries.emplace_back();
+        Entry& e = entries.back();
         e.name = it.fqn;
         e.kind = it.kind;
         e.dtype = it.dtype;
@@ -408,22 +433,27 @@ bool ColumnarSavePlan::Impl::ingest_structs(const std::vector<SavePlan>& plans)
             shapes.insert(shapes.end(), it.box.shape.begin(), it.box.shape.end());
         }
     }
+    const std::size_t nentries = entries.size();
+    // A row per rank and array; laid out again below if a rank lists an
+    // array more than once.
     coords.assign(lay_out_boxes(), 0);
-    for (const auto& e : entries)
-        if (e.kind == ItemKind::bytes)
-            std::copy(shapes.data() + e.box_at, shapes.data() + e.box_at + 2 * e.nd, coords.data() + e.coords);
+    item_at.assign(nranks + 1, 0);
+    for (std::size_t r = 0; r < nranks; ++r)
+        item_at[r + 1] = item_at[r] + plans[r].items.size();
+    ids.resize(item_at[nranks]);
+    bool multi = false;
     for (std::size_t r = 0; r < nranks; ++r) {
         const auto& items = plans[r].items;
-        if (items.size() != nentries)
-            return false;
-        std::uint32_t* mine = ids.data() + r * nentries;
-        const std::uint32_t* prev = r ? mine - nentries : nullptr;
-        for (std::size_t i = 0; i < nentries; ++i) {
+        std::uint32_t* mine = ids.data() + item_at[r];
+        const std::uint32_t* prev = r ? ids.data() + item_at[r - 1] : nullptr;
+        const std::size_t nprev = r ? plans[r - 1].items.size() : 0;
+        std::size_t held = 0; // entries this rank lists
+        for (std::size_t i = 0; i < items.size(); ++i) {
             const WriteItem& it = items[i];
             std::uint32_t id;
-            if (r == 0) {
+            if (r == 0 && i < nentries && entries[i].first == &it) {
                 id = static_cast<std::uint32_t>(i);
-            } else if (entries[prev[i]].name == it.fqn) {
+            } else if (i < nprev && entries[prev[i]].name == it.fqn) {
                 id = prev[i]; // the previous rank's name at this position
             } else {
                 const auto found = index.find(it.fqn);
@@ -432,17 +462,27 @@ bool ColumnarSavePlan::Impl::ingest_structs(const std::vector<SavePlan>& plans)
                 id = found->second;
             }
             Entry& e = entries[id];
-            if (e.last_rank == r || it.kind != e.kind)
-                return false; // twice in one plan; another kind
-            e.last_rank = r;
+            if (it.kind != e.kind)
+                return false;
+            ++e.rows;
+            if (e.last_rank != r) {
+                e.last_rank = r;
+                ++held;
+            } else if (e.kind == ItemKind::array) {
+                e.multi = multi = true; // another box of the array
+            } else {
+                return false; // twice in one plan
+            }
             mine[i] = id;
             const WriteItem& first = *e.first;
             switch (e.kind) {
             case ItemKind::array: {
                 const std::size_t nd = e.nd;
                 if (it.dtype != e.dtype || it.box.offsets.size() != nd || it.box.shape.size() != nd ||
-                    (r != 0 && it.global_shape != first.global_shape))
+                    (&it != &first && it.global_shape != first.global_shape))
                     return false;
+                if (e.multi)
+                    break; // copied by copy_struct_boxes
                 std::int64_t* c = coords.data() + e.coords + r * 2 * nd;
                 for (std::size_t j = 0; j < nd; ++j) { // as in ingest_rank: no memmove call per box
                     c[j] = it.box.offsets[j];
@@ -464,18 +504,64 @@ bool ColumnarSavePlan::Impl::ingest_structs(const std::vector<SavePlan>& plans)
                 break;
             }
         }
+        if (held != nentries)
+            return false; // a name of rank 0 this rank lacks
     }
+    if (multi) {
+        std::size_t nmulti = 0;
+        for (auto& e : entries)
+            if (e.multi) {
+                e.row0 = nmulti;
+                nmulti += e.rows;
+            }
+        multi_rank.resize(nmulti);
+        item_row.assign(ids.size(), 0);
+        coords.assign(lay_out_boxes(), 0);
+        copy_struct_boxes(plans);
+    }
+    for (const auto& e : entries)
+        if (e.kind == ItemKind::bytes)
+            std::copy(shapes.data() + e.box_at, shapes.data() + e.box_at + 2 * e.nd, coords.data() + e.coords);
     index.clear();
     return true;
 }
 
-// The final plans of the struct entry point, as the reference builds them:
-// each rank's own chunks in entry name order, then the replicas it writes;
-// an array's item is the rank's own (moved), with rank 0's digest and value,
-// a blob's a copy of rank 0's. Ranks in reverse order, so that rank 0's
-// items (and the entries' views into them) last until the end.
+// The array boxes into the box table when some rank lists an array once per
+// box: that array's rows are its items, rank by rank.
+void ColumnarSavePlan::Impl::copy_struct_boxes(const std::vector<SavePlan>& plans)
+{
+    for (auto& e : entries)
+        e.rows = 0; // counted again as the rows are filled
+    for (std::size_t r = 0; r < nranks; ++r) {
+        const auto& items = plans[r].items;
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            Entry& e = entries[ids[item_at[r] + i]];
+            if (e.kind != ItemKind::array)
+                continue;
+            std::size_t row = r;
+            if (e.multi) {
+                row = e.rows++;
+                multi_rank[e.row0 + row] = static_cast<std::uint32_t>(r);
+                item_row[item_at[r] + i] = static_cast<std::uint32_t>(row);
+            }
+            const Box& b = items[i].box;
+            std::int64_t* c = coords.data() + e.coords + row * 2 * e.nd;
+            std::copy(b.offsets.begin(), b.offsets.end(), c);
+            std::copy(b.shape.begin(), b.shape.end(), c + e.nd);
+        }
+    }
+}
+
+// The final plans of the struct entry point, as explain_refusal's order of
+// planning gives them: each rank's own chunks in entry name order, then the
+// replicas it writes; an array's item is the rank's own (moved), with rank
+// 0's digest and value, a blob's a copy of rank 0's. Ranks in reverse
+// order, so that rank 0's items (and the entries' views into them) last
+// until the end.
 void ColumnarSavePlan::Impl::take_finals(std::vector<SavePlan>& plans)
 {
+    if (!multi_rank.empty())
+        return take_finals_multi(plans);
     const std::size_t nentries = entries.size();
     slot.resize(nentries);
     pos.resize(nentries);
@@ -521,14 +607,88 @@ void ColumnarSavePlan::Impl::take_finals(std::vector<SavePlan>& plans)
     }
 }
 
-bool global_plan_columnar(std::vector<SavePlan>& plans, Metadata& md)
+// take_finals when some rank lists an array once per box: a rank's own
+// chunks sorted by entry name and chunk, then its replicas, each an array
+// replica from the rank's item whose box is the chunk's. Rank 0's items
+// are copied (a later one of its items still reads the first one's).
+void ColumnarSavePlan::Impl::take_finals_multi(std::vector<SavePlan>& plans)
 {
-    ColumnarSavePlan cp;
-    if (!cp.m->ingest_structs(plans) || !cp.plan())
-        return false;
-    cp.m->take_finals(plans);
-    md = to_metadata(std::move(cp.m->md));
-    return true;
+    struct Pick {
+        std::uint32_t order, chunk;
+        std::size_t item;
+    };
+    std::vector<Pick> picks;
+    std::vector<WriteItem> out;
+    for (std::size_t r = nranks; r-- > 0;) {
+        auto& items = plans[r].items;
+        const std::uint32_t* mine = ids.data() + item_at[r];
+        picks.clear();
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            const std::uint32_t id = mine[i];
+            if (entries[id].kind != ItemKind::array)
+                continue;
+            const std::size_t row = entries[id].multi ? item_row[item_at[r] + i] : r;
+            const std::uint32_t chunk = by_rank[id] ? static_cast<std::uint32_t>(r) : chunk_of[chunk_slot(id, row)];
+            if (chunk != not_kept)
+                picks.push_back(Pick{name_rank[id], chunk, i});
+        }
+        std::sort(picks.begin(), picks.end(), [](const Pick& a, const Pick& b) {
+            return a.order != b.order ? a.order < b.order : a.chunk < b.chunk;
+        });
+        // The rank's item of a replica: an array's whose box is the chunk's.
+        const auto item_of = [&](std::uint32_t id, std::uint32_t chunk) {
+            const Entry& e = entries[id];
+            const std::int64_t* box =
+                md.boxes.data() + md.entries[name_rank[id]].first_coord + static_cast<std::size_t>(chunk) * 2 * e.nd;
+            for (std::size_t i = 0; i < items.size(); ++i)
+                if (mine[i] == id &&
+                    (e.kind != ItemKind::array || (std::equal(box, box + e.nd, items[i].box.offsets.begin()) &&
+                                                   std::equal(box + e.nd, box + 2 * e.nd, items[i].box.shape.begin()))))
+                    return i;
+            throw error::Internal("internal: rank " + std::to_string(r) + " holds no item of chunk " +
+                                  std::to_string(chunk) + " of '" + std::string(e.name) + "' it replicates");
+        };
+        for (const auto& [id, chunk] : replicas_of[r])
+            picks.push_back(Pick{name_rank[id], chunk, item_of(id, chunk)});
+        out.clear();
+        out.reserve(picks.size());
+        for (const auto& p : picks) {
+            const Entry& e = entries[mine[p.item]];
+            if (e.kind != ItemKind::array && r != 0) {
+                out.push_back(*e.first);
+            } else {
+                out.push_back(r == 0 ? items[p.item] : std::move(items[p.item]));
+            }
+            WriteItem& w = out.back();
+            w.chunk = p.chunk;
+            if (e.kind == ItemKind::array) {
+                w.nbytes = static_cast<std::uint64_t>(w.box.volume()) * dtype_size(w.dtype);
+                w.digest = e.first->digest;
+                w.value = e.first->value;
+            }
+        }
+        items.swap(out);
+    }
+}
+
+std::pair<std::vector<SavePlan>, Metadata> global_plan(std::vector<SavePlan> plans)
+{
+    if (plans.empty()) { // no ranks: no entries
+        Metadata md;
+        md.world_size = 0;
+        md.library_version = version();
+        return {std::move(plans), std::move(md)};
+    }
+    {
+        ColumnarSavePlan cp;
+        if (cp.m->ingest_structs(plans) && cp.plan()) {
+            cp.m->take_finals(plans);
+            return {std::move(plans), to_metadata(std::move(cp.m->md))};
+        }
+    }
+    explain_refusal(plans);
+    throw error::Internal("internal: the global plan refused " + std::to_string(plans.size()) +
+                          " ranks' plans that its checks take");
 }
 
 // One run of plan(): the metadata as it is laid down entry by entry in
@@ -537,7 +697,7 @@ bool global_plan_columnar(std::vector<SavePlan>& plans, Metadata& md)
 struct ColumnarSavePlan::Impl::Planning {
     explicit Planning(Impl& impl);
     /// Adds entry `id`'s metadata row and chunks. False where the default
-    /// planner would refuse the entry (the struct-based path then reports it).
+    /// planner refuses the entry (explain_refusal then reports it).
     bool add(std::uint32_t id);
     /// Replicated chunks to the holder with the fewest bytes so far, largest
     /// first (as DefaultSavePlanner).
@@ -550,7 +710,8 @@ private:
     void put_boxes(const std::int64_t* b, std::size_t n);
     void add_bytes(std::uint32_t id, const Entry& e);
     bool add_array(std::uint32_t id, const Entry& e, MetadataColumns::Entry& me);
-    std::size_t group_boxes(const std::int64_t* c, std::size_t nd, bool slabs, bool& in_rank_order);
+    std::size_t group_boxes(const std::int64_t* c, std::size_t nd, std::size_t rows, bool slabs, bool& in_rank_order);
+    bool held_twice(const Entry& e) const;
     void add_chunks(std::uint32_t id, const std::int64_t* c, std::size_t nd, std::uint64_t esize, bool as_is);
 
     Impl& im;
@@ -558,7 +719,7 @@ private:
     const std::size_t nranks;
     std::vector<std::uint64_t> load; // bytes per rank so far
     std::vector<Replica> replicas;
-    std::vector<std::uint32_t> ranks;   // an array's non-empty boxes, sorted
+    std::vector<std::uint32_t> ranks;   // an array's non-empty boxes (rows of its table), sorted
     std::vector<std::int64_t> distinct; // its distinct boxes, flat
     std::vector<std::size_t> group;     // start of each distinct box in `ranks`
     // The chunk boxes: the box table itself while every entry's boxes are
@@ -580,9 +741,9 @@ ColumnarSavePlan::Impl::Planning::Planning(Impl& impl) : im(impl), md(impl.md), 
     md.world_size = static_cast<int>(nranks);
     md.library_version = version();
     md.entries.reserve(nentries);
-    std::size_t nchunks = 0; // at most: one chunk per rank and array
+    std::size_t nchunks = 0; // at most: one chunk per row of an array
     for (const auto& e : im.entries)
-        nchunks += e.kind == ItemKind::array ? nranks : e.kind == ItemKind::bytes ? 1 : 0;
+        nchunks += e.kind == ItemKind::array ? im.nrows(e) : e.kind == ItemKind::bytes ? 1 : 0;
     md.chunk_file.reserve(nchunks);
     md.chunk_offset.reserve(nchunks);
     md.chunk_length.reserve(nchunks);
@@ -657,12 +818,14 @@ bool ColumnarSavePlan::Impl::Planning::add_array(std::uint32_t id, const Entry& 
     // The usual decomposition first: one pass proves what the general path
     // (group_boxes) finds (every rank a chunk of its own, in rank order,
     // tiling the array) with sorts and a tiling check.
-    const bool slabs = rank_order_slabs(shape, c, nranks, nd);
+    const bool slabs = !e.multi && rank_order_slabs(shape, c, nranks, nd);
     bool in_rank_order = true;
-    const std::size_t nchunks = group_boxes(c, nd, slabs, in_rank_order);
+    const std::size_t nchunks = group_boxes(c, nd, im.nrows(e), slabs, in_rank_order);
+    if (e.multi && held_twice(e))
+        return false;
     // Every rank a box of its own, in rank order (ranks is then 0, 1, ...):
     // the chunks' boxes are the table's as they are.
-    const bool as_is = in_rank_order && nchunks == nranks;
+    const bool as_is = !e.multi && in_rank_order && nchunks == nranks;
     if (!as_is) {
         distinct.clear();
         for (std::size_t gi = 0; gi < nchunks; ++gi)
@@ -683,8 +846,8 @@ bool ColumnarSavePlan::Impl::Planning::add_array(std::uint32_t id, const Entry& 
 // `group`; slabs: every rank's box is its own, in rank order. Returns the
 // number of distinct boxes (chunks); `in_rank_order`: whether sorting
 // left the ranks in rank order.
-std::size_t ColumnarSavePlan::Impl::Planning::group_boxes(const std::int64_t* c, std::size_t nd, bool slabs,
-                                                          bool& in_rank_order)
+std::size_t ColumnarSavePlan::Impl::Planning::group_boxes(const std::int64_t* c, std::size_t nd, std::size_t rows,
+                                                          bool slabs, bool& in_rank_order)
 {
     const std::size_t stride = 2 * nd;
     in_rank_order = true;
@@ -696,7 +859,7 @@ std::size_t ColumnarSavePlan::Impl::Planning::group_boxes(const std::int64_t* c,
         return nranks;
     }
     ranks.clear();
-    for (std::uint32_t r = 0; r < nranks; ++r)
+    for (std::uint32_t r = 0; r < rows; ++r)
         if (volume_of(c + r * stride + nd, nd) > 0)
             ranks.push_back(r);
     // Box order (offsets, then extents: Box::operator<), then rank.
@@ -721,29 +884,42 @@ std::size_t ColumnarSavePlan::Impl::Planning::group_boxes(const std::int64_t* c,
     return group.size() - 1;
 }
 
+// Whether a rank holds one box of array `e` twice (the rows of one chunk,
+// grouped by group_boxes, are in row order, a rank's rows next to each other).
+bool ColumnarSavePlan::Impl::Planning::held_twice(const Entry& e) const
+{
+    for (std::size_t gi = 0; gi + 1 < group.size(); ++gi)
+        for (std::size_t k = group[gi] + 1; k < group[gi + 1]; ++k)
+            if (im.rank_of_row(e, ranks[k]) == im.rank_of_row(e, ranks[k - 1]))
+                return true;
+    return false;
+}
+
 // The writers of an array's chunks (grouped by group_boxes): a chunk with
 // one holder is that rank's; one with several is a replica, assigned later.
 void ColumnarSavePlan::Impl::Planning::add_chunks(std::uint32_t id, const std::int64_t* c, std::size_t nd,
                                                   std::uint64_t esize, bool as_is)
 {
     const std::size_t stride = 2 * nd, nchunks = group.size() - 1;
+    const Entry& e = im.entries[id];
     im.by_rank[id] = as_is; // chunk r is rank r's box
     if (!as_is && im.chunk_of.empty())
-        im.chunk_of.assign(im.entries.size() * nranks, not_kept);
+        im.chunk_of.assign(im.entries.size() * nranks + im.multi_rank.size(), not_kept);
     for (std::size_t gi = 0; gi < nchunks; ++gi) {
-        const std::uint32_t r0 = ranks[group[gi]];
-        const std::uint64_t nbytes = static_cast<std::uint64_t>(volume_of(c + r0 * stride + nd, nd)) * esize;
+        const std::uint32_t row0 = ranks[group[gi]];
+        const std::uint32_t r0 = im.rank_of_row(e, row0);
+        const std::uint64_t nbytes = static_cast<std::uint64_t>(volume_of(c + row0 * stride + nd, nd)) * esize;
         const auto chunk = static_cast<std::uint32_t>(gi);
         const std::size_t nholders = group[gi + 1] - group[gi];
         im.total += nbytes;
         if (nholders == 1) {
             if (!as_is)
-                im.chunk_of[id * nranks + r0] = chunk;
+                im.chunk_of[im.chunk_slot(id, row0)] = chunk;
             load[r0] += nbytes;
         } else {
             const std::size_t at = im.holders.size();
-            im.holders.insert(im.holders.end(), ranks.begin() + static_cast<std::ptrdiff_t>(group[gi]),
-                              ranks.begin() + static_cast<std::ptrdiff_t>(group[gi + 1]));
+            for (std::size_t k = group[gi]; k < group[gi + 1]; ++k)
+                im.holders.push_back(im.rank_of_row(e, ranks[k]));
             replicas.push_back(Replica{id, chunk, nbytes, at, nholders});
         }
     }

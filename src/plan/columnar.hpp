@@ -1,26 +1,24 @@
-// Private: the default global plan on columns, the fast one (the struct
-// path of DefaultSavePlanner::create_global_plan, src/plan/save_planner.cpp,
-// reports errors and plans several boxes per rank). Two entry points: the
-// coordinator's save planning on encoded plans (below), and
-// global_plan_columnar() for DefaultSavePlanner::create_global_plan on
-// structs.
+// Private: the global plan of DefaultSavePlanner, computed on columns: the
+// only one Cairn has. Two entry points: global_plan() on SavePlan structs
+// (DefaultSavePlanner::create_global_plan), and the coordinator's save
+// planning on encoded plans (ColumnarSavePlan, below).
 //
-// The coordinator's save planning on columns. When the planner is
-// exactly DefaultSavePlanner and the storage one of Cairn's own writers,
-// the coordinator never builds a WriteItem or a ChunkMeta: it reads the
+// The coordinator's save planning on columns. When the planner and the
+// storage offer the columnar form (driver/capabilities.hpp), the
+// coordinator never builds a WriteItem or a ChunkMeta: it reads the
 // gathered encoded plans straight into flat tables (each distinct name
 // interned once; a rank's name table compared with the previous rank's name
 // by name before any hashing; array boxes copied into one table per entry),
-// computes the same global plan as DefaultSavePlanner::create_global_plan
-// on them, sends each rank its final plan as an assignment of the rank's own
-// local items (item index, chunk), and keeps the metadata as columns
-// (MetadataColumns) into which the encoded write results are attached and
-// from which metadata.h5 is written. Anything unusual (a plan the default
-// planner would refuse, fields it would overwrite, a rank with several
-// boxes of one array) makes ingest() or plan() return false, and the
-// coordinator takes the struct-based path, which reports the problem
-// exactly as before (and plans several boxes per rank). Such a plan is not
-// kept for reuse (plan/plan_cache.hpp).
+// computes the same global plan as global_plan() on them, sends each rank
+// its final plan as an assignment of the rank's own local items (item
+// index, chunk), and keeps the metadata as columns (MetadataColumns) into
+// which the encoded write results are attached and from which metadata.h5
+// is written. Anything that form does not take (a plan the planner refuses,
+// fields the final plan takes from rank 0's item, a rank with several boxes
+// of one array) makes ingest() or plan() return false, and the coordinator
+// decodes the plans and calls create_global_plan, that is global_plan(),
+// which plans them or reports the problem. Such a plan is not kept for
+// reuse (plan/plan_cache.hpp).
 #pragma once
 
 #include "core/codec.hpp"
@@ -29,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace cairn::detail {
@@ -44,11 +43,11 @@ public:
     /// form, the others that, or its strip_name_table() or boxes_form() form
     /// (read against rank 0's). `gathered` must stay alive and unchanged
     /// until plan() and storage_shells() are done.
-    /// False (nothing thrown) on a malformed plan or anything the fast path
-    /// does not take: the struct-based path then runs.
+    /// False (nothing thrown) on a malformed plan or anything this form
+    /// does not take: the coordinator then calls global_plan().
     bool ingest(const std::vector<Bytes>& gathered);
-    /// Validates, dedups, numbers the chunks and assigns each to a rank as
-    /// DefaultSavePlanner::create_global_plan does. False on any problem.
+    /// Validates, dedups, numbers the chunks and assigns each to a rank.
+    /// False on any problem (global_plan() reports it).
     bool plan();
     /// What StorageWriter::prepare_global_plan gets: per rank its storage and
     /// planner data; rank 0's also holds one item (name, kind, dtype, global
@@ -87,17 +86,27 @@ public:
 private:
     struct Impl;
     std::unique_ptr<Impl> m;
-    friend bool global_plan_columnar(std::vector<SavePlan>& plans, Metadata& md);
+    friend std::pair<std::vector<SavePlan>, Metadata> global_plan(std::vector<SavePlan> plans);
 };
 
-/// DefaultSavePlanner::create_global_plan on structs (a custom storage, a
-/// subclass of the default planner, a plan the encoded path declined): the
-/// same tables built from the plans' items, the same computation, then the
-/// final plans (each rank's items moved, in place) and the metadata as the
-/// reference returns them. False, with `plans` untouched, on anything the
-/// reference would refuse (it then runs and reports it), and on a blob of
-/// rank 0 whose box does not have the rank of its shape.
-bool global_plan_columnar(std::vector<SavePlan>& plans, Metadata& md);
+/// DefaultSavePlanner::create_global_plan (a custom storage, a subclass of
+/// the default planner, plans the encoded form declined): validates the
+/// ranks' plans (index = rank), dedups replicas, numbers the chunks (an
+/// array's in box order) and assigns each to a rank; returns the final plans
+/// (each rank's own chunks in entry name order, then the replicas it
+/// writes, the rank's items moved) and the metadata. Several boxes of an
+/// array on one rank are planned like boxes of several ranks. Throws what
+/// explain_refusal() throws on plans it refuses.
+std::pair<std::vector<SavePlan>, Metadata> global_plan(std::vector<SavePlan> plans);
+
+/// Throws the error of the first problem of `plans`, entry by entry in name
+/// order and rank by rank: error::WrongAPIUsage (an entry twice in a plan,
+/// a box of the wrong rank, a box held twice, overlapping boxes, boxes that
+/// do not cover the array, a size overflow, a blob's box of the wrong rank),
+/// error::Mismatch (an entry missing on some rank, another kind, dtype,
+/// global shape, scalar, string or blob than rank 0's); returns if there is
+/// none (plan/refusal.cpp).
+void explain_refusal(const std::vector<SavePlan>& plans);
 
 /// Whether a final plan scattered by the coordinator is an assignment
 /// (ColumnarSavePlan::encode_final) rather than an encoded SavePlan.

@@ -1,9 +1,10 @@
 // The reference global plan of DefaultSavePlanner, a test oracle: entry by
 // entry in name order, rank by rank, written for clarity rather than speed.
-// test_global_plan.cpp checks Cairn's planner (DefaultSavePlanner::
-// create_global_plan and the coordinator's planning on encoded plans,
-// src/plan/columnar.hpp) against it: the same final plans and metadata, or
-// the same error.
+// test_global_plan.cpp and the decode_plans fuzz target check Cairn's
+// planner (DefaultSavePlanner::create_global_plan and the coordinator's
+// planning on encoded plans, src/plan/columnar.hpp) against it: the same
+// final plans and metadata, or the same error. A blob's box must have the
+// rank of its shape (the metadata has no place for another).
 #include "reference_global_plan.hpp"
 
 #include "cairn/checkpoint.hpp"
@@ -156,6 +157,10 @@ std::pair<std::vector<SavePlan>, Metadata> reference_global_plan(std::vector<Sav
         case ItemKind::scalar:
         case ItemKind::string: em.value = first.value; break;
         case ItemKind::bytes: {
+            if (first.box.ndim() != first.global_shape.size() || first.box.offsets.size() != first.global_shape.size())
+                throw error::WrongAPIUsage("bytes '" + fqn + "': box " + first.box.str() + " of rank " +
+                                           std::to_string(refs.front().rank) + " does not match the rank of its shape " +
+                                           shape_str(first.global_shape));
             em.global_shape = first.global_shape;
             em.chunks.push_back(ChunkMeta{first.box, {}});
             std::vector<int> holders;
@@ -171,7 +176,7 @@ std::pair<std::vector<SavePlan>, Metadata> reference_global_plan(std::vector<Sav
             std::map<Box, std::vector<int>> holders; // distinct boxes, sorted
             for (const auto& ref : refs) {
                 const auto& b = item_at(ref).box;
-                if (b.ndim() != em.global_shape.size())
+                if (b.ndim() != em.global_shape.size() || b.offsets.size() != em.global_shape.size())
                     throw error::WrongAPIUsage("array '" + fqn + "': box " + b.str() + " of rank " +
                                                std::to_string(ref.rank) + " does not match the rank of the global shape " +
                                                shape_str(em.global_shape));
