@@ -87,6 +87,8 @@ struct Options {
     std::vector<std::pair<std::string, std::string>> torch_peers;
     std::string torch_script;
     int small_arrays = 10000;     // mixed workload
+    int many_arrays = 4000;       // small workload: arrays per rank
+    int many_kib = 16;            // small workload: KiB per array and rank
     long writeback_mib = -1;      // SaveOptions::writeback_bytes in MiB; -1: Cairn's default
     std::string local_dir = "/dev/shm/cairn-bench-local"; // the drain's node-local directory (a RAM disk)
 };
@@ -99,9 +101,10 @@ void usage()
     std::puts("usage: cairn_bench [--size-mib N] [--runs R] [--warmup W] [--dir D] [--only a,b] [--no-drop-caches]\n"
               "                   [--no-warm-cache] [--no-fio]\n"
               "                   [--plan-ranks R] [--plan-arrays A] [--plan-generic] [--plan-prewarm B] [--small-arrays K]\n"
+              "                   [--many-arrays K] [--many-kib S]\n"
               "                   [--python P] [--torch-peer NAME=PYTHON ...] --torch-script S [--local-dir D]\n"
               "                   (--python P is --torch-peer torch-dcp=P)\n"
-              "parts: large, mixed, reshard, async, memory, coop, drain, planning, torch, fio, hdf5, mpiio, "
+              "parts: large, mixed, small, reshard, async, memory, coop, drain, planning, torch, fio, hdf5, mpiio, "
               "redundancy, files, levels");
 }
 
@@ -156,6 +159,10 @@ void parse(int argc, char** argv)
             g_opt.plan_generic = true;
         else if (a == "--small-arrays")
             g_opt.small_arrays = std::stoi(next());
+        else if (a == "--many-arrays")
+            g_opt.many_arrays = std::max(1, std::stoi(next()));
+        else if (a == "--many-kib")
+            g_opt.many_kib = std::max(1, std::stoi(next()));
         else if (a == "--writeback-mib")
             g_opt.writeback_mib = std::stol(next());
         else if (a == "--python")
@@ -477,6 +484,19 @@ Workload make_workload(const std::string& name, u64 total)
     w.name = name;
     if (name == "large") {
         add_large(w, total, 4);
+    } else if (name == "small") {
+        // Only small arrays: many_arrays 1-D arrays of many_kib KiB per rank,
+        // sharded by ranks (each rank writes its own part of every array).
+        const std::int64_t per = std::max<std::int64_t>(1, std::int64_t(g_opt.many_kib) * 1024 / 8);
+        for (int k = 0; k < g_opt.many_arrays; ++k) {
+            Array a;
+            a.name = "small/" + std::to_string(k);
+            a.global = {per * g_size};
+            a.box = cairn::Box{{per * g_rank}, {per}};
+            a.data.resize(static_cast<std::size_t>(per));
+            fill(a);
+            w.arrays.push_back(std::move(a));
+        }
     } else { // mixed: 90 % in four large arrays, 10 % in many arrays of <= 64 KiB
         add_large(w, total - total / 10, 4);
         const int K = std::max(2, g_opt.small_arrays);
@@ -1553,6 +1573,62 @@ void print_ratios(const Results& r, const Results* large)
     }
 }
 
+// ---------------------------------------------------------------- small
+
+// The processor time per array of a save and of a load (warm page cache)
+// of the small workload in each layout, summed over the ranks: unlike the
+// wall time, it hardly depends on what else runs on the machine. Open MPI
+// spins in collectives, so with several ranks it includes their waits.
+void bench_small_cpu(Workload& w)
+{
+    auto sd = state_of(w);
+    const std::string base = g_opt.dir + "/" + w.name;
+    const auto cpu = [] {
+        timespec t{};
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+        return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+    };
+    const auto all = [](double v) {
+        double s = 0;
+        MPI_Allreduce(&v, &s, 1, MPI_DOUBLE, MPI_SUM, g_comm);
+        return s;
+    };
+    std::map<std::string, Stat> st;
+    for (int run = 0; run < g_opt.warmup + g_opt.runs; ++run)
+        for (const auto layout : {cairn::Layout::per_rank, cairn::Layout::container}) {
+            const bool rank = layout == cairn::Layout::per_rank;
+            const std::string name = rank ? "cairn-rank" : "cairn-container";
+            const std::string p = base + (rank ? "/cpu_rank" : "/cpu.h5");
+            remove_path(p);
+            cairn::SaveOptions so;
+            so.layout = layout;
+            cairn::LoadOptions lo;
+            lo.layout = layout;
+            MPI_Barrier(g_comm);
+            double c0 = cpu();
+            cairn::save(sd, p, g_comm, so);
+            const double save = all(cpu() - c0);
+            MPI_Barrier(g_comm);
+            c0 = cpu();
+            cairn::load(sd, p, g_comm, lo);
+            const double load = all(cpu() - c0);
+            if (run >= g_opt.warmup) {
+                st[name + "-save"].v.push_back(save);
+                st[name + "-load"].v.push_back(load);
+            }
+            remove_path(p);
+        }
+    if (g_rank != 0)
+        return;
+    const double n = g_opt.many_arrays;
+    for (const auto& [c, s] : st)
+        std::printf("figure %s %s-cpu-per-array %.1f us (min %.1f, max %.1f; all ranks)\n", w.name.c_str(), c.c_str(),
+                    s.median() / n * 1e6, s.min() / n * 1e6, s.max() / n * 1e6);
+    for (const char* op : {"save", "load"})
+        std::printf("ratio %s cairn-container-%s-cpu/cairn-rank-%s-cpu %.3f\n", w.name.c_str(), op, op,
+                    st["cairn-rank-" + std::string(op)].median() / st["cairn-container-" + std::string(op)].median());
+}
+
 // ---------------------------------------------------------------- memory
 
 // Peak resident growth of one synchronous save (fsync) of the workload
@@ -2359,6 +2435,22 @@ int main(int argc, char** argv)
             bench_memory(w);
         print_figures(r);
         print_ratios(r, large.get());
+    }
+    if (want("small")) {
+        auto w = make_workload("small", total);
+        say("\nworkload small: %d arrays of %d KiB per rank (sharded), %.1f MiB\n", g_opt.many_arrays,
+            g_opt.many_kib, w.total / 1048576.0);
+        auto r = bench_workload(w);
+        print_figures(r);
+        // The cost per array (wall time of one save or load over the
+        // arrays), and the container against the per-rank layout.
+        for (const char* c : {"cairn-rank-save", "cairn-rank-load", "cairn-container-save", "cairn-container-load"})
+            if (r.has(c) && g_rank == 0)
+                std::printf("figure %s %s-per-array %.1f us\n", r.workload.c_str(), c,
+                            r.secs.at(c).median() / g_opt.many_arrays * 1e6);
+        tput_ratio(r, "cairn-container-save", "cairn-rank-save");
+        tput_ratio(r, "cairn-container-load", "cairn-rank-load");
+        bench_small_cpu(w);
     }
     if (want("coop"))
         bench_cooperative(total);

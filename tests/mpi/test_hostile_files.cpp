@@ -369,6 +369,67 @@ TEST_CASE("container: only datasets stored in the container's own file are read"
     }
 }
 
+// With many datasets, a rank checks the root group's links in one listing
+// (ContainerReader::check_datasets): a soft link or a missing dataset among
+// them is refused as with few.
+TEST_CASE("container: links among many datasets", "[.hostile][container]")
+{
+    const std::string base = fresh_dir("hostile_many");
+    const int w = world_size(), r = world_rank();
+    constexpr int k_many = 300; // at least 64 checks per rank at 4 ranks
+    std::vector<double> many(k_many);
+    auto state = [&](State& s) {
+        for (int k = 0; k < k_many; ++k)
+            s.dict.add_array<double>("many/" + std::to_string(k), &many[static_cast<std::size_t>(k)], {w},
+                                     cairn::Box{{r}, {1}});
+    };
+    auto save_many = [&](const std::string& path) {
+        State s(true);
+        for (int k = 0; k < k_many; ++k)
+            many[static_cast<std::size_t>(k)] = k * 1000.0 + r;
+        state(s);
+        cairn::SaveOptions o;
+        o.fsync = false;
+        cairn::save(s.dict, path, MPI_COMM_WORLD, o);
+        return path;
+    };
+    auto load_many = [&](const std::string& path) {
+        State s(false);
+        std::fill(many.begin(), many.end(), -1.0);
+        state(s);
+        auto o = attempt([&] { cairn::load(s.dict, path, MPI_COMM_WORLD); });
+        bool ok = s.correct();
+        for (int k = 0; k < k_many; ++k)
+            ok = ok && many[static_cast<std::size_t>(k)] == k * 1000.0 + r;
+        return std::make_pair(o, ok);
+    };
+    SECTION("intact")
+    {
+        const auto [o, ok] = load_many(save_many(base + "/intact.h5"));
+        INFO(o.what);
+        CHECK(all(!o.threw && ok));
+    }
+    SECTION("a soft link in place of a dataset")
+    {
+        const auto file = save_many(base + "/soft_link.h5");
+        edit_container(file, [&](hid_t f) {
+            require(H5Lmove(f, "/u", f, "/moved", H5P_DEFAULT, H5P_DEFAULT) >= 0, "moving /u");
+            require(H5Lcreate_soft("/moved", f, "/u", H5P_DEFAULT, H5P_DEFAULT) >= 0, "H5Lcreate_soft");
+        });
+        const auto o = load_many(file).first;
+        INFO(o.what);
+        CHECK(refused(o, Kind::format, {file, "dataset '/u'", "is a soft link", "/moved"}));
+    }
+    SECTION("a missing dataset")
+    {
+        const auto file = save_many(base + "/missing.h5");
+        edit_container(file, [&](hid_t f) { require(H5Ldelete(f, "/many%2F17", H5P_DEFAULT) >= 0, "deleting"); });
+        const auto o = load_many(file).first;
+        INFO(o.what);
+        CHECK(refused(o, Kind::format, {file, "dataset '/many%2F17'", "is missing"}));
+    }
+}
+
 TEST_CASE("container: verify compares the scalar datasets with the metadata", "[.hostile][container]")
 {
     const std::string base = fresh_dir("hostile_values");

@@ -163,6 +163,7 @@ struct Task {
     MemorySpace space = MemorySpace::host;
     detail::ChunkHasher* hash = nullptr; // device memory: hashed as its pieces are staged
     Handle mem; // valid: direct
+    bool whole = false; // direct from dense host memory; `mem` made on first use (prepare)
     ct::Split split;
     std::int64_t rounds = 0;
 };
@@ -278,9 +279,15 @@ public:
         std::fill(counts.begin(), counts.end(), 0);
     }
     // Collective: MPI_Alltoall of the counts, then MPI_Alltoallv of the
-    // offsets and of the bytes.
+    // offsets and of the bytes (one rank: what it sends is what it receives).
     void exchange(MPI_Comm comm, const std::string& tmp)
     {
+        if (m_size == 1) { // to itself: no copy
+            std::swap(hdr, rhdr);
+            std::swap(data, rdata);
+            rcounts = counts;
+            return;
+        }
         small_mpi(MPI_Alltoall(counts.data(), 2, MPI_INT64_T, rcounts.data(), 2, MPI_INT64_T, comm), tmp,
                   "MPI_Alltoall");
         int hoff = 0, doff = 0, rhoff = 0, rdoff = 0;
@@ -341,7 +348,8 @@ void pack_round(SmallExchange& x, const std::vector<SmallDataset>& smalls, const
 
 // Writes this rank's group from the pieces it received ((offset, length)
 // pairs in `rhdr`, their bytes in `rdata`), by offset; adjacent ones in one
-// write, gathered in `run`.
+// write, from `rdata` where their bytes are adjacent there too, else
+// gathered in `run`.
 template <class Write>
 void write_received(const std::vector<std::uint64_t>& rhdr, const std::vector<char>& rdata, std::vector<char>& run,
                     Write& write)
@@ -364,8 +372,11 @@ void write_received(const std::vector<std::uint64_t>& rhdr, const std::vector<ch
         std::uint64_t end = pieces[j].at + pieces[j].size;
         while (k < pieces.size() && pieces[k].at == end)
             end += pieces[k++].size;
-        if (k == j + 1) {
-            write(pieces[j].at, pieces[j].src, pieces[j].size);
+        bool in_place = true; // the run's bytes are adjacent in `rdata` too (the usual case)
+        for (std::size_t m = j + 1; m < k && in_place; ++m)
+            in_place = pieces[m].src == pieces[m - 1].src + pieces[m - 1].size;
+        if (in_place) {
+            write(pieces[j].at, pieces[j].src, end - pieces[j].at);
         } else {
             run.clear();
             for (std::size_t m = j; m < k; ++m)
@@ -566,6 +577,23 @@ struct OpenContainer {
     detail::Writeback writeback;
     Handle dcpl, lcpl, collective, independent;
     Handle none;               // an empty selection
+    // The file and memory types by dtype code, made once per save (HDF5
+    // copies a type on every H5Tcopy), and whether they are the same.
+    struct Types {
+        Handle file, memory;
+        bool same = false;
+    };
+    std::map<int, Types> types;
+    const Types& types_of(int code)
+    {
+        auto at = types.find(code);
+        if (at == types.end()) {
+            Types t{detail::h5::dataset_type(code, false), detail::h5::dataset_type(code, true)};
+            t.same = H5Tequal(t.file, t.memory) > 0;
+            at = types.emplace(code, std::move(t)).first;
+        }
+        return at->second;
+    }
     detail::HostBuffer buffer; // the staging buffer (page-locked with CUDA), on first use
     // Small datasets written independently go straight to their address
     // through this rank's own MPI-IO handle on the file (opened on first
@@ -581,7 +609,9 @@ struct OpenDataset {
     const DatasetSpec* spec = nullptr;
     std::string what; // "<tmp>: dataset '<path>'"
     std::size_t es = 0;
-    Handle ftype, mtype, fspace, dset;
+    hid_t ftype = H5I_INVALID_HID, mtype = H5I_INVALID_HID; // OpenContainer::types
+    bool same_types = false;
+    Handle fspace, dset;
     haddr_t stored_at = HADDR_UNDEF; // where its bytes start, for early writeback
     std::size_t first_task = 0, end_task = 0; // its tasks on this rank
 };
@@ -747,17 +777,21 @@ void ContainerSave::choose_rounds(Task& t, const DataRef& ref, std::int64_t es)
 {
     const WriteItem& it = *t.item;
     const std::int64_t piece_bytes = m_piece_bytes;
-    if (ref.space == MemorySpace::host) // device memory: never handed to HDF5, staged in pieces
+    // Device memory: never handed to HDF5, staged in pieces. Dense host
+    // memory is one dense memory space, made when it is written through
+    // HDF5 (most small chunks never are: write_small_datasets).
+    if (ref.space == MemorySpace::host && detail::is_dense(ref.view))
+        t.whole = true;
+    else if (ref.space == MemorySpace::host)
         t.mem = ct::view_space(ref.view, m_tmp + ": dataset '" + m_specs[t.dataset].path + "'", true);
-    if (t.mem.valid() && piece_bytes > 0 && detail::is_dense(ref.view) &&
-        static_cast<std::int64_t>(it.nbytes) > piece_bytes) {
+    if (t.whole && piece_bytes > 0 && static_cast<std::int64_t>(it.nbytes) > piece_bytes) {
         // Dense and large, with early writeback: written from the caller's
         // memory in pieces, each one's writeback started as soon as it is
         // in the file.
-        t.mem = Handle();
+        t.whole = false;
         t.split = ct::Split(it.box, std::max<std::int64_t>(piece_bytes / es, 1));
         t.rounds = t.split.count();
-    } else if (t.mem.valid()) {
+    } else if (t.whole || t.mem.valid()) {
         t.rounds = 1;
     } else {
         // Strided or on the device: through the staging buffer.
@@ -865,9 +899,10 @@ void ContainerSave::write_dataset(OpenContainer& f, std::size_t d, std::size_t& 
     ds.index = d;
     ds.spec = &m_specs[d];
     ds.what = m_tmp + ": dataset '" + ds.spec->path + "'";
-    const auto code = static_cast<int>(stored_dtype(*ds.spec));
-    ds.ftype = detail::h5::dataset_type(code, false);
-    ds.mtype = detail::h5::dataset_type(code, true);
+    const auto& types = f.types_of(static_cast<int>(stored_dtype(*ds.spec)));
+    ds.ftype = types.file;
+    ds.mtype = types.memory;
+    ds.same_types = types.same;
     ds.fspace = ct::shape_space(ds.spec->shape, ds.what, true);
     ds.dset = Handle(check_write(H5Dcreate2(f.file, ds.spec->path.c_str(), ds.ftype, ds.fspace, f.lcpl, f.dcpl, H5P_DEFAULT),
                            "creating " + ds.what));
@@ -897,7 +932,7 @@ void ContainerSave::write_independently(OpenContainer& f, OpenDataset& ds)
     const auto bytes = static_cast<std::uint64_t>(volume(ds.spec->shape)) * ds.es;
     haddr_t at = HADDR_UNDEF;
     // The same on every rank (it does not depend on per-rank options).
-    if (bytes <= ct::direct_max_bytes && H5Tequal(ds.ftype, ds.mtype) > 0)
+    if (bytes <= ct::direct_max_bytes && ds.same_types)
         at = ds.stored_at != HADDR_UNDEF ? ds.stored_at : H5Dget_offset(ds.dset);
     if (at != HADDR_UNDEF) {
         queue_small(f, ds, at);
@@ -973,7 +1008,9 @@ void ContainerSave::write_collectively(OpenContainer& f, OpenDataset& ds)
 // in `piece`.
 void ContainerSave::prepare(OpenContainer& f, Task& t, std::int64_t p, const OpenDataset& ds, Piece& piece)
 {
-    if (t.mem.valid()) {
+    if (t.whole || t.mem.valid()) {
+        if (!t.mem.valid())
+            t.mem = ct::dense_space(static_cast<std::uint64_t>(t.item->box.volume()), ds.what, true);
         piece.region = t.item->box;
         ct::select_box(ds.fspace, piece.region, ds.what, true);
         piece.mem = t.mem;
