@@ -636,9 +636,9 @@ std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlan
             detail::Writeback writeback(file->path(), im.opt.fsync ? im.opt.writeback_bytes : 0);
             std::vector<std::unique_ptr<detail::ChunkHasher>> hashers;
             try {
-                // On a local file system each member writes its region
-                // through a mapping: the file's write lock would run the
-                // members' write(2)s one at a time (MpiFile::map_writes).
+                // CAIRN_GROUP_WRITES=mapped: on a local file system each
+                // member writes its region through mappings, outside the
+                // file's write lock (MpiFile::map_writes).
                 if (!bucket.empty())
                     file->map_writes(start[k], start[k] + layout.ends[k], total[k]);
                 hashers = write_items(im.opt, plan, planner, *file, name, bucket, offsets, staging, direct_min,

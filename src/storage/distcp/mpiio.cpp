@@ -143,8 +143,8 @@ bool MpiFile::map_writes(std::uint64_t lo, std::uint64_t hi, std::uint64_t file_
     unmap();
     if (m_mode != Mode::write || hi <= lo || file_size < hi)
         return false;
-    if (const char* v = std::getenv("CAIRN_GROUP_WRITES"); v && std::strcmp(v, "mpiio") == 0)
-        return false;
+    if (const char* v = std::getenv("CAIRN_GROUP_WRITES"); !v || std::strcmp(v, "mapped") != 0)
+        return false; // opt-in: not measured faster than MPI-IO here (docs/BENCHMARKS.md)
     struct statfs sf {};
     if (::statfs(m_path.c_str(), &sf) != 0)
         return false;
@@ -171,22 +171,20 @@ bool MpiFile::map_writes(std::uint64_t lo, std::uint64_t hi, std::uint64_t file_
         throw error::WriteError(m_path + ": cannot extend the file to " + std::to_string(file_size) +
                                 " bytes: " + std::strerror(err) + fs::no_space_note(m_path, file_size));
     }
+    // A probe: one page mapped and faulted in writable (EINVAL where the
+    // kernel cannot).
     const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
     const auto map_lo = lo / page * page;
-    const auto len = hi - map_lo;
-    void* m = ::mmap(nullptr, static_cast<std::size_t>(len), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+    void* m = ::mmap(nullptr, static_cast<std::size_t>(page), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
                      static_cast<off_t>(map_lo));
-    // The first page, faulted in writable: EINVAL where the kernel cannot.
-    if (m == MAP_FAILED || ::madvise(m, static_cast<std::size_t>(std::min(len, page)), MADV_POPULATE_WRITE) != 0) {
-        if (m != MAP_FAILED)
-            ::munmap(m, static_cast<std::size_t>(len));
+    const bool ok = m != MAP_FAILED && ::madvise(m, static_cast<std::size_t>(page), MADV_POPULATE_WRITE) == 0;
+    if (m != MAP_FAILED)
+        ::munmap(m, static_cast<std::size_t>(page));
+    if (!ok) {
         ::close(fd);
         return false; // MPI-IO writes, and reports any error
     }
     m_map_fd = fd;
-    m_map = static_cast<char*>(m);
-    m_map_lo = map_lo;
-    m_map_len = len;
     m_map_from = lo;
     m_map_to = hi;
     return true;
@@ -201,38 +199,41 @@ bool MpiFile::map_writes(std::uint64_t lo, std::uint64_t hi, std::uint64_t file_
 void MpiFile::unmap() noexcept
 {
 #if defined(__linux__)
-    if (m_map)
-        ::munmap(m_map, static_cast<std::size_t>(m_map_len));
     if (m_map_fd >= 0)
         ::close(m_map_fd);
 #endif
-    m_map = nullptr;
     m_map_fd = -1;
-    m_map_lo = m_map_len = m_map_from = m_map_to = 0;
+    m_map_from = m_map_to = 0;
 }
 
 void MpiFile::write_at(std::uint64_t offset, const void* data, std::uint64_t size)
 {
     const auto* p = static_cast<const char*>(data);
 #if defined(__linux__)
-    if (m_map && size > 0 && offset >= m_map_from && offset + size <= m_map_to) {
+    if (m_map_fd >= 0 && size > 0 && offset >= m_map_from && offset + size <= m_map_to) {
         const auto what = [&] {
             return "write of " + std::to_string(size) + " bytes at offset " + std::to_string(offset);
         };
         if (const int injected = fault::inject(fault::mpiio_write, m_path))
             fail(mpi_error_of(injected), what());
+        // Mapped for this write only: unmapped before early writeback
+        // starts on the pages, which then need no write-protecting.
         const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
         const auto first = offset / page * page;
-        if (::madvise(m_map + (first - m_map_lo), static_cast<std::size_t>(offset + size - first),
-                      MADV_POPULATE_WRITE) != 0) {
+        const auto len = static_cast<std::size_t>(offset + size - first);
+        void* m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, m_map_fd, static_cast<off_t>(first));
+        if (m == MAP_FAILED || ::madvise(m, len, MADV_POPULATE_WRITE) != 0) {
             const int err = errno;
+            if (m != MAP_FAILED)
+                ::munmap(m, len);
             // EFAULT: a page the file system could not provide (no space, an I/O error).
             throw error::WriteError(m_path + ": " + what() + " (through a mapping): " +
                                     (err == EFAULT ? std::string("the file system could not provide the pages")
                                                    : std::string(std::strerror(err))) +
                                     fs::no_space_note(m_path, size));
         }
-        std::memcpy(m_map + (offset - m_map_lo), p, static_cast<std::size_t>(size));
+        std::memcpy(static_cast<char*>(m) + (offset - first), p, static_cast<std::size_t>(size));
+        ::munmap(m, len);
         return;
     }
 #endif
