@@ -17,11 +17,13 @@
 #include "storage/writeback.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 namespace cairn {
@@ -233,21 +235,53 @@ FileLayout lay_out(const SavePlan& plan, std::size_t nfiles, std::uint64_t align
     return out;
 }
 
-// The ranks that share a file (DataFiles): their communicator and their
-// ranks in the save's communicator, ascending.
+// The ranks that share a file (DataFiles): their communicator (owned by
+// the cache below) and their ranks in the save's communicator, ascending.
 struct FileGroup {
     MPI_Comm comm = MPI_COMM_NULL;
     int rank = 0;
     std::vector<int> members;
-    FileGroup() = default;
-    FileGroup(const FileGroup&) = delete;
-    FileGroup& operator=(const FileGroup&) = delete;
-    ~FileGroup()
-    {
-        if (comm != MPI_COMM_NULL)
-            MPI_Comm_free(&comm);
-    }
 };
+
+// The group communicators of a save's communicator, split once per
+// grouping and cached on it as an MPI attribute: repeated saves on one
+// communicator split it once. They are freed with it (MPI_Comm_free of the
+// save's communicator), and left to MPI_Finalize when that comes first.
+struct GroupCache {
+    std::map<int, MPI_Comm> comms; // key: -1 per node, else the file count
+    std::map<int, std::vector<int>> members;
+};
+
+std::atomic<bool> g_finalizing{false};
+
+int on_finalize_groups(MPI_Comm, int, void*, void*)
+{
+    g_finalizing = true; // MPI_COMM_SELF's attributes go first in MPI_Finalize
+    return MPI_SUCCESS;
+}
+
+int free_group_cache(MPI_Comm, int, void* value, void*)
+{
+    auto* cache = static_cast<GroupCache*>(value);
+    if (!g_finalizing)
+        for (auto& kv : cache->comms)
+            MPI_Comm_free(&kv.second);
+    delete cache;
+    return MPI_SUCCESS;
+}
+
+int group_cache_key()
+{
+    static const int key = [] {
+        int finalize_key = MPI_KEYVAL_INVALID;
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_finalize_groups, &finalize_key, nullptr);
+        MPI_Comm_set_attr(MPI_COMM_SELF, finalize_key, nullptr);
+        int k = MPI_KEYVAL_INVALID;
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_group_cache, &k, nullptr);
+        return k;
+    }();
+    return key;
+}
 
 // Writes the items of `bucket` (at `offsets`, absolute) into `file` through
 // the staging buffer, filling their write results (but the checksums);
@@ -398,10 +432,26 @@ struct DistcpWriter::Impl final : detail::ColumnarWriter {
                (opt.files.kind == DataFiles::Kind::count && opt.files.count < size);
     }
 
-    /// Splits the save's communicator into the groups of opt.files.
-    /// Collective over it.
+    /// The group of this rank under opt.files: the save's communicator
+    /// split into the groups (collective over it), or the split of an
+    /// earlier save on the same communicator (local).
     void split_group(FileGroup& g) const
     {
+        const int key = opt.files.kind == DataFiles::Kind::per_node ? -1 : opt.files.count;
+        const int cache_key = group_cache_key();
+        GroupCache* cache = nullptr;
+        int found = 0;
+        MPI_Comm_get_attr(comm, cache_key, &cache, &found);
+        if (!found || !cache) {
+            cache = new GroupCache;
+            MPI_Comm_set_attr(comm, cache_key, cache);
+        }
+        if (const auto it = cache->comms.find(key); it != cache->comms.end()) {
+            g.comm = it->second;
+            g.members = cache->members[key];
+            MPI_Comm_rank(g.comm, &g.rank);
+            return;
+        }
         if (opt.files.kind == DataFiles::Kind::per_node) {
             MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &g.comm);
         } else {
@@ -412,6 +462,8 @@ struct DistcpWriter::Impl final : detail::ColumnarWriter {
         MPI_Comm_size(g.comm, &n);
         g.members.resize(static_cast<std::size_t>(n));
         MPI_Allgather(&rank, 1, MPI_INT, g.members.data(), 1, MPI_INT, g.comm);
+        cache->comms[key] = g.comm;
+        cache->members[key] = g.members;
     }
 };
 
@@ -584,6 +636,11 @@ std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlan
             detail::Writeback writeback(file->path(), im.opt.fsync ? im.opt.writeback_bytes : 0);
             std::vector<std::unique_ptr<detail::ChunkHasher>> hashers;
             try {
+                // CAIRN_GROUP_WRITES=mapped: on a local file system each
+                // member writes its region through mappings, outside the
+                // file's write lock (MpiFile::map_writes).
+                if (!bucket.empty())
+                    file->map_writes(start[k], start[k] + layout.ends[k], total[k]);
                 hashers = write_items(im.opt, plan, planner, *file, name, bucket, offsets, staging, direct_min,
                                       deferred, writeback, results);
             } catch (...) {

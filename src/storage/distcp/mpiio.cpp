@@ -7,7 +7,20 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+
+#if defined(__linux__)
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 // Linux 5.14; older kernels answer EINVAL
+#endif
+#endif
 
 namespace cairn::detail {
 
@@ -119,13 +132,111 @@ MpiFile::MpiFile(const std::string& path, Mode mode, const MpiHints& hints, MPI_
 
 MpiFile::~MpiFile()
 {
+    unmap();
     if (m_fh != MPI_FILE_NULL)
         MPI_File_close(&m_fh);
+}
+
+bool MpiFile::map_writes(std::uint64_t lo, std::uint64_t hi, std::uint64_t file_size)
+{
+#if defined(__linux__)
+    unmap();
+    if (m_mode != Mode::write || hi <= lo || file_size < hi)
+        return false;
+    if (const char* v = std::getenv("CAIRN_GROUP_WRITES"); !v || std::strcmp(v, "mapped") != 0)
+        return false; // opt-in: not measured faster than MPI-IO here (docs/BENCHMARKS.md)
+    struct statfs sf {};
+    if (::statfs(m_path.c_str(), &sf) != 0)
+        return false;
+    switch (static_cast<unsigned long>(sf.f_type)) {
+    case EXT4_SUPER_MAGIC: // also ext2 and ext3
+    case XFS_SUPER_MAGIC:
+    case BTRFS_SUPER_MAGIC:
+    case TMPFS_MAGIC: break;
+    default: return false; // parallel file systems lock ranges, not whole files
+    }
+    const int fd = ::open(m_path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        ::close(fd);
+        return false;
+    }
+    // Every member extends to the same size (only ever growing it), so that
+    // none cuts off what another wrote.
+    if (static_cast<std::uint64_t>(st.st_size) < file_size && ::ftruncate(fd, static_cast<off_t>(file_size)) != 0) {
+        const int err = errno;
+        ::close(fd);
+        throw error::WriteError(m_path + ": cannot extend the file to " + std::to_string(file_size) +
+                                " bytes: " + std::strerror(err) + fs::no_space_note(m_path, file_size));
+    }
+    // A probe: one page mapped and faulted in writable (EINVAL where the
+    // kernel cannot).
+    const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    const auto map_lo = lo / page * page;
+    void* m = ::mmap(nullptr, static_cast<std::size_t>(page), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                     static_cast<off_t>(map_lo));
+    const bool ok = m != MAP_FAILED && ::madvise(m, static_cast<std::size_t>(page), MADV_POPULATE_WRITE) == 0;
+    if (m != MAP_FAILED)
+        ::munmap(m, static_cast<std::size_t>(page));
+    if (!ok) {
+        ::close(fd);
+        return false; // MPI-IO writes, and reports any error
+    }
+    m_map_fd = fd;
+    m_map_from = lo;
+    m_map_to = hi;
+    return true;
+#else
+    (void)lo;
+    (void)hi;
+    (void)file_size;
+    return false;
+#endif
+}
+
+void MpiFile::unmap() noexcept
+{
+#if defined(__linux__)
+    if (m_map_fd >= 0)
+        ::close(m_map_fd);
+#endif
+    m_map_fd = -1;
+    m_map_from = m_map_to = 0;
 }
 
 void MpiFile::write_at(std::uint64_t offset, const void* data, std::uint64_t size)
 {
     const auto* p = static_cast<const char*>(data);
+#if defined(__linux__)
+    if (m_map_fd >= 0 && size > 0 && offset >= m_map_from && offset + size <= m_map_to) {
+        const auto what = [&] {
+            return "write of " + std::to_string(size) + " bytes at offset " + std::to_string(offset);
+        };
+        if (const int injected = fault::inject(fault::mpiio_write, m_path))
+            fail(mpi_error_of(injected), what());
+        // Mapped for this write only: unmapped before early writeback
+        // starts on the pages, which then need no write-protecting.
+        const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+        const auto first = offset / page * page;
+        const auto len = static_cast<std::size_t>(offset + size - first);
+        void* m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, m_map_fd, static_cast<off_t>(first));
+        if (m == MAP_FAILED || ::madvise(m, len, MADV_POPULATE_WRITE) != 0) {
+            const int err = errno;
+            if (m != MAP_FAILED)
+                ::munmap(m, len);
+            // EFAULT: a page the file system could not provide (no space, an I/O error).
+            throw error::WriteError(m_path + ": " + what() + " (through a mapping): " +
+                                    (err == EFAULT ? std::string("the file system could not provide the pages")
+                                                   : std::string(std::strerror(err))) +
+                                    fs::no_space_note(m_path, size));
+        }
+        std::memcpy(static_cast<char*>(m) + (offset - first), p, static_cast<std::size_t>(size));
+        ::munmap(m, len);
+        return;
+    }
+#endif
     while (size > 0) {
         const int n = static_cast<int>(std::min(size, k_max_transfer));
         MPI_Status st;
@@ -189,6 +300,7 @@ std::uint64_t MpiFile::size()
 
 void MpiFile::sync()
 {
+    unmap(); // the pages written through it stay dirty in the page cache: the sync writes them
     const int injected = fault::inject(fault::mpiio_sync, m_path);
     int rc = MPI_SUCCESS;
     if (m_shared) { // collective: every member calls MPI, an injected failure counts after it
@@ -204,6 +316,7 @@ void MpiFile::sync()
 
 void MpiFile::close()
 {
+    unmap();
     int rc = MPI_File_close(&m_fh);
     m_fh = MPI_FILE_NULL;
     if (const int injected = rc == MPI_SUCCESS ? fault::inject(fault::mpiio_close, m_path) : 0)
