@@ -27,6 +27,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <system_error>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -226,40 +228,37 @@ std::uint64_t send_file(MPI_Comm leaders, int to, const std::string& path, std::
     return size;
 }
 
-// Receives a file from node `from` into `path` (temporary name, rename).
+// Receives a file from node `from` into `path` (fs::AtomicFile: a
+// temporary name, renamed when complete). Every piece is received whatever
+// fails, so that the sender never waits.
 void receive_file(MPI_Comm leaders, int from, const std::string& path, std::string& error_out)
 {
     std::uint64_t size = 0;
     MPI_Recv(&size, 1, MPI_UINT64_T, from, tag_transfer, leaders, MPI_STATUS_IGNORE);
-    const std::string tmp = path + ".cairn-tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        error_out = "cannot create " + tmp + ": " + std::strerror(errno);
+    std::unique_ptr<fs::AtomicFile> file;
+    const auto attempt = [&](auto&& f) {
+        if (!error_out.empty())
+            return;
+        try {
+            f();
+        } catch (const std::exception& e) {
+            error_out = e.what();
+            file.reset();
+        }
+    };
+    attempt([&] { file = std::make_unique<fs::AtomicFile>(path); });
     std::vector<char> buf(static_cast<std::size_t>(std::min<std::uint64_t>(size, piece_bytes)));
     for (std::uint64_t off = 0; off < size; off += piece_bytes) {
         const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(piece_bytes, size - off));
         MPI_Recv(buf.data(), static_cast<int>(n), MPI_BYTE, from, tag_transfer, leaders, MPI_STATUS_IGNORE);
-        std::size_t put = 0;
-        while (error_out.empty() && put < n) {
-            const ssize_t w = ::pwrite(fd, buf.data() + put, n - put, static_cast<off_t>(off + put));
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                error_out = "cannot write " + tmp + ": " + std::strerror(errno);
-            else
-                put += static_cast<std::size_t>(w);
-        }
+        attempt([&] { file->write(buf.data(), n); });
     }
     int ok = 0;
     MPI_Recv(&ok, 1, MPI_INT, from, tag_transfer, leaders, MPI_STATUS_IGNORE);
-    if (fd >= 0 && ::close(fd) != 0 && error_out.empty())
-        error_out = "cannot close " + tmp + ": " + std::strerror(errno);
     if (!ok && error_out.empty())
         error_out = "node " + std::to_string(from) + " could not read its copy of " + path;
-    if (error_out.empty() && ::rename(tmp.c_str(), path.c_str()) != 0)
-        error_out = "cannot rename " + tmp + " to " + path + ": " + std::strerror(errno);
-    if (!error_out.empty())
-        fs::remove_all_noexcept(tmp);
+    attempt([&] { file->commit(false); });
+    file.reset(); // uncommitted: the temporary file is removed
 }
 
 } // namespace
