@@ -333,6 +333,14 @@ NodeLevel::NodeLevel(MPI_Comm comm, const LocalLevel& options)
 {
 }
 
+NodeLevel::~NodeLevel() { wait_for_removal(); }
+
+void NodeLevel::wait_for_removal() noexcept
+{
+    if (m_remover.joinable())
+        m_remover.join();
+}
+
 std::string NodeLevel::node_dir(int node) const { return fs::strip(expand_node_dir(m_opt.dir, node)); }
 
 std::string NodeLevel::step_dir(std::int64_t step) const
@@ -361,6 +369,7 @@ std::vector<std::string> NodeLevel::own_files(const LocalManifest& m) const
 SaveResult NodeLevel::save(std::int64_t step, StateDict& state, const SaveOptions& options,
                            std::vector<std::string>* my_files)
 {
+    wait_for_removal();
     const Comm c(m_topo.comm);
     const double t0 = MPI_Wtime();
     const std::string name = local_step_name(step);
@@ -483,6 +492,10 @@ SaveResult NodeLevel::save(std::int64_t step, StateDict& state, const SaveOption
     });
 
     // Retention on every node: the keep_last newest committed steps stay.
+    // A dropped step is renamed to `<name>.cairn-old` (no longer a committed
+    // step, and a leftover the next save's preparation removes), then
+    // removed in the background: freeing a RAM disk's pages costs a good part
+    // of writing them, and the caller need not wait for it.
     run_phase(c, "node-local save: retention", [&] {
         if (!m_topo.leader())
             return;
@@ -495,11 +508,28 @@ SaveResult NodeLevel::save(std::int64_t step, StateDict& state, const SaveOption
         }
         std::sort(steps.rbegin(), steps.rend());
         const std::size_t keep = static_cast<std::size_t>(std::max(m_opt.keep_last, 1) - 1);
+        std::vector<std::string> doomed;
         for (std::size_t i = keep; i < steps.size(); ++i) {
             const std::string dir = fs::join(my_dir, local_step_name(steps[i]));
-            // The manifest first: a removal cut short leaves no committed step.
+            if (::rename(dir.c_str(), (dir + old_suffix).c_str()) == 0) {
+                doomed.push_back(dir + old_suffix);
+                continue;
+            }
+            // Removed here (the manifest first: a removal cut short leaves
+            // no committed step).
             fs::remove_all(fs::join(dir, level_manifest_name));
             fs::remove_all(dir);
+        }
+        const auto remove = [](const std::vector<std::string>& dirs) {
+            for (const auto& d : dirs)
+                fs::remove_all_noexcept(d); // what stays is a leftover for the next save
+        };
+        if (!doomed.empty()) {
+            try {
+                m_remover = std::thread(remove, doomed);
+            } catch (const std::system_error&) {
+                remove(doomed); // no thread to be had: removed now
+            }
         }
     });
     if (my_files)
@@ -530,6 +560,7 @@ std::vector<std::int64_t> NodeLevel::committed_here() const
 
 std::vector<LocalStep> NodeLevel::scan()
 {
+    wait_for_removal();
     const Comm c(m_topo.comm);
     // Each leader: the committed steps of its node (manifest and metadata
     // present), with the manifest and the relative paths held.
@@ -665,6 +696,7 @@ std::vector<LocalStep> NodeLevel::scan()
 
 LoadResult NodeLevel::load(const LocalStep& s, StateDict& state, const LoadOptions& options, RestoreReport& report)
 {
+    wait_for_removal();
     const Comm c(m_topo.comm);
     const std::string name = local_step_name(s.step);
     const std::string my_step = step_dir(s.step);
