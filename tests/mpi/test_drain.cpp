@@ -447,7 +447,7 @@ TEST_CASE("levels record: written atomically, read back as written", "[drain]")
     cairn::detail::write_level_record(root, r, false);
     REQUIRE(all(cairn::detail::read_level_record(root, got)));
     CHECK(all(got.steps.size() == 1 && got.steps[0].step == 40 && got.redundancy == "partner"));
-    CHECK(all(!stdfs::exists(root + "/.cairn-levels.tmp")));
+    CHECK(all(!stdfs::exists(root + "/.cairn-levels.cairn-tmp")));
 }
 
 TEST_CASE("levels record: damage and unwritable roots are named", "[drain]")
