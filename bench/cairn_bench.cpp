@@ -30,6 +30,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdarg>
 #include <chrono>
 #include <cmath>
@@ -2169,12 +2170,29 @@ void bench_file_groups(int ranks, int nodes)
 
 // ---------------------------------------------------------------- redundancy
 
+// write(2) of n bytes at p to fd, in pieces of at most 64 MiB; false on error.
+bool write_all(int fd, const char* p, std::size_t n)
+{
+    while (n > 0) {
+        const ssize_t w = ::write(fd, p, std::min<std::size_t>(n, std::size_t(64) << 20));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= static_cast<std::size_t>(w);
+    }
+    return true;
+}
+
 // The exchange of a node-local step's redundancy data (src/levels/
 // redundancy.hpp) between fake nodes of one rank each, in a RAM disk
 // (/dev/shm when it exists, else --dir), against the same bytes sent
 // memory to memory by MPI point to point in the same pattern (each rank to
-// the next, 4 MiB messages, Isend/Irecv): partner copies and XOR parity over
-// one group of every node. Bytes: the ranks' data files. A/B per run.
+// the next, 4 MiB messages, Isend/Irecv: "mpi-p2p"), and sent so with each
+// piece received also written into a fresh file of the RAM disk
+// ("mpi-p2p-write"): partner copies and XOR parity over one group of every
+// node. Bytes: the ranks' data files. A/B per run.
 void bench_redundancy(u64 total)
 {
     namespace cd = cairn::detail;
@@ -2221,6 +2239,26 @@ void bench_redundancy(u64 total)
             MPI_Waitall(2, q, MPI_STATUSES_IGNORE);
         }
     };
+    // The same exchange, each received piece also written (write(2)) into a
+    // fresh file in the RAM disk: the floor of an encode that must keep
+    // what it receives.
+    const std::string p2p_file = step + "/p2p-received";
+    const auto p2p_write = [&] {
+        const int fd = ::open(p2p_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        bool ok = fd >= 0;
+        for (u64 at = 0; at < mine; at += piece) {
+            const int n = static_cast<int>(std::min(piece, mine - at));
+            MPI_Request q[2];
+            MPI_Irecv(recv.data() + at, n, MPI_BYTE, prev, 78, g_comm, &q[0]);
+            MPI_Isend(send.data() + at, n, MPI_BYTE, next, 78, g_comm, &q[1]);
+            MPI_Waitall(2, q, MPI_STATUSES_IGNORE);
+            ok = ok && write_all(fd, recv.data() + at, static_cast<std::size_t>(n));
+        }
+        if (fd >= 0)
+            ::close(fd);
+        if (!ok)
+            say("ERROR: redundancy mpi-p2p-write: cannot write %s\n", p2p_file.c_str());
+    };
     const auto encode = [&](cairn::Redundancy red) {
         layout.redundancy = red;
         cd::encode_redundancy(topo, layout, step);
@@ -2229,6 +2267,7 @@ void bench_redundancy(u64 total)
         MPI_Barrier(g_comm);
         stdfs::remove_all(step + "/partner");
         stdfs::remove_all(step + "/xor");
+        stdfs::remove_all(p2p_file);
         MPI_Barrier(g_comm);
     };
     const u64 warm_before = g_warm_bytes;
@@ -2238,6 +2277,9 @@ void bench_redundancy(u64 total)
         const double t_p2p = timed(p2p);
         clean();
         warm_page_cache();
+        const double t_p2p_write = timed(p2p_write);
+        clean();
+        warm_page_cache();
         const double t_partner = timed([&] { encode(cairn::Redundancy::partner()); });
         clean();
         warm_page_cache();
@@ -2245,11 +2287,13 @@ void bench_redundancy(u64 total)
         clean();
         if (run < 0) {
             say("warmup redundancy mpi-p2p %.3f s\n", t_p2p);
+            say("warmup redundancy mpi-p2p-write %.3f s\n", t_p2p_write);
             say("warmup redundancy partner-encode %.3f s\n", t_partner);
             say("warmup redundancy xor-encode %.3f s\n", t_xor);
             continue;
         }
         r.add("mpi-p2p", all_bytes, t_p2p);
+        r.add("mpi-p2p-write", all_bytes, t_p2p_write);
         r.add("partner-encode", all_bytes, t_partner);
         r.add("xor-encode", all_bytes, t_xor);
     }
@@ -2260,6 +2304,8 @@ void bench_redundancy(u64 total)
     print_figures(r);
     tput_ratio(r, "partner-encode", "mpi-p2p");
     tput_ratio(r, "xor-encode", "mpi-p2p");
+    tput_ratio(r, "partner-encode", "mpi-p2p-write");
+    tput_ratio(r, "xor-encode", "mpi-p2p-write");
 }
 
 // ---------------------------------------------------------------- levels
@@ -2270,7 +2316,8 @@ void bench_redundancy(u64 total)
 // The large workload (at most 512 MiB). Per run, interleaved, order rotating:
 // the blocking time of CheckpointManager::save with redundancy none
 // ("local-save-none") and partner ("local-save-partner", 2 ranks or more)
-// against a memcpy of this rank's bytes into a touched buffer ("memcpy");
+// against a memcpy of this rank's bytes into a touched buffer ("memcpy")
+// and a write(2) of them into a fresh file of the RAM disk ("write-shm");
 // then restore_latest by a new manager (a restarted job) from the
 // node-local level ("restore-local") and from a per-rank checkpoint in
 // --dir, page cache dropped first ("restore-fs"), in alternating order.
@@ -2320,9 +2367,36 @@ void bench_levels(u64 total)
         }
         return allmax(now() - t0);
     };
+    // write(2) of this rank's bytes into a fresh file of the RAM disk (its
+    // pages allocated as a node-local save's are): the floor of any save
+    // into it.
+    const std::string write_dir = local_root + "/write";
+    auto write_case = [&] {
+        const std::string file = write_dir + "/rank" + std::to_string(g_rank);
+        stdfs::create_directories(write_dir);
+        stdfs::remove(file);
+        touch_state(w, false);
+        const double t = timed([&] {
+            const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+            bool ok = fd >= 0;
+            for (const auto& a : w.arrays)
+                ok = ok && write_all(fd, reinterpret_cast<const char*>(a.data.data()), a.data.size() * 8);
+            if (fd >= 0)
+                ::close(fd);
+            if (!ok)
+                say("ERROR: levels write-shm: cannot write %s\n", file.c_str());
+        });
+        stdfs::remove(file);
+        return t;
+    };
+    // The save's blocking time; then (untimed) the manager settles, which
+    // waits for the node-local retention's removal of the dropped step, so
+    // that it does not run into the next case.
     auto save_case = [&](cairn::CheckpointManager& m, std::int64_t step) {
         touch_state(w, false);
-        return timed([&] { m.save(step, sd); });
+        const double t = timed([&] { m.save(step, sd); });
+        m.wait();
+        return t;
     };
     // The file-system checkpoint: one per-rank save into --dir (untimed).
     {
@@ -2348,12 +2422,13 @@ void bench_levels(u64 total)
     };
     for (int run = 0; run < g_opt.warmup + g_opt.runs; ++run) {
         const bool timed_run = run >= g_opt.warmup;
-        double t_mem = 0, t_none = 0, t_partner = 0;
-        // The three saves in rotating order.
-        for (int k = 0; k < 3; ++k) {
-            switch ((run + k) % 3) {
+        double t_mem = 0, t_write = 0, t_none = 0, t_partner = 0;
+        // The four cases in rotating order.
+        for (int k = 0; k < 4; ++k) {
+            switch ((run + k) % 4) {
             case 0: t_mem = memcpy_case(); break;
             case 1: t_none = save_case(m_none, run); break;
+            case 2: t_write = write_case(); break;
             default:
                 if (m_partner)
                     t_partner = save_case(*m_partner, run);
@@ -2372,6 +2447,7 @@ void bench_levels(u64 total)
         if (!timed_run) {
             if (g_rank == 0) {
                 std::printf("warmup levels memcpy %.3f s\n", t_mem);
+                std::printf("warmup levels write-shm %.3f s\n", t_write);
                 std::printf("warmup levels local-save-none %.3f s\n", t_none);
                 if (partner)
                     std::printf("warmup levels local-save-partner %.3f s\n", t_partner);
@@ -2381,6 +2457,7 @@ void bench_levels(u64 total)
             continue;
         }
         R.add("memcpy", T, t_mem);
+        R.add("write-shm", T, t_write);
         R.add("local-save-none", T, t_none);
         if (partner)
             R.add("local-save-partner", T, t_partner);
@@ -2397,6 +2474,9 @@ void bench_levels(u64 total)
     };
     secs_ratio("local-save-none", "memcpy");
     secs_ratio("local-save-partner", "memcpy");
+    secs_ratio("write-shm", "memcpy");
+    secs_ratio("local-save-none", "write-shm");
+    secs_ratio("local-save-partner", "write-shm");
     secs_ratio("restore-fs", "restore-local");
 }
 

@@ -393,6 +393,8 @@ struct CheckpointManager::Impl {
     {
         auto r = settle_async();
         settle_drain();
+        if (local)
+            local->wait_for_removal();
         return r;
     }
 

@@ -199,8 +199,10 @@ public:
     std::optional<SaveResult> save(std::int64_t step, StateDict& state);
 
     /// Settles the async save in flight, if any (its commit, then LATEST and
-    /// retention); returns its result, std::nullopt when none was in flight,
-    /// or throws its error.
+    /// retention), and the drain in flight, and waits for the removal of the
+    /// node-local steps retention dropped (done in the background); returns
+    /// the async save's result, std::nullopt when none was in flight, or
+    /// throws its error.
     std::optional<SaveResult> wait();
 
     /// The highest step with a committed, complete checkpoint in the root

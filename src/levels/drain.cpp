@@ -383,35 +383,13 @@ void write_level_record(const std::string& root, const LevelRecord& record, bool
     j["steps"] = std::move(steps);
     const std::string text = j.dump(2) + "\n";
 
-    const auto tmp = file + ".tmp";
     try {
-        Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-        if (fd.get() < 0)
-            throw error::WriteError("cannot create " + tmp + " (the levels record " + file + "): " +
-                                    sys_error(errno));
-        std::size_t done = 0;
-        while (done < text.size()) {
-            const auto w = ::write(fd.get(), text.data() + done, text.size() - done);
-            if (w < 0) {
-                if (errno == EINTR)
-                    continue;
-                throw error::WriteError("cannot write " + tmp + " (the levels record " + file + "): " +
-                                        sys_error(errno));
-            }
-            done += static_cast<std::size_t>(w);
-        }
-        if (fsync && ::fsync(fd.get()) != 0)
-            throw error::WriteError("fsync of " + tmp + " (the levels record " + file + ") failed: " +
-                                    sys_error(errno));
-        if (const int e = fd.close())
-            throw error::WriteError("cannot close " + tmp + " (the levels record " + file + "): " + sys_error(e));
-        fs::rename(tmp, file);
-    } catch (...) {
-        fs::remove_all_noexcept(tmp);
-        throw;
+        fs::write_file_atomic(file, text.data(), text.size(), fsync);
+        if (fsync)
+            fs::fsync_path(fs::parent(file));
+    } catch (const Error& e) {
+        throw error::WriteError("the levels record " + file + ": " + e.what());
     }
-    if (fsync)
-        fs::fsync_path(fs::parent(file));
 }
 
 bool read_level_record(const std::string& root, LevelRecord& record)

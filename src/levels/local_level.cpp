@@ -27,6 +27,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <system_error>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -226,40 +228,37 @@ std::uint64_t send_file(MPI_Comm leaders, int to, const std::string& path, std::
     return size;
 }
 
-// Receives a file from node `from` into `path` (temporary name, rename).
+// Receives a file from node `from` into `path` (fs::AtomicFile: a
+// temporary name, renamed when complete). Every piece is received whatever
+// fails, so that the sender never waits.
 void receive_file(MPI_Comm leaders, int from, const std::string& path, std::string& error_out)
 {
     std::uint64_t size = 0;
     MPI_Recv(&size, 1, MPI_UINT64_T, from, tag_transfer, leaders, MPI_STATUS_IGNORE);
-    const std::string tmp = path + ".cairn-tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        error_out = "cannot create " + tmp + ": " + std::strerror(errno);
+    std::unique_ptr<fs::AtomicFile> file;
+    const auto attempt = [&](auto&& f) {
+        if (!error_out.empty())
+            return;
+        try {
+            f();
+        } catch (const std::exception& e) {
+            error_out = e.what();
+            file.reset();
+        }
+    };
+    attempt([&] { file = std::make_unique<fs::AtomicFile>(path); });
     std::vector<char> buf(static_cast<std::size_t>(std::min<std::uint64_t>(size, piece_bytes)));
     for (std::uint64_t off = 0; off < size; off += piece_bytes) {
         const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(piece_bytes, size - off));
         MPI_Recv(buf.data(), static_cast<int>(n), MPI_BYTE, from, tag_transfer, leaders, MPI_STATUS_IGNORE);
-        std::size_t put = 0;
-        while (error_out.empty() && put < n) {
-            const ssize_t w = ::pwrite(fd, buf.data() + put, n - put, static_cast<off_t>(off + put));
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                error_out = "cannot write " + tmp + ": " + std::strerror(errno);
-            else
-                put += static_cast<std::size_t>(w);
-        }
+        attempt([&] { file->write(buf.data(), n); });
     }
     int ok = 0;
     MPI_Recv(&ok, 1, MPI_INT, from, tag_transfer, leaders, MPI_STATUS_IGNORE);
-    if (fd >= 0 && ::close(fd) != 0 && error_out.empty())
-        error_out = "cannot close " + tmp + ": " + std::strerror(errno);
     if (!ok && error_out.empty())
         error_out = "node " + std::to_string(from) + " could not read its copy of " + path;
-    if (error_out.empty() && ::rename(tmp.c_str(), path.c_str()) != 0)
-        error_out = "cannot rename " + tmp + " to " + path + ": " + std::strerror(errno);
-    if (!error_out.empty())
-        fs::remove_all_noexcept(tmp);
+    attempt([&] { file->commit(false); });
+    file.reset(); // uncommitted: the temporary file is removed
 }
 
 } // namespace
@@ -334,6 +333,14 @@ NodeLevel::NodeLevel(MPI_Comm comm, const LocalLevel& options)
 {
 }
 
+NodeLevel::~NodeLevel() { wait_for_removal(); }
+
+void NodeLevel::wait_for_removal() noexcept
+{
+    if (m_remover.joinable())
+        m_remover.join();
+}
+
 std::string NodeLevel::node_dir(int node) const { return fs::strip(expand_node_dir(m_opt.dir, node)); }
 
 std::string NodeLevel::step_dir(std::int64_t step) const
@@ -362,6 +369,7 @@ std::vector<std::string> NodeLevel::own_files(const LocalManifest& m) const
 SaveResult NodeLevel::save(std::int64_t step, StateDict& state, const SaveOptions& options,
                            std::vector<std::string>* my_files)
 {
+    wait_for_removal();
     const Comm c(m_topo.comm);
     const double t0 = MPI_Wtime();
     const std::string name = local_step_name(step);
@@ -484,6 +492,10 @@ SaveResult NodeLevel::save(std::int64_t step, StateDict& state, const SaveOption
     });
 
     // Retention on every node: the keep_last newest committed steps stay.
+    // A dropped step is renamed to `<name>.cairn-old` (no longer a committed
+    // step, and a leftover the next save's preparation removes), then
+    // removed in the background: freeing a RAM disk's pages costs a good part
+    // of writing them, and the caller need not wait for it.
     run_phase(c, "node-local save: retention", [&] {
         if (!m_topo.leader())
             return;
@@ -496,11 +508,28 @@ SaveResult NodeLevel::save(std::int64_t step, StateDict& state, const SaveOption
         }
         std::sort(steps.rbegin(), steps.rend());
         const std::size_t keep = static_cast<std::size_t>(std::max(m_opt.keep_last, 1) - 1);
+        std::vector<std::string> doomed;
         for (std::size_t i = keep; i < steps.size(); ++i) {
             const std::string dir = fs::join(my_dir, local_step_name(steps[i]));
-            // The manifest first: a removal cut short leaves no committed step.
+            if (::rename(dir.c_str(), (dir + old_suffix).c_str()) == 0) {
+                doomed.push_back(dir + old_suffix);
+                continue;
+            }
+            // Removed here (the manifest first: a removal cut short leaves
+            // no committed step).
             fs::remove_all(fs::join(dir, level_manifest_name));
             fs::remove_all(dir);
+        }
+        const auto remove = [](const std::vector<std::string>& dirs) {
+            for (const auto& d : dirs)
+                fs::remove_all_noexcept(d); // what stays is a leftover for the next save
+        };
+        if (!doomed.empty()) {
+            try {
+                m_remover = std::thread(remove, doomed);
+            } catch (const std::system_error&) {
+                remove(doomed); // no thread to be had: removed now
+            }
         }
     });
     if (my_files)
@@ -531,6 +560,7 @@ std::vector<std::int64_t> NodeLevel::committed_here() const
 
 std::vector<LocalStep> NodeLevel::scan()
 {
+    wait_for_removal();
     const Comm c(m_topo.comm);
     // Each leader: the committed steps of its node (manifest and metadata
     // present), with the manifest and the relative paths held.
@@ -666,6 +696,7 @@ std::vector<LocalStep> NodeLevel::scan()
 
 LoadResult NodeLevel::load(const LocalStep& s, StateDict& state, const LoadOptions& options, RestoreReport& report)
 {
+    wait_for_removal();
     const Comm c(m_topo.comm);
     const std::string name = local_step_name(s.step);
     const std::string my_step = step_dir(s.step);

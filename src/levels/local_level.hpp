@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace cairn::detail {
@@ -51,6 +52,10 @@ class NodeLevel {
 public:
     /// Collective over `comm` (builds the node topology).
     NodeLevel(MPI_Comm comm, const LocalLevel& options);
+    /// Waits for the removal of the steps retention dropped.
+    ~NodeLevel();
+    NodeLevel(const NodeLevel&) = delete;
+    NodeLevel& operator=(const NodeLevel&) = delete;
 
     const Topology& topology() const noexcept { return m_topo; }
     /// Node `node`'s directory (LocalLevel::dir with "%n" replaced).
@@ -61,7 +66,10 @@ public:
     /// Collective: saves `state` as `step` into every node's storage, adds
     /// the redundancy data and commits the step on every node; then applies
     /// the node-local retention. Throws the same error on every rank; a
-    /// failure leaves every committed node-local step as it was.
+    /// failure leaves every committed node-local step as it was. The steps
+    /// retention drops are renamed away (no longer committed) at once and
+    /// removed by a thread of this node's leader while the caller goes on;
+    /// the next call of this object waits for it.
     /// `my_files` (when not null) gets the data files this rank wrote. The
     /// result's `seconds` is the whole node-local save's.
     SaveResult save(std::int64_t step, StateDict& state, const SaveOptions& options,
@@ -89,9 +97,15 @@ public:
     /// ranks and nodes (each rank's files then are on its own node).
     bool same_layout(const LocalManifest& m) const;
 
+    /// Local: waits for the removal of the steps the last save's retention
+    /// dropped, if it is still going on.
+    void wait_for_removal() noexcept;
+
 private:
+
     Topology m_topo;
     LocalLevel m_opt;
+    std::thread m_remover;
 };
 
 /// "step_<N>" as the manager names a per-rank checkpoint.

@@ -442,7 +442,7 @@ std::string join_list(const std::vector<std::string>& items, std::size_t at_most
 // ------------------------------------------------------- mapped data files
 
 // The encoders send straight from the data files, mapped, and write what
-// they receive from a buffer of one message (still in the cache). On a RAM
+// they receive from buffers of one message (still in the cache). On a RAM
 // disk, writing a file costs several times a memcpy of its bytes (page
 // allocation), and writing through a mapping about twice what write(2)
 // does; reading through a mapping saves the copy of pread(2).
@@ -537,7 +537,7 @@ struct Stream {
     std::vector<std::unique_ptr<OutFile>> out;    ///< receiver: per file (null: failed, bytes dropped)
     std::size_t file = 0;
     u64 at = 0;
-    std::vector<char> scratch;
+    std::vector<char> buffers[2];
 
     /// Skips finished and empty files; false when all is moved.
     bool next()
@@ -549,47 +549,70 @@ struct Stream {
         return file < sizes.size();
     }
     u64 length() const { return std::min(piece, sizes[file] - at); }
-    char* scratch_of(u64 n)
+    /// Buffer `b` (0 or 1) of one message (zeros until something is received
+    /// into it), allocated once so that it never moves under a message.
+    char* buffer(int b)
     {
-        if (scratch.size() < n)
-            scratch.assign(static_cast<std::size_t>(n), 0);
-        return scratch.data();
+        auto& v = buffers[b];
+        if (v.size() < piece)
+            v.assign(static_cast<std::size_t>(piece), 0);
+        return v.data();
     }
 };
 
 /// Moves every stream's bytes: all streams advance together, one message
-/// each per round (message k of a stream is in round k on both sides).
+/// each per round (message k of a stream is in round k on both sides). A
+/// receiving stream has two buffers: round k+1 is posted before the pieces
+/// of round k are written, so that writing overlaps the transfer wherever
+/// the network moves the bytes without the CPU.
 void run_streams(MPI_Comm comm, std::vector<Stream>& sends, std::vector<Stream>& recvs, FirstError& err)
 {
-    std::vector<MPI_Request> requests;
-    for (;;) {
-        requests.clear();
+    struct Piece {
+        Stream* stream;
+        std::size_t file;
+        u64 length;
+    };
+    struct Round {
+        std::vector<MPI_Request> requests;
+        std::vector<Piece> pieces; ///< received, to write
+    };
+    const auto post = [&](Round& r, int buf) {
+        r.requests.clear();
+        r.pieces.clear();
         for (auto& s : recvs)
             if (s.next()) {
                 const u64 n = s.length();
-                requests.emplace_back();
-                mpi_check(MPI_Irecv(s.scratch_of(n), static_cast<int>(n), MPI_BYTE, s.peer, tag_data, comm,
-                                    &requests.back()),
+                r.requests.emplace_back();
+                mpi_check(MPI_Irecv(s.buffer(buf), static_cast<int>(n), MPI_BYTE, s.peer, tag_data, comm,
+                                    &r.requests.back()),
                           "MPI_Irecv");
+                r.pieces.push_back(Piece{&s, s.file, n});
+                s.at += n;
             }
         for (auto& s : sends)
             if (s.next()) {
                 const u64 n = s.length();
-                const char* src = s.in[s.file] ? s.in[s.file]->data() + s.at : s.scratch_of(n);
-                requests.emplace_back();
-                mpi_check(MPI_Isend(src, static_cast<int>(n), MPI_BYTE, s.peer, tag_data, comm, &requests.back()),
+                const char* src = s.in[s.file] ? s.in[s.file]->data() + s.at : s.buffer(0);
+                r.requests.emplace_back();
+                mpi_check(MPI_Isend(src, static_cast<int>(n), MPI_BYTE, s.peer, tag_data, comm, &r.requests.back()),
                           "MPI_Isend");
+                s.at += n;
             }
-        if (requests.empty())
-            break;
-        mpi_check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
-        for (auto& s : recvs)
-            if (s.next() && s.out[s.file])
-                err.run([&] { s.out[s.file]->write(s.scratch.data(), s.length()); });
-        for (auto* list : {&recvs, &sends})
-            for (auto& s : *list)
-                if (s.next())
-                    s.at += s.length();
+        return !r.requests.empty();
+    };
+    Round current, following;
+    int buf = 0;
+    bool more = post(current, buf);
+    while (more) {
+        mpi_check(MPI_Waitall(static_cast<int>(current.requests.size()), current.requests.data(),
+                              MPI_STATUSES_IGNORE),
+                  "MPI_Waitall");
+        more = post(following, 1 - buf);
+        for (const auto& p : current.pieces)
+            if (p.stream->out[p.file])
+                err.run([&] { p.stream->out[p.file]->write(p.stream->buffer(buf), p.length); });
+        std::swap(current, following);
+        buf = 1 - buf;
     }
 }
 
@@ -610,8 +633,9 @@ RedundancyCounts encode_partner(const Topology& topo, const SavedLayout& layout,
     const auto on = [&](int node) { return topo.ranks_on_node[static_cast<std::size_t>(node)]; };
     // Streams of a rank: its own files out (sent from their mapping), and
     // in those of the ranks of the node before whose local rank is its own
-    // modulo its node's ranks (each received into a buffer of one message):
-    // a message takes piece_bytes shared among the receiver's streams in.
+    // modulo its node's ranks (each received into two buffers of one
+    // message): a message takes piece_bytes shared among the receiver's
+    // streams in.
     const auto piece_to = [&](int node, int local) {
         const int before = on((node + N - 1) % N);
         const int incoming = (before - local + on(node) - 1) / on(node);

@@ -246,37 +246,72 @@ int open_regular_file(const std::string& path)
     return fd;
 }
 
-void write_file_atomic(const std::string& path, const void* data, std::size_t n, bool sync)
+AtomicFile::AtomicFile(std::string path) : m_path(std::move(path)), m_tmp(m_path + ".cairn-tmp")
 {
-    const std::string tmp = path + ".cairn-tmp";
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        throw error::WriteError("cannot create " + tmp + ": " + std::strerror(errno));
+    m_fd = ::open(m_tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (m_fd < 0)
+        throw error::WriteError("cannot create " + m_tmp + ": " + std::strerror(errno));
+}
+
+AtomicFile::~AtomicFile()
+{
+    if (m_fd >= 0)
+        ::close(m_fd);
+    if (!m_done)
+        remove_all_noexcept(m_tmp);
+}
+
+void AtomicFile::fail(const std::string& what, int err)
+{
+    if (m_fd >= 0)
+        ::close(m_fd);
+    m_fd = -1;
+    remove_all_noexcept(m_tmp);
+    m_done = true;
+    throw error::WriteError(what + ": " + std::strerror(err));
+}
+
+void AtomicFile::write(const void* data, std::size_t n)
+{
+    if (m_fd < 0)
+        throw error::WriteError("cannot write " + m_tmp + ": the file is closed");
     const char* p = static_cast<const char*>(data);
     std::size_t done = 0;
     while (done < n) {
-        const ssize_t w = ::write(fd, p + done, n - done);
+        const ssize_t w = ::write(m_fd, p + done, n - done);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0) {
-            const int err = errno;
-            ::close(fd);
-            remove_all_noexcept(tmp);
-            throw error::WriteError("cannot write " + tmp + ": " + std::strerror(err));
-        }
+        if (w <= 0)
+            fail("cannot write " + m_tmp, w < 0 ? errno : ENOSPC);
         done += static_cast<std::size_t>(w);
     }
-    if (sync && ::fsync(fd) != 0) {
-        const int err = errno;
-        ::close(fd);
-        remove_all_noexcept(tmp);
-        throw error::WriteError("fsync of " + tmp + " failed: " + std::strerror(err));
+}
+
+void AtomicFile::commit(bool sync)
+{
+    if (m_fd < 0)
+        throw error::WriteError("cannot commit " + m_tmp + ": the file is closed");
+    if (sync && ::fsync(m_fd) != 0)
+        fail("fsync of " + m_tmp + " failed", errno);
+    const int fd = m_fd;
+    m_fd = -1;
+    if (::close(fd) != 0)
+        fail("cannot close " + m_tmp, errno);
+    try {
+        rename(m_tmp, m_path);
+    } catch (...) {
+        remove_all_noexcept(m_tmp);
+        m_done = true;
+        throw;
     }
-    if (::close(fd) != 0) {
-        remove_all_noexcept(tmp);
-        throw error::WriteError("cannot close " + tmp + ": " + std::strerror(errno));
-    }
-    rename(tmp, path);
+    m_done = true;
+}
+
+void write_file_atomic(const std::string& path, const void* data, std::size_t n, bool sync)
+{
+    AtomicFile f(path);
+    f.write(data, n);
+    f.commit(sync);
 }
 
 } // namespace cairn::detail::fs

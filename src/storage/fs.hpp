@@ -20,6 +20,30 @@ void rename(const std::string& from, const std::string& to);
 /// (fsync'd with `sync`), then renamed over `path`. error::WriteError naming
 /// the temporary file; the temporary file is removed on failure.
 void write_file_atomic(const std::string& path, const void* data, std::size_t n, bool sync);
+/// A file written in parts under `<path>.cairn-tmp` and renamed over `path`
+/// by commit() (write_file_atomic's writer, for bytes that arrive in
+/// pieces). Errors are error::WriteError naming the temporary file; the
+/// temporary file is removed on failure and when the object goes away
+/// uncommitted.
+class AtomicFile {
+public:
+    /// Creates (truncates) `<path>.cairn-tmp`.
+    explicit AtomicFile(std::string path);
+    ~AtomicFile();
+    AtomicFile(const AtomicFile&) = delete;
+    AtomicFile& operator=(const AtomicFile&) = delete;
+    /// Appends `n` bytes.
+    void write(const void* data, std::size_t n);
+    /// fsync (with `sync`), close, rename over the path.
+    void commit(bool sync);
+    const std::string& temp_path() const noexcept { return m_tmp; }
+
+private:
+    [[noreturn]] void fail(const std::string& what, int err);
+    std::string m_path, m_tmp;
+    int m_fd = -1;
+    bool m_done = false;
+};
 /// Reserves the blocks of bytes [from, from + length) of the existing file
 /// `path` (fallocate(2), mode 0: the file grows to at least from + length),
 /// so that writes inside that range cannot fail for want of space. Returns

@@ -117,7 +117,7 @@ std::map<std::string, std::uint64_t> check(cairn::CheckpointManager& m, bool pri
 
     // The levels record of a manager with a node-local level, and the
     // temporary name it is written under (docs/FORMAT.md section 6.1).
-    std::set<std::string> known{"LATEST", ".cairn-levels", ".cairn-levels.tmp"};
+    std::set<std::string> known{"LATEST", ".cairn-levels", ".cairn-levels.cairn-tmp"};
     for (const auto& [n, h] : committed)
         known.insert(n);
     for (const auto& l : leftovers) {

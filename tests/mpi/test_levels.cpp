@@ -138,6 +138,15 @@ TEST_CASE("levels: steps saved node-local restore bitwise, resharded, with no by
                      stdfs::exists(d + "/step_00000030/__" + std::to_string(n * rpn) + "_0.distcp");
             }
         CHECK(all(ok));
+        // The dropped step was renamed away at once and is removed in the
+        // background; wait() waits for that.
+        m.wait();
+        MPI_Barrier(MPI_COMM_WORLD);
+        bool removed = true;
+        if (world_rank() == 0)
+            for (int n = 0; n < nodes; ++n)
+                removed = removed && !stdfs::exists(node_dir(base, n) + "/step_00000010.cairn-old");
+        CHECK(all(removed));
         CHECK(all(!stdfs::exists(root + "/step_00000030")));
         const auto lv = m.levels();
         CHECK(all(lv.size() == 2 && lv[0].step == 20 && lv[1].step == 30 && lv[1].node_local &&
