@@ -100,7 +100,11 @@ struct ManagerOptions {
     /// save() writes with cairn::async_save: it returns once the data is
     /// staged and the checkpoint is committed in the background; LATEST and
     /// retention follow in the next call of the manager (see save()).
-    /// Needs MPI_THREAD_MULTIPLE.
+    /// With a node-local level (`local.dir`), everything after staging runs
+    /// in the background: the node-local write, the redundancy exchange,
+    /// the commit on every node, node-local retention and the start of a
+    /// flush step's drain (with the container layout a flush step is saved
+    /// synchronously). Needs MPI_THREAD_MULTIPLE.
     bool async = false;
     /// Options of every save. `layout` is replaced by the manager's layout and
     /// `overwrite` is always on (saving a step again replaces it, the old one
