@@ -319,8 +319,6 @@ struct CheckpointManager::Impl {
     std::int64_t drain_step = -1;
     std::string drain_dst;
     int saves_since_flush = 0;
-    std::int64_t last_local_step = -1;
-    std::vector<std::string> last_local_files;
     RestoreReport report;
 
     bool coordinator() const noexcept { return rank == 0; }
@@ -356,8 +354,6 @@ struct CheckpointManager::Impl {
     {
         std::vector<std::string> files;
         const SaveResult r = level().finish_save(ls, source, on_written, &files);
-        last_local_step = ls.step;
-        last_local_files = files;
         saves_since_flush = flush_count;
         if (drain_it)
             start_drain(ls.step, files, on);
@@ -870,12 +866,6 @@ std::optional<std::int64_t> CheckpointManager::restore_latest(StateDict& state, 
                 rep.step = ls.step;
                 rep.seconds = MPI_Wtime() - t0;
                 m.report = rep;
-                // flush() may drain it when every rank's files are on its
-                // own node, as this job saved them.
-                if (m.level().same_layout(ls.manifest) && !ls.needs_rebuild) {
-                    m.last_local_step = ls.step;
-                    m.last_local_files = m.level().own_files(ls.manifest);
-                }
                 if (skipped)
                     *skipped = std::move(skips);
                 return ls.step;
@@ -948,16 +938,32 @@ std::optional<std::int64_t> CheckpointManager::flush()
     if (m.container)
         throw error::WrongAPIUsage("CheckpointManager::flush: the root's layout is container, which cannot be "
                                    "drained from per-rank files (every flush_every-th save writes it instead)");
-    if (m.last_local_step < 0)
-        return std::nullopt;
+    // The newest node-local step that can be loaded (committed on the nodes
+    // that hold it), whoever saved it.
     const Comm c(m.comm);
-    const std::int64_t step = m.last_local_step;
+    const std::vector<detail::LocalStep> held = m.level().scan();
+    const auto newest = std::find_if(held.begin(), held.end(), [](const detail::LocalStep& s) { return s.recoverable; });
+    if (newest == held.end())
+        return std::nullopt;
+    const std::int64_t step = newest->step;
     std::uint64_t have = run_phase(c, "checkpoint manager: flush", [&]() -> std::uint64_t {
         return m.coordinator() && complete_checkpoint(checkpoint_path(step), false) ? 1 : 0;
     });
     if (detail::bcast_u64(c, have) != 0)
         return std::nullopt;
-    m.start_drain(step, m.last_local_files, m.comm);
+    // Each rank drains its own data files from its own node's copy: the
+    // step must have been saved by ranks and nodes laid out as this job's,
+    // with every node's copy whole (the same on every rank: scan() is).
+    if (!m.level().same_layout(newest->manifest) || newest->needs_rebuild) {
+        if (m.coordinator())
+            std::fprintf(stderr,
+                         "cairn: warning: CheckpointManager(%s): node-local step %lld is not drained: %s\n",
+                         m.root.c_str(), static_cast<long long>(step),
+                         newest->needs_rebuild ? "some of its files must be rebuilt first"
+                                               : "it was saved by another layout of ranks and nodes");
+        return std::nullopt;
+    }
+    m.start_drain(step, m.level().own_files(newest->manifest), m.comm);
     m.saves_since_flush = 0;
     return step;
 }

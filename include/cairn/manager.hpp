@@ -249,13 +249,18 @@ public:
     std::optional<std::int64_t> restore_latest(StateDict& state, const LoadOptions& options = {},
                                                std::vector<SkippedCheckpoint>* skipped = nullptr);
 
-    /// With a node-local level: starts draining the newest node-local step
-    /// this manager saved (or restored, when the job that saved it had the
-    /// same ranks and nodes and nothing was rebuilt) into the root, in the
-    /// background (as save() does every LocalLevel::flush_every saves), and
-    /// returns its step; std::nullopt when there is none or the root has it. The drain is committed
-    /// (atomically, as any save) by the next call of the manager that
-    /// settles, or by wait(). error::WrongAPIUsage without a node-local level.
+    /// With a node-local level: starts draining the newest committed
+    /// node-local step (the newest the nodes can load, whichever job saved
+    /// it) into the root, in the background (as save() does every
+    /// LocalLevel::flush_every saves), and returns its step; std::nullopt
+    /// when there is none or the root has it. Each rank copies its own files
+    /// from its own node, so the step must have been saved by ranks and
+    /// nodes laid out as this job's, with every node's copy whole; else rank
+    /// 0 warns naming the step and flush() returns std::nullopt. The drain is
+    /// committed (atomically, as any save) by the next call of the manager
+    /// that settles, or by wait(); the destructor makes no MPI call and
+    /// cannot commit it (the copy ends, the step stays node-local only).
+    /// error::WrongAPIUsage without a node-local level.
     std::optional<std::int64_t> flush();
 
     /// The steps held by any level, ascending, and which levels hold them.

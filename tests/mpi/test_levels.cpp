@@ -435,3 +435,29 @@ TEST_CASE("levels: an async node-local save failing on one rank in the backgroun
     CHECK(all(later.restore_latest(back.dict) == 20));
     CHECK(all(back.holds(20)));
 }
+
+TEST_CASE("levels: flush() drains the newest node-local step the root lacks, also one an earlier job saved",
+          "[levels]")
+{
+    const int w = world_size();
+    const std::string base = fresh_dir("levels_flush_newest_" + std::to_string(w));
+    const std::string root = base + "/root";
+    const auto opts = level_options(base, cairn::Redundancy::none(), 1);
+    {
+        cairn::CheckpointManager m(root, MPI_COMM_WORLD, opts);
+        Field f(MPI_COMM_WORLD, true);
+        for (std::int64_t s : {10, 20}) {
+            f.fill(s);
+            m.save(s, f.dict);
+        }
+    }
+    // A new job of the same layout, before it saves or restores anything.
+    cairn::CheckpointManager m(root, MPI_COMM_WORLD, opts);
+    CHECK(all(m.flush() == 20));
+    m.wait();
+    CHECK(all(m.steps() == std::vector<std::int64_t>{20}));
+    CHECK(all(!m.flush().has_value())); // the root has it now
+    Field back(MPI_COMM_WORLD, false);
+    cairn::load(back.dict, root + "/step_00000020", MPI_COMM_WORLD);
+    CHECK(all(back.holds(20)));
+}
