@@ -182,8 +182,10 @@ public:
     /// for the lifetime of the manager (it is not duplicated).
     CheckpointManager(std::string root, MPI_Comm comm, ManagerOptions options = {});
     /// Settles a save in flight (its commit, then LATEST and retention by the
-    /// coordinator) but makes no MPI call; errors are not thrown but written
-    /// to stderr by rank 0.
+    /// coordinator; an async node-local save's background part, which every
+    /// rank's destructor waits for) but makes no MPI call on the caller's
+    /// thread other than freeing the node-local level's communicators;
+    /// errors are not thrown but written to stderr by rank 0.
     ~CheckpointManager();
     CheckpointManager(const CheckpointManager&) = delete;
     CheckpointManager& operator=(const CheckpointManager&) = delete;
