@@ -3,6 +3,7 @@
 #include "cairn/async.hpp"
 
 #include "cairn/errors.hpp"
+#include "driver/background.hpp"
 #include "driver/save_session.hpp"
 #include "stage/stage.hpp"
 
@@ -63,6 +64,10 @@ void join_worker() noexcept
     std::thread t;
     {
         std::lock_guard<std::mutex> lock(in.mutex);
+        // The background save itself (reading metadata, a manager's
+        // retention) waits for no one: it is the save in flight.
+        if (in.worker.get_id() == std::this_thread::get_id())
+            return;
         t = std::move(in.worker);
     }
     if (t.joinable())
@@ -142,49 +147,48 @@ std::string thread_level_name(int level)
 
 void wait_for_async_saves() { join_worker(); }
 
-AsyncSave async_save(StateDict& state, const std::string& checkpoint_id, MPI_Comm comm, const SaveOptions& options)
+namespace detail {
+
+struct AsyncAccess {
+    static AsyncSave make()
+    {
+        AsyncSave h;
+        h.m_state = std::make_shared<AsyncSave::State>();
+        return h;
+    }
+    static std::shared_ptr<AsyncSave::State> state(const AsyncSave& h) { return h.m_state; }
+};
+
+void prepare_background(const Comm& c, const std::string& who)
 {
     // Saves never interleave: the previous one finishes first.
     join_worker();
-    const detail::Comm c(comm);
-    detail::run_phase(c, "async set-up", [&] {
+    run_phase(c, "async set-up", [&] {
         int level = MPI_THREAD_SINGLE;
         MPI_Query_thread(&level);
         if (level < MPI_THREAD_MULTIPLE)
-            throw error::WrongAPIUsage("async_save needs MPI initialized with MPI_THREAD_MULTIPLE (MPI_Init_thread); "
+            throw error::WrongAPIUsage(who + " needs MPI initialized with MPI_THREAD_MULTIPLE (MPI_Init_thread); "
                                        "this process has " + thread_level_name(level));
     });
     install_finalize_hook();
+}
 
-    MPI_Comm dup = MPI_COMM_NULL;
-    MPI_Comm_dup(comm, &dup);
-    std::unique_ptr<detail::SaveSession> session;
-    std::unique_ptr<StagedCopy> copy;
-    try {
-        session = detail::plan_save(state, checkpoint_id, dup, options);
-        if (options.async_staging == AsyncStaging::full_copy)
-            copy = detail::run_phase(session->comm, "stage", [&] {
-                return std::make_unique<StagedCopy>(session->plan, *session->planner);
-            });
-    } catch (...) {
-        if (session && session->comm.coordinator())
-            session->storage->abort();
-        MPI_Comm_free(&dup);
-        throw;
-    }
+std::unique_ptr<SavePlanner> stage_copy(const SavePlan& plan, SavePlanner& source)
+{
+    return std::make_unique<StagedCopy>(plan, source);
+}
 
-    AsyncSave handle;
-    handle.m_state = std::make_shared<AsyncSave::State>();
-    auto st = handle.m_state;
-    if (copy)
+AsyncSave run_in_background(BackgroundJob job, bool staged_now)
+{
+    AsyncSave handle = AsyncAccess::make();
+    std::shared_ptr<AsyncSave::State> st = AsyncAccess::state(handle);
+    if (staged_now)
         st->staged_promise.set_value();
-
     std::lock_guard<std::mutex> lock(inflight().mutex);
-    inflight().worker = std::thread([st, dup, s = std::move(session), cp = std::move(copy)]() mutable {
-        bool staged = cp != nullptr;
+    inflight().worker = std::thread([st, staged_now, job = std::move(job)]() mutable {
+        bool staged = staged_now;
         try {
-            SavePlanner& source = cp ? static_cast<SavePlanner&>(*cp) : *s->planner;
-            auto result = detail::write_and_commit(*s, source, [&] {
+            auto result = job([&] {
                 if (!staged) {
                     staged = true;
                     st->staged_promise.set_value();
@@ -198,11 +202,54 @@ AsyncSave async_save(StateDict& state, const std::string& checkpoint_id, MPI_Com
                 st->staged_promise.set_exception(std::current_exception());
             st->committed_promise.set_exception(std::current_exception());
         }
-        cp.reset();
-        s.reset();
-        MPI_Comm_free(&dup);
+        job = nullptr; // what the job still holds goes here
     });
     return handle;
+}
+
+} // namespace detail
+
+AsyncSave async_save(StateDict& state, const std::string& checkpoint_id, MPI_Comm comm, const SaveOptions& options)
+{
+    detail::prepare_background(detail::Comm(comm), "async_save");
+
+    MPI_Comm dup = MPI_COMM_NULL;
+    MPI_Comm_dup(comm, &dup);
+    std::shared_ptr<detail::SaveSession> session;
+    std::shared_ptr<SavePlanner> copy;
+    try {
+        session = detail::plan_save(state, checkpoint_id, dup, options);
+        if (options.async_staging == AsyncStaging::full_copy)
+            copy = detail::run_phase(session->comm, "stage", [&] {
+                return std::shared_ptr<SavePlanner>(detail::stage_copy(session->plan, *session->planner));
+            });
+    } catch (...) {
+        if (session && session->comm.coordinator())
+            session->storage->abort();
+        session.reset();
+        MPI_Comm_free(&dup);
+        throw;
+    }
+    const bool staged_now = copy != nullptr;
+    auto job = [dup, s = std::move(session), cp = std::move(copy)](const std::function<void()>& staged) mutable {
+        // The duplicate is freed after the session that uses it.
+        const auto release = [&] {
+            cp.reset();
+            s.reset();
+            if (dup != MPI_COMM_NULL)
+                MPI_Comm_free(&dup);
+        };
+        try {
+            SavePlanner& source = cp ? *cp : *s->planner;
+            auto result = detail::write_and_commit(*s, source, staged);
+            release();
+            return result;
+        } catch (...) {
+            release();
+            throw;
+        }
+    };
+    return detail::run_in_background(std::move(job), staged_now);
 }
 
 } // namespace cairn

@@ -14,6 +14,8 @@
 #include "cairn/distcp.hpp"
 #include "cairn/errors.hpp"
 #include "comm/protocol.hpp"
+#include "driver/background.hpp"
+#include "driver/save_session.hpp"
 #include "core/codec.hpp"
 #include "levels/drain.hpp"
 #include "levels/local_level.hpp"
@@ -301,6 +303,13 @@ struct CheckpointManager::Impl {
     // The async save in flight (the same on every rank: save() is collective).
     AsyncSave pending;
     std::int64_t pending_step = -1;
+    // The save in flight is a node-local one: its background part commits
+    // it on every node (nothing is left to publish in the root).
+    bool pending_local = false;
+    // With async saves, the node-local level works on a duplicate of `comm`
+    // (its background part makes MPI calls while the caller makes its own);
+    // freed with the manager.
+    MPI_Comm level_comm = MPI_COMM_NULL;
 
     // The node-local level (LocalLevel::dir set): built by the first
     // collective call that needs it; the drain in flight, if any; the last
@@ -310,17 +319,47 @@ struct CheckpointManager::Impl {
     std::int64_t drain_step = -1;
     std::string drain_dst;
     int saves_since_flush = 0;
-    std::int64_t last_local_step = -1;
-    std::vector<std::string> last_local_files;
     RestoreReport report;
 
     bool coordinator() const noexcept { return rank == 0; }
     bool has_local() const noexcept { return !opt.local.dir.empty(); }
     detail::NodeLevel& level()
     {
-        if (!local)
-            local = std::make_unique<detail::NodeLevel>(comm, opt.local);
+        if (!local) {
+            MPI_Comm on = comm;
+            if (opt.async) {
+                MPI_Comm_dup(comm, &level_comm);
+                on = level_comm;
+            }
+            local = std::make_unique<detail::NodeLevel>(on, opt.local);
+        }
         return *local;
+    }
+
+    ~Impl()
+    {
+        local.reset();
+        if (level_comm != MPI_COMM_NULL)
+            MPI_Comm_free(&level_comm);
+    }
+
+    // The node-local save of `ls` after its planning, on the caller's thread
+    // (synchronous saves) or on the background one (async saves; `on` is
+    // then the level's duplicate communicator): the data written from
+    // `source` and committed on every node, the drain of the step started
+    // when `drain_it`, and the levels record. Members it sets are read by
+    // the caller's thread only after the background thread is joined.
+    SaveResult finish_local(detail::LocalSave& ls, SavePlanner& source, const std::function<void()>& on_written,
+                            bool drain_it, int flush_count, MPI_Comm on)
+    {
+        std::vector<std::string> files;
+        const SaveResult r = level().finish_save(ls, source, on_written, &files);
+        saves_since_flush = flush_count;
+        if (drain_it)
+            start_drain(ls.step, files, on);
+        if (coordinator())
+            write_record();
+        return r;
     }
 
     // Coordinator, before looking for checkpoints: a replacement interrupted
@@ -404,6 +443,7 @@ struct CheckpointManager::Impl {
             return std::nullopt;
         const AsyncSave h = std::exchange(pending, AsyncSave{});
         const std::int64_t step = std::exchange(pending_step, -1);
+        const bool was_local = std::exchange(pending_local, false);
         std::exception_ptr failed;
         SaveResult r;
         try {
@@ -414,6 +454,8 @@ struct CheckpointManager::Impl {
         wait_for_async_saves(); // no HDF5 call in the background from here on
         if (failed)
             std::rethrow_exception(failed); // the same on every rank
+        if (was_local)
+            return r; // committed on every node, a drain started, in the background
         const Comm c(comm);
         run_phase(c, "checkpoint manager: publish", [&] {
             if (coordinator())
@@ -455,9 +497,9 @@ struct CheckpointManager::Impl {
 
     // Collective: starts draining node-local `step` (this rank's files of
     // it: `files`) into root/step_<N>, in the background.
-    void start_drain(std::int64_t step, const std::vector<std::string>& files)
+    void start_drain(std::int64_t step, const std::vector<std::string>& files, MPI_Comm on)
     {
-        const Comm c(comm);
+        const Comm c(on);
         const std::string path = fs::join(root, step_name(step, false));
         run_phase(c, "checkpoint manager: drain", [&] {
             if (!coordinator())
@@ -524,9 +566,6 @@ CheckpointManager::CheckpointManager(std::string root, MPI_Comm comm, ManagerOpt
         throw error::WrongAPIUsage("CheckpointManager: keep_every must be at least 0 (0: none), not " +
                                    std::to_string(options.keep_every));
     if (!options.local.dir.empty()) {
-        if (options.async)
-            throw error::WrongAPIUsage("CheckpointManager: async saves with a node-local level are not supported "
-                                       "(the node-local save is the fast one)");
         if (options.local.keep_last < 1)
             throw error::WrongAPIUsage("CheckpointManager: the node-local keep_last must be at least 1, not " +
                                        std::to_string(options.local.keep_last));
@@ -552,6 +591,24 @@ CheckpointManager::CheckpointManager(std::string root, MPI_Comm comm, ManagerOpt
 CheckpointManager::~CheckpointManager()
 {
     auto& m = *m_impl;
+    if (m.pending.valid()) {
+        // No MPI call here: wait (the background part commits a node-local
+        // save, and may start its drain), then publish a root save on the
+        // coordinator alone.
+        try {
+            m.pending.wait();
+            wait_for_async_saves();
+            if (m.coordinator() && !m.pending_local)
+                m.publish(m.pending_step);
+        } catch (const std::exception& e) {
+            wait_for_async_saves();
+            if (m.coordinator())
+                std::fprintf(stderr, "cairn: CheckpointManager(%s): the checkpoint of step %lld: %s\n",
+                             m.root.c_str(), static_cast<long long>(m.pending_step), e.what());
+        } catch (...) {
+            wait_for_async_saves();
+        }
+    }
     if (m.drain) {
         // Committing a drain is collective: without MPI calls here, the copy
         // ends and the step stays node-local only.
@@ -565,20 +622,6 @@ CheckpointManager::~CheckpointManager()
                          "cairn: CheckpointManager(%s): the drain of step %lld was not committed (call wait() "
                          "before the manager is destroyed); it stays on node-local storage\n",
                          m.root.c_str(), static_cast<long long>(m.drain_step));
-    }
-    if (!m.pending.valid())
-        return;
-    // No MPI call here: wait, then publish on the coordinator alone.
-    try {
-        m.pending.wait();
-        wait_for_async_saves();
-        if (m.coordinator())
-            m.publish(m.pending_step);
-    } catch (const std::exception& e) {
-        if (m.coordinator())
-            std::fprintf(stderr, "cairn: CheckpointManager(%s): the checkpoint of step %lld: %s\n", m.root.c_str(),
-                         static_cast<long long>(m.pending_step), e.what());
-    } catch (...) {
     }
 }
 
@@ -619,31 +662,66 @@ std::optional<SaveResult> CheckpointManager::save(std::int64_t step, StateDict& 
     const std::string path = checkpoint_path(step);
 
     if (m.has_local()) {
-        const SaveResult r = m.level().save(step, state, m.opt.save_options, &m.last_local_files);
-        m.last_local_step = step;
-        if (m.opt.local.flush_every > 0 && ++m.saves_since_flush >= m.opt.local.flush_every) {
-            m.saves_since_flush = 0;
-            if (m.container) {
-                // A container cannot be drained from per-rank files: the
-                // state is saved into the root as well.
-                run_phase(c, "checkpoint manager: save", [&] {
-                    if (m.coordinator()) {
-                        fs::create_directories(m.root);
-                        m.repair();
-                        m.unpoint(step);
-                    }
-                });
-                cairn::save(state, path, m.comm, so);
-                run_phase(c, "checkpoint manager: publish", [&] {
-                    if (m.coordinator())
-                        m.publish(step);
-                });
-            } else {
-                m.start_drain(step, m.last_local_files);
+        // Every flush_every-th save is also drained into the root (counted
+        // when a save succeeds).
+        const bool flush_now = m.opt.local.flush_every > 0 && m.saves_since_flush + 1 >= m.opt.local.flush_every;
+        const int flush_count = flush_now ? 0 : m.saves_since_flush + 1;
+        // A container cannot be drained from per-rank files: on a flush
+        // step the state is saved into the root as well, synchronously.
+        const bool into_root = flush_now && m.container;
+        if (m.opt.async && !into_root) {
+            // Planned and staged here; written, committed on every node and
+            // drained in the background, on the level's own communicator.
+            detail::NodeLevel& level = m.level();
+            const Comm lc(level.topology().comm);
+            detail::prepare_background(lc, "CheckpointManager::save (async, node-local level)");
+            std::shared_ptr<detail::LocalSave> ls = level.plan_save(step, state, m.opt.save_options);
+            std::shared_ptr<SavePlanner> copy;
+            try {
+                if (m.opt.save_options.async_staging == AsyncStaging::full_copy)
+                    copy = run_phase(lc, "stage", [&] {
+                        return std::shared_ptr<SavePlanner>(detail::stage_copy(ls->session->plan, ls->planner()));
+                    });
+            } catch (...) {
+                if (lc.coordinator())
+                    ls->session->storage->abort();
+                throw;
             }
+            const bool staged_now = copy != nullptr;
+            Impl* const impl = &m;
+            const MPI_Comm on = lc.comm;
+            auto job = [impl, ls, copy, flush_now, flush_count, on](const std::function<void()>& staged) mutable {
+                SavePlanner& source = copy ? *copy : ls->planner();
+                auto r = impl->finish_local(*ls, source, staged, flush_now, flush_count, on);
+                copy.reset();
+                ls.reset();
+                return r;
+            };
+            m.pending = detail::run_in_background(std::move(job), staged_now);
+            m.pending_step = step;
+            m.pending_local = true;
+            m.pending.staged().wait(); // errors: see below
+            return std::nullopt;
         }
-        if (m.coordinator())
-            m.write_record();
+        wait_for_async_saves(); // never interleave with a save in the background
+        auto ls = m.level().plan_save(step, state, m.opt.save_options);
+        const SaveResult r = m.finish_local(*ls, ls->planner(), {}, flush_now && !m.container, flush_count, m.comm);
+        if (into_root) {
+            run_phase(c, "checkpoint manager: save", [&] {
+                if (m.coordinator()) {
+                    fs::create_directories(m.root);
+                    m.repair();
+                    m.unpoint(step);
+                }
+            });
+            cairn::save(state, path, m.comm, so);
+            run_phase(c, "checkpoint manager: publish", [&] {
+                if (m.coordinator()) {
+                    m.publish(step);
+                    m.write_record();
+                }
+            });
+        }
         return r;
     }
 
@@ -790,12 +868,6 @@ std::optional<std::int64_t> CheckpointManager::restore_latest(StateDict& state, 
                 rep.step = ls.step;
                 rep.seconds = MPI_Wtime() - t0;
                 m.report = rep;
-                // flush() may drain it when every rank's files are on its
-                // own node, as this job saved them.
-                if (m.level().same_layout(ls.manifest) && !ls.needs_rebuild) {
-                    m.last_local_step = ls.step;
-                    m.last_local_files = m.level().own_files(ls.manifest);
-                }
                 if (skipped)
                     *skipped = std::move(skips);
                 return ls.step;
@@ -868,16 +940,32 @@ std::optional<std::int64_t> CheckpointManager::flush()
     if (m.container)
         throw error::WrongAPIUsage("CheckpointManager::flush: the root's layout is container, which cannot be "
                                    "drained from per-rank files (every flush_every-th save writes it instead)");
-    if (m.last_local_step < 0)
-        return std::nullopt;
+    // The newest node-local step that can be loaded (committed on the nodes
+    // that hold it), whoever saved it.
     const Comm c(m.comm);
-    const std::int64_t step = m.last_local_step;
+    const std::vector<detail::LocalStep> held = m.level().scan();
+    const auto newest = std::find_if(held.begin(), held.end(), [](const detail::LocalStep& s) { return s.recoverable; });
+    if (newest == held.end())
+        return std::nullopt;
+    const std::int64_t step = newest->step;
     std::uint64_t have = run_phase(c, "checkpoint manager: flush", [&]() -> std::uint64_t {
         return m.coordinator() && complete_checkpoint(checkpoint_path(step), false) ? 1 : 0;
     });
     if (detail::bcast_u64(c, have) != 0)
         return std::nullopt;
-    m.start_drain(step, m.last_local_files);
+    // Each rank drains its own data files from its own node's copy: the
+    // step must have been saved by ranks and nodes laid out as this job's,
+    // with every node's copy whole (the same on every rank: scan() is).
+    if (!m.level().same_layout(newest->manifest) || newest->needs_rebuild) {
+        if (m.coordinator())
+            std::fprintf(stderr,
+                         "cairn: warning: CheckpointManager(%s): node-local step %lld is not drained: %s\n",
+                         m.root.c_str(), static_cast<long long>(step),
+                         newest->needs_rebuild ? "some of its files must be rebuilt first"
+                                               : "it was saved by another layout of ranks and nodes");
+        return std::nullopt;
+    }
+    m.start_drain(step, m.level().own_files(newest->manifest), m.comm);
     m.saves_since_flush = 0;
     return step;
 }

@@ -22,7 +22,9 @@
 // (a RAM disk or NVMe path; "%n" in DIR becomes the node's index), with
 // --redundancy partner or xor[:k] so that a lost node's files can be rebuilt,
 // and drains every --flush-every K-th step into --checkpoint-dir; --resume
-// with the same options restarts from the newest step of either level:
+// with the same options restarts from the newest step of either level
+// (with --async, stepping goes on once a step is staged; the node-local
+// write, the redundancy and the drain run in the background):
 //
 //   mpiexec -n 4 heat2d --nx 96 --ny 80 --steps 200 --checkpoint-every 20 --resume run
 //           --local-dir /dev/shm/heat2d --redundancy partner --flush-every 5
@@ -106,6 +108,7 @@ const char* const usage_text =
     "  --checkpoint-every K  save every K steps into DIR through a checkpoint\n"
     "                     manager (DIR/step_<N>, DIR/LATEST; the last 2 are kept);\n"
     "                     with --async the saves are written in the background\n"
+    "                     (also with --local-dir: once staged, stepping goes on)\n"
     "  --checkpoint-dir DIR  root of the periodic checkpoints (default: --resume DIR)\n"
     "  --resume DIR       start from the latest committed checkpoint in DIR (from\n"
     "                     step 0 when there is none)\n"
@@ -252,8 +255,6 @@ std::string parse_args(int argc, char** argv, Options& opt)
         return "--checkpoint-dir needs --checkpoint-every K";
     if (!opt.local.dir.empty() && opt.checkpoint_every == 0 && opt.resume.empty())
         return "--local-dir needs --checkpoint-every K or --resume DIR";
-    if (!opt.local.dir.empty() && opt.async)
-        return "--local-dir and --async exclude each other";
     return {};
 }
 

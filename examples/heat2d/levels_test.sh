@@ -14,13 +14,16 @@
 #                     --ranks-per-node 1)
 #   --wipe-command C  how node WIPE's storage is lost (default: rm -rf of its
 #                     WORKDIR/node<WIPE>), e.g. "cairn-hosts wipe host2"
+#   --async           both checkpointing runs save with --async (staged, then
+#                     written, made redundant and drained in the background)
 set -euo pipefail
 
-local_dir="" wipe_command=""
+local_dir="" wipe_command="" async=()
 while [ "$#" -gt 0 ]; do
     case $1 in
         --local-dir) local_dir=$2; shift 2 ;;
         --wipe-command) wipe_command=$2; shift 2 ;;
+        --async) async=(--async); shift ;;
         *) break ;;
     esac
 done
@@ -62,7 +65,8 @@ else
     levels=(--local-dir "$local_dir" --redundancy "$redundancy")
 fi
 run straight "$np" "${grid[@]}" --steps "$steps"
-run first "$np" "${grid[@]}" --steps "$mid" --checkpoint-every "$every" --checkpoint-dir "$workdir/root" "${levels[@]}"
+run first "$np" "${grid[@]}" --steps "$mid" --checkpoint-every "$every" --checkpoint-dir "$workdir/root" "${levels[@]}" \
+    ${async[@]+"${async[@]}"}
 for n in $( [ -z "$local_dir" ] && seq 0 $((np - 1)) ); do
     [ -f "$workdir/node$n/step_$(printf %08d "$mid")/.cairn-level.json" ] ||
         { echo "FAIL: node $n holds no committed node-local step $mid"; exit 1; }
@@ -72,7 +76,8 @@ if [ "$wipe" -ge 0 ]; then
     echo "+ $wipe_command"
     $wipe_command
 fi
-run resumed "$np_restart" "${grid[@]}" --steps "$steps" --checkpoint-every "$every" --resume "$workdir/root" "${levels[@]}"
+run resumed "$np_restart" "${grid[@]}" --steps "$steps" --checkpoint-every "$every" --resume "$workdir/root" "${levels[@]}" \
+    ${async[@]+"${async[@]}"}
 
 if ! grep -q "^resumed from node-local storage .* at step $mid " "$workdir/resumed.log"; then
     echo "FAIL: the resumed run did not restart from node-local storage at step $mid"
@@ -87,4 +92,4 @@ if [ -z "$a" ] || [ "$a" != "$b" ]; then
     echo "FAIL: digests differ: straight '$a', resumed '$b'"
     exit 1
 fi
-echo "PASS: digest $a (node-local, $redundancy, node $wipe wiped, $np -> $np_restart ranks)"
+echo "PASS: digest $a (node-local${async[@]+ async}, $redundancy, node $wipe wiped, $np -> $np_restart ranks)"

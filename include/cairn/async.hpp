@@ -11,6 +11,10 @@
 
 namespace cairn {
 
+namespace detail {
+struct AsyncAccess;
+}
+
 /// A save running in the background (see async_save). Copyable; all copies
 /// refer to the same save. Destroying the handle does not cancel the save.
 class AsyncSave {
@@ -32,7 +36,7 @@ public:
     struct State;
 
 private:
-    friend AsyncSave async_save(StateDict&, const std::string&, MPI_Comm, const SaveOptions&);
+    friend struct detail::AsyncAccess;
     std::shared_ptr<State> m_state;
 };
 

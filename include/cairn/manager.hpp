@@ -100,7 +100,11 @@ struct ManagerOptions {
     /// save() writes with cairn::async_save: it returns once the data is
     /// staged and the checkpoint is committed in the background; LATEST and
     /// retention follow in the next call of the manager (see save()).
-    /// Needs MPI_THREAD_MULTIPLE.
+    /// With a node-local level (`local.dir`), everything after staging runs
+    /// in the background: the node-local write, the redundancy exchange,
+    /// the commit on every node, node-local retention and the start of a
+    /// flush step's drain (with the container layout a flush step is saved
+    /// synchronously). Needs MPI_THREAD_MULTIPLE.
     bool async = false;
     /// Options of every save. `layout` is replaced by the manager's layout and
     /// `overwrite` is always on (saving a step again replaces it, the old one
@@ -178,8 +182,10 @@ public:
     /// for the lifetime of the manager (it is not duplicated).
     CheckpointManager(std::string root, MPI_Comm comm, ManagerOptions options = {});
     /// Settles a save in flight (its commit, then LATEST and retention by the
-    /// coordinator) but makes no MPI call; errors are not thrown but written
-    /// to stderr by rank 0.
+    /// coordinator; an async node-local save's background part, which every
+    /// rank's destructor waits for) but makes no MPI call on the caller's
+    /// thread other than freeing the node-local level's communicators;
+    /// errors are not thrown but written to stderr by rank 0.
     ~CheckpointManager();
     CheckpointManager(const CheckpointManager&) = delete;
     CheckpointManager& operator=(const CheckpointManager&) = delete;
@@ -247,13 +253,18 @@ public:
     std::optional<std::int64_t> restore_latest(StateDict& state, const LoadOptions& options = {},
                                                std::vector<SkippedCheckpoint>* skipped = nullptr);
 
-    /// With a node-local level: starts draining the newest node-local step
-    /// this manager saved (or restored, when the job that saved it had the
-    /// same ranks and nodes and nothing was rebuilt) into the root, in the
-    /// background (as save() does every LocalLevel::flush_every saves), and
-    /// returns its step; std::nullopt when there is none or the root has it. The drain is committed
-    /// (atomically, as any save) by the next call of the manager that
-    /// settles, or by wait(). error::WrongAPIUsage without a node-local level.
+    /// With a node-local level: starts draining the newest committed
+    /// node-local step (the newest the nodes can load, whichever job saved
+    /// it) into the root, in the background (as save() does every
+    /// LocalLevel::flush_every saves), and returns its step; std::nullopt
+    /// when there is none or the root has it. Each rank copies its own files
+    /// from its own node, so the step must have been saved by ranks and
+    /// nodes laid out as this job's, with every node's copy whole; else rank
+    /// 0 warns naming the step and flush() returns std::nullopt. The drain is
+    /// committed (atomically, as any save) by the next call of the manager
+    /// that settles, or by wait(); the destructor commits nothing and
+    /// cannot commit it (the copy ends, the step stays node-local only).
+    /// error::WrongAPIUsage without a node-local level.
     std::optional<std::int64_t> flush();
 
     /// The steps held by any level, ascending, and which levels hold them.

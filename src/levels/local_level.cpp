@@ -9,11 +9,13 @@
 // its node's storage.
 #include "levels/local_level.hpp"
 
+#include "cairn/async.hpp"
 #include "cairn/distcp.hpp"
 #include "cairn/errors.hpp"
 #include "cairn/planner.hpp"
 #include "comm/protocol.hpp"
 #include "core/codec.hpp"
+#include "driver/save_session.hpp"
 #include "storage/fs.hpp"
 
 #include <nlohmann/json.hpp>
@@ -123,47 +125,6 @@ std::vector<std::vector<std::string>> allgather_strings(const Comm& c, const std
     return out;
 }
 
-// The per-rank storage with every rank's files in its own node's copy of
-// the step: the coordinator plans as usual (and commits the metadata in its
-// own node's directory), and each rank is told its node's directory.
-class NodeWriter : public DistcpWriter {
-public:
-    NodeWriter(DistcpWriterOptions o, std::string my_dir, std::vector<std::string> dir_of_rank)
-        : DistcpWriter(std::move(o)), m_dir(std::move(my_dir)), m_dir_of_rank(std::move(dir_of_rank))
-    {
-    }
-    void reset(const std::string&) override { DistcpWriter::reset(m_dir); }
-    std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override
-    {
-        plans = DistcpWriter::prepare_global_plan(std::move(plans));
-        if (plans.size() != m_dir_of_rank.size())
-            throw Error(Error::Kind::generic, "node-local save: " + std::to_string(plans.size()) +
-                                                         " plans for " + std::to_string(m_dir_of_rank.size()) +
-                                                         " ranks");
-        for (std::size_t r = 0; r < plans.size(); ++r) {
-            Encoder enc;
-            enc.str(m_dir_of_rank[r]);
-            plans[r].storage_data = enc.take();
-        }
-        return plans;
-    }
-    std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override
-    {
-        auto results = DistcpWriter::write_data(plan, planner);
-        for (const auto& r : results)
-            if (!r.storage.path.empty())
-                files.insert(r.storage.path);
-        return results;
-    }
-    ColumnarWriter* columnar() noexcept override { return nullptr; } // plans pass through prepare_global_plan
-
-    std::set<std::string> files; ///< the data files this rank wrote
-
-private:
-    std::string m_dir;
-    std::vector<std::string> m_dir_of_rank;
-};
-
 // The per-rank storage reading each rank's node's copy of the step.
 class NodeReader : public DistcpReader {
 public:
@@ -262,6 +223,47 @@ void receive_file(MPI_Comm leaders, int from, const std::string& path, std::stri
 }
 
 } // namespace
+
+// The per-rank storage with every rank's files in its own node's copy of
+// the step: the coordinator plans as usual (and commits the metadata in its
+// own node's directory), and each rank is told its node's directory.
+class NodeWriter : public DistcpWriter {
+public:
+    NodeWriter(DistcpWriterOptions o, std::string my_dir, std::vector<std::string> dir_of_rank)
+        : DistcpWriter(std::move(o)), m_dir(std::move(my_dir)), m_dir_of_rank(std::move(dir_of_rank))
+    {
+    }
+    void reset(const std::string&) override { DistcpWriter::reset(m_dir); }
+    std::vector<SavePlan> prepare_global_plan(std::vector<SavePlan> plans) override
+    {
+        plans = DistcpWriter::prepare_global_plan(std::move(plans));
+        if (plans.size() != m_dir_of_rank.size())
+            throw Error(Error::Kind::generic, "node-local save: " + std::to_string(plans.size()) +
+                                                         " plans for " + std::to_string(m_dir_of_rank.size()) +
+                                                         " ranks");
+        for (std::size_t r = 0; r < plans.size(); ++r) {
+            Encoder enc;
+            enc.str(m_dir_of_rank[r]);
+            plans[r].storage_data = enc.take();
+        }
+        return plans;
+    }
+    std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override
+    {
+        auto results = DistcpWriter::write_data(plan, planner);
+        for (const auto& r : results)
+            if (!r.storage.path.empty())
+                files.insert(r.storage.path);
+        return results;
+    }
+    ColumnarWriter* columnar() noexcept override { return nullptr; } // plans pass through prepare_global_plan
+
+    std::set<std::string> files; ///< the data files this rank wrote
+
+private:
+    std::string m_dir;
+    std::vector<std::string> m_dir_of_rank;
+};
 
 std::string local_step_name(std::int64_t step)
 {
@@ -366,16 +368,30 @@ std::vector<std::string> NodeLevel::own_files(const LocalManifest& m) const
     return out;
 }
 
+SavePlanner& LocalSave::planner() const { return *session->planner; }
+
 SaveResult NodeLevel::save(std::int64_t step, StateDict& state, const SaveOptions& options,
                            std::vector<std::string>* my_files)
 {
+    wait_for_async_saves(); // never interleave with a save in the background
+    const auto s = plan_save(step, state, options);
+    return finish_save(*s, s->planner(), {}, my_files);
+}
+
+std::unique_ptr<LocalSave> NodeLevel::plan_save(std::int64_t step, StateDict& state, const SaveOptions& options)
+{
     wait_for_removal();
     const Comm c(m_topo.comm);
-    const double t0 = MPI_Wtime();
+    auto ls = std::make_unique<LocalSave>();
+    ls->step = step;
+    ls->options = options;
+    ls->t0 = MPI_Wtime();
     const std::string name = local_step_name(step);
-    const std::string my_dir = node_dir(m_topo.node);
-    const std::string staging = fs::join(my_dir, name + staging_suffix);
-    const std::string final_dir = fs::join(my_dir, name);
+    ls->my_dir = node_dir(m_topo.node);
+    ls->staging = fs::join(ls->my_dir, name + staging_suffix);
+    ls->final_dir = fs::join(ls->my_dir, name);
+    const std::string& my_dir = ls->my_dir;
+    const std::string& staging = ls->staging;
 
     // Every node's staging directory made fresh by its leader, with what
     // interrupted saves left (one job writes a node's directory at a time).
@@ -406,15 +422,30 @@ SaveResult NodeLevel::save(std::int64_t step, StateDict& state, const SaveOption
     for (int r = 0; r < m_topo.size; ++r)
         dir_of_rank.push_back(
             fs::join(node_dir(m_topo.node_of_rank[static_cast<std::size_t>(r)]), name + staging_suffix));
-    auto writer = std::make_shared<NodeWriter>(std::move(po), staging, std::move(dir_of_rank));
+    ls->writer = std::make_shared<NodeWriter>(std::move(po), staging, std::move(dir_of_rank));
     SaveOptions so = options;
     so.layout = Layout::per_rank;
     so.per_rank.files = DataFiles{};
     so.reuse_plan = false;
     so.planner = options.planner;
-    so.storage = writer;
+    so.storage = ls->writer;
     // The id every rank passes (each writes its own node's copy).
-    SaveResult result = cairn::save(state, fs::join(node_dir(0), name + staging_suffix), c.comm, so);
+    ls->session = detail::plan_save(state, fs::join(node_dir(0), name + staging_suffix), c.comm, so);
+    return ls;
+}
+
+SaveResult NodeLevel::finish_save(LocalSave& ls, SavePlanner& source, const std::function<void()>& on_written,
+                                  std::vector<std::string>* my_files)
+{
+    const Comm c(m_topo.comm);
+    const std::int64_t step = ls.step;
+    const SaveOptions& options = ls.options;
+    const double t0 = ls.t0;
+    const std::string& my_dir = ls.my_dir;
+    const std::string& staging = ls.staging;
+    const std::string& final_dir = ls.final_dir;
+    NodeWriter* const writer = ls.writer.get();
+    SaveResult result = detail::write_and_commit(*ls.session, source, on_written);
 
     // The manifest: every rank's files and their sizes.
     const auto files_of = allgather_strings(c, run_phase(c, "node-local save: list files", [&] {

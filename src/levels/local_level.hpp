@@ -10,6 +10,8 @@
 #include "levels/topology.hpp"
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -47,6 +49,22 @@ struct LocalStep {
     std::string why;            ///< when not recoverable: what is lost (step, nodes, hosts)
 };
 
+struct SaveSession;
+class NodeWriter;
+
+/// A node-local save between its two halves (NodeLevel::plan_save,
+/// NodeLevel::finish_save).
+struct LocalSave {
+    std::int64_t step = 0;
+    SaveOptions options;
+    double t0 = 0;                     ///< MPI_Wtime() at the start
+    std::string my_dir, staging, final_dir; ///< this node's directory, the step's staging and final names
+    std::shared_ptr<NodeWriter> writer;
+    std::shared_ptr<SaveSession> session;
+    /// The planner whose data the save writes (before it is staged).
+    SavePlanner& planner() const;
+};
+
 /// The node-local level over one communicator.
 class NodeLevel {
 public:
@@ -74,6 +92,18 @@ public:
     /// result's `seconds` is the whole node-local save's.
     SaveResult save(std::int64_t step, StateDict& state, const SaveOptions& options,
                     std::vector<std::string>* my_files = nullptr);
+
+    /// save() in two halves, so that the second can run on a background
+    /// thread (an async manager save). plan_save, collective, on the
+    /// caller's thread: every node's staging directory made ready, the save
+    /// planned (the caller's buffers are read by the write, or by a staged
+    /// copy of the plan's data). Throws the same error on every rank.
+    std::unique_ptr<LocalSave> plan_save(std::int64_t step, StateDict& state, const SaveOptions& options);
+    /// The rest of save(), collective on any one thread: the data written
+    /// from `source`, `on_written` called once this rank's data is written,
+    /// metadata and manifest on every node, redundancy, commit, retention.
+    SaveResult finish_save(LocalSave& s, SavePlanner& source, const std::function<void()>& on_written,
+                           std::vector<std::string>* my_files);
 
     /// Collective: the committed node-local steps that any current node
     /// holds, newest first, with whether each can be loaded (the same on

@@ -126,6 +126,27 @@ static int run_single(int argc, char** argv)
     /* The synchronous save works at this level. */
     CHECK_OK(cairn_save(f.state, path, MPI_COMM_WORLD, NULL, NULL));
     check_checkpoint(path, 1);
+    {
+        /* So does the refusal of an async manager's node-local save. */
+        char root[4200], local[4200];
+        int committed = -1;
+        cairn_manager_options_t* mo = NULL;
+        cairn_manager_t* m = NULL;
+        test_path(root, sizeof root, "single_run");
+        test_path(local, sizeof local, "single_node%n");
+        CHECK_OK(cairn_manager_options_create(&mo));
+        CHECK_OK(cairn_manager_options_set_async(mo, 1));
+        CHECK_OK(cairn_manager_options_set_local_dir(mo, local));
+        CHECK_OK(cairn_manager_options_set_ranks_per_node(mo, 1));
+        CHECK_OK(cairn_manager_create(root, MPI_COMM_WORLD, mo, &m));
+        CHECK_ERR(cairn_manager_save(m, 1, f.state, &committed, NULL), CAIRN_ERR_USAGE,
+                  "CheckpointManager::save (async, node-local level) needs MPI initialized with "
+                  "MPI_THREAD_MULTIPLE (MPI_Init_thread); this process has MPI_THREAD_SINGLE");
+        check_same_message(MPI_COMM_WORLD, cairn_last_error());
+        CHECK(committed == 0);
+        CHECK_OK(cairn_manager_free(&m));
+        CHECK_OK(cairn_manager_options_free(&mo));
+    }
     field_free(&f);
     return test_finish("capi_async --single");
 }

@@ -6,7 +6,10 @@ fake node-local storage (one node per rank, partner redundancy) that are
 drained into the root after every save (--flush-every 1), and sends SIGKILL
 to every process of the job once LATEST names a randomly chosen step, after a
 random fraction of one checkpoint interval: kills land in node-local saves,
-in drains and in their commits. After each round:
+in drains and in their commits. Odd rounds save with --async, so that kills
+also land in the background part of async node-local saves (the write,
+the redundancy exchange, the commit on every node, the drain's start).
+After each round:
 
   * cairn_check_root: the root's committed checkpoints are intact (those seen
     before unchanged or removed by retention), LATEST names a committed one,
@@ -67,11 +70,13 @@ def main():
             if start_step + args.every <= last_target:
                 target = rng.randrange(start_step + args.every, last_target + 1, args.every)
             frac = rng.random()
-            print("round %d: %d ranks, %s" % (rnd, np, "kill %.2f of an interval after LATEST reaches step %d"
-                                              % (frac, target) if target is not None else "no kill"), flush=True)
+            asyncly = rnd % 2 == 1
+            print("round %d: %d ranks%s, %s" % (rnd, np, ", --async" if asyncly else "",
+                                                "kill %.2f of an interval after LATEST reaches step %d"
+                                                % (frac, target) if target is not None else "no kill"), flush=True)
             log = os.path.join(args.workdir, "round%d.log" % rnd)
             p = runner.start(np, grid + ["--checkpoint-every", str(args.every), "--flush-every", "1", "--resume",
-                                         root] + levels, log)
+                                         root] + levels + (["--async"] if asyncly else []), log)
             finished = not wait_for_step(p, root, target, frac, args.timeout)
             if not finished:
                 runner.kill_job(p)

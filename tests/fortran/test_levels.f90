@@ -4,7 +4,8 @@
 ! into the root (cairn_manager_flush), one node's directory wiped, then a
 ! new manager restores the newest step from node-local storage with that
 ! node's files rebuilt (cairn_manager_last_restore), values intact;
-! cairn_manager_levels says which levels hold each step.
+! cairn_manager_levels says which levels hold each step. An async manager's
+! node-local save returns once staged and is committed in the background.
 program test_levels
   use, intrinsic :: iso_c_binding
   use mpi
@@ -18,12 +19,12 @@ program test_levels
   integer(c_int64_t), target :: step
   integer(c_int64_t) :: i, off, got, drained, moved
   integer :: ierr, level, rebuilt
-  logical :: found, started, there
+  logical :: found, started, there, committed
   character(len=:), allocatable :: root, local, redundancy
   integer(c_int64_t), allocatable :: steps(:)
   integer, allocatable :: levels(:)
 
-  call test_init()
+  call test_init(thread_multiple=.true.) ! for the async manager
   root = test_dir() // '/run'
   local = test_dir() // '/node%n'
   redundancy = 'none'
@@ -78,6 +79,23 @@ program test_levels
   call cairn_manager_last_restore(m, level, got, rebuilt, moved, ierr)
   call check(ierr == CAIRN_SUCCESS .and. level == CAIRN_LEVEL_NODE_LOCAL .and. got == 3, 'from node-local storage')
   if (test_size > 1) call check(rebuilt > 0 .and. moved > 0, 'the wiped node''s files rebuilt')
+  call cairn_manager_free(m)
+
+  ! Async: the save returns once staged; the rest runs in the background.
+  call cairn_manager_create(m, root, MPI_COMM_WORLD, async=.true., local_dir=local, redundancy=redundancy, &
+                            flush_every=0, ranks_per_node=1, ierr=ierr)
+  call check_ok(ierr, 'an async manager')
+  step = 4
+  x = [(value(off + i - 1, 4_c_int64_t), i = 1, n)]
+  call cairn_manager_save(m, step, st, committed=committed, ierr=ierr)
+  call check(ierr == CAIRN_SUCCESS .and. .not. committed, 'async save of step 4 staged')
+  x = -1
+  step = -1
+  call cairn_manager_wait(m, ierr=ierr)
+  call check_ok(ierr, 'the async save committed')
+  call cairn_manager_restore_latest(m, st, got, found, ierr=ierr)
+  call check(ierr == CAIRN_SUCCESS .and. found .and. got == 4 .and. step == 4, 'restored step 4')
+  call check(all(x == [(value(off + i - 1, 4_c_int64_t), i = 1, n)]), 'restored values of step 4')
   call cairn_manager_free(m)
 
   ! Without a node-local level there is nothing to flush into.

@@ -4,6 +4,7 @@
 // from partner copies or XOR parity, and on fewer ranks —, drained into the
 // root, and the fallback to the root when a step cannot be recovered.
 #include "fixtures.hpp"
+#include "outcome.hpp"
 
 #include <cairn/manager.hpp>
 #include <cairn/testing.hpp>
@@ -362,4 +363,110 @@ TEST_CASE("levels: a node's copy from an earlier save of the same step is stale 
         const auto step = m.restore_latest(back.dict);
         return step == 10 && back.holds(20) && m.last_restore().level == cairn::RestoreReport::Level::node_local;
     }));
+}
+
+TEST_CASE("levels: async saves staged, then written and drained in the background, restore bitwise after a wipe",
+          "[levels][async]")
+{
+    const int w = world_size();
+    if (w < 2)
+        return; // one node: nothing else to hold its data
+    for (const auto& red : {cairn::Redundancy::partner(), cairn::Redundancy::xor_parity(w)}) {
+        INFO("redundancy " << red.str());
+        const std::string base = fresh_dir("levels_async_" + std::to_string(w) + "_" + red.str().substr(0, 3));
+        const std::string root = base + "/root";
+        auto o = level_options(base, red, 1, 2);
+        o.async = true;
+        cairn::CheckpointManager m(root, MPI_COMM_WORLD, o);
+        Field f(MPI_COMM_WORLD, true);
+        for (std::int64_t s : {10, 20, 30}) {
+            f.fill(s);
+            CHECK(all(!m.save(s, f.dict).has_value())); // returns once staged
+            // The caller's buffers are free once save() returns: what the
+            // background writes is the staged copy.
+            f.fill(-1);
+        }
+        CHECK(all(m.wait().has_value()));
+        // Every node holds the two newest steps; step 20 (the second save)
+        // was drained into the root in the background.
+        const auto lv = m.levels();
+        CHECK(all(lv.size() == 2 && lv[0].step == 20 && lv[0].node_local && lv[0].file_system && lv[1].step == 30 &&
+                  lv[1].node_local && !lv[1].file_system));
+        wipe(base, 1);
+        Field back(MPI_COMM_WORLD, false);
+        CHECK(all(m.restore_latest(back.dict) == 30));
+        CHECK(all(back.holds(30)));
+        const auto& rep = m.last_restore();
+        CHECK(all(rep.level == cairn::RestoreReport::Level::node_local && !rep.rebuilt.empty()));
+        Field drained(MPI_COMM_WORLD, true);
+        cairn::load(drained.dict, root + "/step_00000020", MPI_COMM_WORLD);
+        CHECK(all(drained.holds(20)));
+    }
+}
+
+TEST_CASE("levels: an async node-local save failing on one rank in the background fails it on every rank",
+          "[levels][async][errors]")
+{
+    const int w = world_size();
+    const std::string base = fresh_dir("levels_async_failed_" + std::to_string(w));
+    auto o = level_options(base, w > 1 ? cairn::Redundancy::partner() : cairn::Redundancy::none(), 1);
+    o.async = true;
+    cairn::CheckpointManager m(base + "/root", MPI_COMM_WORLD, o);
+    Field f(MPI_COMM_WORLD, true);
+    f.fill(10);
+    m.save(10, f.dict);
+    m.wait(); // committed before the fault is armed
+    f.fill(20);
+    std::optional<cairn::SaveResult> returned;
+    {
+        // The write of the data files runs in the background: save() returns.
+        cairn::testing::ScopedFault fault({"mpiio.write", w - 1, 0, 1, ENOSPC});
+        returned = m.save(20, f.dict);
+        const Outcome failed = attempt([&] { m.wait(); });
+        CHECK(same_error_everywhere(failed, cairn::Error::Kind::write));
+        CHECK(all(has(failed.what, "step_00000020")));
+    }
+    CHECK(all(!returned.has_value()));
+    // Settled: the next call finds nothing in flight.
+    CHECK(all(!m.wait().has_value()));
+    Field back(MPI_COMM_WORLD, false);
+    CHECK(all(m.restore_latest(back.dict) == 10));
+    CHECK(all(back.holds(10)));
+    CHECK(all(m.last_restore().level == cairn::RestoreReport::Level::node_local));
+    // The next save of that step succeeds over what the failed one left,
+    // also settled by the destructor of the manager.
+    {
+        cairn::CheckpointManager again(base + "/root", MPI_COMM_WORLD, o);
+        f.fill(20);
+        again.save(20, f.dict);
+    }
+    cairn::CheckpointManager later(base + "/root", MPI_COMM_WORLD, o);
+    CHECK(all(later.restore_latest(back.dict) == 20));
+    CHECK(all(back.holds(20)));
+}
+
+TEST_CASE("levels: flush() drains the newest node-local step the root lacks, also one an earlier job saved",
+          "[levels]")
+{
+    const int w = world_size();
+    const std::string base = fresh_dir("levels_flush_newest_" + std::to_string(w));
+    const std::string root = base + "/root";
+    const auto opts = level_options(base, cairn::Redundancy::none(), 1);
+    {
+        cairn::CheckpointManager m(root, MPI_COMM_WORLD, opts);
+        Field f(MPI_COMM_WORLD, true);
+        for (std::int64_t s : {10, 20}) {
+            f.fill(s);
+            m.save(s, f.dict);
+        }
+    }
+    // A new job of the same layout, before it saves or restores anything.
+    cairn::CheckpointManager m(root, MPI_COMM_WORLD, opts);
+    CHECK(all(m.flush() == 20));
+    m.wait();
+    CHECK(all(m.steps() == std::vector<std::int64_t>{20}));
+    CHECK(all(!m.flush().has_value())); // the root has it now
+    Field back(MPI_COMM_WORLD, false);
+    cairn::load(back.dict, root + "/step_00000020", MPI_COMM_WORLD);
+    CHECK(all(back.holds(20)));
 }
