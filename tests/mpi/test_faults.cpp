@@ -480,7 +480,7 @@ TEST_CASE("an injected write failure on one rank reaches committed() of an async
         }
 }
 
-TEST_CASE("a failed commit of a container leaves the earlier container intact", "[.faults][container]")
+TEST_CASE("a failed commit of a container leaves the earlier container intact", "[faults][container]")
 {
     const int w = world_size();
     const std::string file = fresh_dir("faults_container_" + std::to_string(w)) + "/ckpt.h5";
@@ -529,8 +529,9 @@ const Case k_container_write_cases[] = {
     {"h5.close", false, 0, EIO, "write", "closing "},
 };
 
-// Failures of a container load, on a rank other than the coordinator (which
-// opens the file once more before them, to read the metadata). Every rank
+// Failures of a container load. The coordinator opens the file once more
+// before them, to read the metadata: on rank 0 (the failing rank at 1 rank)
+// the h5.open counts start one later. Every rank
 // opens the file serially to check its share of the datasets (local plan),
 // then in parallel to read (read).
 const Case k_container_read_cases[] = {
@@ -673,7 +674,7 @@ TEST_CASE("a write failure on one rank between the writeback pieces of a chunk f
 }
 
 TEST_CASE("an HDF5 failure on one rank while loading a container fails every rank the same way",
-          "[.faults][container]")
+          "[faults][container]")
 {
     const int w = world_size();
     const std::string file = fresh_dir("faults_container_load_" + std::to_string(w)) + "/ckpt.h5";
@@ -685,7 +686,9 @@ TEST_CASE("an HDF5 failure on one rank while loading a container fails every ran
     // (collective transfers where several ranks read a dataset).
     for (const bool verify : {true, false})
         for (const int rank : failing_ranks())
-            for (const auto& c : k_container_read_cases) {
+            for (Case c : k_container_read_cases) {
+                if (rank == 0 && std::string(c.point) == "h5.open")
+                    ++c.after; // past the coordinator's open for the metadata
                 auto s = make_state(false);
                 cairn::LoadOptions lo;
                 lo.verify_checksums = verify;
