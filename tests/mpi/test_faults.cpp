@@ -480,6 +480,67 @@ TEST_CASE("an injected write failure on one rank reaches committed() of an async
         }
 }
 
+TEST_CASE("a failed per-rank save into a new path leaves nothing there", "[faults][cleanup]")
+{
+    // Into a path that did not exist (nor its parent), the failed save
+    // removes what it created; into an existing directory without a
+    // checkpoint, what it wrote there; a checkpoint it was replacing stays.
+    const int w = world_size();
+    const std::string base = fresh_dir("faults_cleanup_" + std::to_string(w));
+    const Case cases[] = {
+        {"mpiio.write", false, 1, EIO, "write", "write of"},            // a data file, half written
+        {"fs.rename", true, 0, ENOSPC, "commit", "cannot rename"},      // the metadata into place
+        {"fs.fsync", true, 2, EIO, "commit", "fsync of"},               // the directory, after the rename
+    };
+    int n = 0;
+    for (const bool grouped : {false, true})
+        for (const auto& c : cases) {
+            const int rank = c.coordinator ? 0 : w - 1;
+            const std::string parent = base + "/new" + std::to_string(n);
+            const std::string fresh = parent + "/ckpt";
+            const std::string existing = base + "/dir" + std::to_string(n++);
+            if (world_rank() == 0)
+                stdfs::create_directories(existing);
+            for (const auto& dir : {fresh, existing}) {
+                auto s = make_state(true, 1);
+                auto o = save_options(false);
+                if (grouped)
+                    o.per_rank.files = cairn::DataFiles::in_all(1);
+                MPI_Barrier(MPI_COMM_WORLD);
+                Outcome out;
+                {
+                    cairn::testing::ScopedFault fault({c.point, rank, c.after, 1, c.error});
+                    out = attempt([&] { cairn::save(s->dict, dir, MPI_COMM_WORLD, o); });
+                    CHECK(all(cairn::testing::faults_fired() == (world_rank() == rank ? 1u : 0u)));
+                }
+                INFO(describe(c, rank) << (grouped ? " (one file)" : "") << " into " << dir << ": " << out.what);
+                CHECK(same_error_everywhere(out, Kind::write));
+                // (A group's members may report the group's failure first.)
+                CHECK(all(contains(out.what, grouped && !c.coordinator ? ".distcp" : c.needle)));
+                if (dir == fresh) {
+                    CHECK(all(!stdfs::exists(fresh) && !stdfs::exists(parent)));
+                } else {
+                    bool empty = false;
+                    if (world_rank() == 0)
+                        empty = stdfs::is_directory(dir) && stdfs::is_empty(dir);
+                    CHECK(all(world_rank() != 0 || empty));
+                }
+            }
+        }
+    // A failed replacement leaves the earlier checkpoint as it was.
+    const std::string dir = base + "/kept";
+    auto s0 = make_state(true);
+    cairn::save(s0->dict, dir, MPI_COMM_WORLD, save_options(false));
+    {
+        auto s = make_state(true, 1);
+        cairn::testing::ScopedFault fault({"mpiio.write", w - 1, 1, 1, EIO});
+        const Outcome out = attempt([&] { cairn::save(s->dict, dir, MPI_COMM_WORLD, save_options(true)); });
+        CHECK(same_error_everywhere(out, Kind::write));
+    }
+    CHECK(holds_checkpoint(dir, 4711));
+    CHECK(no_leftovers(dir));
+}
+
 TEST_CASE("a failed commit of a container leaves the earlier container intact", "[faults][container]")
 {
     const int w = world_size();
