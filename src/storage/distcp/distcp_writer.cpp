@@ -660,6 +660,8 @@ detail::ColumnarWriter* DistcpWriter::columnar() noexcept { return m_impl.get();
 
 const char* DistcpWriter::layout_name() const noexcept { return "per_rank"; }
 
+std::string DistcpWriter::lock_path() const { return m_impl->path; }
+
 bool DistcpWriter::writes_items_in_turn() const noexcept { return true; }
 
 void DistcpWriter::Impl::commit(detail::MetadataColumns& md)
