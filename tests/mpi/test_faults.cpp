@@ -3,8 +3,9 @@
 // and in any phase, makes every rank throw the same exception, quickly;
 // nothing is committed and an earlier checkpoint at the same path survives.
 //
-// These tests carry the tag [faults] and run in their own CTest tests
-// (mpi_faults_np*) with a short TIMEOUT: a hang is a failure.
+// These tests carry the tag [faults]. The cheap ones run like the other MPI
+// tests (mpi.faults.np1..4); the hidden ones ([.faults]) in their own CTest
+// tests (mpi_faults_np2/4) with a short TIMEOUT: a hang is a failure.
 #include "fixtures.hpp"
 #include "outcome.hpp"
 
