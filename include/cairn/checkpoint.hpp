@@ -192,7 +192,7 @@ struct VerifyReport {
     std::uint64_t chunks = 0;            ///< chunks read
     std::uint64_t bytes = 0;             ///< bytes read and checked
     bool checksums = false;              ///< the checkpoint has checksums
-    std::vector<std::string> problems;   ///< one line per bad chunk, naming entry, file, bytes, rank
+    std::vector<std::string> problems;   ///< one line per problem (a bad chunk, scalar or blob), naming entry, file, rank
     bool ok() const noexcept { return problems.empty(); }
 };
 

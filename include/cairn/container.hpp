@@ -86,6 +86,8 @@ public:
     std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override;
     void finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>& results) override;
     void abort() noexcept override;
+    /// The checkpoint id: a save locks it.
+    std::string lock_path() const override;
     /// "container".
     const char* layout_name() const noexcept override;
     /// Offers Cairn's faster commit from metadata columns (StorageWriter::columnar).

@@ -93,6 +93,8 @@ public:
     std::vector<WriteResult> write_data(const SavePlan& plan, SavePlanner& planner) override;
     void finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>& results) override;
     void abort() noexcept override;
+    /// The checkpoint id: a save locks it.
+    std::string lock_path() const override;
     /// "per_rank".
     const char* layout_name() const noexcept override;
     /// True: each rank writes its items in turn to its own file.

@@ -68,6 +68,14 @@ public:
     /// in plan order: the save then reports progress (SaveOptions::progress)
     /// item by item; else (the default) once write_data returns.
     virtual bool writes_items_in_turn() const noexcept { return false; }
+    /// The file-system path this storage writes for the id of the last
+    /// reset(), asked on the coordinator: the save locks it (one writer per
+    /// path, `<path>.cairn-lock`, docs/robustness.md) before
+    /// prepare_global_plan and checks the lock before finish(). Empty (the
+    /// default): no lock; the storage keeps other writers off its target
+    /// itself. DistcpWriter and ContainerWriter (and their subclasses)
+    /// return the checkpoint id.
+    virtual std::string lock_path() const { return {}; }
     /// A faster form of the commit, from the metadata as columns, an
     /// internal interface that Cairn's own writers offer; nullptr (the
     /// default): none, and the save calls finish() with a Metadata. A

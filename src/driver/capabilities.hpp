@@ -22,9 +22,6 @@ struct SaveForms {
     /// (src/plan/columnar.hpp); else the plans are decoded and go through
     /// create_global_plan and finish.
     bool columnar() const noexcept { return planner && storage; }
-    /// Cairn's own storage writes at the checkpoint id itself: the
-    /// coordinator claims the path (PathLock) before it touches it.
-    bool claims_path() const noexcept { return storage != nullptr; }
 };
 
 inline SaveForms save_forms(SavePlanner& planner, StorageWriter& storage)

@@ -238,16 +238,16 @@ std::vector<Bytes> general_global_plan(SaveSession& s, const std::vector<Bytes>&
 // docs/robustness.md), validates and dedups the plans, builds the metadata
 // and lets the storage assign places. Returns the coordinator's final plans
 // (empty elsewhere).
-std::vector<Bytes> global_plan(SaveSession& s, const std::string& id, const Exchanged& x)
+std::vector<Bytes> global_plan(SaveSession& s, const Exchanged& x)
 {
     std::vector<Bytes> finals;
     run_phase(s.comm, "global plan", [&] {
         s.log.started();
         if (!s.comm.coordinator())
             return;
-        if (s.forms.claims_path()) {
+        if (const auto path = s.storage->lock_path(); !path.empty()) {
             s.may_clean = false;
-            s.lock = std::make_unique<detail::PathLock>(id);
+            s.lock = std::make_unique<detail::PathLock>(path);
             s.may_clean = true;
         }
         if (!columnar_global_plan(s, x, finals))
@@ -387,7 +387,7 @@ std::unique_ptr<SaveSession> plan_save(StateDict& state, const std::string& chec
     s.log.begin(Phase::exchange);
     Exchanged exchanged = exchange(s, std::move(local));
     try {
-        const std::vector<Bytes> finals = global_plan(s, checkpoint_id, exchanged);
+        const std::vector<Bytes> finals = global_plan(s, exchanged);
         remember_plan(s.comm, exchanged.reuse, s.columnar);
         s.plan = final_plan(s, finals);
         s.log.end();

@@ -41,7 +41,7 @@ struct SaveSession {
     /// XXH3 of this rank's whole-array shards (replicas), by name, compared
     /// by the coordinator at the commit (SaveOptions::check_replicas).
     std::vector<std::pair<std::string, std::uint64_t>> replica_digests;
-    /// The coordinator's claim on the checkpoint path (Cairn's own storage),
+    /// The coordinator's claim on the storage's lock_path(), if any,
     /// from the global plan to the end of the save; released last.
     std::unique_ptr<PathLock> lock;
     /// False while the coordinator claims the path: a save that could not

@@ -15,8 +15,7 @@ namespace cairn::detail {
 
 /// A writer that commits from the metadata as columns, as the coordinator
 /// builds it on the columnar save path (src/plan/columnar.hpp), without a
-/// cairn::Metadata. A writer that offers it writes at the checkpoint id
-/// itself: the coordinator of a save claims the path for it (PathLock).
+/// cairn::Metadata.
 class ColumnarWriter {
 public:
     virtual ~ColumnarWriter() = default;

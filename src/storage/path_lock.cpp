@@ -96,6 +96,13 @@ PathLock::PathLock(const std::string& checkpoint_path) : m_path(fs::strip(checkp
 {
     {
         std::error_code ec; // the storage reports a directory it cannot create (and its faults fire there)
+        for (std::string dir = fs::parent(m_file); dir != "." && dir != "/" && !std::filesystem::exists(dir, ec);) {
+            m_created.push_back(dir);
+            const auto up = fs::parent(dir);
+            if (up == dir)
+                break;
+            dir = up;
+        }
         std::filesystem::create_directories(fs::parent(m_file), ec);
     }
     // A previous owner removes the file before releasing it: a lock taken on
@@ -157,6 +164,11 @@ PathLock::~PathLock()
     if (same_file(m_fd, m_file) && read_owner(m_fd) == m_owner)
         ::unlink(m_file.c_str());
     ::close(m_fd);
+    // The directories made for the lock file, when a failed save left them
+    // empty (rmdir removes no directory that holds anything).
+    for (const auto& dir : m_created)
+        if (::rmdir(dir.c_str()) != 0)
+            break;
 }
 
 void PathLock::check() const

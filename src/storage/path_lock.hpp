@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace cairn::detail {
 
@@ -34,7 +35,8 @@ public:
     /// where the lock file cannot be created (the storage then reports why
     /// it cannot write there).
     explicit PathLock(const std::string& checkpoint_path);
-    /// Removes the lock file (when it is still this save's) and releases it.
+    /// Removes the lock file (when it is still this save's) and releases it;
+    /// then the directories it created for the lock file, where empty.
     ~PathLock();
     PathLock(const PathLock&) = delete;
     PathLock& operator=(const PathLock&) = delete;
@@ -52,6 +54,7 @@ private:
     std::string m_owner; // what this save wrote into it
     int m_fd = -1;
     bool m_locked = false;
+    std::vector<std::string> m_created; // directories made for the lock file, deepest first
 };
 
 /// What identifies one committed checkpoint on disk: the device, inode,

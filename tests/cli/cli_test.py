@@ -625,6 +625,8 @@ def section_hostile():
     r = cairn_soon("verify", p("heat_edited.h5"), expect=1)
     check("DAMAGED" in r.stdout and "dataset '/step' of scalar 'step' holds 99, the metadata's value is 5" in r.stdout,
           "verify: a scalar dataset that differs from the metadata", r.stdout + r.stderr)
+    check("DAMAGED: 1 problem (" in r.stdout, "verify: a damaged scalar is counted as a problem, not a chunk",
+          r.stdout)
 
 
 # ---- names with control characters and bytes that are not UTF-8 ----------------

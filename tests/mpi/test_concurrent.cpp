@@ -139,6 +139,63 @@ TEST_CASE("a save to a path another job holds fails on every rank, naming it", "
     }
 }
 
+namespace {
+
+// A DistcpWriter that overrides finish(): the save calls every public step
+// of it (no columnar commit), as of any plug-in.
+class PlainDistcpWriter : public cairn::DistcpWriter {
+public:
+    void finish(const cairn::Metadata& md, const std::vector<std::vector<cairn::WriteResult>>& r) override
+    {
+        cairn::DistcpWriter::finish(md, r);
+    }
+    cairn::detail::ColumnarWriter* columnar() noexcept override { return nullptr; }
+};
+
+// A plug-in that writes through a DistcpWriter and names no lock path: it
+// keeps other writers off its target itself.
+class UnlockedWriter : public PlainDistcpWriter {
+public:
+    std::string lock_path() const override { return {}; }
+};
+
+} // namespace
+
+TEST_CASE("a storage passed in SaveOptions::storage is locked at its lock_path()", "[bad_input]")
+{
+    const auto dir = fresh_dir("storage_lock_" + std::to_string(world_size()));
+    Field f(MPI_COMM_WORLD, 0.0);
+    {
+        // A subclass of a built-in writer: its path is locked like the built-in's.
+        const std::string id = dir + "/plain";
+        auto o = quick();
+        o.storage = std::make_shared<PlainDistcpWriter>();
+        HeldLock held(id);
+        MPI_Barrier(MPI_COMM_WORLD);
+        const auto out = attempt([&] { cairn::save(f.dict, id, MPI_COMM_WORLD, o); });
+        INFO(out.what);
+        CHECK(same_error_everywhere(out, Kind::concurrent));
+        CHECK(all(contains(out.what, "checkpoint " + id + " is being written by another job")));
+        CHECK(!committed(id));
+        held.release();
+        MPI_Barrier(MPI_COMM_WORLD);
+        cairn::save(f.dict, id, MPI_COMM_WORLD, o);
+        CHECK(committed(id));
+        CHECK(on_rank0(!stdfs::exists(id + ".cairn-lock")));
+    }
+    {
+        // An empty lock_path(): no lock is taken, nor looked at.
+        const std::string id = dir + "/unlocked";
+        auto o = quick();
+        o.storage = std::make_shared<UnlockedWriter>();
+        HeldLock held(id);
+        MPI_Barrier(MPI_COMM_WORLD);
+        cairn::save(f.dict, id, MPI_COMM_WORLD, o);
+        CHECK(committed(id));
+        CHECK(on_rank0(stdfs::exists(id + ".cairn-lock"))); // the other job's, left alone
+    }
+}
+
 TEST_CASE("two jobs saving to one path: the second fails clearly, the first commits", "[bad_input]")
 {
     if (world_size() < 2)

@@ -123,7 +123,7 @@ int cmd_verify(const Context& ctx, const VerifyArgs& args)
         const std::string checked = std::to_string(report.chunks) + " chunk" + (report.chunks == 1 ? "" : "s") + ", " +
                                     human_bytes(report.bytes);
         if (!report.ok())
-            std::printf("%s: DAMAGED: %zu bad chunk%s (%s intact)\n", path.c_str(), report.problems.size(),
+            std::printf("%s: DAMAGED: %zu problem%s (%s intact)\n", path.c_str(), report.problems.size(),
                         report.problems.size() == 1 ? "" : "s", checked.c_str());
         else if (!report.checksums)
             std::printf("%s: no checksums: read %s, could not check them\n", path.c_str(), checked.c_str());

@@ -25,6 +25,9 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <vector>
+
+#include <unistd.h>
 
 namespace cairn {
 
@@ -415,11 +418,34 @@ void commit_distcp_dir(const std::string& write_dir, const std::string& path, bo
 
 } // namespace detail
 
+namespace {
+
+// Removes the data files and the temporary metadata of an unfinished save in
+// the checkpoint directory `dir` (nothing there is committed): the files
+// __*.distcp, __*.distcp.cairn-part and .metadata.h5.tmp.
+template <class Remove>
+void remove_unfinished(const std::string& dir, Remove remove)
+{
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        const auto name = e.path().filename().string();
+        const bool part = name.size() > 18 && name.compare(name.size() - 18, 18, ".distcp.cairn-part") == 0;
+        if ((name.rfind("__", 0) == 0 && (e.path().extension() == ".distcp" || part)) || name == ".metadata.h5.tmp")
+            remove(e.path().string());
+    }
+}
+
+} // namespace
+
 struct DistcpWriter::Impl final : detail::ColumnarWriter {
     void commit(detail::MetadataColumns& md) override;
     DistcpWriterOptions opt;
     std::string path;      // the checkpoint directory
     std::string write_dir; // where this save writes: `path`, or a staging sibling when replacing
+    /// The directories this save created for `path` (coordinator): `path`
+    /// first, then each parent that did not exist either.
+    std::vector<std::string> created;
+    bool committed = false; // the coordinator's commit went through: abort() leaves it
     bool coordinator = false;
     int rank = 0;
     int size = 1;
@@ -488,6 +514,8 @@ void DistcpWriter::reset(const std::string& checkpoint_id)
         throw error::WrongAPIUsage("empty checkpoint id");
     m_impl->path = fs::strip(checkpoint_id);
     m_impl->write_dir.clear();
+    m_impl->created.clear();
+    m_impl->committed = false;
 }
 
 void DistcpWriter::set_up_storage_writer(bool is_coordinator, MPI_Comm comm)
@@ -513,15 +541,14 @@ std::vector<SavePlan> DistcpWriter::prepare_global_plan(std::vector<SavePlan> pl
         im.write_dir = im.path;
         // Leftovers of an interrupted save or drain (a copy under its
         // temporary name, src/levels/drain.cpp): nothing here is committed.
-        std::error_code ec;
         if (fs::is_directory(im.path))
-            for (const auto& e : std::filesystem::directory_iterator(im.path, ec)) {
-                const auto name = e.path().filename().string();
-                const bool part = name.size() > 18 && name.compare(name.size() - 18, 18, ".distcp.cairn-part") == 0;
-                if ((name.rfind("__", 0) == 0 && (e.path().extension() == ".distcp" || part)) ||
-                    name == ".metadata.h5.tmp")
-                    fs::remove_all(e.path().string());
-            }
+            remove_unfinished(im.path, fs::remove_all);
+        // What this save creates, so that a failed save removes it again.
+        for (std::string dir = im.path; !dir.empty() && !fs::exists(dir);) {
+            im.created.push_back(dir);
+            const auto up = fs::parent(dir);
+            dir = up == dir || up == "." ? std::string() : up;
+        }
     }
     fs::create_directories(im.write_dir);
     detail::Encoder enc;
@@ -690,6 +717,8 @@ detail::ColumnarWriter* DistcpWriter::columnar() noexcept { return m_impl.get();
 
 const char* DistcpWriter::layout_name() const noexcept { return "per_rank"; }
 
+std::string DistcpWriter::lock_path() const { return m_impl->path; }
+
 bool DistcpWriter::writes_items_in_turn() const noexcept { return true; }
 
 void DistcpWriter::Impl::commit(detail::MetadataColumns& md)
@@ -701,17 +730,32 @@ void DistcpWriter::Impl::commit(detail::MetadataColumns& md)
     detail::write_metadata_file(fs::join(im.write_dir, ".metadata.h5.tmp"), md, im.opt.fsync);
     detail::commit_distcp_dir(im.write_dir, im.path, im.opt.fsync);
     im.write_dir = im.path;
+    im.committed = true;
 }
 
+// The coordinator, after every rank agreed on the failure: each rank has
+// left write_data by then (its files closed, a group's after the group's
+// last agreement), so nothing writes here any more.
 void DistcpWriter::abort() noexcept
 {
     auto& im = *m_impl;
-    if (im.write_dir.empty())
+    if (im.write_dir.empty() || im.committed)
         return;
-    if (im.write_dir != im.path)
-        fs::remove_all_noexcept(im.write_dir);
-    else
-        fs::remove_all_noexcept(fs::join(im.write_dir, ".metadata.h5.tmp"));
+    if (im.write_dir != im.path) {
+        fs::remove_all_noexcept(im.write_dir); // the staging sibling; the checkpoint at path is untouched
+        return;
+    }
+    if (im.created.empty()) {
+        // A directory that was there before: what this save wrote into it.
+        remove_unfinished(im.write_dir, fs::remove_all_noexcept);
+        return;
+    }
+    // Created by this save: all of it, then each parent it created while
+    // empty (another save may have put something beside it).
+    fs::remove_all_noexcept(im.created.front());
+    for (std::size_t k = 1; k < im.created.size(); ++k)
+        if (::rmdir(im.created[k].c_str()) != 0)
+            break;
 }
 
 std::string DataFiles::str() const

@@ -1252,6 +1252,8 @@ detail::ColumnarWriter* ContainerWriter::columnar() noexcept { return m_impl.get
 
 const char* ContainerWriter::layout_name() const noexcept { return "container"; }
 
+std::string ContainerWriter::lock_path() const { return m_impl->path; }
+
 void ContainerWriter::Impl::commit(detail::MetadataColumns& md)
 {
     auto& im = *this;
