@@ -298,6 +298,10 @@ struct CheckpointManager::Impl {
     MPI_Comm comm = MPI_COMM_NULL;
     ManagerOptions opt;
     bool container = false;
+    // The root's steps are in a layout a drain cannot copy from node-local
+    // per-rank files (container, grouped data files): with a node-local
+    // level, flush steps are saved into the root directly instead.
+    bool root_not_drainable = false;
     int rank = 0;
 
     // The async save in flight (the same on every rank: save() is collective).
@@ -584,6 +588,7 @@ CheckpointManager::CheckpointManager(std::string root, MPI_Comm comm, ManagerOpt
     m.root = fs::strip(root);
     m.comm = comm;
     m.container = options.layout == Layout::container;
+    m.root_not_drainable = m.container || options.save_options.per_rank.files.kind != DataFiles::Kind::per_rank;
     m.opt = std::move(options);
     MPI_Comm_rank(comm, &m.rank);
 }
@@ -666,9 +671,10 @@ std::optional<SaveResult> CheckpointManager::save(std::int64_t step, StateDict& 
         // when a save succeeds).
         const bool flush_now = m.opt.local.flush_every > 0 && m.saves_since_flush + 1 >= m.opt.local.flush_every;
         const int flush_count = flush_now ? 0 : m.saves_since_flush + 1;
-        // A container cannot be drained from per-rank files: on a flush
-        // step the state is saved into the root as well, synchronously.
-        const bool into_root = flush_now && m.container;
+        // A container or grouped data files cannot be drained from
+        // per-rank files: on a flush step the state is saved into the root
+        // as well, synchronously.
+        const bool into_root = flush_now && m.root_not_drainable;
         if (m.opt.async && !into_root) {
             // Planned and staged here; written, committed on every node and
             // drained in the background, on the level's own communicator.
@@ -705,7 +711,7 @@ std::optional<SaveResult> CheckpointManager::save(std::int64_t step, StateDict& 
         }
         wait_for_async_saves(); // never interleave with a save in the background
         auto ls = m.level().plan_save(step, state, m.opt.save_options);
-        const SaveResult r = m.finish_local(*ls, ls->planner(), {}, flush_now && !m.container, flush_count, m.comm);
+        const SaveResult r = m.finish_local(*ls, ls->planner(), {}, flush_now && !m.root_not_drainable, flush_count, m.comm);
         if (into_root) {
             run_phase(c, "checkpoint manager: save", [&] {
                 if (m.coordinator()) {
@@ -937,9 +943,12 @@ std::optional<std::int64_t> CheckpointManager::flush()
     m.settle();
     if (!m.has_local())
         throw error::WrongAPIUsage("CheckpointManager::flush: no node-local level (LocalLevel::dir is empty)");
-    if (m.container)
-        throw error::WrongAPIUsage("CheckpointManager::flush: the root's layout is container, which cannot be "
-                                   "drained from per-rank files (every flush_every-th save writes it instead)");
+    if (m.root_not_drainable)
+        throw error::WrongAPIUsage(std::string("CheckpointManager::flush: the root's layout is ") +
+                                   (m.container ? "container" : "per-rank with grouped data files (" +
+                                                                    m.opt.save_options.per_rank.files.str() + ")") +
+                                   ", which cannot be drained from node-local per-rank files (every "
+                                   "flush_every-th save writes it instead)");
     // The newest node-local step that can be loaded (committed on the nodes
     // that hold it), whoever saved it.
     const Comm c(m.comm);

@@ -211,6 +211,46 @@ TEST_CASE("levels: flush_every and flush() drain a step into the root, which a p
     CHECK(all(has(record, "\"redundancy\": \"none\"") || has(record, "\"redundancy\":\"none\"")));
 }
 
+TEST_CASE("levels: a root of grouped data files gets flush steps saved into it, read by a restore", "[levels]")
+{
+    const int w = world_size();
+    const std::string base = fresh_dir("levels_grouped_root_" + std::to_string(w));
+    const std::string root = base + "/root";
+    cairn::ManagerOptions o = level_options(base, cairn::Redundancy::none(), 1, 2);
+    o.save_options.per_rank.files = cairn::DataFiles::in_all(1); // one data file for all ranks
+    {
+        cairn::CheckpointManager m(root, MPI_COMM_WORLD, o);
+        Field f(MPI_COMM_WORLD, true);
+        f.fill(10);
+        m.save(10, f.dict);
+        f.fill(20);
+        m.save(20, f.dict); // a flush step: also saved into the root, grouped
+        CHECK(all(m.steps() == std::vector<std::int64_t>{20}));
+        int data_files = 0;
+        for (const auto& e : stdfs::directory_iterator(root + "/step_00000020"))
+            data_files += e.path().extension() == ".distcp";
+        CHECK(all(data_files == 1));
+        const auto lv = m.levels();
+        CHECK(all(lv.size() == 2 && lv[1].step == 20 && lv[1].node_local && lv[1].file_system));
+        // flush() cannot drain node-local per-rank files into it.
+        std::string what;
+        try {
+            m.flush();
+        } catch (const cairn::error::WrongAPIUsage& e) {
+            what = e.what();
+        }
+        INFO(what);
+        CHECK(all(has(what, "grouped data files (1)")));
+    }
+    for (int node = 0; node < w; ++node)
+        wipe(base, node); // every node's storage lost: the root's step
+    cairn::CheckpointManager m(root, MPI_COMM_WORLD, o);
+    Field back(MPI_COMM_WORLD, false);
+    CHECK(all(m.restore_latest(back.dict) == 20));
+    CHECK(all(back.holds(20)));
+    CHECK(all(m.last_restore().level == cairn::RestoreReport::Level::file_system));
+}
+
 TEST_CASE("levels: a wiped node's files are rebuilt from partner copies and from XOR parity", "[levels]")
 {
     const int w = world_size();
