@@ -256,7 +256,7 @@ void warm_page_cache()
     // Touched first: written from untouched memory (the zero page) the same
     // scratch file left every following write about twice as slow here, and
     // touching memory without the file left the noise as it was (A/B runs of
-    // mixed,mpiio,hdf5, BENCHMARKS.md "The page-cache pre-warm"). Freed
+    // mixed,mpiio,hdf5; BENCHMARKS.md, "Method", "Page cache"). Freed
     // (unmapped) before any memory figure is taken.
     const std::unique_ptr<char[]> buf(new char[static_cast<std::size_t>(g_warm_bytes)]);
     touch_write(buf.get(), static_cast<std::size_t>(g_warm_bytes));
@@ -1807,7 +1807,7 @@ void bench_planning(long ranks, long arrays, Results& R)
         }
         t_build += now() - t0;
         // The memory the coordinator's steps are about to take, touched and
-        // freed just before (the method of "Fresh memory" in BENCHMARKS.md:
+        // freed just before (BENCHMARKS.md, "Method", "Page cache":
         // on this VM the first use of memory the host has taken back costs
         // more than the work; a coordinator on a dedicated node reuses its own).
         const auto prewarm = [&] {
