@@ -370,14 +370,6 @@ std::vector<std::string> NodeLevel::own_files(const LocalManifest& m) const
 
 SavePlanner& LocalSave::planner() const { return *session->planner; }
 
-SaveResult NodeLevel::save(std::int64_t step, StateDict& state, const SaveOptions& options,
-                           std::vector<std::string>* my_files)
-{
-    wait_for_async_saves(); // never interleave with a save in the background
-    const auto s = plan_save(step, state, options);
-    return finish_save(*s, s->planner(), {}, my_files);
-}
-
 std::unique_ptr<LocalSave> NodeLevel::plan_save(std::int64_t step, StateDict& state, const SaveOptions& options)
 {
     wait_for_removal();

@@ -81,27 +81,24 @@ public:
     /// This node's directory of `step`: <node dir>/step_<N>.
     std::string step_dir(std::int64_t step) const;
 
-    /// Collective: saves `state` as `step` into every node's storage, adds
-    /// the redundancy data and commits the step on every node; then applies
-    /// the node-local retention. Throws the same error on every rank; a
-    /// failure leaves every committed node-local step as it was. The steps
-    /// retention drops are renamed away (no longer committed) at once and
-    /// removed by a thread of this node's leader while the caller goes on;
-    /// the next call of this object waits for it.
-    /// `my_files` (when not null) gets the data files this rank wrote. The
-    /// result's `seconds` is the whole node-local save's.
-    SaveResult save(std::int64_t step, StateDict& state, const SaveOptions& options,
-                    std::vector<std::string>* my_files = nullptr);
-
-    /// save() in two halves, so that the second can run on a background
-    /// thread (an async manager save). plan_save, collective, on the
-    /// caller's thread: every node's staging directory made ready, the save
-    /// planned (the caller's buffers are read by the write, or by a staged
-    /// copy of the plan's data). Throws the same error on every rank.
+    /// A node-local save, in two halves so that the second can run on a
+    /// background thread (an async manager save) or straight after the
+    /// first. Together they save `state` as `step` into every node's
+    /// storage, add the redundancy data and commit the step on every node,
+    /// then apply the node-local retention; each throws the same error on
+    /// every rank, and a failure leaves every committed node-local step as
+    /// it was. The steps retention drops are renamed away (no longer
+    /// committed) at once and removed by a thread of this node's leader
+    /// while the caller goes on; the next call of this object waits for it.
+    /// plan_save, collective, on the caller's thread: every node's staging
+    /// directory made ready, the save planned (the caller's buffers are
+    /// read by the write, or by a staged copy of the plan's data).
     std::unique_ptr<LocalSave> plan_save(std::int64_t step, StateDict& state, const SaveOptions& options);
-    /// The rest of save(), collective on any one thread: the data written
+    /// The second half, collective on any one thread: the data written
     /// from `source`, `on_written` called once this rank's data is written,
     /// metadata and manifest on every node, redundancy, commit, retention.
+    /// `my_files` (when not null) gets the data files this rank wrote. The
+    /// result's `seconds` is the whole node-local save's.
     SaveResult finish_save(LocalSave& s, SavePlanner& source, const std::function<void()>& on_written,
                            std::vector<std::string>* my_files);
 
