@@ -22,9 +22,9 @@
 #include "core/codec.hpp"
 #include "levels/drain.hpp"
 #include "plan/columnar.hpp"
-#include "storage/distcp/file_groups.hpp"
+#include "storage/per_rank/file_groups.hpp"
 #include "stage/stage.hpp"
-#include "storage/hdf5/metadata_h5.hpp"
+#include "format/metadata_h5.hpp"
 
 #include <hdf5.h>
 #include <mpi.h>

@@ -8,7 +8,7 @@
 // metadata re-encoded in frames (the broadcast) and decoded frame by frame
 // must keep the same.
 // Inputs are first held to what the metadata reader guarantees (every chunk
-// box inside its array, src/storage/hdf5/metadata_h5.cpp), since the planner
+// box inside its array, src/format/metadata_h5.cpp), since the planner
 // only ever sees validated metadata from Cairn's own readers. Every input must
 // plan or throw a cairn::Error; every read item must lie inside both this
 // rank's box and the chunk it reads from.

@@ -10,7 +10,7 @@
 #include "cairn/errors.hpp"
 #include "cairn/storage.hpp"
 #include "core/codec.hpp"
-#include "storage/hdf5/metadata_h5.hpp"
+#include "format/metadata_h5.hpp"
 
 #include <cstddef>
 #include <cstdint>

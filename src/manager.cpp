@@ -19,8 +19,8 @@
 #include "core/codec.hpp"
 #include "levels/drain.hpp"
 #include "levels/local_level.hpp"
-#include "storage/fs.hpp"
-#include "storage/path_lock.hpp"
+#include "io/fs.hpp"
+#include "io/path_lock.hpp"
 
 #include <algorithm>
 #include <cerrno>

@@ -5,7 +5,7 @@
 
 #include "cairn/dtype.hpp"
 #include "cairn/log.hpp"
-#include "storage/mpi_hints.hpp"
+#include "io/mpi_hints.hpp"
 
 #include <mpi.h>
 

@@ -20,21 +20,21 @@
 
 namespace cairn::detail::fault {
 
-// MPI-IO calls of the per-rank layout (src/storage/distcp/mpiio.cpp).
+// MPI-IO calls of the per-rank layout (src/io/mpiio.cpp).
 inline constexpr const char* mpiio_open = "mpiio.open";         ///< MPI_File_open (read or write)
 inline constexpr const char* mpiio_write = "mpiio.write";       ///< MPI_File_write_at
 inline constexpr const char* mpiio_read = "mpiio.read";         ///< MPI_File_read_at
 inline constexpr const char* mpiio_set_size = "mpiio.set_size"; ///< MPI_File_set_size
 inline constexpr const char* mpiio_sync = "mpiio.sync";         ///< MPI_File_sync
 inline constexpr const char* mpiio_close = "mpiio.close";       ///< MPI_File_close
-// File-system calls of both layouts (src/storage/fs.cpp).
+// File-system calls of both layouts (src/io/fs.cpp).
 inline constexpr const char* fs_mkdir = "fs.mkdir";   ///< create_directories
 inline constexpr const char* fs_fsync = "fs.fsync";   ///< fsync_path (files and directories)
 inline constexpr const char* fs_rename = "fs.rename"; ///< rename (the commit of metadata and containers)
 inline constexpr const char* fs_remove = "fs.remove"; ///< remove_all (not the noexcept cleanup)
 inline constexpr const char* fs_reserve = "fs.reserve"; ///< fallocate (a container's space, before it is written)
 inline constexpr const char* fs_write = "fs.write";     ///< write of a metadata file (metadata.h5's bytes)
-// HDF5 calls of the container layout (src/storage/hdf5/container_*.cpp). The
+// HDF5 calls of the container layout (src/storage/container/container_*.cpp). The
 // call is always made (a collective call skipped on one rank would hang the
 // others); a fault makes it report failure afterwards (container::inject).
 inline constexpr const char* h5_create = "h5.create"; ///< H5Fcreate of the container, H5Dcreate2 of its datasets

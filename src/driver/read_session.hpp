@@ -8,7 +8,7 @@
 #include "comm/protocol.hpp"
 #include "core/codec.hpp"
 #include "core/phase_log.hpp"
-#include "storage/path_lock.hpp"
+#include "io/path_lock.hpp"
 
 #include <chrono>
 #include <memory>

@@ -8,7 +8,7 @@
 #include "core/phase_log.hpp"
 #include "driver/capabilities.hpp"
 #include "plan/columnar.hpp"
-#include "storage/path_lock.hpp"
+#include "io/path_lock.hpp"
 
 #include <chrono>
 #include <functional>

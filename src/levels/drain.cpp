@@ -5,9 +5,9 @@
 #include "cairn/distcp.hpp"
 #include "cairn/errors.hpp"
 #include "core/fault.hpp"
-#include "storage/distcp/commit.hpp"
-#include "storage/fs.hpp"
-#include "storage/writeback.hpp"
+#include "storage/per_rank/commit.hpp"
+#include "io/fs.hpp"
+#include "io/writeback.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -34,7 +34,7 @@ constexpr std::size_t kernel_chunk = std::size_t(8) << 20;
 /// The buffer of the read/write fallback (aligned to the page).
 constexpr std::size_t buffer_bytes = std::size_t(4) << 20;
 /// With fsync: bytes per file written but not yet on the device (early
-/// writeback, storage/writeback.hpp), WriteOptions::writeback_bytes' default,
+/// writeback, io/writeback.hpp), WriteOptions::writeback_bytes' default,
 /// so that copying and the device overlap as in a save.
 constexpr std::uint64_t writeback_bytes = std::uint64_t(64) << 20;
 

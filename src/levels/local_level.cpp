@@ -16,7 +16,7 @@
 #include "comm/protocol.hpp"
 #include "core/codec.hpp"
 #include "driver/save_session.hpp"
-#include "storage/fs.hpp"
+#include "io/fs.hpp"
 
 #include <nlohmann/json.hpp>
 

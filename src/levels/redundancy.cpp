@@ -3,7 +3,7 @@
 #include "levels/redundancy.hpp"
 
 #include "cairn/errors.hpp"
-#include "storage/fs.hpp"
+#include "io/fs.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -6,7 +6,7 @@
 #include "cairn/distcp.hpp"
 #include "cairn/storage.hpp"
 
-#include "storage/fs.hpp"
+#include "io/fs.hpp"
 
 #include <cstring>
 #include <filesystem>

@@ -8,7 +8,7 @@
 #include <cairn/cairn.hpp>
 #include <cairn/testing.hpp>
 
-#include "storage/distcp/mpiio.hpp" // private: detail::distcp_writers
+#include "io/mpiio.hpp" // private: detail::distcp_writers
 
 #include <algorithm>
 #include <cerrno>

@@ -1,8 +1,8 @@
-// The run form of metadata.h5's per-chunk columns (src/storage/hdf5/column_runs.hpp).
+// The run form of metadata.h5's per-chunk columns (src/format/column_runs.hpp).
 #include "unit_common.hpp"
 
 #include "cairn/errors.hpp"
-#include "storage/hdf5/column_runs.hpp"
+#include "format/column_runs.hpp"
 
 #include <cstdint>
 #include <limits>

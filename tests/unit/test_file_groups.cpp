@@ -1,9 +1,9 @@
 // Which ranks of a per-rank save share a data file (DataFiles) and the
-// names of the group files (src/storage/distcp/file_groups.hpp), for rank
+// names of the group files (src/storage/per_rank/file_groups.hpp), for rank
 // and node counts no MPI test runs.
 #include "unit_common.hpp"
 
-#include "storage/distcp/file_groups.hpp"
+#include "storage/per_rank/file_groups.hpp"
 
 #include <set>
 #include <string>

@@ -1,11 +1,11 @@
-// The checkpoint metadata as an HDF5 file (src/storage/hdf5/metadata_h5.hpp).
+// The checkpoint metadata as an HDF5 file (src/format/metadata_h5.hpp).
 #include "plan_compare.hpp"
 #include "unit_common.hpp"
 
 #include "core/checksum.hpp"
 #include "core/codec.hpp"
-#include "storage/hdf5/h5.hpp"
-#include "storage/hdf5/metadata_h5.hpp"
+#include "io/h5.hpp"
+#include "format/metadata_h5.hpp"
 
 #include <hdf5.h>
 

@@ -1,10 +1,10 @@
 // The rounds of a container's small-dataset aggregation
-// (src/storage/hdf5/container_h5.hpp, small_rounds): at most one group per
+// (src/storage/container/container_h5.hpp, small_rounds): at most one group per
 // rank in a round, at most the send limit from any rank past a round's first
 // group, and as few rounds as those two bounds allow, at any scale.
 #include "unit_common.hpp"
 
-#include "storage/hdf5/container_h5.hpp"
+#include "storage/container/container_h5.hpp"
 
 #include <cstdint>
 #include <numeric>

@@ -1,8 +1,8 @@
-// Early writeback (src/storage/writeback.hpp): the pieces it cuts, that it is
+// Early writeback (src/io/writeback.hpp): the pieces it cuts, that it is
 // a harmless no-op where it cannot work, that it never changes a byte, and,
 // where the kernel can tell (cachestat(2), Linux 6.5), that it really bounds
 // the bytes of a file that are written but not yet on the device.
-#include "storage/writeback.hpp"
+#include "io/writeback.hpp"
 #include "unit_common.hpp"
 
 #include <cerrno>

@@ -1,4 +1,4 @@
-#include "storage/distcp/file_groups.hpp"
+#include "storage/per_rank/file_groups.hpp"
 
 #include <cstdint>
 #include <map>

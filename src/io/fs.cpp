@@ -1,4 +1,4 @@
-#include "storage/fs.hpp"
+#include "io/fs.hpp"
 
 #include "cairn/errors.hpp"
 #include "core/fault.hpp"

@@ -1,4 +1,4 @@
-#include "storage/hdf5/column_runs.hpp"
+#include "format/column_runs.hpp"
 
 #include "cairn/errors.hpp"
 

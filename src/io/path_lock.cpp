@@ -1,8 +1,8 @@
-#include "storage/path_lock.hpp"
+#include "io/path_lock.hpp"
 
-#include "cairn/distcp.hpp"
+#include "cairn/distcp.hpp" // metadata_file_name: a per-rank checkpoint's identity is its metadata.h5
 #include "cairn/errors.hpp"
-#include "storage/fs.hpp"
+#include "io/fs.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

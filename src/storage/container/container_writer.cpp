@@ -26,12 +26,12 @@
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
 #include "storage/columnar_storage.hpp"
-#include "storage/distcp/mpiio.hpp"
-#include "storage/fs.hpp"
-#include "storage/hdf5/container_h5.hpp"
-#include "storage/hdf5/h5.hpp"
-#include "storage/hdf5/metadata_h5.hpp"
-#include "storage/writeback.hpp"
+#include "io/mpiio.hpp"
+#include "io/fs.hpp"
+#include "storage/container/container_h5.hpp"
+#include "io/h5.hpp"
+#include "format/metadata_h5.hpp"
+#include "io/writeback.hpp"
 
 #include <algorithm>
 #include <cerrno>

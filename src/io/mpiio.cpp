@@ -1,9 +1,9 @@
-#include "storage/distcp/mpiio.hpp"
+#include "io/mpiio.hpp"
 
 #include "cairn/errors.hpp"
 #include "core/fault.hpp"
-#include "storage/fs.hpp"
-#include "storage/mpi_hints.hpp"
+#include "io/fs.hpp"
+#include "io/mpi_hints.hpp"
 
 #include <algorithm>
 #include <cerrno>

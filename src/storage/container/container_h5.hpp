@@ -5,7 +5,7 @@
 
 #include "cairn/box.hpp"
 #include "cairn/container.hpp"
-#include "storage/hdf5/h5.hpp"
+#include "io/h5.hpp"
 
 #include <mpi.h>
 

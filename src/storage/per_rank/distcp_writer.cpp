@@ -8,13 +8,13 @@
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
 #include "storage/columnar_storage.hpp"
-#include "storage/distcp/commit.hpp"
-#include "storage/distcp/file_groups.hpp"
-#include "storage/distcp/mpiio.hpp"
-#include "storage/fs.hpp"
-#include "storage/hdf5/metadata_h5.hpp"
-#include "storage/mpi_hints.hpp"
-#include "storage/writeback.hpp"
+#include "storage/per_rank/commit.hpp"
+#include "storage/per_rank/file_groups.hpp"
+#include "io/mpiio.hpp"
+#include "io/fs.hpp"
+#include "format/metadata_h5.hpp"
+#include "io/mpi_hints.hpp"
+#include "io/writeback.hpp"
 
 #include <algorithm>
 #include <atomic>

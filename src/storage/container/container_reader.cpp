@@ -33,12 +33,12 @@
 #include "core/scalar_text.hpp"
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
-#include "storage/distcp/mpiio.hpp"
+#include "io/mpiio.hpp"
 #include "storage/columnar_storage.hpp"
-#include "storage/fs.hpp"
-#include "storage/hdf5/container_h5.hpp"
-#include "storage/hdf5/h5.hpp"
-#include "storage/hdf5/metadata_h5.hpp"
+#include "io/fs.hpp"
+#include "storage/container/container_h5.hpp"
+#include "io/h5.hpp"
+#include "format/metadata_h5.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -18,7 +18,7 @@ class MpiFile {
 public:
     enum class Mode { read, write };
     /// Opens `path` on `comm` (collective over it) with `hints`
-    /// (storage/mpi_hints.hpp: checked, and shown at LogLevel::debug); write
+    /// (io/mpi_hints.hpp: checked, and shown at LogLevel::debug); write
     /// mode creates it. On a shared `comm`, the open fails on every member
     /// or on none, sync() and close() call MPI on every member even where
     /// they fail (so no member waits for one that gave up), and writes and

@@ -1,9 +1,9 @@
-#include "storage/hdf5/container_h5.hpp"
+#include "storage/container/container_h5.hpp"
 
 #include "cairn/errors.hpp"
 #include "cairn/log.hpp"
 #include "core/fault.hpp"
-#include "storage/mpi_hints.hpp"
+#include "io/mpi_hints.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "storage/mpi_hints.hpp"
+#include "io/mpi_hints.hpp"
 
 #include "cairn/errors.hpp"
 #include "cairn/log.hpp"

@@ -3,11 +3,11 @@
 #include "core/checksum.hpp"
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
-#include "storage/distcp/mpiio.hpp"
+#include "io/mpiio.hpp"
 #include "storage/columnar_storage.hpp"
-#include "storage/fs.hpp"
-#include "storage/hdf5/metadata_h5.hpp"
-#include "storage/mpi_hints.hpp"
+#include "io/fs.hpp"
+#include "format/metadata_h5.hpp"
+#include "io/mpi_hints.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "storage/writeback.hpp"
+#include "io/writeback.hpp"
 
 #include <algorithm>
 

@@ -1,13 +1,13 @@
-#include "storage/hdf5/metadata_h5.hpp"
+#include "format/metadata_h5.hpp"
 
 #include "cairn/errors.hpp"
 #include "cairn/testing.hpp"
 #include "core/checksum.hpp"
 #include "core/fault.hpp"
 #include "core/tiling.hpp"
-#include "storage/fs.hpp"
-#include "storage/hdf5/column_runs.hpp"
-#include "storage/hdf5/h5.hpp"
+#include "format/column_runs.hpp"
+#include "io/fs.hpp"
+#include "io/h5.hpp"
 
 #include <algorithm>
 #include <cerrno>

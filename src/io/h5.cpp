@@ -1,4 +1,4 @@
-#include "storage/hdf5/h5.hpp"
+#include "io/h5.hpp"
 
 #include "cairn/dtype.hpp"
 #include "cairn/errors.hpp"
