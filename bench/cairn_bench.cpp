@@ -2315,9 +2315,13 @@ void bench_redundancy(u64 total)
 // (--local-dir + "-levels/node%n"), flush_every 0 so that nothing drains.
 // The large workload (at most 512 MiB). Per run, interleaved, order rotating:
 // the blocking time of CheckpointManager::save with redundancy none
-// ("local-save-none") and partner ("local-save-partner", 2 ranks or more)
-// against a memcpy of this rank's bytes into a touched buffer ("memcpy")
-// and a write(2) of them into a fresh file of the RAM disk ("write-shm");
+// ("local-save-none") and partner ("local-save-partner", 2 ranks or more),
+// keep_last 2 (the default: each save writes over the files of the step it
+// drops; two steps are saved before the runs, as a running job's saves
+// find them), and with redundancy none and keep_last 1 (nothing to reuse:
+// fresh files, "local-save-fresh"), against a memcpy of this rank's bytes
+// into a touched buffer ("memcpy") and a write(2) of them into a fresh file
+// of the RAM disk ("write-shm");
 // then restore_latest by a new manager (a restarted job) from the
 // node-local level ("restore-local") and from a per-rank checkpoint in
 // --dir, page cache dropped first ("restore-fs"), in alternating order.
@@ -2335,22 +2339,25 @@ void bench_levels(u64 total)
         local_root.c_str());
     remove_path(local_root);
     remove_path(base);
-    auto options = [&](const char* red, cairn::Redundancy r) {
+    auto options = [&](const char* red, cairn::Redundancy r, int keep) {
         cairn::ManagerOptions o;
         o.local.dir = local_root + "/" + red + "/node%n";
         o.local.redundancy = r;
         o.local.flush_every = 0;
         o.local.ranks_per_node = 1;
-        o.local.keep_last = 1;
+        o.local.keep_last = keep;
         return o;
     };
-    const cairn::ManagerOptions o_none = options("none", cairn::Redundancy{});
-    const cairn::ManagerOptions o_partner = options("partner", cairn::Redundancy::partner());
+    const cairn::ManagerOptions o_none = options("none", cairn::Redundancy{}, 2);
+    const cairn::ManagerOptions o_fresh = options("fresh", cairn::Redundancy{}, 1);
+    const cairn::ManagerOptions o_partner = options("partner", cairn::Redundancy::partner(), 2);
     const std::string root_none = base + "/none", root_partner = base + "/partner", root_fs = base + "/fs";
+    const std::string root_fresh = base + "/fresh";
     const bool partner = g_size >= 2;
     if (!partner)
         say("note: local-save-partner needs 2 ranks (2 fake nodes): skipped\n");
     cairn::CheckpointManager m_none(root_none, g_comm, o_none);
+    cairn::CheckpointManager m_fresh(root_fresh, g_comm, o_fresh);
     std::unique_ptr<cairn::CheckpointManager> m_partner;
     if (partner)
         m_partner = std::make_unique<cairn::CheckpointManager>(root_partner, g_comm, o_partner);
@@ -2420,18 +2427,27 @@ void bench_levels(u64 total)
             check_state(w, what);
         return t;
     };
+    // Two steps saved before the runs (untimed), so that every timed save
+    // with keep_last 2 drops, and reuses, an older step.
+    for (std::int64_t s = 0; s < 2; ++s) {
+        save_case(m_none, s);
+        save_case(m_fresh, s);
+        if (m_partner)
+            save_case(*m_partner, s);
+    }
     for (int run = 0; run < g_opt.warmup + g_opt.runs; ++run) {
         const bool timed_run = run >= g_opt.warmup;
-        double t_mem = 0, t_write = 0, t_none = 0, t_partner = 0;
-        // The four cases in rotating order.
-        for (int k = 0; k < 4; ++k) {
-            switch ((run + k) % 4) {
+        double t_mem = 0, t_write = 0, t_none = 0, t_fresh = 0, t_partner = 0;
+        // The five cases in rotating order.
+        for (int k = 0; k < 5; ++k) {
+            switch ((run + k) % 5) {
             case 0: t_mem = memcpy_case(); break;
-            case 1: t_none = save_case(m_none, run); break;
+            case 1: t_none = save_case(m_none, run + 2); break;
             case 2: t_write = write_case(); break;
+            case 3: t_fresh = save_case(m_fresh, run + 2); break;
             default:
                 if (m_partner)
-                    t_partner = save_case(*m_partner, run);
+                    t_partner = save_case(*m_partner, run + 2);
             }
         }
         double t_local = 0, t_fs = 0;
@@ -2449,6 +2465,7 @@ void bench_levels(u64 total)
                 std::printf("warmup levels memcpy %.3f s\n", t_mem);
                 std::printf("warmup levels write-shm %.3f s\n", t_write);
                 std::printf("warmup levels local-save-none %.3f s\n", t_none);
+                std::printf("warmup levels local-save-fresh %.3f s\n", t_fresh);
                 if (partner)
                     std::printf("warmup levels local-save-partner %.3f s\n", t_partner);
                 std::printf("warmup levels restore-local %.3f s\n", t_local);
@@ -2459,6 +2476,7 @@ void bench_levels(u64 total)
         R.add("memcpy", T, t_mem);
         R.add("write-shm", T, t_write);
         R.add("local-save-none", T, t_none);
+        R.add("local-save-fresh", T, t_fresh);
         if (partner)
             R.add("local-save-partner", T, t_partner);
         R.add("restore-local", T, t_local);
@@ -2473,9 +2491,12 @@ void bench_levels(u64 total)
             ratio_line(R.workload, a + "/" + b, R.secs.at(a).median() / R.secs.at(b).median());
     };
     secs_ratio("local-save-none", "memcpy");
+    secs_ratio("local-save-fresh", "memcpy");
+    secs_ratio("local-save-none", "local-save-fresh");
     secs_ratio("local-save-partner", "memcpy");
     secs_ratio("write-shm", "memcpy");
     secs_ratio("local-save-none", "write-shm");
+    secs_ratio("local-save-fresh", "write-shm");
     secs_ratio("local-save-partner", "write-shm");
     secs_ratio("restore-fs", "restore-local");
 }

@@ -370,6 +370,88 @@ std::vector<std::string> NodeLevel::own_files(const LocalManifest& m) const
 
 SavePlanner& LocalSave::planner() const { return *session->planner; }
 
+namespace {
+
+// The steps named in `dir` other than `except` (committed or not), newest first.
+std::vector<std::int64_t> steps_in(const std::string& dir, std::int64_t except)
+{
+    std::vector<std::int64_t> steps;
+    std::error_code ec;
+    for (const auto& e : stdfs::directory_iterator(dir, ec)) {
+        std::int64_t s = 0;
+        if (parse_local_step_name(e.path().filename().string(), s) && s != except)
+            steps.push_back(s);
+    }
+    std::sort(steps.rbegin(), steps.rend());
+    return steps;
+}
+
+// Of `newest_first` (the other steps of a node), those the retention of a
+// save drops with keep_last `keep`: all but the keep-1 newest.
+std::vector<std::int64_t> dropped_by_retention(const std::vector<std::int64_t>& newest_first, int keep)
+{
+    const std::size_t kept = static_cast<std::size_t>(std::max(keep, 1) - 1);
+    if (newest_first.size() <= kept)
+        return {};
+    return std::vector<std::int64_t>(newest_first.begin() + static_cast<std::ptrdiff_t>(kept), newest_first.end());
+}
+
+bool committed_dir(const std::string& path)
+{
+    return fs::exists(fs::join(path, level_manifest_name)) && fs::exists(fs::join(path, metadata_file_name));
+}
+
+bool is_data_file_name(const std::string& n)
+{
+    return n.size() > 9 && n.rfind("__", 0) == 0 && n.compare(n.size() - 7, 7, ".distcp") == 0;
+}
+
+// The step whose files a save of `step` into `my_dir` (`final_dir`: that
+// step's name there) reuses, or -1: the newest of those its retention drops
+// that is not the node's newest committed step.
+std::int64_t recycled_step(const std::string& my_dir, std::int64_t step, const std::string& final_dir, int keep)
+{
+    const auto others = steps_in(my_dir, step);
+    std::int64_t newest_committed = -1;
+    for (const std::int64_t s : others)
+        if (committed_dir(fs::join(my_dir, local_step_name(s)))) {
+            newest_committed = s;
+            break;
+        }
+    if (committed_dir(final_dir))
+        newest_committed = std::max(newest_committed, step);
+    for (const std::int64_t s : dropped_by_retention(others, keep))
+        if (s != newest_committed)
+            return s;
+    return -1;
+}
+
+// Renames step directory `dir` away (`<dir>.cairn-old`: no longer committed)
+// and moves its data files, and its redundancy files of `scheme`, into
+// `staging` under their names. Returns the renamed remains ("" when the
+// step could not be renamed: nothing is moved).
+std::string recycle_files(const std::string& dir, const std::string& staging, Redundancy::Scheme scheme)
+{
+    const std::string remains = dir + old_suffix;
+    if (::rename(dir.c_str(), remains.c_str()) != 0)
+        return "";
+    std::error_code ec;
+    for (const auto& e : stdfs::directory_iterator(remains, ec)) {
+        const std::string n = e.path().filename().string();
+        std::error_code ec2;
+        if (is_data_file_name(n) && e.is_regular_file(ec2))
+            (void)::rename(e.path().c_str(), fs::join(staging, n).c_str());
+    }
+    const char* sub = scheme == Redundancy::Scheme::partner      ? "partner"
+                      : scheme == Redundancy::Scheme::xor_parity ? "xor"
+                                                                 : nullptr;
+    if (sub && fs::is_directory(fs::join(remains, sub)))
+        (void)::rename(fs::join(remains, sub).c_str(), fs::join(staging, sub).c_str());
+    return remains;
+}
+
+} // namespace
+
 std::unique_ptr<LocalSave> NodeLevel::plan_save(std::int64_t step, StateDict& state, const SaveOptions& options)
 {
     wait_for_removal();
@@ -382,28 +464,7 @@ std::unique_ptr<LocalSave> NodeLevel::plan_save(std::int64_t step, StateDict& st
     ls->my_dir = node_dir(m_topo.node);
     ls->staging = fs::join(ls->my_dir, name + staging_suffix);
     ls->final_dir = fs::join(ls->my_dir, name);
-    const std::string& my_dir = ls->my_dir;
-    const std::string& staging = ls->staging;
-
-    // Every node's staging directory made fresh by its leader, with what
-    // interrupted saves left (one job writes a node's directory at a time).
-    run_phase(c, "node-local save: prepare", [&] {
-        if (!m_topo.leader())
-            return;
-        fs::create_directories(my_dir);
-        std::error_code ec;
-        for (const auto& e : stdfs::directory_iterator(my_dir, ec)) {
-            const std::string n = e.path().filename().string();
-            for (const char* suffix : {staging_suffix, old_suffix}) {
-                std::int64_t s = 0;
-                const std::size_t k = std::strlen(suffix);
-                if (n.size() > k && n.compare(n.size() - k, k, suffix) == 0 &&
-                    parse_local_step_name(n.substr(0, n.size() - k), s))
-                    fs::remove_all(e.path().string());
-            }
-        }
-        fs::create_directories(staging);
-    });
+    prepare_staging(*ls);
 
     // The per-rank save, each rank's files into its own node's directory.
     DistcpWriterOptions po;
@@ -414,7 +475,7 @@ std::unique_ptr<LocalSave> NodeLevel::plan_save(std::int64_t step, StateDict& st
     for (int r = 0; r < m_topo.size; ++r)
         dir_of_rank.push_back(
             fs::join(node_dir(m_topo.node_of_rank[static_cast<std::size_t>(r)]), name + staging_suffix));
-    ls->writer = std::make_shared<NodeWriter>(std::move(po), staging, std::move(dir_of_rank));
+    ls->writer = std::make_shared<NodeWriter>(std::move(po), ls->staging, std::move(dir_of_rank));
     SaveOptions so = options;
     so.layout = Layout::per_rank;
     so.per_rank.files = DataFiles{};
@@ -423,35 +484,99 @@ std::unique_ptr<LocalSave> NodeLevel::plan_save(std::int64_t step, StateDict& st
     so.storage = ls->writer;
     // The id every rank passes (each writes its own node's copy).
     ls->session = detail::plan_save(state, fs::join(node_dir(0), name + staging_suffix), c.comm, so);
+    // After the planning: the coordinator's storage has cleared its staging
+    // directory of data files by then.
+    recycle_older_step(*ls);
     return ls;
+}
+
+// Every node's staging directory made fresh by its leader, with what
+// interrupted saves left (one job writes a node's directory at a time).
+void NodeLevel::prepare_staging(const LocalSave& ls)
+{
+    run_phase(Comm(m_topo.comm), "node-local save: prepare", [&] {
+        if (!m_topo.leader())
+            return;
+        fs::create_directories(ls.my_dir);
+        std::error_code ec;
+        for (const auto& e : stdfs::directory_iterator(ls.my_dir, ec)) {
+            const std::string n = e.path().filename().string();
+            for (const char* suffix : {staging_suffix, old_suffix}) {
+                std::int64_t s = 0;
+                const std::size_t k = std::strlen(suffix);
+                if (n.size() > k && n.compare(n.size() - k, k, suffix) == 0 &&
+                    parse_local_step_name(n.substr(0, n.size() - k), s))
+                    fs::remove_all(e.path().string());
+            }
+        }
+        fs::create_directories(ls.staging);
+    });
+}
+
+// Each leader: when this save's retention will drop an older step anyway,
+// and it is not the newest committed one (so that a failed save keeps the
+// last good step: with keep_last 1 nothing is recycled), the newest such
+// step is renamed away (no longer committed) and its data files and
+// redundancy files of this save's scheme are moved into the staging
+// directory under their names, for the writers to write over in place.
+// Best effort: what cannot be moved is not reused. Collective (every rank
+// of a node starts writing only once its files are in place).
+void NodeLevel::recycle_older_step(LocalSave& ls)
+{
+    run_phase(Comm(m_topo.comm), "node-local save: recycle", [&] {
+        if (!m_topo.leader())
+            return;
+        try {
+            const std::int64_t victim = recycled_step(ls.my_dir, ls.step, ls.final_dir, m_opt.keep_last);
+            if (victim >= 0)
+                ls.recycled = recycle_files(fs::join(ls.my_dir, local_step_name(victim)), ls.staging,
+                                            m_opt.redundancy.scheme);
+        } catch (const std::exception&) {
+            // Nothing reused: the save writes fresh files.
+        }
+    });
 }
 
 SaveResult NodeLevel::finish_save(LocalSave& ls, SavePlanner& source, const std::function<void()>& on_written,
                                   std::vector<std::string>* my_files)
 {
     const Comm c(m_topo.comm);
-    const std::int64_t step = ls.step;
-    const SaveOptions& options = ls.options;
-    const double t0 = ls.t0;
-    const std::string& my_dir = ls.my_dir;
-    const std::string& staging = ls.staging;
-    const std::string& final_dir = ls.final_dir;
-    NodeWriter* const writer = ls.writer.get();
     SaveResult result = detail::write_and_commit(*ls.session, source, on_written);
+    const LocalManifest m = make_manifest(ls);
+    copy_metadata_and_manifest(ls, m);
+    if (m_opt.redundancy.scheme != Redundancy::Scheme::none)
+        run_phase(c, "node-local save: redundancy", [&] {
+            encode_redundancy(m_topo, m.layout, ls.staging);
+            if (m_topo.leader() && !ls.recycled.empty())
+                remove_stale_redundancy(m_topo, m.layout, ls.staging);
+        });
+    commit_step(ls);
+    apply_retention(ls);
+    if (my_files)
+        *my_files = own_files(m);
+    // The whole node-local save (data, metadata copies, redundancy, commit,
+    // retention) as the coordinator timed it.
+    result.seconds = MPI_Wtime() - ls.t0;
+    MPI_Bcast(&result.seconds, 1, MPI_DOUBLE, 0, c.comm);
+    return result;
+}
 
-    // The manifest: every rank's files and their sizes.
+// The manifest: every rank's files and their sizes (the same on every rank).
+LocalManifest NodeLevel::make_manifest(const LocalSave& ls)
+{
+    const Comm c(m_topo.comm);
     const auto files_of = allgather_strings(c, run_phase(c, "node-local save: list files", [&] {
         std::vector<std::string> v;
-        for (const auto& f : writer->files) {
-            if (!fs::exists(fs::join(staging, f)))
+        for (const auto& f : ls.writer->files) {
+            if (!fs::exists(fs::join(ls.staging, f)))
                 continue;
             v.push_back(f);
-            v.push_back(std::to_string(fs::file_size(fs::join(staging, f))));
+            v.push_back(std::to_string(fs::file_size(fs::join(ls.staging, f))));
         }
         return v;
     }), "node-local save: files");
     LocalManifest m;
-    m.step = step;
+    m.step = ls.step;
     m.save_id = bcast_u64(c, static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                  std::chrono::system_clock::now().time_since_epoch())
                                  .count()));
@@ -465,14 +590,20 @@ SaveResult NodeLevel::finish_save(LocalSave& ls, SavePlanner& source, const std:
             files.push_back(SavedFile{v[i], static_cast<std::uint64_t>(std::stoull(v[i + 1]))});
         m.layout.files.push_back(std::move(files));
     }
-    const std::string manifest = manifest_text(m);
+    return m;
+}
 
-    // The metadata file (committed by the coordinator on its node) and the
-    // manifest on every node.
+// The metadata file (committed by the coordinator on its node) and the
+// manifest on every node; recycled data files this save did not write again
+// removed.
+void NodeLevel::copy_metadata_and_manifest(const LocalSave& ls, const LocalManifest& m)
+{
+    const Comm c(m_topo.comm);
+    const std::string manifest = manifest_text(m);
     Bytes md;
     run_phase(c, "node-local save: read metadata", [&] {
         if (c.coordinator()) {
-            const std::string s = read_whole_file(fs::join(staging, metadata_file_name));
+            const std::string s = read_whole_file(fs::join(ls.staging, metadata_file_name));
             md.resize(s.size());
             std::memcpy(md.data(), s.data(), s.size());
         }
@@ -481,59 +612,68 @@ SaveResult NodeLevel::finish_save(LocalSave& ls, SavePlanner& source, const std:
     run_phase(c, "node-local save: metadata and manifest", [&] {
         if (!m_topo.leader())
             return;
+        if (!ls.recycled.empty()) {
+            std::set<std::string> written;
+            for (std::size_t r = 0; r < m.layout.files.size(); ++r)
+                if (m.layout.node_of_rank[r] == m_topo.node)
+                    for (const auto& f : m.layout.files[r])
+                        written.insert(f.name);
+            std::error_code ec;
+            for (const auto& e : stdfs::directory_iterator(ls.staging, ec)) {
+                const std::string n = e.path().filename().string();
+                if (is_data_file_name(n) && !written.count(n))
+                    fs::remove_all(e.path().string());
+            }
+        }
         if (!c.coordinator())
-            fs::write_file_atomic(fs::join(staging, metadata_file_name), md.data(), md.size(), options.fsync);
-        fs::write_file_atomic(fs::join(staging, level_manifest_name), manifest.data(), manifest.size(), options.fsync);
+            fs::write_file_atomic(fs::join(ls.staging, metadata_file_name), md.data(), md.size(), ls.options.fsync);
+        fs::write_file_atomic(fs::join(ls.staging, level_manifest_name), manifest.data(), manifest.size(),
+                              ls.options.fsync);
     });
+}
 
-    // Redundancy data.
-    if (m_opt.redundancy.scheme != Redundancy::Scheme::none)
-        run_phase(c, "node-local save: redundancy", [&] { encode_redundancy(m_topo, m.layout, staging); });
-
-    // Commit on every node: the staging directory takes the step's name
-    // (an older copy of the same step is exchanged, then removed).
-    run_phase(c, "node-local save: commit", [&] {
+// Commit on every node: the staging directory takes the step's name (an
+// older copy of the same step is exchanged, then removed).
+void NodeLevel::commit_step(const LocalSave& ls)
+{
+    run_phase(Comm(m_topo.comm), "node-local save: commit", [&] {
         if (!m_topo.leader())
             return;
-        if (options.fsync)
-            fs::fsync_path(staging);
-        if (fs::exists(final_dir)) {
-            if (!fs::exchange(staging, final_dir)) {
-                const std::string old = final_dir + old_suffix;
+        if (ls.options.fsync)
+            fs::fsync_path(ls.staging);
+        if (fs::exists(ls.final_dir)) {
+            if (!fs::exchange(ls.staging, ls.final_dir)) {
+                const std::string old = ls.final_dir + old_suffix;
                 fs::remove_all(old);
-                fs::rename(final_dir, old);
-                fs::rename(staging, final_dir);
+                fs::rename(ls.final_dir, old);
+                fs::rename(ls.staging, ls.final_dir);
                 fs::remove_all(old);
             } else {
-                fs::remove_all(staging); // the old copy, now under the staging name
+                fs::remove_all(ls.staging); // the old copy, now under the staging name
             }
         } else {
-            fs::rename(staging, final_dir);
+            fs::rename(ls.staging, ls.final_dir);
         }
-        if (options.fsync)
-            fs::fsync_path(my_dir);
+        if (ls.options.fsync)
+            fs::fsync_path(ls.my_dir);
     });
+}
 
-    // Retention on every node: the keep_last newest committed steps stay.
-    // A dropped step is renamed to `<name>.cairn-old` (no longer a committed
-    // step, and a leftover the next save's preparation removes), then
-    // removed in the background: freeing a RAM disk's pages costs a good part
-    // of writing them, and the caller need not wait for it.
-    run_phase(c, "node-local save: retention", [&] {
+// Retention on every node: the keep_last newest committed steps stay. A
+// dropped step is renamed to `<name>.cairn-old` (no longer a committed step,
+// and a leftover the next save's preparation removes), then removed in the
+// background with the remains of a recycled step: freeing a RAM disk's pages
+// costs a good part of writing them, and the caller need not wait for it.
+void NodeLevel::apply_retention(const LocalSave& ls)
+{
+    run_phase(Comm(m_topo.comm), "node-local save: retention", [&] {
         if (!m_topo.leader())
             return;
-        std::vector<std::int64_t> steps;
-        std::error_code ec;
-        for (const auto& e : stdfs::directory_iterator(my_dir, ec)) {
-            std::int64_t s = 0;
-            if (parse_local_step_name(e.path().filename().string(), s) && s != step)
-                steps.push_back(s);
-        }
-        std::sort(steps.rbegin(), steps.rend());
-        const std::size_t keep = static_cast<std::size_t>(std::max(m_opt.keep_last, 1) - 1);
         std::vector<std::string> doomed;
-        for (std::size_t i = keep; i < steps.size(); ++i) {
-            const std::string dir = fs::join(my_dir, local_step_name(steps[i]));
+        if (!ls.recycled.empty())
+            doomed.push_back(ls.recycled);
+        for (const std::int64_t s : dropped_by_retention(steps_in(ls.my_dir, ls.step), m_opt.keep_last)) {
+            const std::string dir = fs::join(ls.my_dir, local_step_name(s));
             if (::rename(dir.c_str(), (dir + old_suffix).c_str()) == 0) {
                 doomed.push_back(dir + old_suffix);
                 continue;
@@ -555,13 +695,6 @@ SaveResult NodeLevel::finish_save(LocalSave& ls, SavePlanner& source, const std:
             }
         }
     });
-    if (my_files)
-        *my_files = own_files(m);
-    // The whole node-local save (data, metadata copies, redundancy, commit,
-    // retention) as the coordinator timed it.
-    result.seconds = MPI_Wtime() - t0;
-    MPI_Bcast(&result.seconds, 1, MPI_DOUBLE, 0, c.comm);
-    return result;
 }
 
 std::vector<std::int64_t> NodeLevel::committed_here() const
@@ -572,9 +705,7 @@ std::vector<std::int64_t> NodeLevel::committed_here() const
     if (fs::is_directory(dir))
         for (const auto& e : stdfs::directory_iterator(dir, ec)) {
             std::int64_t s = 0;
-            const std::string path = e.path().string();
-            if (parse_local_step_name(e.path().filename().string(), s) &&
-                fs::exists(fs::join(path, level_manifest_name)) && fs::exists(fs::join(path, metadata_file_name)))
+            if (parse_local_step_name(e.path().filename().string(), s) && committed_dir(e.path().string()))
                 out.push_back(s);
         }
     std::sort(out.begin(), out.end());
@@ -585,91 +716,11 @@ std::vector<LocalStep> NodeLevel::scan()
 {
     wait_for_removal();
     const Comm c(m_topo.comm);
-    // Each leader: the committed steps of its node (manifest and metadata
-    // present), with the manifest and the relative paths held.
-    Bytes mine = run_phase(c, "node-local level: scan", [&] {
-        Encoder enc;
-        if (!m_topo.leader()) {
-            enc.count(0);
-            return enc.take();
-        }
-        const std::string dir = node_dir(m_topo.node);
-        std::vector<std::pair<std::int64_t, std::string>> found;
-        std::error_code ec;
-        if (fs::is_directory(dir))
-            for (const auto& e : stdfs::directory_iterator(dir, ec)) {
-                std::int64_t s = 0;
-                const std::string path = e.path().string();
-                if (parse_local_step_name(e.path().filename().string(), s) &&
-                    fs::exists(fs::join(path, level_manifest_name)) && fs::exists(fs::join(path, metadata_file_name)))
-                    found.emplace_back(s, path);
-            }
-        if (ec)
-            throw error::ReadError("cannot list " + dir + ": " + ec.message());
-        enc.count(found.size());
-        for (const auto& [s, path] : found) {
-            enc.i64(s);
-            enc.str(read_whole_file(fs::join(path, level_manifest_name)));
-            const auto held = list_files(path);
-            enc.count(held.size());
-            for (const auto& h : held)
-                enc.str(h);
-        }
-        return enc.take();
-    });
+    const Bytes mine = run_phase(c, "node-local level: scan", [&] { return scan_this_node(); });
     const auto all = gather_bytes(c, mine);
-    // The coordinator joins them: per step, one manifest and each node's paths.
     Bytes joined;
-    if (c.coordinator()) {
-        struct Found {
-            std::string manifest;
-            std::uint64_t save_id = 0;
-            std::vector<std::vector<std::string>> held;
-            std::vector<std::uint64_t> id_of_node;
-        };
-        const auto save_id_of = [](const std::string& text) -> std::uint64_t {
-            try {
-                return nlohmann::json::parse(text).at("save_id").get<std::uint64_t>();
-            } catch (...) {
-                return 0;
-            }
-        };
-        std::map<std::int64_t, Found, std::greater<>> steps;
-        for (int r = 0; r < c.size; ++r) {
-            Decoder dec(all[static_cast<std::size_t>(r)], "node-local scan");
-            const int node = m_topo.node_of_rank[static_cast<std::size_t>(r)];
-            for (std::size_t k = dec.count(1); k > 0; --k) {
-                const std::int64_t s = dec.i64();
-                auto& f = steps[s];
-                f.held.resize(static_cast<std::size_t>(m_topo.nodes));
-                f.id_of_node.resize(static_cast<std::size_t>(m_topo.nodes));
-                std::string man = dec.str();
-                const std::uint64_t id = save_id_of(man);
-                f.id_of_node[static_cast<std::size_t>(node)] = id;
-                if (f.manifest.empty() || id > f.save_id) {
-                    f.manifest = std::move(man);
-                    f.save_id = id;
-                }
-                for (std::size_t n = dec.count(1); n > 0; --n)
-                    f.held[static_cast<std::size_t>(node)].push_back(dec.str());
-            }
-        }
-        // A node's copy from another save of the step (a later job saved the
-        // step again on other nodes) is stale: it counts as none.
-        for (auto& [s, f] : steps)
-            for (std::size_t n = 0; n < f.held.size(); ++n)
-                if (f.id_of_node[n] != f.save_id)
-                    f.held[n].clear();
-        Encoder enc;
-        enc.count(steps.size());
-        for (const auto& [s, f] : steps) {
-            enc.i64(s);
-            enc.str(f.manifest);
-            for (const auto& h : f.held)
-                enc.bytes(encode_strings(h));
-        }
-        joined = enc.take();
-    }
+    if (c.coordinator())
+        joined = join_scans(all);
     bcast_bytes(c, joined);
 
     std::vector<LocalStep> out;
@@ -682,56 +733,161 @@ std::vector<LocalStep> NodeLevel::scan()
         for (auto& h : s.held)
             for (auto& p : decode_strings(dec.bytes(), "node-local scan"))
                 h.insert(std::move(p));
-        const std::string where = "of node-local step " + std::to_string(s.step);
-        try {
-            s.manifest = parse_manifest(text, where);
-        } catch (const Error& e) {
-            s.why = e.what();
-            out.push_back(std::move(s));
-            continue;
-        }
-        std::set<std::string> all_held;
-        for (const auto& h : s.held)
-            all_held.insert(h.begin(), h.end());
-        const auto& l = s.manifest.layout;
-        std::set<int> lost_nodes;
-        for (std::size_t r = 0; r < l.files.size(); ++r)
-            for (const auto& f : l.files[r])
-                if (!all_held.count(f.name))
-                    lost_nodes.insert(l.node_of_rank[r]);
-        if (lost_nodes.empty()) {
-            s.recoverable = true;
-        } else if (l.redundancy.scheme == Redundancy::Scheme::none) {
-            s.why = "node-local step " + std::to_string(s.step) + ": the data files of " + hosts_text(l, lost_nodes) +
-                    " are lost (redundancy none)";
-        } else {
-            std::string why;
-            s.recoverable = recoverable(l, all_held, &why);
-            s.needs_rebuild = s.recoverable;
-            if (!s.recoverable)
-                s.why = "node-local step " + std::to_string(s.step) + ": " + why;
-        }
-        out.push_back(std::move(s));
+        out.push_back(judge_step(std::move(s), text));
     }
     dec.expect_done();
     return out;
+}
+
+// Each leader: the committed steps of its node (manifest and metadata
+// present), with the manifest and the relative paths held; nothing from the
+// other ranks.
+Bytes NodeLevel::scan_this_node() const
+{
+    Encoder enc;
+    if (!m_topo.leader()) {
+        enc.count(0);
+        return enc.take();
+    }
+    const std::string dir = node_dir(m_topo.node);
+    std::vector<std::pair<std::int64_t, std::string>> found;
+    std::error_code ec;
+    if (fs::is_directory(dir))
+        for (const auto& e : stdfs::directory_iterator(dir, ec)) {
+            std::int64_t s = 0;
+            const std::string path = e.path().string();
+            if (parse_local_step_name(e.path().filename().string(), s) && committed_dir(path))
+                found.emplace_back(s, path);
+        }
+    if (ec)
+        throw error::ReadError("cannot list " + dir + ": " + ec.message());
+    enc.count(found.size());
+    for (const auto& [s, path] : found) {
+        enc.i64(s);
+        enc.str(read_whole_file(fs::join(path, level_manifest_name)));
+        const auto held = list_files(path);
+        enc.count(held.size());
+        for (const auto& h : held)
+            enc.str(h);
+    }
+    return enc.take();
+}
+
+// The coordinator joins every rank's scan: per step (newest first), the
+// newest save's manifest and each node's paths. A node's copy from another
+// save of the step (a later job saved the step again on other nodes) is
+// stale: it counts as none.
+Bytes NodeLevel::join_scans(const std::vector<Bytes>& all) const
+{
+    struct Found {
+        std::string manifest;
+        std::uint64_t save_id = 0;
+        std::vector<std::vector<std::string>> held;
+        std::vector<std::uint64_t> id_of_node;
+    };
+    const auto save_id_of = [](const std::string& text) -> std::uint64_t {
+        try {
+            return nlohmann::json::parse(text).at("save_id").get<std::uint64_t>();
+        } catch (...) {
+            return 0;
+        }
+    };
+    const auto nodes = static_cast<std::size_t>(m_topo.nodes);
+    std::map<std::int64_t, Found, std::greater<>> steps;
+    for (std::size_t r = 0; r < all.size(); ++r) {
+        Decoder dec(all[r], "node-local scan");
+        const auto node = static_cast<std::size_t>(m_topo.node_of_rank[r]);
+        for (std::size_t k = dec.count(1); k > 0; --k) {
+            auto& f = steps[dec.i64()];
+            f.held.resize(nodes);
+            f.id_of_node.resize(nodes);
+            std::string man = dec.str();
+            const std::uint64_t id = save_id_of(man);
+            f.id_of_node[node] = id;
+            if (f.manifest.empty() || id > f.save_id) {
+                f.manifest = std::move(man);
+                f.save_id = id;
+            }
+            for (std::size_t n = dec.count(1); n > 0; --n)
+                f.held[node].push_back(dec.str());
+        }
+    }
+    Encoder enc;
+    enc.count(steps.size());
+    for (auto& [s, f] : steps) {
+        for (std::size_t n = 0; n < nodes; ++n)
+            if (f.id_of_node[n] != f.save_id)
+                f.held[n].clear();
+        enc.i64(s);
+        enc.str(f.manifest);
+        for (const auto& h : f.held)
+            enc.bytes(encode_strings(h));
+    }
+    return enc.take();
+}
+
+// Step `s` (its held paths filled) with its manifest parsed from `text` and
+// whether it can be loaded: every data file held, or rebuilt.
+LocalStep NodeLevel::judge_step(LocalStep s, const std::string& text) const
+{
+    try {
+        s.manifest = parse_manifest(text, "of node-local step " + std::to_string(s.step));
+    } catch (const Error& e) {
+        s.why = e.what();
+        return s;
+    }
+    std::set<std::string> all_held;
+    for (const auto& h : s.held)
+        all_held.insert(h.begin(), h.end());
+    const auto& l = s.manifest.layout;
+    std::set<int> lost_nodes;
+    for (std::size_t r = 0; r < l.files.size(); ++r)
+        for (const auto& f : l.files[r])
+            if (!all_held.count(f.name))
+                lost_nodes.insert(l.node_of_rank[r]);
+    if (lost_nodes.empty()) {
+        s.recoverable = true;
+    } else if (l.redundancy.scheme == Redundancy::Scheme::none) {
+        s.why = "node-local step " + std::to_string(s.step) + ": the data files of " + hosts_text(l, lost_nodes) +
+                " are lost (redundancy none)";
+    } else {
+        std::string why;
+        s.recoverable = recoverable(l, all_held, &why);
+        s.needs_rebuild = s.recoverable;
+        if (!s.recoverable)
+            s.why = "node-local step " + std::to_string(s.step) + ": " + why;
+    }
+    return s;
 }
 
 LoadResult NodeLevel::load(const LocalStep& s, StateDict& state, const LoadOptions& options, RestoreReport& report)
 {
     wait_for_removal();
     const Comm c(m_topo.comm);
-    const std::string name = local_step_name(s.step);
-    const std::string my_step = step_dir(s.step);
     auto held = s.held;
+    share_metadata(s, held);
+    std::uint64_t moved = rebuild(s, held, report);
+    const auto needs = allgather_strings(c, needed_files(s, state, options), "node-local restore: needed files");
+    moved += move_needed_files(s, held, needs);
+    report.bytes_moved = allreduce_sum(c, moved);
+
+    // A normal load from every node's copy.
+    LoadOptions lo = options;
+    lo.layout = Layout::per_rank;
+    lo.storage = std::make_shared<NodeReader>(options, step_dir(s.step));
+    return cairn::load(state, fs::join(node_dir(0), local_step_name(s.step)), c.comm, lo);
+}
+
+// Nodes without step `s` get its metadata and manifest from the first node
+// holding it; `held` then says so.
+void NodeLevel::share_metadata(const LocalStep& s, std::vector<std::set<std::string>>& held)
+{
+    const Comm c(m_topo.comm);
+    const std::string my_step = step_dir(s.step);
     const auto holds_step = [&](int n) {
         return held[static_cast<std::size_t>(n)].count(metadata_file_name) > 0 &&
                held[static_cast<std::size_t>(n)].count(level_manifest_name) > 0;
     };
-    std::uint64_t moved = 0;
-
-    // 1. Nodes without the step get its metadata and manifest from the
-    //    first node holding it.
     int holder = -1, lacking = 0;
     for (int n = 0; n < m_topo.nodes; ++n) {
         if (holds_step(n) && holder < 0)
@@ -740,53 +896,62 @@ LoadResult NodeLevel::load(const LocalStep& s, StateDict& state, const LoadOptio
     }
     if (holder < 0)
         throw error::NotFound("node-local step " + std::to_string(s.step) + ": no node holds its metadata");
-    if (lacking > 0) {
-        const int root = m_topo.first_rank[static_cast<std::size_t>(holder)];
-        std::uint64_t size = 0;
-        std::string md;
-        run_phase(c, "node-local restore: read metadata", [&] {
-            if (c.rank == root)
-                md = read_whole_file(fs::join(my_step, metadata_file_name));
-        });
-        size = md.size();
-        MPI_Bcast(&size, 1, MPI_UINT64_T, root, c.comm);
-        md.resize(static_cast<std::size_t>(size));
-        MPI_Bcast(md.data(), static_cast<int>(size), MPI_BYTE, root, c.comm);
-        const std::string manifest = manifest_text(s.manifest);
-        run_phase(c, "node-local restore: metadata to nodes without the step", [&] {
-            if (!m_topo.leader() || holds_step(m_topo.node))
-                return;
-            fs::remove_all(my_step); // a stale copy of another save of the step, if any
-            fs::create_directories(my_step);
-            fs::write_file_atomic(fs::join(my_step, metadata_file_name), md.data(), md.size(), false);
-            fs::write_file_atomic(fs::join(my_step, level_manifest_name), manifest.data(), manifest.size(), false);
-        });
-        for (int n = 0; n < m_topo.nodes; ++n) {
-            held[static_cast<std::size_t>(n)].insert(metadata_file_name);
-            held[static_cast<std::size_t>(n)].insert(level_manifest_name);
-        }
+    if (lacking == 0)
+        return;
+    const int root = m_topo.first_rank[static_cast<std::size_t>(holder)];
+    std::string md;
+    run_phase(c, "node-local restore: read metadata", [&] {
+        if (c.rank == root)
+            md = read_whole_file(fs::join(my_step, metadata_file_name));
+    });
+    std::uint64_t size = md.size();
+    MPI_Bcast(&size, 1, MPI_UINT64_T, root, c.comm);
+    md.resize(static_cast<std::size_t>(size));
+    MPI_Bcast(md.data(), static_cast<int>(size), MPI_BYTE, root, c.comm);
+    const std::string manifest = manifest_text(s.manifest);
+    run_phase(c, "node-local restore: metadata to nodes without the step", [&] {
+        if (!m_topo.leader() || holds_step(m_topo.node))
+            return;
+        fs::remove_all(my_step); // a stale copy of another save of the step, if any
+        fs::create_directories(my_step);
+        fs::write_file_atomic(fs::join(my_step, metadata_file_name), md.data(), md.size(), false);
+        fs::write_file_atomic(fs::join(my_step, level_manifest_name), manifest.data(), manifest.size(), false);
+    });
+    for (auto& h : held) {
+        h.insert(metadata_file_name);
+        h.insert(level_manifest_name);
     }
+}
 
-    // 2. Lost files rebuilt from partner copies or parity.
+// Lost files rebuilt from partner copies or parity; `held` and `report`
+// then say where. Returns the bytes this rank sent.
+std::uint64_t NodeLevel::rebuild(const LocalStep& s, std::vector<std::set<std::string>>& held,
+                                 RestoreReport& report)
+{
     report.rebuilt.clear();
-    if (s.needs_rebuild) {
-        std::uint64_t sent = 0;
-        const auto rebuilt = run_phase(c, "node-local restore: rebuild", [&] {
-            return rebuild_lost_files(m_topo, s.manifest.layout, held, my_step, &sent);
-        });
-        for (const auto& [file, node] : rebuilt) {
-            report.rebuilt.push_back(file);
-            held[static_cast<std::size_t>(node)].insert(file);
-        }
-        moved += sent;
+    if (!s.needs_rebuild)
+        return 0;
+    std::uint64_t sent = 0;
+    const auto rebuilt = run_phase(Comm(m_topo.comm), "node-local restore: rebuild", [&] {
+        return rebuild_lost_files(m_topo, s.manifest.layout, held, step_dir(s.step), &sent);
+    });
+    for (const auto& [file, node] : rebuilt) {
+        report.rebuilt.push_back(file);
+        held[static_cast<std::size_t>(node)].insert(file);
     }
+    return sent;
+}
 
-    // 3. The data files each rank's load needs, from its planner.
-    const auto needed = run_phase(c, "node-local restore: plan", [&] {
+// The data files this rank's load of `s` needs, from its planner (every
+// file when the plan does not fit the metadata: the load reports why).
+std::vector<std::string> NodeLevel::needed_files(const LocalStep& s, StateDict& state, const LoadOptions& options)
+{
+    const Comm c(m_topo.comm);
+    return run_phase(c, "node-local restore: plan", [&] {
         std::set<std::string> files;
         bool all_files = false;
         try {
-            const Metadata md = cairn::read_metadata(my_step);
+            const Metadata md = cairn::read_metadata(step_dir(s.step));
             std::shared_ptr<LoadPlanner> planner =
                 options.planner ? options.planner
                                 : std::make_shared<DefaultLoadPlanner>(options.partial, options.may_be_missing);
@@ -811,58 +976,53 @@ LoadResult NodeLevel::load(const LocalStep& s, StateDict& state, const LoadOptio
                     files.insert(f.name);
         return std::vector<std::string>(files.begin(), files.end());
     });
-    const auto needs = allgather_strings(c, needed, "node-local restore: needed files");
+}
 
-    // 4. Files a node needs and lacks, sent by the first node holding them.
+// The files a node's ranks need (`needs`, per rank) and it lacks, sent by
+// the first node holding them. Returns the bytes this rank sent.
+std::uint64_t NodeLevel::move_needed_files(const LocalStep& s, const std::vector<std::set<std::string>>& held,
+                                           const std::vector<std::vector<std::string>>& needs)
+{
     struct Transfer {
         std::string file;
         int from, to;
     };
     std::vector<Transfer> transfers;
-    {
-        std::vector<std::set<std::string>> node_needs(static_cast<std::size_t>(m_topo.nodes));
-        for (int r = 0; r < c.size; ++r)
-            node_needs[static_cast<std::size_t>(m_topo.node_of_rank[static_cast<std::size_t>(r)])].insert(
-                needs[static_cast<std::size_t>(r)].begin(), needs[static_cast<std::size_t>(r)].end());
-        for (int d = 0; d < m_topo.nodes; ++d)
-            for (const auto& f : node_needs[static_cast<std::size_t>(d)]) {
-                if (held[static_cast<std::size_t>(d)].count(f))
-                    continue;
-                int from = -1;
-                for (int n = 0; n < m_topo.nodes && from < 0; ++n)
-                    if (held[static_cast<std::size_t>(n)].count(f))
-                        from = n;
-                if (from < 0)
-                    throw error::ReadError("node-local step " + std::to_string(s.step) + ": no node holds " + f);
-                transfers.push_back(Transfer{f, from, d});
-            }
-    }
-    if (!transfers.empty()) {
-        std::uint64_t sent = 0;
-        std::string failed;
-        if (m_topo.leader())
-            for (const auto& t : transfers) {
-                std::string err;
-                if (t.from == m_topo.node)
-                    sent += send_file(m_topo.leaders, t.to, fs::join(my_step, t.file), err);
-                else if (t.to == m_topo.node)
-                    receive_file(m_topo.leaders, t.from, fs::join(my_step, t.file), err);
-                if (!err.empty() && failed.empty())
-                    failed = err;
-            }
-        run_phase(c, "node-local restore: move files between nodes", [&] {
-            if (!failed.empty())
-                throw error::ReadError("node-local step " + std::to_string(s.step) + ": " + failed);
-        });
-        moved += sent;
-    }
-    report.bytes_moved = allreduce_sum(c, moved);
-
-    // 5. A normal load from every node's copy.
-    LoadOptions lo = options;
-    lo.layout = Layout::per_rank;
-    lo.storage = std::make_shared<NodeReader>(options, my_step);
-    return cairn::load(state, fs::join(node_dir(0), name), c.comm, lo);
+    std::vector<std::set<std::string>> node_needs(static_cast<std::size_t>(m_topo.nodes));
+    for (std::size_t r = 0; r < needs.size(); ++r)
+        node_needs[static_cast<std::size_t>(m_topo.node_of_rank[r])].insert(needs[r].begin(), needs[r].end());
+    for (int d = 0; d < m_topo.nodes; ++d)
+        for (const auto& f : node_needs[static_cast<std::size_t>(d)]) {
+            if (held[static_cast<std::size_t>(d)].count(f))
+                continue;
+            int from = -1;
+            for (int n = 0; n < m_topo.nodes && from < 0; ++n)
+                if (held[static_cast<std::size_t>(n)].count(f))
+                    from = n;
+            if (from < 0)
+                throw error::ReadError("node-local step " + std::to_string(s.step) + ": no node holds " + f);
+            transfers.push_back(Transfer{f, from, d});
+        }
+    if (transfers.empty())
+        return 0;
+    const std::string my_step = step_dir(s.step);
+    std::uint64_t sent = 0;
+    std::string failed;
+    if (m_topo.leader())
+        for (const auto& t : transfers) {
+            std::string err;
+            if (t.from == m_topo.node)
+                sent += send_file(m_topo.leaders, t.to, fs::join(my_step, t.file), err);
+            else if (t.to == m_topo.node)
+                receive_file(m_topo.leaders, t.from, fs::join(my_step, t.file), err);
+            if (!err.empty() && failed.empty())
+                failed = err;
+        }
+    run_phase(Comm(m_topo.comm), "node-local restore: move files between nodes", [&] {
+        if (!failed.empty())
+            throw error::ReadError("node-local step " + std::to_string(s.step) + ": " + failed);
+    });
+    return sent;
 }
 
 } // namespace cairn::detail

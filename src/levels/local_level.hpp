@@ -6,6 +6,7 @@
 
 #include "cairn/checkpoint.hpp"
 #include "cairn/manager.hpp"
+#include "core/codec.hpp"
 #include "levels/redundancy.hpp"
 #include "levels/topology.hpp"
 
@@ -61,6 +62,10 @@ struct LocalSave {
     std::string my_dir, staging, final_dir; ///< this node's directory, the step's staging and final names
     std::shared_ptr<NodeWriter> writer;
     std::shared_ptr<SaveSession> session;
+    /// This node's leader: the remains (`<name>.cairn-old`) of the older
+    /// step whose files this save reuses, removed with retention's; empty
+    /// when it reuses none.
+    std::string recycled;
     /// The planner whose data the save writes (before it is staged).
     SavePlanner& planner() const;
 };
@@ -86,10 +91,16 @@ public:
     /// first. Together they save `state` as `step` into every node's
     /// storage, add the redundancy data and commit the step on every node,
     /// then apply the node-local retention; each throws the same error on
-    /// every rank, and a failure leaves every committed node-local step as
-    /// it was. The steps retention drops are renamed away (no longer
+    /// every rank. The steps retention drops are renamed away (no longer
     /// committed) at once and removed by a thread of this node's leader
     /// while the caller goes on; the next call of this object waits for it.
+    /// Recycling: when the retention of this save will drop an older step
+    /// that is not the node's newest committed one, plan_save renames it
+    /// away at once and moves its data files (and its redundancy files of
+    /// the same scheme) into the staging directory, where this save writes
+    /// over them in place (on a RAM disk, rewriting pages costs a fraction
+    /// of allocating them); what this save does not write again is removed.
+    /// A failure leaves every other committed node-local step as it was.
     /// plan_save, collective, on the caller's thread: every node's staging
     /// directory made ready, the save planned (the caller's buffers are
     /// read by the write, or by a staged copy of the plan's data).
@@ -129,6 +140,24 @@ public:
     void wait_for_removal() noexcept;
 
 private:
+    // The steps of plan_save and finish_save (each collective).
+    void prepare_staging(const LocalSave& ls);
+    void recycle_older_step(LocalSave& ls);
+    LocalManifest make_manifest(const LocalSave& ls);
+    void copy_metadata_and_manifest(const LocalSave& ls, const LocalManifest& m);
+    void commit_step(const LocalSave& ls);
+    void apply_retention(const LocalSave& ls);
+    // The steps of scan: this node's committed steps (its leader), the
+    // coordinator's join of every node's, and one step judged.
+    Bytes scan_this_node() const;
+    Bytes join_scans(const std::vector<Bytes>& all) const;
+    LocalStep judge_step(LocalStep s, const std::string& manifest) const;
+    // The steps of load.
+    void share_metadata(const LocalStep& s, std::vector<std::set<std::string>>& held);
+    std::uint64_t rebuild(const LocalStep& s, std::vector<std::set<std::string>>& held, RestoreReport& report);
+    std::vector<std::string> needed_files(const LocalStep& s, StateDict& state, const LoadOptions& options);
+    std::uint64_t move_needed_files(const LocalStep& s, const std::vector<std::set<std::string>>& held,
+                                    const std::vector<std::vector<std::string>>& needs);
 
     Topology m_topo;
     LocalLevel m_opt;

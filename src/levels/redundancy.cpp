@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <memory>
 
 namespace cairn::detail {
@@ -121,7 +122,10 @@ class OutFile {
 public:
     explicit OutFile(std::string path) : m_path(std::move(path))
     {
-        m_fd = ::open(m_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        // Not truncated: a file recycled from an older step is written over
+        // in place (its pages reused) and cut to the written length at
+        // finish().
+        m_fd = ::open(m_path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         if (m_fd < 0)
             throw error::WriteError("node-local redundancy: cannot create " + m_path + ": " + sys_error());
     }
@@ -144,11 +148,14 @@ public:
                                         (n < 0 ? ": " + sys_error() : std::string()) + fs::no_space_note(m_path, length));
             src += n;
             length -= static_cast<u64>(n);
+            m_written += static_cast<u64>(n);
         }
     }
-    /// fsync and close.
+    /// Cut to the bytes written, fsync and close.
     void finish()
     {
+        if (::ftruncate(m_fd, static_cast<off_t>(m_written)) != 0)
+            throw error::WriteError("node-local redundancy: truncation of " + m_path + " failed: " + sys_error());
         if (::fsync(m_fd) != 0 && errno != EINVAL)
             throw error::WriteError("node-local redundancy: fsync of " + m_path + " failed: " + sys_error());
         const int fd = m_fd;
@@ -160,6 +167,7 @@ public:
 private:
     std::string m_path;
     int m_fd = -1;
+    u64 m_written = 0;
 };
 
 /// A saved rank's data: its files, concatenated in the order of
@@ -822,98 +830,158 @@ RedundancyCounts encode_redundancy(const Topology& topo, const SavedLayout& layo
     return counts;
 }
 
+void remove_stale_redundancy(const Topology& topo, const SavedLayout& layout, const std::string& step_dir)
+{
+    std::set<std::string> written;
+    const char* sub = nullptr;
+    if (layout.redundancy.scheme == Redundancy::Scheme::partner) {
+        sub = "partner";
+        const int prev = (topo.node + topo.nodes - 1) % topo.nodes;
+        for (std::size_t r = 0; r < layout.files.size(); ++r)
+            if (layout.node_of_rank[r] == prev)
+                for (const auto& f : layout.files[r])
+                    written.insert(partner_name(f.name));
+    } else if (layout.redundancy.scheme == Redundancy::Scheme::xor_parity) {
+        sub = "xor";
+        const auto sets = xor_sets(layout);
+        for (std::size_t si = 0; si < sets.size(); ++si)
+            for (std::size_t j = 0; j < sets[si].members.size(); ++j)
+                if (layout.node_of_rank[static_cast<std::size_t>(sets[si].members[j])] == topo.node)
+                    written.insert(parity_name(si, static_cast<int>(j)));
+    }
+    if (!sub)
+        return;
+    const std::string dir = fs::join(step_dir, sub);
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+        if (!written.count(std::string(sub) + "/" + e.path().filename().string()))
+            fs::remove_all(e.path().string());
+}
+
+namespace {
+
+/// What the loss of saved ranks leaves, for recoverable().
+struct Loss {
+    std::vector<bool> rank; ///< per saved rank: a data file of it is lost
+    std::vector<bool> node; ///< per saved node: a data file of one of its ranks is lost
+    bool any = false;
+};
+
+Loss loss_of(const SavedLayout& layout, const std::set<std::string>& available)
+{
+    Loss l;
+    const int ranks = static_cast<int>(layout.node_of_rank.size());
+    l.rank.assign(static_cast<std::size_t>(ranks), false);
+    l.node.assign(static_cast<std::size_t>(layout.nodes), false);
+    for (int r = 0; r < ranks; ++r)
+        if (!all_present(layout, r, available)) {
+            l.rank[static_cast<std::size_t>(r)] = true;
+            l.node[static_cast<std::size_t>(layout.node_of_rank[static_cast<std::size_t>(r)])] = true;
+            l.any = true;
+        }
+    return l;
+}
+
+std::vector<std::string> missing_files(const SavedLayout& layout, int r, const std::set<std::string>& available)
+{
+    std::vector<std::string> names;
+    for (const auto& f : layout.files[static_cast<std::size_t>(r)])
+        if (!available.count(f.name))
+            names.push_back(f.name);
+    return names;
+}
+
+/// recoverable() without redundancy: what is lost.
+std::vector<std::string> problems_without_redundancy(const SavedLayout& layout, const Loss& loss,
+                                                     const std::set<std::string>& available)
+{
+    std::vector<std::string> nodes, files;
+    for (int n = 0; n < layout.nodes; ++n)
+        if (loss.node[static_cast<std::size_t>(n)])
+            nodes.push_back(node_name(layout, n));
+    for (std::size_t r = 0; r < layout.node_of_rank.size(); ++r)
+        for (auto& f : missing_files(layout, static_cast<int>(r), available))
+            files.push_back(f);
+    return {"no redundancy, and " + join_list(nodes, 16) + " lost (" + join_list(files) + ")"};
+}
+
+/// recoverable() with partner copies: each lost node whose partner lacks copies.
+std::vector<std::string> partner_problems(const SavedLayout& layout, const Loss& loss,
+                                          const std::set<std::string>& available)
+{
+    std::vector<std::string> problems;
+    for (int n = 0; n < layout.nodes; ++n) {
+        if (!loss.node[static_cast<std::size_t>(n)])
+            continue;
+        std::vector<std::string> files;
+        for (std::size_t r = 0; r < layout.node_of_rank.size(); ++r)
+            if (layout.node_of_rank[r] == n)
+                for (auto& f : missing_files(layout, static_cast<int>(r), available))
+                    if (!available.count(partner_name(f)))
+                        files.push_back(f);
+        if (files.empty())
+            continue;
+        const int p = (n + 1) % layout.nodes;
+        problems.push_back(node_name(layout, n) + " lost and its partner " + node_name(layout, p) +
+                           (loss.node[static_cast<std::size_t>(p)] ? " too" : " lacks its copies") + ": no copy of " +
+                           join_list(files));
+    }
+    return problems;
+}
+
+/// recoverable() with XOR parity: each group with lost data no set covers.
+std::vector<std::string> xor_problems(const SavedLayout& layout, const Loss& loss,
+                                      const std::set<std::string>& available)
+{
+    const auto groups = xor_groups(layout);
+    const auto sets = xor_sets(layout);
+    std::vector<std::string> problems;
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+        std::vector<std::string> lost_nodes, uncovered;
+        for (int n : groups[g])
+            if (loss.node[static_cast<std::size_t>(n)])
+                lost_nodes.push_back(node_name(layout, n));
+        for (std::size_t r = 0; r < layout.node_of_rank.size(); ++r) {
+            const int n = layout.node_of_rank[r];
+            if (!loss.rank[r] || std::find(groups[g].begin(), groups[g].end(), n) == groups[g].end())
+                continue;
+            int member = 0;
+            if (covering_set(layout, sets, static_cast<int>(r), available, &member) < 0)
+                for (auto& f : missing_files(layout, static_cast<int>(r), available))
+                    uncovered.push_back(f);
+        }
+        if (uncovered.empty())
+            continue;
+        if (lost_nodes.size() >= 2)
+            problems.push_back(std::to_string(lost_nodes.size()) + " nodes of XOR group " + std::to_string(g) +
+                               " lost: " + join_list(lost_nodes, 16) + " (XOR covers one per group; lost " +
+                               join_list(uncovered) + ")");
+        else
+            problems.push_back(join_list(lost_nodes, 16) + " of XOR group " + std::to_string(g) +
+                               " lost and its set's parity incomplete: no way to rebuild " + join_list(uncovered));
+    }
+    return problems;
+}
+
+} // namespace
+
 bool recoverable(const SavedLayout& layout, const std::set<std::string>& available, std::string* why)
 {
     check_layout(layout);
-    const int ranks = static_cast<int>(layout.node_of_rank.size());
-    std::vector<bool> lost_rank(static_cast<std::size_t>(ranks));
-    std::vector<bool> lost_node(static_cast<std::size_t>(layout.nodes));
-    bool any = false;
-    for (int r = 0; r < ranks; ++r)
-        if (!all_present(layout, r, available)) {
-            lost_rank[static_cast<std::size_t>(r)] = true;
-            lost_node[static_cast<std::size_t>(layout.node_of_rank[static_cast<std::size_t>(r)])] = true;
-            any = true;
-        }
-    if (!any)
+    const Loss loss = loss_of(layout, available);
+    if (!loss.any)
         return true;
     std::vector<std::string> problems;
-    const auto missing_files = [&](int r) {
-        std::vector<std::string> names;
-        for (const auto& f : layout.files[static_cast<std::size_t>(r)])
-            if (!available.count(f.name))
-                names.push_back(f.name);
-        return names;
-    };
-    switch (layout.redundancy.scheme) {
-    case Redundancy::Scheme::none: {
-        std::vector<std::string> nodes, files;
-        for (int n = 0; n < layout.nodes; ++n)
-            if (lost_node[static_cast<std::size_t>(n)])
-                nodes.push_back(node_name(layout, n));
-        for (int r = 0; r < ranks; ++r)
-            for (auto& f : missing_files(r))
-                files.push_back(f);
-        problems.push_back("no redundancy, and " + join_list(nodes, 16) + " lost (" + join_list(files) + ")");
-        break;
-    }
-    case Redundancy::Scheme::partner: {
-        for (int n = 0; n < layout.nodes; ++n) {
-            if (!lost_node[static_cast<std::size_t>(n)])
-                continue;
-            std::vector<std::string> files;
-            for (int r = 0; r < ranks; ++r)
-                if (layout.node_of_rank[static_cast<std::size_t>(r)] == n)
-                    for (auto& f : missing_files(r))
-                        if (!available.count(partner_name(f)))
-                            files.push_back(f);
-            if (files.empty())
-                continue;
-            const int p = (n + 1) % layout.nodes;
-            problems.push_back(node_name(layout, n) + " lost and its partner " + node_name(layout, p) +
-                               (lost_node[static_cast<std::size_t>(p)] ? " too" : " lacks its copies") + ": no copy of " +
-                               join_list(files));
+    try {
+        switch (layout.redundancy.scheme) {
+        case Redundancy::Scheme::none: problems = problems_without_redundancy(layout, loss, available); break;
+        case Redundancy::Scheme::partner: problems = partner_problems(layout, loss, available); break;
+        case Redundancy::Scheme::xor_parity: problems = xor_problems(layout, loss, available); break;
         }
-        break;
-    }
-    case Redundancy::Scheme::xor_parity: {
-        std::vector<std::vector<int>> groups;
-        std::vector<XorSet> sets;
-        try {
-            groups = xor_groups(layout);
-            sets = xor_sets(layout);
-        } catch (const Error& e) {
-            if (why)
-                *why = e.what();
-            return false;
-        }
-        for (std::size_t g = 0; g < groups.size(); ++g) {
-            std::vector<std::string> lost_nodes, uncovered;
-            for (int n : groups[g])
-                if (lost_node[static_cast<std::size_t>(n)])
-                    lost_nodes.push_back(node_name(layout, n));
-            for (int r = 0; r < ranks; ++r) {
-                const int n = layout.node_of_rank[static_cast<std::size_t>(r)];
-                if (!lost_rank[static_cast<std::size_t>(r)] ||
-                    std::find(groups[g].begin(), groups[g].end(), n) == groups[g].end())
-                    continue;
-                int member = 0;
-                if (covering_set(layout, sets, r, available, &member) < 0)
-                    for (auto& f : missing_files(r))
-                        uncovered.push_back(f);
-            }
-            if (uncovered.empty())
-                continue;
-            if (lost_nodes.size() >= 2)
-                problems.push_back(std::to_string(lost_nodes.size()) + " nodes of XOR group " + std::to_string(g) +
-                                   " lost: " + join_list(lost_nodes, 16) + " (XOR covers one per group; lost " +
-                                   join_list(uncovered) + ")");
-            else
-                problems.push_back(join_list(lost_nodes, 16) + " of XOR group " + std::to_string(g) +
-                                   " lost and its set's parity incomplete: no way to rebuild " + join_list(uncovered));
-        }
-        break;
-    }
+    } catch (const Error& e) {
+        if (why)
+            *why = e.what(); // XOR groups that the layout cannot form
+        return false;
     }
     if (problems.empty())
         return true;
@@ -924,6 +992,261 @@ bool recoverable(const SavedLayout& layout, const std::set<std::string>& availab
     }
     return false;
 }
+
+namespace {
+
+/// Partner: each lost file's copy renamed in place by one rank of the node
+/// holding it, taking turns. Returns where each is now.
+std::map<std::string, int> rebuild_from_partners(const Topology& topo, const SavedLayout& layout,
+                                                 const std::vector<std::set<std::string>>& held,
+                                                 const std::set<std::string>& available, const std::vector<int>& lost,
+                                                 const std::string& step_dir)
+{
+    std::map<std::string, int> where;
+    FirstError err;
+    int turn = 0;
+    bool renamed = false;
+    for (int r : lost)
+        for (const auto& f : layout.files[static_cast<std::size_t>(r)]) {
+            if (available.count(f.name))
+                continue;
+            const int n = holder(held, partner_name(f.name));
+            where[f.name] = n;
+            const int local = turn++ % topo.ranks_on_node[static_cast<std::size_t>(n)];
+            if (topo.node == n && topo.local_rank == local) {
+                err.run([&] { fs::rename(fs::join(step_dir, partner_name(f.name)), fs::join(step_dir, f.name)); });
+                renamed = true;
+            }
+        }
+    if (renamed)
+        err.run([&] { fs::fsync_path(step_dir); });
+    err.rethrow();
+    return where;
+}
+
+/// This rank's part in rebuilding one lost saved rank (a member of an XOR
+/// set) from its set: reading and XORing what its node holds of the set
+/// (parity pieces, the other members' data) and sending that to the
+/// rebuilder, or, as the rebuilder, that and the senders' pieces XORed and
+/// written as the lost files. Pieces go in order (piece k of every part in
+/// round k of rebuild_members), on a tag of the member's own.
+struct MemberPart {
+    struct Source {
+        int stripe;      ///< -1: a member's data (every stripe but the member's own)
+        int member = -1; ///< index in the set
+        std::unique_ptr<ConcatReader> reader;
+    };
+    const XorSet* set = nullptr;
+    int mi = 0;      ///< the lost rank's index in the set
+    int tag = 0;
+    u64 bytes = 0;   ///< the lost rank's data
+    u64 at = 0;      ///< the next byte to rebuild
+    int rebuilder = 0;
+    bool rebuilding = false;
+    std::vector<Source> sources;
+    std::unique_ptr<ConcatWriter> writer; ///< the rebuilder's
+    std::vector<int> senders;             ///< the rebuilder's: ranks sending pieces
+    std::vector<char> acc, tmp, in_flight;
+    std::vector<std::vector<char>> incoming;
+    MPI_Request send = MPI_REQUEST_NULL;
+
+    bool done() const noexcept { return at >= bytes; }
+
+    /// Bytes [at, at + len) of the lost data: chunk c's stripe and offset in it.
+    u64 next_length(int& stripe, u64& in_chunk) const
+    {
+        const int c = static_cast<int>(at / set->piece);
+        in_chunk = at - static_cast<u64>(c) * set->piece;
+        stripe = stripe_of(mi, c);
+        return std::min({piece_bytes, bytes - at, set->piece - in_chunk});
+    }
+
+    /// acc = the XOR of this node's sources over the next piece.
+    void contribute(int stripe, u64 in_chunk, u64 len, FirstError& err)
+    {
+        acc.assign(static_cast<std::size_t>(len), 0);
+        tmp.resize(static_cast<std::size_t>(len));
+        for (auto& src : sources) {
+            if (err.failed())
+                break;
+            if (src.stripe >= 0 && src.stripe != stripe)
+                continue;
+            if (src.stripe < 0 && src.member == stripe)
+                continue; // member j keeps stripe j's parity and has no chunk in it
+            const u64 offset =
+                src.stripe >= 0 ? in_chunk : static_cast<u64>(chunk_of(src.member, stripe)) * set->piece + in_chunk;
+            err.run([&] {
+                src.reader->read(tmp.data(), offset, len);
+                xor_into(acc.data(), tmp.data(), len);
+            });
+        }
+    }
+
+    /// A sender's round: its piece sent (zeros after a local error).
+    /// Returns the bytes sent.
+    u64 send_piece(MPI_Comm comm, FirstError& err)
+    {
+        if (send != MPI_REQUEST_NULL)
+            mpi_check(MPI_Wait(&send, MPI_STATUS_IGNORE), "MPI_Wait");
+        int stripe = 0;
+        u64 in_chunk = 0;
+        const u64 len = next_length(stripe, in_chunk);
+        contribute(stripe, in_chunk, len, err);
+        if (err.failed())
+            std::fill(acc.begin(), acc.end(), 0);
+        std::swap(acc, in_flight);
+        mpi_check(MPI_Isend(in_flight.data(), static_cast<int>(len), MPI_BYTE, rebuilder, tag, comm, &send),
+                  "MPI_Isend");
+        at += len;
+        return len;
+    }
+
+    /// The rebuilder's round: the senders' pieces received and XORed with
+    /// its own, written.
+    void rebuild_piece(MPI_Comm comm, FirstError& err)
+    {
+        int stripe = 0;
+        u64 in_chunk = 0;
+        const u64 len = next_length(stripe, in_chunk);
+        std::vector<MPI_Request> requests(senders.size());
+        incoming.resize(senders.size());
+        for (std::size_t i = 0; i < senders.size(); ++i) {
+            incoming[i].resize(static_cast<std::size_t>(len));
+            mpi_check(MPI_Irecv(incoming[i].data(), static_cast<int>(len), MPI_BYTE, senders[i], tag, comm,
+                                &requests[i]),
+                      "MPI_Irecv");
+        }
+        contribute(stripe, in_chunk, len, err);
+        mpi_check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
+                  "MPI_Waitall");
+        for (auto& in : incoming)
+            xor_into(acc.data(), in.data(), len);
+        err.run([&] { writer->write(acc.data(), len); });
+        at += len;
+    }
+};
+
+/// Who takes part in rebuilding lost saved rank `m` (covered by set `si`,
+/// member `mi`), the same on every rank: the rebuilding node (one holding a
+/// parity piece it needs, or any holder of the set's data when none is
+/// needed: empty data) and rank, and per current node what it contributes
+/// (stripe or -1, member) and its reader rank (-1: none). `turn` spreads
+/// the work over the ranks of a node.
+struct MemberPlan {
+    int rebuilder_node = 0, rebuilder = 0;
+    std::vector<std::vector<std::pair<int, int>>> parts;
+    std::vector<int> reader_rank;
+};
+
+MemberPlan plan_member(const Topology& topo, const SavedLayout& layout, const std::vector<std::set<std::string>>& held,
+                       const XorSet& set, int si, int mi, int turn)
+{
+    MemberPlan p;
+    const auto stripes = needed_stripes(layout, set, mi);
+    if (!stripes.empty())
+        p.rebuilder_node = holder(held, parity_name(static_cast<std::size_t>(si),
+                                                    stripes[static_cast<std::size_t>(turn) % stripes.size()]));
+    const auto on = [&](int n) { return topo.ranks_on_node[static_cast<std::size_t>(n)]; };
+    p.rebuilder = topo.rank_of(p.rebuilder_node, turn % on(p.rebuilder_node));
+    p.parts.resize(static_cast<std::size_t>(topo.nodes));
+    for (int j : stripes)
+        p.parts[static_cast<std::size_t>(holder(held, parity_name(static_cast<std::size_t>(si), j)))].push_back({j, -1});
+    for (int o = 0; o < static_cast<int>(set.members.size()); ++o) {
+        if (o == mi)
+            continue;
+        std::set<int> nodes;
+        for (const auto& f : layout.files[static_cast<std::size_t>(set.members[static_cast<std::size_t>(o)])])
+            if (f.bytes > 0)
+                nodes.insert(holder(held, f.name));
+        for (int n : nodes)
+            p.parts[static_cast<std::size_t>(n)].push_back({-1, o});
+    }
+    p.reader_rank.assign(static_cast<std::size_t>(topo.nodes), -1);
+    for (int n = 0; n < topo.nodes; ++n)
+        if (!p.parts[static_cast<std::size_t>(n)].empty() || n == p.rebuilder_node)
+            p.reader_rank[static_cast<std::size_t>(n)] =
+                n == p.rebuilder_node ? p.rebuilder : topo.rank_of(n, turn % on(n));
+    return p;
+}
+
+/// This rank's part of `plan` for lost rank `m` (null when it has none).
+std::unique_ptr<MemberPart> part_of(const Topology& topo, const SavedLayout& layout,
+                                    const std::vector<std::set<std::string>>& held,
+                                    const std::set<std::string>& available, const std::string& step_dir,
+                                    const MemberPlan& plan, const XorSet& set, int si, int mi, int m, int tag,
+                                    FirstError& err)
+{
+    const bool rebuilding = topo.rank == plan.rebuilder;
+    if (!rebuilding && plan.reader_rank[static_cast<std::size_t>(topo.node)] != topo.rank)
+        return nullptr;
+    auto part = std::make_unique<MemberPart>();
+    part->set = &set;
+    part->mi = mi;
+    part->tag = tag;
+    part->bytes = data_bytes(layout, m);
+    part->rebuilder = plan.rebuilder;
+    part->rebuilding = rebuilding;
+    for (const auto& [stripe, member] : plan.parts[static_cast<std::size_t>(topo.node)]) {
+        MemberPart::Source src{stripe, member, nullptr};
+        if (stripe >= 0) {
+            const std::vector<SavedFile> parity{{parity_name(static_cast<std::size_t>(si), stripe), set.piece}};
+            src.reader = std::make_unique<ConcatReader>(step_dir, parity, std::vector<bool>{});
+        } else {
+            const auto& mf = layout.files[static_cast<std::size_t>(set.members[static_cast<std::size_t>(member)])];
+            std::vector<bool> here;
+            for (const auto& f : mf)
+                here.push_back(holder(held, f.name) == topo.node);
+            src.reader = std::make_unique<ConcatReader>(step_dir, mf, here);
+        }
+        part->sources.push_back(std::move(src));
+    }
+    if (rebuilding) {
+        const auto& files = layout.files[static_cast<std::size_t>(m)];
+        std::vector<bool> skip;
+        for (const auto& f : files)
+            skip.push_back(available.count(f.name) > 0);
+        err.run([&] {
+            fs::create_directories(step_dir);
+            part->writer = std::make_unique<ConcatWriter>(step_dir, files, skip, true);
+        });
+        for (int n = 0; n < topo.nodes; ++n)
+            if (n != plan.rebuilder_node && plan.reader_rank[static_cast<std::size_t>(n)] >= 0)
+                part->senders.push_back(plan.reader_rank[static_cast<std::size_t>(n)]);
+    }
+    return part;
+}
+
+/// Runs this rank's parts of every lost member's rebuild together, one
+/// piece of each per round: in each round every sender's piece goes out
+/// (non-blocking) before any rebuilder waits for the pieces of that round,
+/// so that the rebuilds of different members overlap and none waits for
+/// another's. Returns the bytes this rank sent.
+u64 rebuild_members(MPI_Comm comm, std::vector<std::unique_ptr<MemberPart>>& parts, FirstError& err)
+{
+    u64 sent = 0;
+    for (bool more = true; more;) {
+        more = false;
+        for (auto& p : parts)
+            if (!p->rebuilding && !p->done()) {
+                sent += p->send_piece(comm, err);
+                more = true;
+            }
+        for (auto& p : parts)
+            if (p->rebuilding && !p->done()) {
+                p->rebuild_piece(comm, err);
+                more = true;
+            }
+    }
+    for (auto& p : parts) {
+        if (p->send != MPI_REQUEST_NULL)
+            mpi_check(MPI_Wait(&p->send, MPI_STATUS_IGNORE), "MPI_Wait");
+        if (p->rebuilding && p->writer)
+            err.run([&] { p->writer->finish(); });
+    }
+    return sent;
+}
+
+} // namespace
 
 std::map<std::string, int> rebuild_lost_files(const Topology& topo, const SavedLayout& layout,
                                               const std::vector<std::set<std::string>>& held,
@@ -937,181 +1260,40 @@ std::map<std::string, int> rebuild_lost_files(const Topology& topo, const SavedL
     std::string why;
     if (!recoverable(layout, available, &why))
         throw error::NotFound("cannot rebuild the node-local step: " + why);
-    std::map<std::string, int> where;
-    u64 moved = 0;
-    const int ranks = static_cast<int>(layout.node_of_rank.size());
+    if (bytes_moved)
+        *bytes_moved = 0;
     std::vector<int> lost;
-    for (int r = 0; r < ranks; ++r)
+    for (int r = 0; r < static_cast<int>(layout.node_of_rank.size()); ++r)
         if (!all_present(layout, r, available))
             lost.push_back(r);
-    if (lost.empty()) {
-        if (bytes_moved)
-            *bytes_moved = 0;
-        return where;
-    }
-    FirstError err;
-    if (layout.redundancy.scheme == Redundancy::Scheme::partner) {
-        // Each copy is renamed in place by one rank of the node holding it,
-        // taking turns.
-        int turn = 0;
-        bool renamed = false;
-        for (int r : lost)
-            for (const auto& f : layout.files[static_cast<std::size_t>(r)]) {
-                if (available.count(f.name))
-                    continue;
-                const int n = holder(held, partner_name(f.name));
-                where[f.name] = n;
-                const int local = turn++ % topo.ranks_on_node[static_cast<std::size_t>(n)];
-                if (topo.node == n && topo.local_rank == local) {
-                    err.run([&] { fs::rename(fs::join(step_dir, partner_name(f.name)), fs::join(step_dir, f.name)); });
-                    renamed = true;
-                }
-            }
-        if (renamed)
-            err.run([&] { fs::fsync_path(step_dir); });
-        err.rethrow();
-        if (bytes_moved)
-            *bytes_moved = 0;
-        return where;
-    }
+    if (lost.empty())
+        return {};
+    if (layout.redundancy.scheme == Redundancy::Scheme::partner)
+        return rebuild_from_partners(topo, layout, held, available, lost, step_dir);
 
-    // XOR: one lost member at a time, the same order on every rank.
+    // XOR: every lost member planned the same way on every rank, then this
+    // rank's parts of all of them run together.
     const auto sets = xor_sets(layout);
-    DupComm comm(topo.comm);
-    int turn = 0;
-    for (int m : lost) {
+    std::map<std::string, int> where;
+    FirstError err;
+    std::vector<std::unique_ptr<MemberPart>> parts;
+    for (std::size_t i = 0; i < lost.size(); ++i) {
+        const int m = lost[i];
         int mi = 0;
         const int si = covering_set(layout, sets, m, available, &mi);
         const XorSet& set = sets[static_cast<std::size_t>(si)];
-        const int s = static_cast<int>(set.members.size());
-        const auto stripes = needed_stripes(layout, set, mi);
-        const auto& files = layout.files[static_cast<std::size_t>(m)];
-        // The rebuilding node: one holding a parity piece it needs (any
-        // holder of the set's data when none is needed: empty data).
-        int rebuilder_node = 0;
-        if (!stripes.empty())
-            rebuilder_node = holder(held, parity_name(static_cast<std::size_t>(si),
-                                                      stripes[static_cast<std::size_t>(turn) % stripes.size()]));
-        const int rebuilder = topo.rank_of(rebuilder_node,
-                                           turn % topo.ranks_on_node[static_cast<std::size_t>(rebuilder_node)]);
-        for (const auto& f : files)
+        const MemberPlan plan = plan_member(topo, layout, held, set, si, mi, static_cast<int>(i));
+        for (const auto& f : layout.files[static_cast<std::size_t>(m)])
             if (!available.count(f.name))
-                where[f.name] = rebuilder_node;
-        // What each current node contributes: parity pieces and the other
-        // members' data files it holds.
-        struct Source {
-            int stripe;      // -1: a member's data (every stripe but the member's own)
-            int member = -1; // index in the set
-            std::unique_ptr<ConcatReader> reader;
-        };
-        std::vector<std::vector<std::pair<int, int>>> parts(static_cast<std::size_t>(topo.nodes)); // (stripe|-1, member)
-        for (int j : stripes)
-            parts[static_cast<std::size_t>(holder(held, parity_name(static_cast<std::size_t>(si), j)))].push_back({j, -1});
-        for (int o = 0; o < s; ++o) {
-            if (o == mi)
-                continue;
-            std::set<int> nodes;
-            for (const auto& f : layout.files[static_cast<std::size_t>(set.members[static_cast<std::size_t>(o)])])
-                if (f.bytes > 0)
-                    nodes.insert(holder(held, f.name));
-            for (int n : nodes)
-                parts[static_cast<std::size_t>(n)].push_back({-1, o});
-        }
-        // One reader rank per contributing node (the rebuilder on its own).
-        std::vector<int> reader_rank(static_cast<std::size_t>(topo.nodes), -1);
-        for (int n = 0; n < topo.nodes; ++n)
-            if (!parts[static_cast<std::size_t>(n)].empty() || n == rebuilder_node)
-                reader_rank[static_cast<std::size_t>(n)] =
-                    n == rebuilder_node ? rebuilder
-                                        : topo.rank_of(n, turn % topo.ranks_on_node[static_cast<std::size_t>(n)]);
-        ++turn;
-        const bool rebuilding = topo.rank == rebuilder;
-        const bool reading = reader_rank[static_cast<std::size_t>(topo.node)] == topo.rank;
-        if (!rebuilding && !reading)
-            continue;
-        std::vector<Source> sources;
-        if (reading)
-            for (const auto& [stripe, member] : parts[static_cast<std::size_t>(topo.node)]) {
-                Source src{stripe, member, nullptr};
-                if (stripe >= 0) {
-                    const std::vector<SavedFile> parity{{parity_name(static_cast<std::size_t>(si), stripe), set.piece}};
-                    src.reader = std::make_unique<ConcatReader>(step_dir, parity, std::vector<bool>{});
-                } else {
-                    const auto& mf = layout.files[static_cast<std::size_t>(set.members[static_cast<std::size_t>(member)])];
-                    std::vector<bool> here;
-                    for (const auto& f : mf)
-                        here.push_back(holder(held, f.name) == topo.node);
-                    src.reader = std::make_unique<ConcatReader>(step_dir, mf, here);
-                }
-                sources.push_back(std::move(src));
-            }
-        std::unique_ptr<ConcatWriter> writer;
-        std::vector<int> senders;
-        if (rebuilding) {
-            std::vector<bool> skip;
-            for (const auto& f : files)
-                skip.push_back(available.count(f.name) > 0);
-            err.run([&] {
-                fs::create_directories(step_dir);
-                writer = std::make_unique<ConcatWriter>(step_dir, files, skip, true);
-            });
-            for (int n = 0; n < topo.nodes; ++n)
-                if (n != rebuilder_node && reader_rank[static_cast<std::size_t>(n)] >= 0)
-                    senders.push_back(reader_rank[static_cast<std::size_t>(n)]);
-        }
-        const u64 bytes = data_bytes(layout, m);
-        const u64 block = piece_bytes;
-        std::vector<char> acc, tmp;
-        std::vector<std::vector<char>> incoming(senders.size());
-        for (u64 at = 0, len = 0; at < bytes; at += len) {
-            // Bytes [at, at + len) of the lost data, inside chunk c.
-            const int c = static_cast<int>(at / set.piece);
-            const u64 in_chunk = at - static_cast<u64>(c) * set.piece;
-            len = std::min({block, bytes - at, set.piece - in_chunk});
-            const int j = stripe_of(mi, c);
-            acc.assign(static_cast<std::size_t>(len), 0);
-            std::vector<MPI_Request> requests;
-            if (rebuilding)
-                for (std::size_t i = 0; i < senders.size(); ++i) {
-                    incoming[i].resize(static_cast<std::size_t>(len));
-                    requests.emplace_back();
-                    mpi_check(MPI_Irecv(incoming[i].data(), static_cast<int>(len), MPI_BYTE, senders[i], tag_data,
-                                        comm.c, &requests.back()),
-                              "MPI_Irecv");
-                }
-            tmp.resize(static_cast<std::size_t>(len));
-            for (auto& src : sources) {
-                if (err.failed())
-                    break;
-                if (src.stripe >= 0 && src.stripe != j)
-                    continue;
-                if (src.stripe < 0 && src.member == j)
-                    continue; // member j keeps stripe j's parity and has no chunk in it
-                const u64 offset = src.stripe >= 0 ? in_chunk
-                                                   : static_cast<u64>(chunk_of(src.member, j)) * set.piece + in_chunk;
-                err.run([&] {
-                    src.reader->read(tmp.data(), offset, len);
-                    xor_into(acc.data(), tmp.data(), len);
-                });
-            }
-            if (!rebuilding) {
-                if (err.failed())
-                    std::fill(acc.begin(), acc.end(), 0);
-                mpi_check(MPI_Send(acc.data(), static_cast<int>(len), MPI_BYTE, rebuilder, tag_data, comm.c), "MPI_Send");
-                moved += len;
-                continue;
-            }
-            mpi_check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
-                      "MPI_Waitall");
-            for (auto& in : incoming)
-                xor_into(acc.data(), in.data(), len);
-            err.run([&] { writer->write(acc.data(), len); });
-        }
-        if (rebuilding)
-            err.run([&] { writer->finish(); });
+                where[f.name] = plan.rebuilder_node;
+        const int tag = tag_data + 1 + static_cast<int>(i % 30000);
+        if (auto part = part_of(topo, layout, held, available, step_dir, plan, set, si, mi, m, tag, err))
+            parts.push_back(std::move(part));
     }
+    DupComm comm(topo.comm);
+    const u64 sent = rebuild_members(comm.c, parts, err);
     if (bytes_moved)
-        *bytes_moved = moved;
+        *bytes_moved = sent;
     err.rethrow();
     return where;
 }

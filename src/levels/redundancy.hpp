@@ -65,6 +65,12 @@ struct RedundancyCounts {
 /// caller agrees on errors. scheme none: returns at once.
 RedundancyCounts encode_redundancy(const Topology& topo, const SavedLayout& layout, const std::string& step_dir);
 
+/// Local, this node's leader, after its own encode_redundancy into
+/// `step_dir`: removes the files of the scheme's directory (partner/ or
+/// xor/) that no rank of this node writes for `layout` (left there by a
+/// recycled older step whose redundancy files the save writes over).
+void remove_stale_redundancy(const Topology& topo, const SavedLayout& layout, const std::string& step_dir);
+
 /// Local, pure: whether every data file of `layout` can be had from
 /// `available` (relative paths held by any surviving node: data files,
 /// partner/..., xor/...); when not, `why` names the files, the saved nodes
@@ -77,7 +83,9 @@ bool recoverable(const SavedLayout& layout, const std::set<std::string>& availab
 /// `layout` that no current node holds present again in the step directory
 /// of some current node: partner copies are renamed in place on the node
 /// holding them; XOR-covered files are computed from their set's surviving
-/// data files and parity pieces, sent over MPI to one rebuilding node.
+/// data files and parity pieces, sent over MPI to one rebuilding node (the
+/// rebuilds of several lost ranks run together, piece by piece, spread over
+/// the ranks of each node).
 /// held[n]: the relative paths current node n holds in its step directory
 /// (the same on every rank); step_dir: this node's step directory. Returns,
 /// the same on every rank, each rebuilt file's name and the current node
