@@ -1,4 +1,4 @@
-// Private: the background thread of async saves (src/async.cpp), shared by
+// Private: the background thread of async saves (src/driver/async.cpp), shared by
 // cairn::async_save and by the CheckpointManager's async node-local saves.
 // One save of this process runs in the background at a time; MPI_Finalize
 // and wait_for_async_saves() join it.
