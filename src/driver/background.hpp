@@ -14,6 +14,10 @@
 
 namespace cairn::detail {
 
+/// The communicators async_save has duplicated in this process: one per
+/// caller's communicator, kept on it until it is freed. Local.
+std::uint64_t async_duplicates() noexcept;
+
 /// Collective over `c`: every rank throws error::WrongAPIUsage (naming `who`
 /// and the thread level found) unless MPI was initialized with
 /// MPI_THREAD_MULTIPLE. Then waits for this process's save in the
