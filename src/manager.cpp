@@ -220,6 +220,45 @@ void remove_checkpoint(const Candidate& c)
     fs::remove_all(c.path);
 }
 
+// Whether `dir` is a node-local step (LocalLevel): it holds the level's
+// manifest. Local; never throws.
+bool holds_level_manifest(const std::string& dir) noexcept
+{
+    std::error_code ec;
+    return stdfs::exists(fs::join(dir, detail::level_manifest_name), ec);
+}
+
+// Whether the directory `dir` is a node-local level's directory: one of its
+// `step_<N>` entries is a node-local step. Local; never throws.
+bool node_local_directory(const std::string& dir) noexcept
+{
+    std::error_code ec;
+    for (stdfs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        std::int64_t step = 0;
+        bool container = false;
+        if (parse_step_name(it->path().filename().string(), step, container) && !container &&
+            holds_level_manifest(it->path().string()))
+            return true;
+    }
+    return false;
+}
+
+// Whether the entry `path` (`step_<N>` + `suffix`) is what the node-local
+// level leaves, rather than an interrupted replacement in a root: a
+// node-local step itself, or in a node-local level's directory
+// (`in_level_dir`). The level removes such leftovers itself (its next
+// save), never renaming them into place.
+bool node_local_leftover(const std::string& path, const char* suffix, bool in_level_dir) noexcept
+{
+    const std::string name = stdfs::path(path).filename().string();
+    std::int64_t step = 0;
+    bool container = false;
+    if (!ends_with(name, suffix) ||
+        !parse_step_name(name.substr(0, name.size() - std::strlen(suffix)), step, container) || container)
+        return false;
+    return in_level_dir || holds_level_manifest(path);
+}
+
 // Finishes the interrupted replacements among the leftovers `found` (of one
 // directory): where `<ckpt>` is missing, a complete `<ckpt>.cairn-staging`
 // (the new checkpoint, the second rename not done) or else a complete
@@ -230,7 +269,8 @@ std::vector<Leftover> finish_replacements(const std::vector<Leftover>& found)
     std::vector<Leftover> done;
     for (const char* suffix : {staging_suffix, old_suffix})
         for (const auto& l : found) {
-            if (!ends_with(l.path, suffix))
+            if (!ends_with(l.path, suffix) ||
+                node_local_leftover(l.path, suffix, node_local_directory(fs::parent(l.path))))
                 continue;
             const std::string base = l.path.substr(0, l.path.size() - std::strlen(suffix));
             if (fs::exists(base) || !fs::exists(l.path) || !complete_checkpoint(l.path, false))
@@ -1158,10 +1198,34 @@ bool lock_test_of_ours(const std::string& name, std::string& base)
     return parse_step_name(file, step, container) && container;
 }
 
+// A drain's partial copy (`__*.distcp.cairn-part`, `.metadata.h5.tmp.cairn-part`)
+// or what a per-rank save writes before its commit (`__*.distcp`,
+// `.metadata.h5.tmp`): the file name `fn` in a checkpoint directory.
+bool unfinished_data_name(const std::string& fn, bool parts_only)
+{
+    const std::string part = ".cairn-part";
+    const bool is_part = ends_with(fn, part);
+    if (parts_only && !is_part)
+        return false;
+    const std::string f = is_part ? fn.substr(0, fn.size() - part.size()) : fn;
+    return f == ".metadata.h5.tmp" || (f.rfind("__", 0) == 0 && ends_with(f, ".distcp"));
+}
+
+// Whether the directory `dir` holds a drain's partial copies. Never throws.
+bool holds_drain_part(const std::string& dir) noexcept
+{
+    std::error_code ec;
+    for (stdfs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+        if (unfinished_data_name(it->path().filename().string(), true))
+            return true;
+    return false;
+}
+
 // The leftover that the name of root entry `name` (at `path`) makes it, if
 // any: true when the name decides (whether or not it is a leftover), false
 // when the entry must be looked into.
-bool leftover_by_name(const std::string& name, const std::string& path, std::vector<Leftover>& out)
+bool leftover_by_name(const std::string& name, const std::string& path, bool in_level_dir,
+                      std::vector<Leftover>& out)
 {
     std::string base;
     if (lock_test_of_ours(name, base)) {
@@ -1170,14 +1234,25 @@ bool leftover_by_name(const std::string& name, const std::string& path, std::vec
         return true;
     }
     if (ends_with(name, staging_suffix)) {
-        out.push_back({path, "the new checkpoint of an interrupted replacement of " +
-                                 name.substr(0, name.size() - std::strlen(staging_suffix)) +
-                                 " (or, once swapped in, the old one)"});
+        const std::string of = name.substr(0, name.size() - std::strlen(staging_suffix));
+        if (node_local_leftover(path, staging_suffix, in_level_dir))
+            out.push_back({path, "a node-local step " + of + " being saved when the process stopped (never "
+                                 "committed; the next node-local save removes it)"});
+        else if (holds_drain_part(path))
+            out.push_back({path, "a drain of the node-local step " + of + " into the file system, stopped while it "
+                                 "copied (never committed; " + of + " is as it was)"});
+        else
+            out.push_back({path, "the new checkpoint of an interrupted replacement of " + of +
+                                     " (or, once swapped in, the old one)"});
         return true;
     }
     if (ends_with(name, old_suffix)) {
-        out.push_back({path, "the old checkpoint of an interrupted replacement of " +
-                                 name.substr(0, name.size() - std::strlen(old_suffix))});
+        const std::string of = name.substr(0, name.size() - std::strlen(old_suffix));
+        if (node_local_leftover(path, old_suffix, in_level_dir))
+            out.push_back({path, "a node-local step " + of + " that retention dropped or a save replaced, not "
+                                 "yet removed (the next node-local save removes it)"});
+        else
+            out.push_back({path, "the old checkpoint of an interrupted replacement of " + of});
         return true;
     }
     if (ends_with(name, detail::lock_suffix)) {
@@ -1219,11 +1294,9 @@ bool uncommitted_checkpoint_dir(const stdfs::path& dir, const std::string& name)
     if (parse_step_name(name, step, container) && !container)
         return true;
     std::error_code ec;
-    for (const auto& f : stdfs::directory_iterator(dir, ec)) {
-        const std::string fn = f.path().filename().string();
-        if (fn == ".metadata.h5.tmp" || (fn.rfind("__", 0) == 0 && ends_with(fn, ".distcp")))
+    for (const auto& f : stdfs::directory_iterator(dir, ec))
+        if (unfinished_data_name(f.path().filename().string(), false))
             return true;
-    }
     return false;
 }
 
@@ -1238,10 +1311,11 @@ std::vector<Leftover> find_leftovers(const std::string& root_in)
         return out;
     if (!stdfs::is_directory(root, ec))
         throw error::ReadError("cannot look for leftovers in " + root + ": not a directory");
+    const bool in_level_dir = node_local_directory(root);
     for (const auto& e : stdfs::directory_iterator(root, ec)) {
         const std::string name = e.path().filename().string();
         std::error_code ec2;
-        if (leftover_by_name(name, e.path().string(), out) || !stdfs::is_directory(e.path(), ec2))
+        if (leftover_by_name(name, e.path().string(), in_level_dir, out) || !stdfs::is_directory(e.path(), ec2))
             continue;
         if (stdfs::exists(e.path() / metadata_file_name, ec2))
             lock_tests_in_checkpoint(e.path(), name, out);

@@ -232,9 +232,15 @@ private:
 /// The leftovers of interrupted saves among the entries of `root` (not
 /// recursive): per-rank directories without committed metadata that are named
 /// like a managed checkpoint (`step_<N>`) or hold `__*.distcp` or
-/// `.metadata.h5.tmp` files; the siblings `<ckpt>.cairn-staging` and
+/// `.metadata.h5.tmp` files (or a drain's partial copies of them,
+/// `*.cairn-part`); the siblings `<ckpt>.cairn-staging` and
 /// `<ckpt>.cairn-old` of an interrupted replacement (after an exchange the
-/// staging name holds the old checkpoint until it is removed);
+/// staging name holds the old checkpoint until it is removed), named as a
+/// drain's when the staging directory holds `*.cairn-part` files; in a
+/// node-local level's directory (`root` a LocalLevel::dir of one node), the
+/// `step_<N>.cairn-staging` of a node-local save stopped before its commit
+/// and the `step_<N>.cairn-old` of a step retention dropped or a save
+/// replaced;
 /// `<ckpt>.cairn-lock` files that no save holds locked (the claim of a killed
 /// save); `*.cairn-tmp` files
 /// (unfinished containers, LATEST being written); `<container>.locktest.<n>`
@@ -250,7 +256,8 @@ std::vector<Leftover> find_leftovers(const std::string& root);
 /// Removes what find_leftovers(root) lists and returns it. An interrupted
 /// replacement is finished rather than lost: when `<ckpt>` is missing, a
 /// committed `<ckpt>.cairn-staging` (the new checkpoint) or else a committed
-/// `<ckpt>.cairn-old` (the old one) is renamed to `<ckpt>`. Never removes a
+/// `<ckpt>.cairn-old` (the old one) is renamed to `<ckpt>`; a node-local
+/// level's are removed, never renamed (as its next save does). Never removes a
 /// committed checkpoint under its final name. **Local**, same conditions as
 /// find_leftovers; throws error::WriteError when something cannot be removed.
 std::vector<Leftover> remove_leftovers(const std::string& root);
