@@ -220,6 +220,45 @@ void remove_checkpoint(const Candidate& c)
     fs::remove_all(c.path);
 }
 
+// Whether `dir` is a node-local step (LocalLevel): it holds the level's
+// manifest. Local; never throws.
+bool holds_level_manifest(const std::string& dir) noexcept
+{
+    std::error_code ec;
+    return stdfs::exists(fs::join(dir, detail::level_manifest_name), ec);
+}
+
+// Whether the directory `dir` is a node-local level's directory: one of its
+// `step_<N>` entries is a node-local step. Local; never throws.
+bool node_local_directory(const std::string& dir) noexcept
+{
+    std::error_code ec;
+    for (stdfs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        std::int64_t step = 0;
+        bool container = false;
+        if (parse_step_name(it->path().filename().string(), step, container) && !container &&
+            holds_level_manifest(it->path().string()))
+            return true;
+    }
+    return false;
+}
+
+// Whether the entry `path` (`step_<N>` + `suffix`) is what the node-local
+// level leaves, rather than an interrupted replacement in a root: a
+// node-local step itself, or in a node-local level's directory
+// (`in_level_dir`). The level removes such leftovers itself (its next
+// save), never renaming them into place.
+bool node_local_leftover(const std::string& path, const char* suffix, bool in_level_dir) noexcept
+{
+    const std::string name = stdfs::path(path).filename().string();
+    std::int64_t step = 0;
+    bool container = false;
+    if (!ends_with(name, suffix) ||
+        !parse_step_name(name.substr(0, name.size() - std::strlen(suffix)), step, container) || container)
+        return false;
+    return in_level_dir || holds_level_manifest(path);
+}
+
 // Finishes the interrupted replacements among the leftovers `found` (of one
 // directory): where `<ckpt>` is missing, a complete `<ckpt>.cairn-staging`
 // (the new checkpoint, the second rename not done) or else a complete
@@ -230,7 +269,8 @@ std::vector<Leftover> finish_replacements(const std::vector<Leftover>& found)
     std::vector<Leftover> done;
     for (const char* suffix : {staging_suffix, old_suffix})
         for (const auto& l : found) {
-            if (!ends_with(l.path, suffix))
+            if (!ends_with(l.path, suffix) ||
+                node_local_leftover(l.path, suffix, node_local_directory(fs::parent(l.path))))
                 continue;
             const std::string base = l.path.substr(0, l.path.size() - std::strlen(suffix));
             if (fs::exists(base) || !fs::exists(l.path) || !complete_checkpoint(l.path, false))
@@ -364,6 +404,140 @@ struct CheckpointManager::Impl {
         if (coordinator())
             write_record();
         return r;
+    }
+
+    // The options of a save into the root: the manager's layout, and a step
+    // saved again replaces the committed one.
+    SaveOptions root_save_options() const
+    {
+        SaveOptions so = opt.save_options;
+        so.layout = container ? Layout::container : Layout::per_rank;
+        so.overwrite = true;
+        return so;
+    }
+
+    std::string path_of(std::int64_t step) const { return fs::join(root, step_name(step, container)); }
+
+    // Coordinator, before a save of `step` into the root: the root made,
+    // interrupted replacements finished, LATEST pointed away from `step`.
+    void prepare_root(std::int64_t step)
+    {
+        fs::create_directories(root);
+        repair();
+        unpoint(step);
+    }
+
+    // Collective, first in save(): the same step on every rank, at least 0;
+    // without a node-local level, the root made ready for it.
+    void begin_save(std::int64_t step)
+    {
+        const Comm c(comm);
+        std::int64_t in[2] = {step, -step}, out[2] = {0, 0};
+        MPI_Allreduce(in, out, 2, MPI_INT64_T, MPI_MAX, comm);
+        run_phase(c, "checkpoint manager: save", [&] {
+            if (out[0] != -out[1])
+                throw error::Mismatch("CheckpointManager::save: the ranks passed different steps (" +
+                                      std::to_string(-out[1]) + " to " + std::to_string(out[0]) + ")");
+            if (step < 0)
+                throw error::WrongAPIUsage("CheckpointManager::save: step must be at least 0, not " +
+                                           std::to_string(step));
+            if (coordinator() && !has_local())
+                prepare_root(step);
+        });
+    }
+
+    // Collective: a synchronous save into the root, then LATEST and retention.
+    SaveResult save_root(std::int64_t step, StateDict& state)
+    {
+        const SaveResult r = cairn::save(state, path_of(step), comm, root_save_options());
+        run_phase(Comm(comm), "checkpoint manager: publish", [&] {
+            if (coordinator())
+                publish(step);
+        });
+        return r;
+    }
+
+    // Collective: an async save into the root, returning once it is staged;
+    // settle() publishes it.
+    void save_root_async(std::int64_t step, StateDict& state)
+    {
+        AsyncSave h = async_save(state, path_of(step), comm, root_save_options());
+        pending = h;
+        pending_step = step;
+        // Staging errors differ between ranks (a rank that staged everything
+        // before another failed has a ready `staged`); the agreed error comes
+        // with the commit, from the next call that settles this save.
+        h.staged().wait();
+    }
+
+    // Collective: a save with a node-local level. Every flush_every-th save
+    // is also drained into the root (counted when a save succeeds); a
+    // container or grouped data files cannot be drained from per-rank files,
+    // so on a flush step the state is saved into the root as well,
+    // synchronously.
+    std::optional<SaveResult> save_local(std::int64_t step, StateDict& state)
+    {
+        const bool flush_now = opt.local.flush_every > 0 && saves_since_flush + 1 >= opt.local.flush_every;
+        const int flush_count = flush_now ? 0 : saves_since_flush + 1;
+        const bool into_root = flush_now && root_not_drainable;
+        if (opt.async && !into_root) {
+            save_local_async(step, state, flush_now, flush_count);
+            return std::nullopt;
+        }
+        wait_for_async_saves(); // never interleave with a save in the background
+        auto ls = level().plan_save(step, state, opt.save_options);
+        const SaveResult r = finish_local(*ls, ls->planner(), {}, flush_now && !root_not_drainable, flush_count, comm);
+        if (into_root) {
+            const Comm c(comm);
+            run_phase(c, "checkpoint manager: save", [&] {
+                if (coordinator())
+                    prepare_root(step);
+            });
+            cairn::save(state, path_of(step), comm, root_save_options());
+            run_phase(c, "checkpoint manager: publish", [&] {
+                if (coordinator()) {
+                    publish(step);
+                    write_record();
+                }
+            });
+        }
+        return r;
+    }
+
+    // Collective: an async node-local save. Planned and staged here;
+    // written, committed on every node and drained (when `drain_it`) in the
+    // background, by finish_local on the level's own communicator. Returns
+    // once the data is staged; the save is pending until settled.
+    void save_local_async(std::int64_t step, StateDict& state, bool drain_it, int flush_count)
+    {
+        detail::NodeLevel& lvl = level();
+        const Comm lc(lvl.topology().comm);
+        detail::prepare_background(lc, "CheckpointManager::save (async, node-local level)");
+        std::shared_ptr<detail::LocalSave> ls = lvl.plan_save(step, state, opt.save_options);
+        std::shared_ptr<SavePlanner> copy;
+        try {
+            if (opt.save_options.async_staging == AsyncStaging::full_copy)
+                copy = run_phase(lc, "stage", [&] {
+                    return std::shared_ptr<SavePlanner>(detail::stage_copy(ls->session->plan, ls->planner()));
+                });
+        } catch (...) {
+            if (lc.coordinator())
+                ls->session->storage->abort();
+            throw;
+        }
+        const bool staged_now = copy != nullptr;
+        const MPI_Comm on = lc.comm;
+        auto job = [this, ls, copy, drain_it, flush_count, on](const std::function<void()>& staged) mutable {
+            SavePlanner& source = copy ? *copy : ls->planner();
+            auto r = finish_local(*ls, source, staged, drain_it, flush_count, on);
+            copy.reset();
+            ls.reset();
+            return r;
+        };
+        pending = detail::run_in_background(std::move(job), staged_now);
+        pending_step = step;
+        pending_local = true;
+        pending.staged().wait(); // errors: with the commit, as for a save into the root
     }
 
     // Coordinator, before looking for checkpoints: a replacement interrupted
@@ -554,6 +728,190 @@ struct CheckpointManager::Impl {
                              root.c_str(), static_cast<long long>(step), e.what());
         }
     }
+
+    struct Restore;
+};
+
+namespace {
+
+// Runs `load`: true when it succeeded. A failure that an older step need not
+// share (damaged data or metadata, a read error; with `write_too` also a
+// node that could not write the files it needs) is returned in `reason` and
+// `kind`; any other error is thrown.
+template <class Load>
+bool attempt(Load&& load, bool write_too, std::string& reason, Error::Kind& kind)
+{
+    try {
+        load();
+        return true;
+    } catch (const error::IntegrityError& e) { // damaged data: the same on every rank (error agreement)
+        reason = e.what();
+        kind = e.kind();
+    } catch (const error::FormatError& e) {
+        reason = e.what();
+        kind = e.kind();
+    } catch (const error::ReadError& e) {
+        reason = e.what();
+        kind = e.kind();
+    } catch (const error::WriteError& e) {
+        if (!write_too)
+            throw;
+        reason = e.what();
+        kind = e.kind();
+    }
+    return false;
+}
+
+} // namespace
+
+// One restore_latest(): the steps of both levels, newest first, tried in
+// turn (a node-local step before a root step that is not newer) until one
+// loads. Every member function is collective: every rank tries the same
+// steps in the same order.
+struct CheckpointManager::Impl::Restore {
+    Impl& m;
+    StateDict& state;
+    const LoadOptions& options;
+    const Comm c;
+    std::vector<Candidate> root_steps; ///< the managed names, newest first
+    std::size_t next_root = 0;          ///< the next complete one (root_steps.size(): none)
+    std::vector<detail::LocalStep> local_steps; ///< newest first
+    std::size_t next_local = 0;
+    double t0 = 0;
+    std::vector<SkippedCheckpoint> skips;
+    Error::Kind first_kind = Error::Kind::generic;
+    RestoreReport report; ///< of the step that loaded
+
+    Restore(Impl& manager, StateDict& st, const LoadOptions& opts)
+        : m(manager), state(st), options(opts), c(manager.comm)
+    {
+        root_steps = list_root();
+        t0 = MPI_Wtime();
+        if (m.has_local())
+            local_steps = m.level().scan();
+        next_root = next_complete(0);
+    }
+
+    // The managed names in the root, newest first. Whether each is complete
+    // is decided on the coordinator when it is its turn, so that a restore
+    // reads the metadata of the steps it tries, not of all.
+    std::vector<Candidate> list_root()
+    {
+        const auto names = run_phase(c, "checkpoint manager: latest", [&] {
+            std::vector<std::string> v;
+            if (!m.coordinator())
+                return v;
+            m.repair();
+            for (const auto& cand : scan(m.root, m.container)) {
+                v.push_back(std::to_string(cand.step));
+                v.push_back(cand.path);
+                v.push_back(cand.container ? "container" : "per_rank");
+            }
+            return v;
+        });
+        const auto v = bcast_strings(c, names);
+        std::vector<Candidate> out(v.size() / 3);
+        for (std::size_t j = 0; j < out.size(); ++j)
+            out[j] = Candidate{std::stoll(v[3 * j]), v[3 * j + 2] == "container", v[3 * j + 1]};
+        return out;
+    }
+
+    // The index of the first complete root checkpoint at or after `from`,
+    // root_steps.size() when there is none.
+    std::size_t next_complete(std::size_t from)
+    {
+        const std::size_t n = root_steps.size();
+        std::int64_t pick = run_phase(c, "checkpoint manager: latest", [&]() -> std::int64_t {
+            if (!m.coordinator())
+                return 0;
+            for (std::size_t j = from; j < n; ++j)
+                if (complete_checkpoint(root_steps[j].path, root_steps[j].container))
+                    return static_cast<std::int64_t>(j);
+            return static_cast<std::int64_t>(n);
+        });
+        MPI_Bcast(&pick, 1, MPI_INT64_T, 0, m.comm);
+        return static_cast<std::size_t>(pick);
+    }
+
+    bool exhausted() const { return next_root >= root_steps.size() && next_local >= local_steps.size(); }
+    std::int64_t root_step() const { return next_root < root_steps.size() ? root_steps[next_root].step : -1; }
+    std::int64_t local_step() const { return next_local < local_steps.size() ? local_steps[next_local].step : -1; }
+    bool local_is_next() const { return next_local < local_steps.size() && local_step() >= root_step(); }
+
+    // What the warning says comes next.
+    std::string next_text() const
+    {
+        const std::int64_t next = std::max(local_step(), root_step());
+        return next >= 0 ? "trying step " + std::to_string(next) : std::string("no older checkpoint to try");
+    }
+
+    void note_skip(std::int64_t step, const std::string& path, const std::string& reason, Error::Kind kind)
+    {
+        if (skips.empty())
+            first_kind = kind;
+        skips.push_back(SkippedCheckpoint{step, path, reason});
+        if (m.coordinator())
+            std::fprintf(stderr, "cairn: warning: step %lld at %s skipped: %s; %s\n", static_cast<long long>(step),
+                         path.c_str(), reason.c_str(), next_text().c_str());
+    }
+
+    // Tries the next node-local step; true when it loaded.
+    bool try_local()
+    {
+        const detail::LocalStep& ls = local_steps[next_local++];
+        const std::string where =
+            detail::expand_node_dir(m.opt.local.dir, 0) + "/" + step_name(ls.step, false) + " (node-local)";
+        if (!ls.recoverable) {
+            note_skip(ls.step, where, ls.why, Error::Kind::read);
+            return false;
+        }
+        RestoreReport rep;
+        std::string reason;
+        Error::Kind kind = Error::Kind::generic;
+        if (!attempt([&] { m.level().load(ls, state, options, rep); }, true, reason, kind)) {
+            note_skip(ls.step, where, reason, kind);
+            return false;
+        }
+        rep.level = RestoreReport::Level::node_local;
+        loaded(ls.step, std::move(rep));
+        return true;
+    }
+
+    // Tries the next complete root step; true when it loaded.
+    bool try_root()
+    {
+        const Candidate cand = root_steps[next_root];
+        LoadOptions lo = options;
+        if (!lo.storage)
+            lo.layout = cand.container ? Layout::container : Layout::per_rank;
+        std::string reason;
+        Error::Kind kind = Error::Kind::generic;
+        if (!attempt([&] { load(state, cand.path, m.comm, lo); }, false, reason, kind)) {
+            next_root = next_complete(next_root + 1);
+            note_skip(cand.step, cand.path, reason, kind);
+            return false;
+        }
+        RestoreReport rep;
+        rep.level = RestoreReport::Level::file_system;
+        loaded(cand.step, std::move(rep));
+        return true;
+    }
+
+    void loaded(std::int64_t step, RestoreReport rep)
+    {
+        rep.step = step;
+        rep.seconds = MPI_Wtime() - t0;
+        report = rep;
+        m.report = std::move(rep);
+    }
+
+    [[noreturn]] void throw_none_loads() const
+    {
+        std::string what = "CheckpointManager::restore_latest: no checkpoint in " + m.root + " loads; tried";
+        for (const auto& s : skips)
+            what += "\n  step " + std::to_string(s.step) + " at " + s.path + ": " + s.reason;
+        error::throw_error(first_kind, what);
+    }
 };
 
 CheckpointManager::CheckpointManager(std::string root, MPI_Comm comm, ManagerOptions options)
@@ -643,111 +1001,14 @@ std::optional<SaveResult> CheckpointManager::save(std::int64_t step, StateDict& 
 {
     auto& m = *m_impl;
     m.settle();
-    const Comm c(m.comm);
-
-    // The same step on every rank, then the root and LATEST made ready.
-    std::int64_t in[2] = {step, -step}, out[2] = {0, 0};
-    MPI_Allreduce(in, out, 2, MPI_INT64_T, MPI_MAX, m.comm);
-    run_phase(c, "checkpoint manager: save", [&] {
-        if (out[0] != -out[1])
-            throw error::Mismatch("CheckpointManager::save: the ranks passed different steps (" +
-                                  std::to_string(-out[1]) + " to " + std::to_string(out[0]) + ")");
-        if (step < 0)
-            throw error::WrongAPIUsage("CheckpointManager::save: step must be at least 0, not " + std::to_string(step));
-        if (m.coordinator() && !m.has_local()) {
-            fs::create_directories(m.root);
-            m.repair();
-            m.unpoint(step);
-        }
-    });
-
-    SaveOptions so = m.opt.save_options;
-    so.layout = m.container ? Layout::container : Layout::per_rank;
-    so.overwrite = true;
-    const std::string path = checkpoint_path(step);
-
-    if (m.has_local()) {
-        // Every flush_every-th save is also drained into the root (counted
-        // when a save succeeds).
-        const bool flush_now = m.opt.local.flush_every > 0 && m.saves_since_flush + 1 >= m.opt.local.flush_every;
-        const int flush_count = flush_now ? 0 : m.saves_since_flush + 1;
-        // A container or grouped data files cannot be drained from
-        // per-rank files: on a flush step the state is saved into the root
-        // as well, synchronously.
-        const bool into_root = flush_now && m.root_not_drainable;
-        if (m.opt.async && !into_root) {
-            // Planned and staged here; written, committed on every node and
-            // drained in the background, on the level's own communicator.
-            detail::NodeLevel& level = m.level();
-            const Comm lc(level.topology().comm);
-            detail::prepare_background(lc, "CheckpointManager::save (async, node-local level)");
-            std::shared_ptr<detail::LocalSave> ls = level.plan_save(step, state, m.opt.save_options);
-            std::shared_ptr<SavePlanner> copy;
-            try {
-                if (m.opt.save_options.async_staging == AsyncStaging::full_copy)
-                    copy = run_phase(lc, "stage", [&] {
-                        return std::shared_ptr<SavePlanner>(detail::stage_copy(ls->session->plan, ls->planner()));
-                    });
-            } catch (...) {
-                if (lc.coordinator())
-                    ls->session->storage->abort();
-                throw;
-            }
-            const bool staged_now = copy != nullptr;
-            Impl* const impl = &m;
-            const MPI_Comm on = lc.comm;
-            auto job = [impl, ls, copy, flush_now, flush_count, on](const std::function<void()>& staged) mutable {
-                SavePlanner& source = copy ? *copy : ls->planner();
-                auto r = impl->finish_local(*ls, source, staged, flush_now, flush_count, on);
-                copy.reset();
-                ls.reset();
-                return r;
-            };
-            m.pending = detail::run_in_background(std::move(job), staged_now);
-            m.pending_step = step;
-            m.pending_local = true;
-            m.pending.staged().wait(); // errors: see below
-            return std::nullopt;
-        }
-        wait_for_async_saves(); // never interleave with a save in the background
-        auto ls = m.level().plan_save(step, state, m.opt.save_options);
-        const SaveResult r = m.finish_local(*ls, ls->planner(), {}, flush_now && !m.root_not_drainable, flush_count, m.comm);
-        if (into_root) {
-            run_phase(c, "checkpoint manager: save", [&] {
-                if (m.coordinator()) {
-                    fs::create_directories(m.root);
-                    m.repair();
-                    m.unpoint(step);
-                }
-            });
-            cairn::save(state, path, m.comm, so);
-            run_phase(c, "checkpoint manager: publish", [&] {
-                if (m.coordinator()) {
-                    m.publish(step);
-                    m.write_record();
-                }
-            });
-        }
-        return r;
+    m.begin_save(step);
+    if (m.has_local())
+        return m.save_local(step, state);
+    if (m.opt.async) {
+        m.save_root_async(step, state);
+        return std::nullopt;
     }
-
-    if (!m.opt.async) {
-        const SaveResult r = cairn::save(state, path, m.comm, so);
-        run_phase(c, "checkpoint manager: publish", [&] {
-            if (m.coordinator())
-                m.publish(step);
-        });
-        return r;
-    }
-
-    AsyncSave h = async_save(state, path, m.comm, so);
-    m.pending = h;
-    m.pending_step = step;
-    // Staging errors differ between ranks (a rank that staged everything
-    // before another failed has a ready `staged`); the agreed error comes
-    // with the commit, from the next call that settles this save.
-    h.staged().wait();
-    return std::nullopt;
+    return m.save_root(step, state);
 }
 
 std::optional<SaveResult> CheckpointManager::wait() { return m_impl->settle(); }
@@ -800,141 +1061,18 @@ std::optional<std::int64_t> CheckpointManager::restore_latest(StateDict& state, 
     m.settle();
     if (skipped)
         skipped->clear();
-    const Comm c(m.comm);
-    // The managed names, newest first (step, path, layout); whether each is
-    // complete is decided on the coordinator when it is its turn, so that a
-    // restore reads the metadata of the steps it tries, not of all.
-    const auto names = run_phase(c, "checkpoint manager: latest", [&] {
-        std::vector<std::string> v;
-        if (!m.coordinator())
-            return v;
-        m.repair();
-        for (const auto& cand : scan(m.root, m.container)) {
-            v.push_back(std::to_string(cand.step));
-            v.push_back(cand.path);
-            v.push_back(cand.container ? "container" : "per_rank");
-        }
-        return v;
-    });
-    const auto v = bcast_strings(c, names);
-    const std::size_t n = v.size() / 3;
-    // Collective: the index of the first complete checkpoint at or after
-    // `from`, n when there is none.
-    const auto next_complete = [&](std::size_t from) {
-        std::int64_t pick = run_phase(c, "checkpoint manager: latest", [&]() -> std::int64_t {
-            if (!m.coordinator())
-                return 0;
-            for (std::size_t j = from; j < n; ++j)
-                if (complete_checkpoint(v[3 * j + 1], v[3 * j + 2] == "container"))
-                    return static_cast<std::int64_t>(j);
-            return static_cast<std::int64_t>(n);
-        });
-        MPI_Bcast(&pick, 1, MPI_INT64_T, 0, m.comm);
-        return static_cast<std::size_t>(pick);
-    };
-    std::vector<SkippedCheckpoint> skips;
-    Error::Kind first_kind = Error::Kind::generic;
-    const double t0 = MPI_Wtime();
-    // The node-local steps (newest first), tried before a root step that is
-    // not newer.
-    std::vector<detail::LocalStep> local_steps;
-    if (m.has_local())
-        local_steps = m.level().scan();
-    std::size_t li = 0;
-    const auto note_skip = [&](std::int64_t step, const std::string& path, const std::string& reason,
-                               Error::Kind kind, const std::string& next) {
-        if (skips.empty())
-            first_kind = kind;
-        skips.push_back(SkippedCheckpoint{step, path, reason});
-        if (m.coordinator())
-            std::fprintf(stderr, "cairn: warning: step %lld at %s skipped: %s; %s\n", static_cast<long long>(step),
-                         path.c_str(), reason.c_str(), next.c_str());
-    };
-    for (std::size_t j = next_complete(0); j < n || li < local_steps.size();) {
-        const std::int64_t root_step = j < n ? std::stoll(v[3 * j]) : -1;
-        if (li < local_steps.size() && local_steps[li].step >= root_step) {
-            const detail::LocalStep& ls = local_steps[li++];
-            const std::string where = detail::expand_node_dir(m.opt.local.dir, 0) + "/" + step_name(ls.step, false) +
-                                      " (node-local)";
-            const auto next_text = [&] {
-                const std::int64_t next =
-                    std::max<std::int64_t>(li < local_steps.size() ? local_steps[li].step : -1, root_step);
-                return next >= 0 ? "trying step " + std::to_string(next) : std::string("no older checkpoint to try");
-            };
-            if (!ls.recoverable) {
-                note_skip(ls.step, where, ls.why, Error::Kind::read, next_text());
-                continue;
-            }
-            RestoreReport rep;
-            std::string reason;
-            Error::Kind kind = Error::Kind::generic;
-            try {
-                m.level().load(ls, state, options, rep);
-                rep.level = RestoreReport::Level::node_local;
-                rep.step = ls.step;
-                rep.seconds = MPI_Wtime() - t0;
-                m.report = rep;
-                if (skipped)
-                    *skipped = std::move(skips);
-                return ls.step;
-            } catch (const error::IntegrityError& e) {
-                reason = e.what();
-                kind = e.kind();
-            } catch (const error::FormatError& e) {
-                reason = e.what();
-                kind = e.kind();
-            } catch (const error::ReadError& e) {
-                reason = e.what();
-                kind = e.kind();
-            } catch (const error::WriteError& e) { // a node could not take the files it needs
-                reason = e.what();
-                kind = e.kind();
-            }
-            note_skip(ls.step, where, reason, kind, next_text());
-            continue;
-        }
-        const std::int64_t step = root_step;
-        const std::string& path = v[3 * j + 1];
-        LoadOptions lo = options;
-        if (!lo.storage)
-            lo.layout = v[3 * j + 2] == "container" ? Layout::container : Layout::per_rank;
-        std::string reason;
-        try {
-            load(state, path, m.comm, lo);
-            RestoreReport rep;
-            rep.level = RestoreReport::Level::file_system;
-            rep.step = step;
-            rep.seconds = MPI_Wtime() - t0;
-            m.report = rep;
+    Impl::Restore r(m, state, options);
+    while (!r.exhausted()) {
+        const bool loaded = r.local_is_next() ? r.try_local() : r.try_root();
+        if (loaded) {
             if (skipped)
-                *skipped = std::move(skips);
-            return step;
-        } catch (const error::IntegrityError& e) { // damaged data: the same on every rank (error agreement)
-            reason = e.what();
-            if (skips.empty())
-                first_kind = e.kind();
-        } catch (const error::FormatError& e) {
-            reason = e.what();
-            if (skips.empty())
-                first_kind = e.kind();
-        } catch (const error::ReadError& e) {
-            reason = e.what();
-            if (skips.empty())
-                first_kind = e.kind();
+                *skipped = std::move(r.skips);
+            return r.report.step;
         }
-        const Error::Kind kind = skips.empty() ? first_kind : Error::Kind::generic;
-        j = next_complete(j + 1);
-        const std::int64_t next = std::max<std::int64_t>(li < local_steps.size() ? local_steps[li].step : -1,
-                                           j < n ? static_cast<std::int64_t>(std::stoll(v[3 * j])) : std::int64_t(-1));
-        note_skip(step, path, reason, kind,
-                  next >= 0 ? "trying step " + std::to_string(next) : std::string("no older checkpoint to try"));
     }
-    if (skips.empty())
+    if (r.skips.empty())
         return std::nullopt;
-    std::string what = "CheckpointManager::restore_latest: no checkpoint in " + m.root + " loads; tried";
-    for (const auto& s : skips)
-        what += "\n  step " + std::to_string(s.step) + " at " + s.path + ": " + s.reason;
-    error::throw_error(first_kind, what);
+    r.throw_none_loads();
 }
 
 std::optional<std::int64_t> CheckpointManager::flush()
@@ -1060,6 +1198,108 @@ bool lock_test_of_ours(const std::string& name, std::string& base)
     return parse_step_name(file, step, container) && container;
 }
 
+// A drain's partial copy (`__*.distcp.cairn-part`, `.metadata.h5.tmp.cairn-part`)
+// or what a per-rank save writes before its commit (`__*.distcp`,
+// `.metadata.h5.tmp`): the file name `fn` in a checkpoint directory.
+bool unfinished_data_name(const std::string& fn, bool parts_only)
+{
+    const std::string part = ".cairn-part";
+    const bool is_part = ends_with(fn, part);
+    if (parts_only && !is_part)
+        return false;
+    const std::string f = is_part ? fn.substr(0, fn.size() - part.size()) : fn;
+    return f == ".metadata.h5.tmp" || (f.rfind("__", 0) == 0 && ends_with(f, ".distcp"));
+}
+
+// Whether the directory `dir` holds a drain's partial copies. Never throws.
+bool holds_drain_part(const std::string& dir) noexcept
+{
+    std::error_code ec;
+    for (stdfs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+        if (unfinished_data_name(it->path().filename().string(), true))
+            return true;
+    return false;
+}
+
+// The leftover that the name of root entry `name` (at `path`) makes it, if
+// any: true when the name decides (whether or not it is a leftover), false
+// when the entry must be looked into.
+bool leftover_by_name(const std::string& name, const std::string& path, bool in_level_dir,
+                      std::vector<Leftover>& out)
+{
+    std::string base;
+    if (lock_test_of_ours(name, base)) {
+        out.push_back(
+            {path, "a lock-test file of the MPI-IO library, left by a process killed while it opened " + base});
+        return true;
+    }
+    if (ends_with(name, staging_suffix)) {
+        const std::string of = name.substr(0, name.size() - std::strlen(staging_suffix));
+        if (node_local_leftover(path, staging_suffix, in_level_dir))
+            out.push_back({path, "a node-local step " + of + " being saved when the process stopped (never "
+                                 "committed; the next node-local save removes it)"});
+        else if (holds_drain_part(path))
+            out.push_back({path, "a drain of the node-local step " + of + " into the file system, stopped while it "
+                                 "copied (never committed; " + of + " is as it was)"});
+        else
+            out.push_back({path, "the new checkpoint of an interrupted replacement of " + of +
+                                     " (or, once swapped in, the old one)"});
+        return true;
+    }
+    if (ends_with(name, old_suffix)) {
+        const std::string of = name.substr(0, name.size() - std::strlen(old_suffix));
+        if (node_local_leftover(path, old_suffix, in_level_dir))
+            out.push_back({path, "a node-local step " + of + " that retention dropped or a save replaced, not "
+                                 "yet removed (the next node-local save removes it)"});
+        else
+            out.push_back({path, "the old checkpoint of an interrupted replacement of " + of});
+        return true;
+    }
+    if (ends_with(name, detail::lock_suffix)) {
+        if (!detail::lock_held(path)) // else a save in flight holds it
+            out.push_back({path, "the lock file of an interrupted save to " +
+                                     name.substr(0, name.size() - std::strlen(detail::lock_suffix))});
+        return true;
+    }
+    if (ends_with(name, temp_suffix)) {
+        out.push_back({path, name == pointer_temp_name ? "LATEST being replaced when the process stopped"
+                                                       : "a container file that was never committed"});
+        return true;
+    }
+    return false;
+}
+
+// A committed per-rank checkpoint `dir` (named `name`): reading a data file
+// through OMPIO also makes "<file>.locktest.<rank>" in it for a moment.
+void lock_tests_in_checkpoint(const stdfs::path& dir, const std::string& name, std::vector<Leftover>& out)
+{
+    std::error_code ec;
+    std::string base;
+    for (const auto& f : stdfs::directory_iterator(dir, ec)) {
+        const std::string fn = f.path().filename().string();
+        if (lock_test_base(fn, base) && base.rfind("__", 0) == 0 && ends_with(base, ".distcp"))
+            out.push_back({f.path().string(), "a lock-test file of the MPI-IO library inside the committed "
+                                              "checkpoint " + name + ", left by a process killed while it opened " +
+                                                  base});
+    }
+}
+
+// Whether the directory `dir` (named `name`, without metadata) is a per-rank
+// save that never committed: named like a managed checkpoint or holding
+// what a per-rank save writes.
+bool uncommitted_checkpoint_dir(const stdfs::path& dir, const std::string& name)
+{
+    std::int64_t step = 0;
+    bool container = false;
+    if (parse_step_name(name, step, container) && !container)
+        return true;
+    std::error_code ec;
+    for (const auto& f : stdfs::directory_iterator(dir, ec))
+        if (unfinished_data_name(f.path().filename().string(), false))
+            return true;
+    return false;
+}
+
 } // namespace
 
 std::vector<Leftover> find_leftovers(const std::string& root_in)
@@ -1071,65 +1311,16 @@ std::vector<Leftover> find_leftovers(const std::string& root_in)
         return out;
     if (!stdfs::is_directory(root, ec))
         throw error::ReadError("cannot look for leftovers in " + root + ": not a directory");
+    const bool in_level_dir = node_local_directory(root);
     for (const auto& e : stdfs::directory_iterator(root, ec)) {
         const std::string name = e.path().filename().string();
-        const std::string path = e.path().string();
-        std::string base;
-        if (lock_test_of_ours(name, base)) {
-            out.push_back({path, "a lock-test file of the MPI-IO library, left by a process killed while it opened " +
-                                     base});
-            continue;
-        }
-        if (ends_with(name, staging_suffix)) {
-            out.push_back({path, "the new checkpoint of an interrupted replacement of " +
-                                     name.substr(0, name.size() - std::strlen(staging_suffix)) +
-                                     " (or, once swapped in, the old one)"});
-            continue;
-        }
-        if (ends_with(name, old_suffix)) {
-            out.push_back({path, "the old checkpoint of an interrupted replacement of " +
-                                     name.substr(0, name.size() - std::strlen(old_suffix))});
-            continue;
-        }
-        if (ends_with(name, detail::lock_suffix)) {
-            if (!detail::lock_held(path)) // else a save in flight holds it
-                out.push_back({path, "the lock file of an interrupted save to " +
-                                         name.substr(0, name.size() - std::strlen(detail::lock_suffix))});
-            continue;
-        }
-        if (ends_with(name, temp_suffix)) {
-            out.push_back({path, name == pointer_temp_name ? "LATEST being replaced when the process stopped"
-                                                           : "a container file that was never committed"});
-            continue;
-        }
         std::error_code ec2;
-        if (!stdfs::is_directory(e.path(), ec2))
+        if (leftover_by_name(name, e.path().string(), in_level_dir, out) || !stdfs::is_directory(e.path(), ec2))
             continue;
-        if (stdfs::exists(e.path() / metadata_file_name, ec2)) {
-            // A committed per-rank checkpoint: reading a data file through
-            // OMPIO also makes "<file>.locktest.<rank>" in it for a moment.
-            for (const auto& f : stdfs::directory_iterator(e.path(), ec2)) {
-                const std::string fn = f.path().filename().string();
-                if (lock_test_base(fn, base) && base.rfind("__", 0) == 0 && ends_with(base, ".distcp"))
-                    out.push_back({f.path().string(), "a lock-test file of the MPI-IO library inside the "
-                                                      "committed checkpoint " + name + ", left by a process killed "
-                                                      "while it opened " + base});
-            }
-            continue;
-        }
-        std::int64_t step = 0;
-        bool container = false;
-        bool ours = parse_step_name(name, step, container) && !container;
-        if (!ours)
-            for (const auto& f : stdfs::directory_iterator(e.path(), ec2)) {
-                const std::string fn = f.path().filename().string();
-                if (fn == ".metadata.h5.tmp" || (fn.rfind("__", 0) == 0 && ends_with(fn, ".distcp"))) {
-                    ours = true;
-                    break;
-                }
-            }
-        if (ours)
-            out.push_back({path, "a per-rank checkpoint directory without metadata.h5 (never committed)"});
+        if (stdfs::exists(e.path() / metadata_file_name, ec2))
+            lock_tests_in_checkpoint(e.path(), name, out);
+        else if (uncommitted_checkpoint_dir(e.path(), name))
+            out.push_back({e.path().string(), "a per-rank checkpoint directory without metadata.h5 (never committed)"});
     }
     if (ec)
         throw error::ReadError("cannot list " + root + ": " + ec.message());

@@ -47,7 +47,11 @@ private:
 ///
 /// **Collective over `comm`.** Planning (local plans, global plan) runs on the
 /// calling thread on a duplicate of `comm`; writing, the gathering of results
-/// and the commit run on a background thread on that duplicate.
+/// and the commit run on a background thread on that duplicate. The first
+/// async_save on `comm` makes the duplicate and keeps it on `comm` (an MPI
+/// attribute) for the next ones, which also keep what a save caches on its
+/// communicator (the group communicators of grouped data files);
+/// MPI_Comm_free(comm) waits for a save in flight, then frees it.
 /// Requirements: MPI initialized with MPI_THREAD_MULTIPLE (checked on every
 /// rank; error::WrongAPIUsage naming the level found otherwise). A second
 /// async_save (or save through the same process) waits for the previous

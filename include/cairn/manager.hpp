@@ -23,6 +23,7 @@
 #pragma once
 
 #include "cairn/checkpoint.hpp"
+#include "cairn/levels.hpp"
 
 #include <mpi.h>
 
@@ -33,57 +34,6 @@
 #include <vector>
 
 namespace cairn {
-
-/// Redundancy of a node-local level (LocalLevel::redundancy): what loss of
-/// node-local storage a node-local step survives.
-struct Redundancy {
-    enum class Scheme {
-        none,    ///< each node keeps only its own ranks' files: any node lost loses the step
-        partner, ///< each node also keeps a copy of one other node's files (node n's on node n+1,
-                 ///< cyclically): survives the loss of any nodes no two of which are neighbours
-        xor_parity ///< SCR's XOR: the nodes form groups of `group_size` (the last group takes
-                   ///< the remainder when it has fewer than 2); each node keeps 1/(k-1) of its
-                   ///< data's size in parity: survives the loss of one node per group
-    };
-    Scheme scheme = Scheme::none;
-    /// xor_parity: nodes per group, at least 2.
-    int group_size = 4;
-
-    static Redundancy none() { return {}; }
-    static Redundancy partner() { return {Scheme::partner, 4}; }
-    static Redundancy xor_parity(int k = 4) { return {Scheme::xor_parity, k}; }
-    /// "none", "partner", "xor" or "xor:K" (K >= 2); error::WrongAPIUsage
-    /// naming the text otherwise.
-    static Redundancy parse(const std::string& text);
-    /// The form parse() reads: "none", "partner" or "xor:K".
-    std::string str() const;
-};
-
-/// The node-local level of a CheckpointManager (multi-level checkpointing,
-/// docs/FORMAT.md "Node-local level"). With `dir` set, save() writes each
-/// step into node-local storage (a RAM disk or NVMe path that each node has
-/// under the same name), plus the redundancy data exchanged between nodes,
-/// and every `flush_every`-th step (or on demand: flush()) is also drained
-/// into the manager's root on the parallel file system, in the background.
-/// restore_latest() takes the newest step of any level, from node-local
-/// storage when it can (rebuilding a lost node's files from partner copies
-/// or parity), else from the root.
-struct LocalLevel {
-    /// The node-local directory; empty: no node-local level (every save goes
-    /// to the root, as without levels). "%n" in it is replaced by the node's
-    /// index (0 .. nodes-1), e.g. to keep several nodes' storage apart on one
-    /// host or in a shared scratch directory.
-    std::string dir;
-    Redundancy redundancy;
-    /// Node-local steps kept on each node (the newest ones), at least 1.
-    int keep_last = 2;
-    /// Every flush_every-th save (counted since the last drain of this
-    /// manager) is also drained to the root; 0: only on demand (flush()).
-    int flush_every = 10;
-    /// 0: a node is the ranks of one MPI_COMM_TYPE_SHARED group. K > 0: every
-    /// K consecutive ranks form a node (to test several nodes on one host).
-    int ranks_per_node = 0;
-};
 
 /// Options of a CheckpointManager.
 struct ManagerOptions {
@@ -124,19 +74,6 @@ struct StepLevels {
     bool needs_rebuild = false;
     /// A committed, complete checkpoint in the root (the parallel file system).
     bool file_system = false;
-};
-
-/// How the last restore_latest() restored (CheckpointManager::last_restore()).
-struct RestoreReport {
-    enum class Level { none, node_local, file_system };
-    Level level = Level::none;
-    std::int64_t step = -1;
-    /// Data files rebuilt from partner copies or XOR parity (names in the step).
-    std::vector<std::string> rebuilt;
-    /// Bytes of data files sent between nodes over MPI before the load
-    /// (rebuilds, and files a node needs that another node holds).
-    std::uint64_t bytes_moved = 0;
-    double seconds = 0; ///< the whole restore, on the coordinator
 };
 
 /// Something an interrupted save left in a root directory (find_leftovers).
@@ -295,9 +232,15 @@ private:
 /// The leftovers of interrupted saves among the entries of `root` (not
 /// recursive): per-rank directories without committed metadata that are named
 /// like a managed checkpoint (`step_<N>`) or hold `__*.distcp` or
-/// `.metadata.h5.tmp` files; the siblings `<ckpt>.cairn-staging` and
+/// `.metadata.h5.tmp` files (or a drain's partial copies of them,
+/// `*.cairn-part`); the siblings `<ckpt>.cairn-staging` and
 /// `<ckpt>.cairn-old` of an interrupted replacement (after an exchange the
-/// staging name holds the old checkpoint until it is removed);
+/// staging name holds the old checkpoint until it is removed), named as a
+/// drain's when the staging directory holds `*.cairn-part` files; in a
+/// node-local level's directory (`root` a LocalLevel::dir of one node), the
+/// `step_<N>.cairn-staging` of a node-local save stopped before its commit
+/// and the `step_<N>.cairn-old` of a step retention dropped or a save
+/// replaced;
 /// `<ckpt>.cairn-lock` files that no save holds locked (the claim of a killed
 /// save); `*.cairn-tmp` files
 /// (unfinished containers, LATEST being written); `<container>.locktest.<n>`
@@ -313,7 +256,8 @@ std::vector<Leftover> find_leftovers(const std::string& root);
 /// Removes what find_leftovers(root) lists and returns it. An interrupted
 /// replacement is finished rather than lost: when `<ckpt>` is missing, a
 /// committed `<ckpt>.cairn-staging` (the new checkpoint) or else a committed
-/// `<ckpt>.cairn-old` (the old one) is renamed to `<ckpt>`. Never removes a
+/// `<ckpt>.cairn-old` (the old one) is renamed to `<ckpt>`; a node-local
+/// level's are removed, never renamed (as its next save does). Never removes a
 /// committed checkpoint under its final name. **Local**, same conditions as
 /// find_leftovers; throws error::WriteError when something cannot be removed.
 std::vector<Leftover> remove_leftovers(const std::string& root);

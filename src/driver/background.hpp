@@ -1,4 +1,4 @@
-// Private: the background thread of async saves (src/async.cpp), shared by
+// Private: the background thread of async saves (src/driver/async.cpp), shared by
 // cairn::async_save and by the CheckpointManager's async node-local saves.
 // One save of this process runs in the background at a time; MPI_Finalize
 // and wait_for_async_saves() join it.
@@ -13,6 +13,10 @@
 #include <string>
 
 namespace cairn::detail {
+
+/// The communicators async_save has duplicated in this process: one per
+/// caller's communicator, kept on it until it is freed. Local.
+std::uint64_t async_duplicates() noexcept;
 
 /// Collective over `c`: every rank throws error::WrongAPIUsage (naming `who`
 /// and the thread level found) unless MPI was initialized with

@@ -3,7 +3,7 @@
 
 #include "cairn/container.hpp"
 #include "cairn/distcp.hpp"
-#include "collective_checks.hpp"
+#include "driver/collective_checks.hpp"
 #include "storage/columnar_storage.hpp"
 
 namespace cairn::detail {

@@ -1,7 +1,7 @@
 // save(), phase by phase (docs/DESIGN.md §2):
 //   plan_save:        local plan -> exchange -> global plan -> final plan
 //   write_and_commit: write -> commit -> result
-// async_save (src/async.cpp) runs the same two halves, the second on a
+// async_save (src/driver/async.cpp) runs the same two halves, the second on a
 // helper thread. Every phase that can fail on one rank ends in an error
 // agreement (run_phase), so all ranks leave together with the same
 // exception.
@@ -12,9 +12,9 @@
 #include "cairn/container.hpp"
 #include "cairn/distcp.hpp"
 #include "cairn/errors.hpp"
-#include "collective_checks.hpp"
 #include "core/codec.hpp"
 #include "core/rows_internal.hpp"
+#include "driver/collective_checks.hpp"
 #include "driver/save_session.hpp"
 #include "plan/plan_cache.hpp"
 

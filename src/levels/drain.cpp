@@ -89,6 +89,140 @@ bool write_side(int err) noexcept
     throw error::ReadError("cannot copy " + src + " to " + dst + ": " + sys_error(err));
 }
 
+/// The bytes of one file copied into its part file by the fastest method
+/// the two files allow: copy_file_range, else sendfile, else pread/pwrite
+/// through an aligned buffer.
+class ByteCopy {
+public:
+    ByteCopy(int in, int out, const std::string& src, const std::string& part, std::uint64_t size)
+        : m_in(in), m_out(out), m_src(src), m_part(part), m_size(size)
+    {
+    }
+
+    /// Copies up to `want` bytes at `off` (the same offset in both files):
+    /// returns how many, or 0 when the call is to be repeated (interrupted,
+    /// or the method changed). Throws error::ReadError / error::WriteError.
+    std::size_t once(std::uint64_t off, std::size_t want)
+    {
+        switch (m_method) {
+        case Method::copy_range: {
+            auto in_off = static_cast<loff_t>(off), out_off = static_cast<loff_t>(off);
+            return in_kernel(::copy_file_range(m_in, &in_off, m_out, &out_off, want, 0), off, Method::send);
+        }
+        case Method::send: {
+            if (::lseek(m_out, static_cast<off_t>(off), SEEK_SET) < 0)
+                throw error::WriteError("cannot seek in " + m_part + ": " + sys_error(errno));
+            auto in_off = static_cast<off_t>(off);
+            return in_kernel(::sendfile(m_out, m_in, &in_off, want), off, Method::read_write);
+        }
+        case Method::read_write: return through_buffer(off, want);
+        }
+        return 0;
+    }
+
+private:
+    enum class Method { copy_range, send, read_write };
+
+    /// The outcome `n` of an in-kernel copy at `off`; `next`: the method to
+    /// fall back on when this one does not work between these two files.
+    std::size_t in_kernel(ssize_t n, std::uint64_t off, Method next)
+    {
+        if (n < 0) {
+            const int err = errno;
+            if (unsupported(err))
+                m_method = next;
+            else if (err != EINTR)
+                copy_failed(m_src, m_part, err);
+            return 0;
+        }
+        if (n == 0)
+            ended(off);
+        return static_cast<std::size_t>(n);
+    }
+
+    std::size_t through_buffer(std::uint64_t off, std::size_t want)
+    {
+        if (!m_buf) {
+            void* p = nullptr;
+            if (::posix_memalign(&p, 4096, buffer_bytes) != 0)
+                throw error::WriteError("cannot allocate a copy buffer of " + std::to_string(buffer_bytes) +
+                                        " bytes to copy " + m_src);
+            m_buf.reset(static_cast<unsigned char*>(p));
+        }
+        const auto r = ::pread(m_in, m_buf.get(), std::min(want, buffer_bytes), static_cast<off_t>(off));
+        if (r < 0) {
+            if (errno == EINTR)
+                return 0;
+            throw error::ReadError("cannot read " + m_src + ": " + sys_error(errno));
+        }
+        if (r == 0)
+            ended(off);
+        std::size_t done = 0;
+        while (done < static_cast<std::size_t>(r)) {
+            const auto w = ::pwrite(m_out, m_buf.get() + done, static_cast<std::size_t>(r) - done,
+                                    static_cast<off_t>(off + done));
+            if (w < 0) {
+                if (errno == EINTR)
+                    continue;
+                throw error::WriteError("cannot write " + m_part + " (a copy of " + m_src + "): " + sys_error(errno));
+            }
+            done += static_cast<std::size_t>(w);
+        }
+        return done;
+    }
+
+    [[noreturn]] void ended(std::uint64_t off) const
+    {
+        throw error::ReadError("cannot copy " + m_src + ": it ended at byte " + std::to_string(off) + " of " +
+                               std::to_string(m_size) + " (changed while copied)");
+    }
+
+    int m_in, m_out;
+    const std::string& m_src;
+    const std::string& m_part;
+    std::uint64_t m_size;
+    Method m_method = Method::copy_range;
+    std::unique_ptr<unsigned char, void (*)(void*)> m_buf{nullptr, std::free};
+};
+
+/// The size of the regular file open as `fd` (`src`); error::ReadError
+/// naming it when it is something else.
+std::uint64_t regular_file_size(int fd, const std::string& src)
+{
+    struct stat st {};
+    if (::fstat(fd, &st) != 0)
+        throw error::ReadError("cannot stat " + src + ": " + sys_error(errno));
+    if (!S_ISREG(st.st_mode))
+        throw error::ReadError("cannot copy " + src + ": not a regular file (" +
+                               fs::file_type_name(static_cast<unsigned>(st.st_mode)) + ")");
+    return static_cast<std::uint64_t>(st.st_size);
+}
+
+/// Copies the `size` bytes of `in` into `out` (`part`), in chunks, with
+/// early writeback; throws Cancelled when `cancel` is set between two.
+void copy_bytes(int in, Fd& out, const std::string& src, const std::string& part, std::uint64_t size, bool fsync,
+                const std::atomic<bool>* cancel)
+{
+    ::posix_fadvise(in, 0, 0, POSIX_FADV_SEQUENTIAL);
+    Writeback writeback(part, fsync ? writeback_bytes : 0);
+    ByteCopy copy(in, out.get(), src, part, size);
+    std::uint64_t off = 0;
+    while (off < size) {
+        if (cancel && cancel->load(std::memory_order_relaxed))
+            throw Cancelled{};
+        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(size - off, kernel_chunk));
+        if (const std::size_t n = copy.once(off, want)) {
+            writeback.wrote(off, n);
+            off += n;
+        }
+    }
+    writeback.start_rest();
+    if (fsync && ::fsync(out.get()) != 0)
+        throw error::WriteError("fsync of " + part + " (a copy of " + src + ") failed: " + sys_error(errno));
+    if (const int err = out.close())
+        throw error::WriteError("cannot close " + part + " (a copy of " + src + "): " + sys_error(err));
+}
+
 /// Copies the regular file `src` to `dst` through `dst` + part_suffix,
 /// renamed to `dst` once complete (and durable with `fsync`). Returns the
 /// bytes copied. Throws Cancelled when `cancel` is set between two chunks,
@@ -99,93 +233,13 @@ std::uint64_t copy_file(const std::string& src, const std::string& dst, bool fsy
     Fd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     if (in.get() < 0)
         throw error::ReadError("cannot open " + src + " to copy it: " + sys_error(errno));
-    struct stat st {};
-    if (::fstat(in.get(), &st) != 0)
-        throw error::ReadError("cannot stat " + src + ": " + sys_error(errno));
-    if (!S_ISREG(st.st_mode))
-        throw error::ReadError("cannot copy " + src + ": not a regular file (" +
-                               fs::file_type_name(static_cast<unsigned>(st.st_mode)) + ")");
-    const auto size = static_cast<std::uint64_t>(st.st_size);
+    const std::uint64_t size = regular_file_size(in.get(), src);
     const std::string part = dst + part_suffix;
     Fd out(::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (out.get() < 0)
         throw error::WriteError("cannot create " + part + " (to copy " + src + " there): " + sys_error(errno));
     try {
-        ::posix_fadvise(in.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-        Writeback writeback(part, fsync ? writeback_bytes : 0);
-        enum class Method { copy_range, send, read_write } method = Method::copy_range;
-        std::unique_ptr<unsigned char, void (*)(void*)> buf(nullptr, std::free);
-        std::uint64_t off = 0;
-        while (off < size) {
-            if (cancel && cancel->load(std::memory_order_relaxed))
-                throw Cancelled{};
-            const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(size - off, kernel_chunk));
-            ssize_t n = -1;
-            if (method == Method::copy_range) {
-                auto in_off = static_cast<loff_t>(off), out_off = static_cast<loff_t>(off);
-                n = ::copy_file_range(in.get(), &in_off, out.get(), &out_off, want, 0);
-                if (n < 0 && unsupported(errno)) {
-                    method = Method::send;
-                    continue;
-                }
-            } else if (method == Method::send) {
-                if (::lseek(out.get(), static_cast<off_t>(off), SEEK_SET) < 0)
-                    throw error::WriteError("cannot seek in " + part + ": " + sys_error(errno));
-                auto in_off = static_cast<off_t>(off);
-                n = ::sendfile(out.get(), in.get(), &in_off, want);
-                if (n < 0 && unsupported(errno)) {
-                    method = Method::read_write;
-                    continue;
-                }
-            } else {
-                if (!buf) {
-                    void* p = nullptr;
-                    if (::posix_memalign(&p, 4096, buffer_bytes) != 0)
-                        throw error::WriteError("cannot allocate a copy buffer of " + std::to_string(buffer_bytes) +
-                                                " bytes to copy " + src);
-                    buf.reset(static_cast<unsigned char*>(p));
-                }
-                const auto r = ::pread(in.get(), buf.get(), std::min(want, buffer_bytes), static_cast<off_t>(off));
-                if (r < 0) {
-                    if (errno == EINTR)
-                        continue;
-                    throw error::ReadError("cannot read " + src + ": " + sys_error(errno));
-                }
-                if (r == 0)
-                    throw error::ReadError("cannot copy " + src + ": it ended at byte " + std::to_string(off) +
-                                           " of " + std::to_string(size) + " (changed while copied)");
-                std::size_t done = 0;
-                while (done < static_cast<std::size_t>(r)) {
-                    const auto w = ::pwrite(out.get(), buf.get() + done, static_cast<std::size_t>(r) - done,
-                                            static_cast<off_t>(off + done));
-                    if (w < 0) {
-                        if (errno == EINTR)
-                            continue;
-                        throw error::WriteError("cannot write " + part + " (a copy of " + src + "): " +
-                                                sys_error(errno));
-                    }
-                    done += static_cast<std::size_t>(w);
-                }
-                writeback.wrote(off, static_cast<std::uint64_t>(r));
-                off += static_cast<std::uint64_t>(r);
-                continue;
-            }
-            if (n < 0) {
-                if (errno == EINTR)
-                    continue;
-                copy_failed(src, part, errno);
-            }
-            if (n == 0)
-                throw error::ReadError("cannot copy " + src + ": it ended at byte " + std::to_string(off) + " of " +
-                                       std::to_string(size) + " (changed while copied)");
-            writeback.wrote(off, static_cast<std::uint64_t>(n));
-            off += static_cast<std::uint64_t>(n);
-        }
-        writeback.start_rest();
-        if (fsync && ::fsync(out.get()) != 0)
-            throw error::WriteError("fsync of " + part + " (a copy of " + src + ") failed: " + sys_error(errno));
-        if (const int err = out.close())
-            throw error::WriteError("cannot close " + part + " (a copy of " + src + "): " + sys_error(err));
+        copy_bytes(in.get(), out, src, part, size, fsync, cancel);
         fs::rename(part, dst);
         return size;
     } catch (...) {
@@ -392,9 +446,91 @@ void write_level_record(const std::string& root, const LevelRecord& record, bool
     }
 }
 
-bool read_level_record(const std::string& root, LevelRecord& record)
+namespace {
+
+/// The fields of a levels record being read: each one looked up with its
+/// type checked, error::FormatError naming the file otherwise.
+class RecordReader {
+public:
+    explicit RecordReader(const std::string& file) : m_file(file) {}
+
+    error::FormatError bad(const std::string& why) const
+    {
+        return error::FormatError("the levels record " + m_file + " is damaged: " + why);
+    }
+
+    Json parse(const std::string& text) const
+    {
+        Json j;
+        try {
+            j = Json::parse(text);
+        } catch (const std::exception& e) {
+            throw bad(std::string("not JSON (") + e.what() + ")");
+        }
+        if (!j.is_object())
+            throw bad("not a JSON object");
+        return j;
+    }
+
+    const Json& field(const Json& o, const char* key, Json::value_t type, const char* what) const
+    {
+        const auto it = o.find(key);
+        if (it == o.end())
+            throw bad(std::string("no \"") + key + "\"");
+        const bool ok = type == Json::value_t::number_integer ? it->is_number_integer() : it->type() == type;
+        if (!ok)
+            throw bad(std::string("\"") + key + "\" is not " + what);
+        return *it;
+    }
+
+    std::string text(const Json& o, const char* key) const
+    {
+        return field(o, key, Json::value_t::string, "a string").get<std::string>();
+    }
+    std::int64_t integer(const Json& o, const char* key) const
+    {
+        return field(o, key, Json::value_t::number_integer, "an integer").get<std::int64_t>();
+    }
+    bool flag(const Json& o, const char* key) const
+    {
+        return field(o, key, Json::value_t::boolean, "true or false").get<bool>();
+    }
+    /// A count of nodes or ranks: 0 to 2^30.
+    int count(const Json& o, const char* key) const
+    {
+        const std::int64_t v = integer(o, key);
+        if (v < 0 || v > (std::int64_t(1) << 30))
+            throw bad(std::string("\"") + key + "\" is " + std::to_string(v));
+        return static_cast<int>(v);
+    }
+
+    /// The "steps" array, strictly ascending.
+    std::vector<LevelRecord::Step> steps(const Json& j) const
+    {
+        std::vector<LevelRecord::Step> out;
+        for (const auto& s : field(j, "steps", Json::value_t::array, "an array")) {
+            if (!s.is_object())
+                throw bad("an element of \"steps\" is not an object");
+            LevelRecord::Step st;
+            st.step = integer(s, "step");
+            st.node_local = flag(s, "node_local");
+            st.file_system = flag(s, "file_system");
+            if (!out.empty() && st.step <= out.back().step)
+                throw bad("the steps are not in ascending order (" + std::to_string(st.step) + " after " +
+                          std::to_string(out.back().step) + ")");
+            out.push_back(st);
+        }
+        return out;
+    }
+
+private:
+    const std::string& m_file;
+};
+
+/// The text of `file`; false when there is none, error::ReadError when it
+/// cannot be read.
+bool read_record_text(const std::string& file, std::string& text)
 {
-    const auto file = level_record_path(root);
     std::ifstream in(file, std::ios::binary);
     if (!in) {
         if (!fs::exists(file))
@@ -405,58 +541,32 @@ bool read_level_record(const std::string& root, LevelRecord& record)
     ss << in.rdbuf();
     if (in.bad())
         throw error::ReadError("cannot read the levels record " + file);
-    const auto bad = [&](const std::string& why) {
-        return error::FormatError("the levels record " + file + " is damaged: " + why);
-    };
-    Json j;
-    try {
-        j = Json::parse(ss.str());
-    } catch (const std::exception& e) {
-        throw bad(std::string("not JSON (") + e.what() + ")");
-    }
-    if (!j.is_object())
-        throw bad("not a JSON object");
-    const auto field = [&](const Json& o, const char* key, Json::value_t type, const char* what) -> const Json& {
-        const auto it = o.find(key);
-        if (it == o.end())
-            throw bad(std::string("no \"") + key + "\"");
-        const bool ok = type == Json::value_t::number_integer
-                            ? (it->is_number_integer())
-                            : it->type() == type;
-        if (!ok)
-            throw bad(std::string("\"") + key + "\" is not " + what);
-        return *it;
-    };
-    if (field(j, "format", Json::value_t::string, "a string").get<std::string>() != record_format)
-        throw bad("\"format\" is not \"" + std::string(record_format) + "\"");
-    const auto version = field(j, "version", Json::value_t::number_integer, "an integer").get<std::int64_t>();
+    text = ss.str();
+    return true;
+}
+
+} // namespace
+
+bool read_level_record(const std::string& root, LevelRecord& record)
+{
+    const auto file = level_record_path(root);
+    std::string text;
+    if (!read_record_text(file, text))
+        return false;
+    const RecordReader rd(file);
+    const Json j = rd.parse(text);
+    if (rd.text(j, "format") != record_format)
+        throw rd.bad("\"format\" is not \"" + std::string(record_format) + "\"");
+    const std::int64_t version = rd.integer(j, "version");
     if (version != record_version)
-        throw bad("version " + std::to_string(version) + ", this Cairn reads version " +
-                  std::to_string(record_version));
+        throw rd.bad("version " + std::to_string(version) + ", this Cairn reads version " +
+                     std::to_string(record_version));
     LevelRecord r;
-    r.local_dir = field(j, "local_dir", Json::value_t::string, "a string").get<std::string>();
-    r.redundancy = field(j, "redundancy", Json::value_t::string, "a string").get<std::string>();
-    const auto count = [&](const char* key) {
-        const auto v = field(j, key, Json::value_t::number_integer, "an integer").get<std::int64_t>();
-        if (v < 0 || v > (std::int64_t(1) << 30))
-            throw bad(std::string("\"") + key + "\" is " + std::to_string(v));
-        return static_cast<int>(v);
-    };
-    r.nodes = count("nodes");
-    r.ranks = count("ranks");
-    const auto& steps = field(j, "steps", Json::value_t::array, "an array");
-    for (const auto& s : steps) {
-        if (!s.is_object())
-            throw bad("an element of \"steps\" is not an object");
-        LevelRecord::Step st;
-        st.step = field(s, "step", Json::value_t::number_integer, "an integer").get<std::int64_t>();
-        st.node_local = field(s, "node_local", Json::value_t::boolean, "true or false").get<bool>();
-        st.file_system = field(s, "file_system", Json::value_t::boolean, "true or false").get<bool>();
-        if (!r.steps.empty() && st.step <= r.steps.back().step)
-            throw bad("the steps are not in ascending order (" + std::to_string(st.step) + " after " +
-                      std::to_string(r.steps.back().step) + ")");
-        r.steps.push_back(st);
-    }
+    r.local_dir = rd.text(j, "local_dir");
+    r.redundancy = rd.text(j, "redundancy");
+    r.nodes = rd.count(j, "nodes");
+    r.ranks = rd.count(j, "ranks");
+    r.steps = rd.steps(j);
     record = std::move(r);
     return true;
 }

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "cairn/checkpoint.hpp"
-#include "cairn/manager.hpp"
+#include "cairn/levels.hpp"
 #include "core/codec.hpp"
 #include "levels/redundancy.hpp"
 #include "levels/topology.hpp"

@@ -1,6 +1,6 @@
 // The options of the node-local level (cairn::Redundancy).
 #include "cairn/errors.hpp"
-#include "cairn/manager.hpp"
+#include "cairn/levels.hpp"
 
 namespace cairn {
 

@@ -9,7 +9,7 @@
 //   xor/<set>.<member>.xor    XOR: this rank's parity piece of its set
 #pragma once
 
-#include "cairn/manager.hpp"
+#include "cairn/levels.hpp"
 #include "levels/topology.hpp"
 
 #include <cstdint>

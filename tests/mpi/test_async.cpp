@@ -2,6 +2,8 @@
 // background reach committed on every rank; saves queue, never interleave.
 #include "fixtures.hpp"
 
+#include "driver/background.hpp" // detail::async_duplicates
+
 #include <catch2/catch.hpp>
 
 #include <future>
@@ -137,6 +139,44 @@ TEST_CASE("async saves queue behind each other and behind sync saves", "[async]"
     CHECK(loads_back(base + "/a0", Decomp::grid));
     CHECK(loads_back(base + "/a1", Decomp::grid));
     CHECK(loads_back(base + "/sync", Decomp::grid));
+}
+
+TEST_CASE("async saves on one communicator share one duplicate of it, freed with it", "[async]")
+{
+    // async_save keeps its duplicate on the caller's communicator: one per
+    // communicator (so grouped files split their groups once), kept after a
+    // failed save; MPI_Comm_free of the communicator waits for a save in
+    // flight on it.
+    const int w = world_size(), r = world_rank();
+    const std::string base = fresh_dir("async_dup_" + std::to_string(w));
+    TestState s(standard_arrays(), Decomp::dim0, w, r, 0, true);
+    MPI_Comm comm = MPI_COMM_NULL, other = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_dup(MPI_COMM_WORLD, &other);
+    const std::uint64_t before = cairn::detail::async_duplicates();
+    cairn::SaveOptions grouped;
+    grouped.per_rank.files = cairn::DataFiles::in_all(1);
+    for (int i = 0; i < 3; ++i)
+        CHECK_NOTHROW(cairn::async_save(s.dict, base + "/g" + std::to_string(i), comm, grouped).wait());
+    CHECK(all(cairn::detail::async_duplicates() == before + 1));
+
+    cairn::SaveOptions failing;
+    failing.storage = std::make_shared<FailingWriter>(w - 1, cairn::DistcpWriterOptions{});
+    CHECK_THROWS_AS(cairn::async_save(s.dict, base + "/failed", comm, failing).wait(), cairn::error::WriteError);
+    CHECK_NOTHROW(cairn::async_save(s.dict, base + "/after", comm, grouped).wait());
+    CHECK(all(cairn::detail::async_duplicates() == before + 1));
+
+    CHECK_NOTHROW(cairn::async_save(s.dict, base + "/other", other).wait());
+    CHECK(all(cairn::detail::async_duplicates() == before + 2));
+
+    cairn::AsyncSave last = cairn::async_save(s.dict, base + "/last", comm, grouped);
+    MPI_Comm_free(&comm);
+    CHECK(last.done());
+    CHECK_NOTHROW(last.wait());
+    MPI_Comm_free(&other);
+    for (const char* dir : {"/g2", "/after", "/other", "/last"})
+        CHECK(loads_back(base + dir, Decomp::grid));
+    CHECK_FALSE(cairn::is_distcp_checkpoint(base + "/failed"));
 }
 
 TEST_CASE("device memory without a usable CUDA device fails cleanly on every rank", "[cuda][errors]")

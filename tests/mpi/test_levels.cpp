@@ -175,6 +175,64 @@ TEST_CASE("levels: steps saved node-local restore bitwise, resharded, with no by
     }
 }
 
+TEST_CASE("levels: what killed node-local saves and drains leave is named as such, and removed, never put back",
+          "[levels]")
+{
+    const int w = world_size();
+    const std::string base = fresh_dir("levels_leftovers_" + std::to_string(w));
+    const std::string root = base + "/root";
+    const std::string node0 = node_dir(base, 0);
+    cairn::CheckpointManager m(root, MPI_COMM_WORLD, level_options(base, cairn::Redundancy::none(), 1, 1));
+    Field f(MPI_COMM_WORLD, true);
+    for (std::int64_t s : {10, 20}) {
+        f.fill(s);
+        m.save(s, f.dict); // node-local, and drained
+    }
+    m.wait();
+    if (world_rank() == 0) {
+        const auto write = [](const std::string& path, const char* text) { std::ofstream(path) << text; };
+        // On node 0: a step retention dropped, its removal cut short (its
+        // final name gone), and a save stopped before its commit.
+        stdfs::copy(node0 + "/step_00000020", node0 + "/step_00000005.cairn-old", stdfs::copy_options::recursive);
+        stdfs::create_directories(node0 + "/step_00000030.cairn-staging");
+        write(node0 + "/step_00000030.cairn-staging/__0_0.distcp", "data");
+        // In the root: a drain over the committed step 20 stopped while it
+        // copied, and partial copies in a directory of another name.
+        stdfs::create_directories(root + "/step_00000020.cairn-staging");
+        write(root + "/step_00000020.cairn-staging/__0_0.distcp.cairn-part", "da");
+        stdfs::create_directories(root + "/elsewhere");
+        write(root + "/elsewhere/__0_0.distcp.cairn-part", "da");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto reasons = [](const std::vector<cairn::Leftover>& v) {
+        std::map<std::string, std::string> out;
+        for (const auto& l : v)
+            out[stdfs::path(l.path).filename().string()] = l.reason;
+        return out;
+    };
+    auto local = reasons(cairn::find_leftovers(node0));
+    CHECK(all(local.size() == 2 && has(local["step_00000005.cairn-old"], "node-local step") &&
+              has(local["step_00000005.cairn-old"], "retention") &&
+              has(local["step_00000030.cairn-staging"], "node-local step") &&
+              has(local["step_00000030.cairn-staging"], "never committed")));
+    auto in_root = reasons(m.find_leftovers());
+    CHECK(all(in_root.size() == 2 && has(in_root["step_00000020.cairn-staging"], "drain") &&
+              has(in_root["elsewhere"], "never committed")));
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    std::size_t removed = 0;
+    if (world_rank() == 0)
+        removed = cairn::remove_leftovers(node0).size();
+    CHECK(all(removed == (world_rank() == 0 ? 2u : 0u)));
+    CHECK(all(m.remove_leftovers().size() == 2));
+    CHECK(all(!stdfs::exists(node0 + "/step_00000005") && !stdfs::exists(node0 + "/step_00000005.cairn-old") &&
+              !stdfs::exists(node0 + "/step_00000030.cairn-staging")));
+    Field back(MPI_COMM_WORLD, false);
+    CHECK(all(m.restore_latest(back.dict) == 20));
+    CHECK(all(back.holds(20) && m.last_restore().level == cairn::RestoreReport::Level::node_local));
+    CHECK(all(m.steps() == std::vector<std::int64_t>{10, 20})); // both drained, both intact
+}
+
 TEST_CASE("levels: flush_every and flush() drain a step into the root, which a plain load reads", "[levels]")
 {
     const int w = world_size();

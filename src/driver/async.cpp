@@ -1,5 +1,6 @@
 // async_save: planning on the caller's thread, then writing and committing on
-// a background thread over a duplicated communicator (see async.hpp).
+// a background thread over a duplicate of the caller's communicator, kept on
+// it for the next async_save (see async.hpp).
 #include "cairn/async.hpp"
 
 #include "cairn/errors.hpp"
@@ -7,6 +8,7 @@
 #include "driver/save_session.hpp"
 #include "stage/stage.hpp"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -50,6 +52,8 @@ struct Inflight {
     std::mutex mutex;
     std::thread worker;
     bool finalize_hook = false;
+    std::atomic<bool> finalizing{false}; // MPI_Finalize began (MPI_COMM_SELF's attributes go first)
+    std::atomic<std::uint64_t> duplicates{0};
 };
 
 Inflight& inflight()
@@ -76,8 +80,56 @@ void join_worker() noexcept
 
 int on_finalize(MPI_Comm, int, void*, void*)
 {
+    inflight().finalizing = true;
     join_worker();
     return MPI_SUCCESS;
+}
+
+// The duplicate of a caller's communicator that async_save works on (its
+// background part makes MPI calls while the caller makes its own), kept on
+// the caller's communicator as an attribute from one async_save to the next,
+// so that what a save caches on its communicator (the file groups of
+// grouped data files) is built once. One duplicate serves every save on
+// that communicator: saves never interleave (prepare_background waits for
+// the previous one before the next plans), and every failure of a save is
+// agreed by all its ranks, which leaves no operation pending on it.
+struct KeptComm {
+    MPI_Comm dup = MPI_COMM_NULL;
+};
+
+// Called when the caller's communicator is freed: the save in flight, if
+// any, ends first; then the duplicate is freed (left to MPI_Finalize when
+// that comes first).
+int free_kept_comm(MPI_Comm, int, void* value, void*)
+{
+    auto* kept = static_cast<KeptComm*>(value);
+    join_worker();
+    if (kept->dup != MPI_COMM_NULL && !inflight().finalizing)
+        MPI_Comm_free(&kept->dup);
+    delete kept;
+    return MPI_SUCCESS;
+}
+
+// Collective over `comm`, on the caller's thread with no save in the
+// background: the kept duplicate of `comm`, made by its first async_save.
+MPI_Comm kept_duplicate(MPI_Comm comm)
+{
+    static const int key = [] {
+        int k = MPI_KEYVAL_INVALID;
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_kept_comm, &k, nullptr);
+        return k;
+    }();
+    KeptComm* kept = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(comm, key, &kept, &found);
+    if (found && kept)
+        return kept->dup;
+    auto fresh = std::make_unique<KeptComm>();
+    if (MPI_Comm_dup(comm, &fresh->dup) != MPI_SUCCESS)
+        throw error::Internal("internal: MPI_Comm_dup failed for async_save");
+    MPI_Comm_set_attr(comm, key, fresh.get());
+    ++inflight().duplicates;
+    return fresh.release()->dup;
 }
 
 void install_finalize_hook()
@@ -159,6 +211,8 @@ struct AsyncAccess {
     static std::shared_ptr<AsyncSave::State> state(const AsyncSave& h) { return h.m_state; }
 };
 
+std::uint64_t async_duplicates() noexcept { return inflight().duplicates.load(); }
+
 void prepare_background(const Comm& c, const std::string& who)
 {
     // Saves never interleave: the previous one finishes first.
@@ -213,8 +267,7 @@ AsyncSave async_save(StateDict& state, const std::string& checkpoint_id, MPI_Com
 {
     detail::prepare_background(detail::Comm(comm), "async_save");
 
-    MPI_Comm dup = MPI_COMM_NULL;
-    MPI_Comm_dup(comm, &dup);
+    const MPI_Comm dup = kept_duplicate(comm);
     std::shared_ptr<detail::SaveSession> session;
     std::shared_ptr<SavePlanner> copy;
     try {
@@ -226,18 +279,15 @@ AsyncSave async_save(StateDict& state, const std::string& checkpoint_id, MPI_Com
     } catch (...) {
         if (session && session->comm.coordinator())
             session->storage->abort();
-        session.reset();
-        MPI_Comm_free(&dup);
         throw;
     }
     const bool staged_now = copy != nullptr;
-    auto job = [dup, s = std::move(session), cp = std::move(copy)](const std::function<void()>& staged) mutable {
-        // The duplicate is freed after the session that uses it.
+    auto job = [s = std::move(session), cp = std::move(copy)](const std::function<void()>& staged) mutable {
+        // The session (its files, its staging) ends before the result is
+        // delivered, also on failure.
         const auto release = [&] {
             cp.reset();
             s.reset();
-            if (dup != MPI_COMM_NULL)
-                MPI_Comm_free(&dup);
         };
         try {
             SavePlanner& source = cp ? *cp : *s->planner;

@@ -1,4 +1,4 @@
-#include "collective_checks.hpp"
+#include "driver/collective_checks.hpp"
 
 #include "cairn/container.hpp"
 #include "cairn/errors.hpp"
