@@ -122,8 +122,9 @@ public:
     /// `parts`-th one from the `part`-th, in metadata order) exist with the
     /// entry's global shape, a type that holds its dtype and all their bytes
     /// stored; throws error::FormatError naming the file, the dataset and
-    /// the entry. Local (opens the file with HDF5's serial driver). Call
-    /// after reset().
+    /// the entry. Local, through the file opened with HDF5's serial driver
+    /// (read_metadata's, or opened here), which stays open for verify_chunk
+    /// and, on one rank, read_data. Call after reset().
     void check_datasets(const Metadata& metadata, int part = 0, int parts = 1);
     LoadPlan prepare_local_plan(LoadPlan plan) override;
     void read_data(const LoadPlan& plan, LoadPlanner& planner) override;
