@@ -19,11 +19,11 @@
 // through the same metadata. Each rank reads, per array, one hyperslab (the
 // bounding box of its read items when they tile it) with collective
 // transfers; ranks with nothing to read from a dataset take part with an
-// empty selection. Strided
-// destinations that are windows of row-major arrays are read into directly;
-// others through the bounded buffer. Small datasets (at most 1 MiB,
-// addresses found by the set-up check) are read straight through the HDF5
-// driver's own file handle and not opened (docs/FORMAT.md 7.5).
+// empty selection. Strided destinations that are windows of row-major
+// arrays are read into directly; others through the bounded buffer. Small
+// datasets (at most 1 MiB, addresses found by the set-up check) are read
+// straight through the HDF5 driver's own file handle and not opened
+// (docs/FORMAT.md 7.5).
 //
 // Verification: each rank then reads, independently, the whole checksum
 // blocks of every stored chunk its region touches (whole rows along
