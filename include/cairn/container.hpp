@@ -32,8 +32,9 @@ enum class FileLocking : std::uint8_t {
 /// (SaveOptions::container) and load (LoadOptions::container).
 struct ContainerTuning {
     /// MPI-IO hints (cairn/storage.hpp), set on the MPI_Info given to
-    /// H5Pset_fapl_mpio and to the MPI-IO file through which the small
-    /// datasets are written and read directly.
+    /// H5Pset_fapl_mpio and to the MPI-IO file through which a save writes
+    /// the small datasets directly (a load reads them through the HDF5
+    /// driver's own handle).
     MpiHints mpi_hints;
     FileLocking file_locking = FileLocking::best_effort;
     /// Initial size of HDF5's metadata cache (and lower bound of its maximum):
