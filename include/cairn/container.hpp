@@ -32,8 +32,9 @@ enum class FileLocking : std::uint8_t {
 /// (SaveOptions::container) and load (LoadOptions::container).
 struct ContainerTuning {
     /// MPI-IO hints (cairn/storage.hpp), set on the MPI_Info given to
-    /// H5Pset_fapl_mpio and to the MPI-IO file through which the small
-    /// datasets are written and read directly.
+    /// H5Pset_fapl_mpio and to the MPI-IO file through which a save writes
+    /// the small datasets directly (a load reads them through the HDF5
+    /// driver's own handle).
     MpiHints mpi_hints;
     FileLocking file_locking = FileLocking::best_effort;
     /// Initial size of HDF5's metadata cache (and lower bound of its maximum):
@@ -122,8 +123,9 @@ public:
     /// `parts`-th one from the `part`-th, in metadata order) exist with the
     /// entry's global shape, a type that holds its dtype and all their bytes
     /// stored; throws error::FormatError naming the file, the dataset and
-    /// the entry. Local (opens the file with HDF5's serial driver). Call
-    /// after reset().
+    /// the entry. Local, through the file opened with HDF5's serial driver
+    /// (read_metadata's, or opened here), which stays open for verify_chunk
+    /// and, on one rank, read_data. Call after reset().
     void check_datasets(const Metadata& metadata, int part = 0, int parts = 1);
     LoadPlan prepare_local_plan(LoadPlan plan) override;
     void read_data(const LoadPlan& plan, LoadPlanner& planner) override;

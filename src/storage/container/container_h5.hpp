@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,31 @@ h5::Handle dense_space(std::uint64_t n, const std::string& what, bool write);
 /// the error and goes on taking part in the collective calls, as after a
 /// real failure.
 void inject(const char* point, const std::string& what, bool write);
+
+/// A rank's first error in the collective steps of a container save or
+/// load: the rank notes it and goes on taking part in the collective calls
+/// (with empty selections) until the file is closed, then throws it.
+class FirstError {
+protected:
+    /// Records the exception being handled as the first error (if none yet).
+    void note() noexcept
+    {
+        if (!m_err)
+            m_err = std::current_exception();
+    }
+    /// Runs `f`, noting what it throws.
+    template <class F>
+    void noting(F&& f) noexcept
+    {
+        try {
+            f();
+        } catch (...) {
+            note();
+        }
+    }
+
+    std::exception_ptr m_err;
+};
 
 /// Datasets of at most this many bytes whose file type needs no conversion
 /// are transferred by their writers (readers) straight through MPI-IO at the

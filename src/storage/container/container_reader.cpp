@@ -7,14 +7,22 @@
 // rank when nobody reads them, and a rank that fails keeps taking part with
 // empty selections until the file is closed.
 //
-// set_up_storage_reader shares the check of the datasets out over the ranks
-// (each opens the file serially and checks every size-th one). Each rank
-// reads, per array, one hyperslab (the bounding box of its read items when
-// they tile it) with collective transfers; ranks with nothing to read from a
-// dataset take part with an empty selection. Strided destinations that are
-// windows of row-major arrays are read into directly; others through the
-// bounded buffer. Small datasets (at most 1 MiB, addresses found by the
-// set-up check) are read straight through MPI-IO and not opened
+// Opens: read_metadata (the coordinator) opens the file with HDF5's serial
+// driver and keeps it open; set_up_storage_reader shares the check of the
+// datasets out over the ranks, each through its serial handle (the
+// coordinator's from the metadata, the others' opened there). On one rank
+// read_data reads through that same handle: one open per load. On several,
+// read_data closes it and opens the file collectively with the MPI-IO
+// driver, which collective transfers need (two opens per rank): the check
+// cannot use that open, since each rank opens only its share of the
+// datasets, and HDF5's collective metadata reads need every rank to go
+// through the same metadata. Each rank reads, per array, one hyperslab (the
+// bounding box of its read items when they tile it) with collective
+// transfers; ranks with nothing to read from a dataset take part with an
+// empty selection. Strided destinations that are windows of row-major
+// arrays are read into directly; others through the bounded buffer. Small
+// datasets (at most 1 MiB, addresses found by the set-up check) are read
+// straight through the HDF5 driver's own file handle and not opened
 // (docs/FORMAT.md 7.5).
 //
 // Verification: each rank then reads, independently, the whole checksum
@@ -23,8 +31,7 @@
 // than a block) through the bounded buffer, checks them, and copies its
 // region out. Dense destinations are read into in place, in pieces of at most
 // staging_bytes, each piece but a chunk's last verified on a helper thread
-// while the next is read. verify_chunk opens the file with HDF5's serial
-// driver.
+// while the next is read. verify_chunk reads through the serial handle.
 #include "cairn/container.hpp"
 
 #include "cairn/errors.hpp"
@@ -33,14 +40,14 @@
 #include "core/scalar_text.hpp"
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
-#include "io/mpiio.hpp"
-#include "storage/columnar_storage.hpp"
-#include "io/fs.hpp"
-#include "storage/container/container_h5.hpp"
-#include "io/h5.hpp"
 #include "format/metadata_h5.hpp"
+#include "io/fs.hpp"
+#include "io/h5.hpp"
+#include "storage/columnar_storage.hpp"
+#include "storage/container/container_h5.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -48,6 +55,8 @@
 #include <map>
 #include <optional>
 #include <unordered_set>
+
+#include <unistd.h>
 
 namespace cairn {
 
@@ -142,74 +151,99 @@ std::optional<std::unordered_set<std::string>> root_hard_links(hid_t file, std::
     return names;
 }
 
-// Checks, with the file open serially, that the datasets the metadata names
-// (every `parts`-th one from the `part`-th, in metadata order) exist with the
-// entry's global shape and a type that holds its dtype. Records in `direct`
-// the file address of those that can be read straight through MPI-IO:
-// contiguous, at most ct::direct_max_bytes, stored as they are in memory.
-void check_dataset_part(hid_t file, const Metadata& md, const std::string& path, int part, int parts,
-                    std::map<std::string, std::uint64_t>& direct)
+// The memory types of check_datasets, by dtype code (but boolean, whose
+// memory type follows the file type).
+using MemoryTypes = std::map<int, Handle>;
+
+// The file address of dataset `dset` (of file type `type`, `need` bytes,
+// holding `dt`) when it can be read straight through MPI-IO: contiguous, at
+// most ct::direct_max_bytes, stored as it is in memory.
+std::optional<std::uint64_t> direct_address(hid_t dset, hid_t type, DType dt, hsize_t need, MemoryTypes& mtypes)
 {
-    std::size_t n = 0;
-    for (const auto& [fqn, em] : md.entries)
-        if ((em.kind == ItemKind::array || em.kind == ItemKind::bytes) && !em.chunks.empty())
-            ++n;
+    if (need == 0 || need > ct::direct_max_bytes)
+        return std::nullopt;
+    Handle one;
+    hid_t mtype = H5I_INVALID_HID;
+    if (dt == DType::boolean) {
+        one = memory_type(type, dt);
+        mtype = one;
+    } else {
+        auto at = mtypes.find(static_cast<int>(dt));
+        if (at == mtypes.end())
+            at = mtypes.emplace(static_cast<int>(dt), memory_type(type, dt)).first;
+        mtype = at->second;
+    }
+    const haddr_t at = H5Tequal(type, mtype) > 0 ? H5Dget_offset(dset) : HADDR_UNDEF;
+    if (at == HADDR_UNDEF)
+        return std::nullopt;
+    return static_cast<std::uint64_t>(at);
+}
+
+// Checks that the dataset of entry `fqn` exists in `file` with the entry's
+// global shape, a type that holds its dtype and all its bytes stored
+// (`hard`: the root group's hard links, when listed); returns its direct
+// address (direct_address).
+std::optional<std::uint64_t> check_dataset(hid_t file, const std::string& path, const std::string& fqn,
+                                           const EntryMeta& em,
+                                           const std::optional<std::unordered_set<std::string>>& hard,
+                                           MemoryTypes& mtypes)
+{
+    const std::string& ds = dataset_of(path, fqn, em);
+    const std::string what = path + ": dataset '" + ds + "' of " + item_kind_name(em.kind) + " '" + fqn + "'";
+    // A hard link in this file (never a soft or external link) to a
+    // dataset whose bytes are in this file too (no external storage, not
+    // virtual): what read_data and verify_chunk open, and whose address
+    // the direct reads use, is then this file's own dataset.
+    const bool listed = hard && ds.find('/', 1) == std::string::npos && hard->count(ds.substr(1)) > 0;
+    if (!listed && !detail::h5::hard_links_only(file, ds, what))
+        throw error::FormatError(what + " is missing");
+    const Handle dset(H5Dopen2(file, ds.c_str(), H5P_DEFAULT));
+    if (!dset.valid()) {
+        H5Eclear2(H5E_DEFAULT);
+        throw error::FormatError(what + " is not a dataset");
+    }
+    detail::h5::check_dataset_storage(dset, what);
+    const Handle space(check_read(H5Dget_space(dset), what));
+    if (!same_shape(space, em.global_shape))
+        throw error::FormatError(what + " has shape " + dims_str(space) + ", the metadata says " +
+                                 shape_str(em.global_shape));
+    const Handle type(check_read(H5Dget_type(dset), what));
+    const auto dt = stored_dtype(em);
+    if (!detail::h5::dataset_type_matches(type, static_cast<int>(dt))) {
+        const Handle want = detail::h5::dataset_type(static_cast<int>(dt), false);
+        throw error::FormatError(what + " has type " + detail::h5::type_description(type) + ", the metadata says " +
+                                 std::string(dtype_name(dt)) + " (" + detail::h5::type_description(want) + ")");
+    }
+    // Every element was written: the dataset stores all its bytes.
+    const auto need = static_cast<hsize_t>(volume(em.global_shape)) * H5Tget_size(type);
+    const hsize_t stored = H5Dget_storage_size(dset);
+    if (stored < need)
+        throw error::FormatError(what + " stores " + std::to_string(stored) + " bytes, its shape needs " +
+                                 std::to_string(need));
+    return direct_address(dset, type, dt, need, mtypes);
+}
+
+bool stores_data(const EntryMeta& em)
+{
+    return (em.kind == ItemKind::array || em.kind == ItemKind::bytes) && !em.chunks.empty();
+}
+
+// Checks the datasets the metadata names (every `parts`-th one from the
+// `part`-th, in metadata order) with check_dataset. Records in `direct`
+// the addresses of those that can be read straight through MPI-IO.
+void check_dataset_part(hid_t file, const Metadata& md, const std::string& path, int part, int parts,
+                        std::map<std::string, std::uint64_t>& direct)
+{
+    const auto n = static_cast<std::size_t>(
+        std::count_if(md.entries.begin(), md.entries.end(), [](const auto& kv) { return stores_data(kv.second); }));
     const auto hard = root_hard_links(file, (n + static_cast<std::size_t>(parts) - 1) / static_cast<std::size_t>(parts));
-    std::map<int, Handle> mtypes; // memory types by dtype code (but boolean)
-    n = 0;
+    MemoryTypes mtypes;
+    std::size_t k = 0;
     for (const auto& [fqn, em] : md.entries) {
-        if ((em.kind != ItemKind::array && em.kind != ItemKind::bytes) || em.chunks.empty())
+        if (!stores_data(em) || static_cast<int>(k++ % static_cast<std::size_t>(parts)) != part)
             continue;
-        if (static_cast<int>(n++ % static_cast<std::size_t>(parts)) != part)
-            continue;
-        const std::string& ds = dataset_of(path, fqn, em);
-        const std::string what = path + ": dataset '" + ds + "' of " + item_kind_name(em.kind) + " '" + fqn + "'";
-        // A hard link in this file (never a soft or external link) to a
-        // dataset whose bytes are in this file too (no external storage, not
-        // virtual): what read_data and verify_chunk open, and whose address
-        // the direct reads use, is then this file's own dataset.
-        const bool listed = hard && ds.find('/', 1) == std::string::npos && hard->count(ds.substr(1)) > 0;
-        if (!listed && !detail::h5::hard_links_only(file, ds, what))
-            throw error::FormatError(what + " is missing");
-        const Handle dset(H5Dopen2(file, ds.c_str(), H5P_DEFAULT));
-        if (!dset.valid()) {
-            H5Eclear2(H5E_DEFAULT);
-            throw error::FormatError(what + " is not a dataset");
-        }
-        detail::h5::check_dataset_storage(dset, what);
-        const Handle space(check_read(H5Dget_space(dset), what));
-        if (!same_shape(space, em.global_shape))
-            throw error::FormatError(what + " has shape " + dims_str(space) + ", the metadata says " +
-                                     shape_str(em.global_shape));
-        const Handle type(check_read(H5Dget_type(dset), what));
-        const auto dt = stored_dtype(em);
-        if (!detail::h5::dataset_type_matches(type, static_cast<int>(dt))) {
-            const Handle want = detail::h5::dataset_type(static_cast<int>(dt), false);
-            throw error::FormatError(what + " has type " + detail::h5::type_description(type) + ", the metadata says " +
-                                     std::string(dtype_name(dt)) + " (" + detail::h5::type_description(want) + ")");
-        }
-        // Every element was written: the dataset stores all its bytes.
-        const auto need = static_cast<hsize_t>(volume(em.global_shape)) * H5Tget_size(type);
-        const hsize_t stored = H5Dget_storage_size(dset);
-        if (stored < need)
-            throw error::FormatError(what + " stores " + std::to_string(stored) + " bytes, its shape needs " +
-                                     std::to_string(need));
-        if (need > 0 && need <= ct::direct_max_bytes) {
-            Handle one;
-            hid_t mtype = H5I_INVALID_HID;
-            if (dt == DType::boolean) {
-                one = memory_type(type, dt);
-                mtype = one;
-            } else {
-                auto at = mtypes.find(static_cast<int>(dt));
-                if (at == mtypes.end())
-                    at = mtypes.emplace(static_cast<int>(dt), memory_type(type, dt)).first;
-                mtype = at->second;
-            }
-            const haddr_t at = H5Tequal(type, mtype) > 0 ? H5Dget_offset(dset) : HADDR_UNDEF;
-            if (at != HADDR_UNDEF)
-                direct[fqn] = static_cast<std::uint64_t>(at);
-        }
+        if (const auto at = check_dataset(file, path, fqn, em, hard, mtypes))
+            direct[fqn] = *at;
     }
 }
 
@@ -284,25 +318,95 @@ std::vector<Box> linear_boxes(const Box& C, std::uint64_t e0, std::uint64_t e1)
     return out;
 }
 
-// Reads bytes [A, B) of stored chunk `ch` (whole checksum blocks of
-// `span` bytes), checks their blocks, and copies what of them lies in region
-// `O` into `dst` (read_verified). Returns the bytes read.
-std::uint64_t read_blocks(const Fetch& fetch, std::uint64_t A, std::uint64_t B, std::uint64_t span,
-                          const ChunkMeta& ch, std::size_t es, const Box* O, const Box* I, const StridedView* dst,
-                          MemorySpace space, std::size_t staging, Scratch& scratch, const std::string& what,
-                          const std::string& fqn)
+// Where read_verified copies what it reads: region `O` (inside the chunk
+// and `I`) of `dst`, the destination of region `I`, in `space`; nothing
+// when `dst` is null (verify_chunk).
+struct Destination {
+    const Box* O = nullptr;
+    const Box* I = nullptr;
+    const StridedView* dst = nullptr;
+    MemorySpace space = MemorySpace::host;
+};
+
+// The elements of chunk box `C` holding its bytes [A, B), as boxes of
+// consecutive elements, each cut in pieces of at most `staging` bytes;
+// `pieces`: their number in all.
+std::vector<ct::Split> block_pieces(const Box& C, std::uint64_t A, std::uint64_t B, std::size_t es,
+                                    std::size_t staging, std::int64_t& pieces)
 {
-    const Box& C = ch.box;
-    const std::size_t nd = C.ndim();
-    const std::uint64_t len = ch.storage.length;
-    // The elements holding [A, B), as boxes of consecutive elements of the
-    // chunk, each read in pieces of at most `staging` bytes.
     std::vector<ct::Split> splits;
-    std::int64_t pieces = 0;
+    pieces = 0;
     for (const Box& R : linear_boxes(C, A / es, (B + es - 1) / es)) {
         splits.emplace_back(R, std::max<std::int64_t>(static_cast<std::int64_t>(staging / es), 1));
         pieces += splits.back().count();
     }
+    return splits;
+}
+
+// Where piece `P` (of `split`) is read to: in place when it lies wholly in
+// the region and its destination there is dense host memory (`in_place`),
+// else into the buffer (sized on first use).
+char* piece_target(const Box& P, const std::optional<Box>& X, const Destination& to, const ct::Split& split,
+                   std::size_t es, std::size_t staging, Scratch& scratch, bool& in_place)
+{
+    in_place = false;
+    if (X && X->volume() == P.volume() && to.space == MemorySpace::host) {
+        const StridedView d = detail::subview(*to.dst, *to.I, P);
+        if (detail::is_dense(d)) {
+            in_place = true;
+            return static_cast<char*>(d.data);
+        }
+    }
+    return detail::grow(scratch.read, static_cast<std::size_t>(split.max_elements()) * es, staging);
+}
+
+// Copies the part `X` of piece `P`, read into the buffer at `at`, to its
+// destination.
+void copy_out(const Box& P, const Box& X, char* at, const Destination& to, std::size_t es, std::size_t staging,
+              Scratch& scratch)
+{
+    const StridedView src{at, es, P.shape, row_major_strides(P.shape)};
+    const StridedView dst = detail::subview(*to.dst, *to.I, X);
+    if (to.space == MemorySpace::host) {
+        copy_strided(dst, detail::subview(src, P, X));
+    } else if (X.volume() == P.volume()) { // the whole piece, dense in the buffer
+        detail::stage_in(DataRef{dst, to.space}, 0, X.volume(), at);
+    } else { // packed first: staging copies from dense host memory
+        char* part = detail::grow(scratch.packed, static_cast<std::size_t>(X.volume()) * es, staging);
+        detail::pack_range(detail::subview(src, P, X), 0, X.volume(), part);
+        detail::stage_in(DataRef{dst, to.space}, 0, X.volume(), part);
+    }
+}
+
+// Compares the checksums `sums` of the blocks from byte `A` of chunk `ch`
+// (blocks of `span` bytes) with the stored ones; IntegrityError naming the
+// entry, the dataset, the chunk and the block.
+void check_block_sums(const std::vector<std::uint64_t>& sums, std::uint64_t A, std::uint64_t span,
+                      const ChunkMeta& ch, const std::string& what, const std::string& fqn)
+{
+    const auto& stored = ch.storage.checksums;
+    const std::uint64_t b0 = A / span;
+    for (std::uint64_t k = 0; k < sums.size(); ++k) {
+        const auto blk = b0 + k;
+        if (blk >= stored.size() || stored[blk] != sums[k]) {
+            throw error::IntegrityError("checksum mismatch in '" + fqn + "': " + what + ", chunk " + ch.box.str() +
+                                        ", bytes [" + std::to_string(blk * span) + ", " +
+                                        std::to_string(std::min(ch.storage.length, (blk + 1) * span)) +
+                                        ") of the chunk (block " + std::to_string(blk) +
+                                        "): " + detail::mismatch_text(stored, blk, sums[k]));
+        }
+    }
+}
+
+// Reads bytes [A, B) of stored chunk `ch` (whole checksum blocks of `span`
+// bytes), checks their blocks, and copies what of them lies in the region
+// into its destination `to` (read_verified). Returns the bytes read.
+std::uint64_t read_blocks(const Fetch& fetch, std::uint64_t A, std::uint64_t B, std::uint64_t span,
+                          const ChunkMeta& ch, std::size_t es, const Destination& to, std::size_t staging,
+                          Scratch& scratch, const std::string& what, const std::string& fqn)
+{
+    std::int64_t pieces = 0;
+    const std::vector<ct::Split> splits = block_pieces(ch.box, A, B, es, staging, pieces);
     detail::ChunkHasher hasher(span);
     std::future<void> hashing; // of the previous piece, read in place
     std::uint64_t pos = A / es * es, bytes = 0;
@@ -313,22 +417,11 @@ std::uint64_t read_blocks(const Fetch& fetch, std::uint64_t A, std::uint64_t B, 
             ++box;
             in_box = 0;
         }
-        const ct::Split& split = splits[box];
         std::int64_t first = 0, n = 0;
-        const Box P = split.piece(in_box, first, n);
-        const auto X = !dst ? std::nullopt : nd ? intersect(*O, P) : std::optional<Box>(*O);
-        // A piece wholly inside the region whose destination is dense is
-        // read in place (and hashed there); others go through the buffer
-        // (sized on first use).
-        char* at = nullptr;
-        if (X && X->volume() == P.volume() && space == MemorySpace::host) {
-            const StridedView d = detail::subview(*dst, *I, P);
-            if (detail::is_dense(d))
-                at = static_cast<char*>(d.data);
-        }
-        const bool in_place = at != nullptr;
-        if (!in_place)
-            at = detail::grow(scratch.read, static_cast<std::size_t>(split.max_elements()) * es, staging);
+        const Box P = splits[box].piece(in_box, first, n);
+        const auto X = !to.dst ? std::nullopt : ch.box.ndim() ? intersect(*to.O, P) : std::optional<Box>(*to.O);
+        bool in_place = false;
+        char* at = piece_target(P, X, to, splits[box], es, staging, scratch, in_place);
         fetch(P, n, at);
         const std::uint64_t lo = pos, hi = pos + static_cast<std::uint64_t>(n) * es;
         const std::uint64_t a = std::max(lo, A), b = std::min(hi, B);
@@ -347,33 +440,12 @@ std::uint64_t read_blocks(const Fetch& fetch, std::uint64_t A, std::uint64_t B, 
         }
         pos = hi;
         bytes += hi - lo;
-        if (X && !in_place) {
-            const StridedView src{at, es, P.shape, row_major_strides(P.shape)};
-            if (space == MemorySpace::host) {
-                copy_strided(detail::subview(*dst, *I, *X), detail::subview(src, P, *X));
-            } else if (X->volume() == P.volume()) { // the whole piece, dense in the buffer
-                detail::stage_in(DataRef{detail::subview(*dst, *I, *X), space}, 0, X->volume(), at);
-            } else { // packed first: staging copies from dense host memory
-                char* part = detail::grow(scratch.packed, static_cast<std::size_t>(X->volume()) * es, staging);
-                detail::pack_range(detail::subview(src, P, *X), 0, X->volume(), part);
-                detail::stage_in(DataRef{detail::subview(*dst, *I, *X), space}, 0, X->volume(), part);
-            }
-        }
+        if (X && !in_place)
+            copy_out(P, *X, at, to, es, staging, scratch);
     }
     if (hashing.valid())
         hashing.get();
-    const auto sums = hasher.finish();
-    const auto& stored = ch.storage.checksums;
-    const std::uint64_t b0 = A / span;
-    for (std::uint64_t k = 0; k < sums.size(); ++k) {
-        const auto blk = b0 + k;
-        if (blk >= stored.size() || stored[blk] != sums[k]) {
-            throw error::IntegrityError("checksum mismatch in '" + fqn + "': " + what + ", chunk " + C.str() +
-                                        ", bytes [" + std::to_string(blk * span) + ", " +
-                                        std::to_string(std::min(len, (blk + 1) * span)) + ") of the chunk (block " +
-                                        std::to_string(blk) + "): " + detail::mismatch_text(stored, blk, sums[k]));
-        }
-    }
+    check_block_sums(hasher.finish(), A, span, ch, what, fqn);
     return bytes;
 }
 
@@ -426,8 +498,9 @@ std::uint64_t read_verified(const Fetch& fetch, std::uint64_t block, const Chunk
         ranges.emplace_back(r0 * plane / span * span, std::min(len, (r1 * plane + span - 1) / span * span));
     }
     std::uint64_t bytes = 0;
+    const Destination to{O, I, dst, space};
     for (const auto& [A, B] : ranges)
-        bytes += read_blocks(fetch, A, B, span, ch, es, O, I, dst, space, staging, scratch, what, fqn);
+        bytes += read_blocks(fetch, A, B, span, ch, es, to, staging, scratch, what, fqn);
     return bytes;
 }
 
@@ -442,9 +515,79 @@ Fetch hdf5_fetch(hid_t dset, hid_t mtype, hid_t fspace, hid_t xfer, const std::s
     };
 }
 
+// Reads of the open container through its driver's own handle (the MPI-IO
+// driver's MPI_File, the serial driver's descriptor): the direct reads of
+// small datasets, without opening the file again. Independent reads (the
+// MPI-IO driver resets the file view after its collective transfers).
+class RawReads {
+public:
+    RawReads(hid_t file, bool serial, const std::string& path) : m_path(path)
+    {
+        void* h = nullptr;
+        check_read_status(H5Fget_vfd_handle(file, H5P_DEFAULT, &h), path + ": the HDF5 driver's file handle");
+        if (!h)
+            throw error::ReadError(path + ": HDF5's driver has no file handle");
+        if (serial)
+            m_fd = *static_cast<int*>(h);
+        else
+            m_fh = *static_cast<MPI_File*>(h);
+    }
+    /// Reads exactly `size` bytes at `offset`; error::ReadError (also on a short read).
+    void read_at(std::uint64_t offset, char* p, std::uint64_t size) const
+    {
+        const std::uint64_t start = offset, want = size;
+        while (size > 0) {
+            const std::uint64_t n = std::min<std::uint64_t>(size, std::uint64_t(1) << 30);
+            const std::int64_t done = m_fd >= 0 ? pread_some(offset, p, n) : mpi_read_some(offset, p, n);
+            if (done <= 0)
+                throw error::ReadError(m_path + ": short read: " + std::to_string(want) + " bytes at offset " +
+                                       std::to_string(start) + ", the file ends after " +
+                                       std::to_string(offset - start) + " of them (truncated file?)");
+            p += done;
+            offset += static_cast<std::uint64_t>(done);
+            size -= static_cast<std::uint64_t>(done);
+        }
+    }
+
+private:
+    std::int64_t pread_some(std::uint64_t offset, char* p, std::uint64_t n) const
+    {
+        for (;;) {
+            const ssize_t r = ::pread(m_fd, p, static_cast<std::size_t>(n), static_cast<off_t>(offset));
+            if (r >= 0)
+                return r;
+            if (errno != EINTR)
+                fail(n, offset, std::strerror(errno));
+        }
+    }
+    std::int64_t mpi_read_some(std::uint64_t offset, char* p, std::uint64_t n) const
+    {
+        MPI_Status st;
+        const int rc = MPI_File_read_at(m_fh, static_cast<MPI_Offset>(offset), p, static_cast<int>(n), MPI_BYTE, &st);
+        if (rc != MPI_SUCCESS) {
+            char text[MPI_MAX_ERROR_STRING];
+            int len = 0;
+            MPI_Error_string(rc, text, &len);
+            fail(n, offset, std::string(text, static_cast<std::size_t>(len)));
+        }
+        int got = 0;
+        MPI_Get_count(&st, MPI_BYTE, &got);
+        return got;
+    }
+    [[noreturn]] void fail(std::uint64_t n, std::uint64_t offset, const std::string& why) const
+    {
+        throw error::ReadError(m_path + ": read of " + std::to_string(n) + " bytes at offset " +
+                               std::to_string(offset) + ": " + why);
+    }
+
+    std::string m_path;
+    int m_fd = -1;
+    MPI_File m_fh = MPI_FILE_NULL;
+};
+
 // Reads box P of a dataset of `shape` stored contiguously at `at` with
 // elements of `es` bytes straight from `file`, run by run.
-void read_box_direct(detail::MpiFile& file, std::uint64_t at, const Shape& shape, std::size_t es, const Box& P,
+void read_box_direct(const RawReads& file, std::uint64_t at, const Shape& shape, std::size_t es, const Box& P,
                      char* buf, const std::string& what)
 {
     detail::for_each_run(shape, P, [&](std::uint64_t first, std::uint64_t count) {
@@ -457,7 +600,8 @@ void read_box_direct(detail::MpiFile& file, std::uint64_t at, const Shape& shape
 } // namespace
 
 struct ContainerReader::Impl final : detail::ColumnarReader {
-    detail::MetadataColumns read_metadata_columns() const;
+    detail::MetadataColumns read_metadata_columns();
+    hid_t serial_file();
     std::unique_ptr<detail::ChunkRowSource> read_metadata_rows() override;
     void verify_value(const std::string& fqn, const EntryMeta& entry) override;
     std::size_t staging = 0;
@@ -467,7 +611,10 @@ struct ContainerReader::Impl final : detail::ColumnarReader {
     const Metadata* md = nullptr;
     MPI_Comm comm = MPI_COMM_NULL;
     std::uint64_t bytes_read = 0;
-    Handle serial; // verify_chunk's file, opened with the serial driver
+    // The file opened with HDF5's serial driver: read_metadata's on the
+    // coordinator, kept for check_datasets, verify_chunk and verify_value,
+    // and handed to read_data on one rank (serial_file()).
+    Handle serial;
     Scratch scratch; // verify_chunk's
     // The addresses of the datasets read straight through MPI-IO that this
     // rank's part of check_datasets found, by entry; read_data shares them.
@@ -476,8 +623,9 @@ struct ContainerReader::Impl final : detail::ColumnarReader {
 
 namespace {
 // Opens `path` read-only with HDF5's serial driver; FormatError when HDF5
-// cannot (a truncated or damaged file).
-Handle open_serial(const std::string& path, const ContainerTuning& tuning)
+// cannot: "not an HDF5 file" (`say_not_hdf5`, and H5Fis_hdf5 says so) or a
+// truncated or damaged file.
+Handle open_serial(const std::string& path, const ContainerTuning& tuning, bool say_not_hdf5 = false)
 {
     fs::check_regular_file(path, fs::Follow::yes); // a FIFO would block HDF5's open
     const Handle fapl = ct::file_access(MPI_COMM_NULL, tuning, 0, path, false);
@@ -485,6 +633,8 @@ Handle open_serial(const std::string& path, const ContainerTuning& tuning)
     if (!file.valid()) {
         const auto why = detail::h5::last_error();
         H5Eclear2(H5E_DEFAULT);
+        if (say_not_hdf5 && H5Fis_hdf5(path.c_str()) <= 0)
+            throw error::FormatError(path + ": not an HDF5 file");
         throw error::FormatError(path + ": HDF5 cannot open it (" + (why.empty() ? "unknown error" : why) +
                                  "): a truncated or damaged file?");
     }
@@ -526,19 +676,17 @@ detail::ColumnarReader* ContainerReader::columnar() noexcept { return m_impl.get
 namespace {
 
 // Reads the metadata group of the container `path` with `read`, checking
-// that the file is a container checkpoint.
+// that the file is a container checkpoint. The file stays open in `file`
+// (serial driver) for the rest of the load.
 template <class Read>
-auto read_container_metadata(const std::string& path, const ContainerTuning& tuning, Read&& read)
+auto read_container_metadata(const std::string& path, const ContainerTuning& tuning, Handle& file, Read&& read)
 {
     if (!fs::exists(path))
         throw error::NotFound("no checkpoint at " + path);
     if (fs::is_directory(path))
         throw error::FormatError(path + " is a directory, not a container checkpoint (one HDF5 file)");
-    fs::check_regular_file(path, fs::Follow::yes); // before H5Fis_hdf5 opens it: a FIFO would block
     detail::h5::ErrorSilencer quiet;
-    if (H5Fis_hdf5(path.c_str()) <= 0)
-        throw error::FormatError(path + ": not an HDF5 file");
-    const Handle file = open_serial(path, tuning);
+    file = open_serial(path, tuning, true);
     return read(static_cast<hid_t>(file));
 }
 
@@ -550,9 +698,16 @@ void expect_container(const std::string& layout, const std::string& path)
 
 } // namespace
 
-detail::MetadataColumns ContainerReader::Impl::read_metadata_columns() const
+hid_t ContainerReader::Impl::serial_file()
 {
-    auto columns = read_container_metadata(path, tuning,
+    if (!serial.valid())
+        serial = open_serial(path, tuning);
+    return serial;
+}
+
+detail::MetadataColumns ContainerReader::Impl::read_metadata_columns()
+{
+    auto columns = read_container_metadata(path, tuning, serial,
                                       [&](hid_t file) { return detail::read_metadata_columns_group(file, path); });
     expect_container(columns.layout, path);
     return columns;
@@ -560,7 +715,7 @@ detail::MetadataColumns ContainerReader::Impl::read_metadata_columns() const
 
 std::unique_ptr<detail::ChunkRowSource> ContainerReader::Impl::read_metadata_rows()
 {
-    auto rows = read_container_metadata(path, tuning,
+    auto rows = read_container_metadata(path, tuning, serial,
                                       [&](hid_t file) { return detail::read_metadata_rows_group(file, path); });
     expect_container(rows->head().layout, path);
     return rows;
@@ -576,8 +731,7 @@ void ContainerReader::check_datasets(const Metadata& metadata, int part, int par
                                    std::to_string(parts));
     detail::h5::ErrorSilencer quiet;
     im.direct.clear();
-    const Handle file = open_serial(im.path, im.tuning);
-    check_dataset_part(file, metadata, im.path, part, parts, im.direct);
+    check_dataset_part(im.serial_file(), metadata, im.path, part, parts, im.direct);
 }
 
 void ContainerReader::set_up_storage_reader(const Metadata& metadata, bool, MPI_Comm comm)
@@ -693,31 +847,43 @@ private:
 // The container while read_data reads it, and what its reads share.
 // Members in the order they are made (and destroyed in reverse).
 struct OpenReadFile {
+    // Collective over `comm`: opens `path` with the MPI-IO driver.
     OpenReadFile(const std::string& path, MPI_Comm comm, const ContainerTuning& tuning)
         : fapl(ct::file_access(comm, tuning, 0, path, false)),
           file(check_read(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), "opening " + path))
     {
         ct::log_hints(file, tuning, path);
     }
+    // One rank: reads through `opened`, the file open with the serial driver.
+    explicit OpenReadFile(Handle opened) : file(std::move(opened)), serial(true) {}
     void make_properties(const std::string& path)
     {
         collective = Handle(check_read(H5Pcreate(H5P_DATASET_XFER), path + ": transfer properties"));
-        check_read_status(H5Pset_dxpl_mpio(collective, H5FD_MPIO_COLLECTIVE), path + ": collective transfers");
         independent = Handle(check_read(H5Pcreate(H5P_DATASET_XFER), path + ": transfer properties"));
-        check_read_status(H5Pset_dxpl_mpio(independent, H5FD_MPIO_INDEPENDENT), path + ": independent transfers");
         none = ct::dense_space(0, path, false);
+        if (serial) // no MPI-IO: HDF5 refuses collective transfers
+            return;
+        check_read_status(H5Pset_dxpl_mpio(collective, H5FD_MPIO_COLLECTIVE), path + ": collective transfers");
+        check_read_status(H5Pset_dxpl_mpio(independent, H5FD_MPIO_INDEPENDENT), path + ": independent transfers");
+    }
+    const RawReads& raw(const std::string& path)
+    {
+        if (!direct)
+            direct.emplace(file, serial, path);
+        return *direct;
     }
 
     const Handle fapl;
     Handle file;
+    const bool serial = false;
     Handle collective, independent;
     Handle none;               // an empty selection
     Scratch scratch;           // read_verified's, and small strided or device regions
     detail::HostBuffer staged; // pieces of regions not read in place (page-locked with CUDA)
     // Small datasets stored as in memory are read straight from their
-    // address through this rank's own MPI-IO handle (opened on first use);
-    // every rank skips them in HDF5 (no open, no transfer).
-    std::optional<detail::MpiFile> direct;
+    // address through the driver's handle of `file` (raw()); every rank
+    // skips them in HDF5 (no open, no transfer).
+    std::optional<RawReads> direct;
 };
 
 // One dataset while read_data reads it through HDF5.
@@ -753,13 +919,14 @@ struct LoadSetup {
     bool verifying; // checksums on: every region read chunk by chunk, checked (read_verified)
     const std::map<std::string, std::uint64_t>& direct; // check_datasets' addresses
     std::uint64_t& bytes_read;
+    Handle* serial; // valid on one rank: the file open with the serial driver, read through (and closed)
 };
 
 // One read_data call (docs at the top of this file): step 1, local, finds
 // the destinations and pieces this rank reads and agrees on the schedule;
 // step 2, collective, opens the file and reads the rounds of every dataset
 // someone needs.
-class ContainerLoad {
+class ContainerLoad : ct::FirstError {
 public:
     explicit ContainerLoad(const LoadSetup& s) : m_s(s), m_sched(0) { list_datasets(); }
 
@@ -809,23 +976,6 @@ private:
         return t.item->kind == ItemKind::bytes ? whole(em.global_shape) : t.item->box;
     }
 
-    // Records the exception being handled as this rank's first read error.
-    void note() noexcept
-    {
-        if (!m_err)
-            m_err = std::current_exception();
-    }
-    // Runs `f`, noting what it throws: the rank goes on with the collective calls.
-    template <class F>
-    void noting(F&& f) noexcept
-    {
-        try {
-            f();
-        } catch (...) {
-            note();
-        }
-    }
-
     const LoadSetup& m_s;
     // Datasets with elements, in metadata order: the schedule's columns.
     std::vector<const std::pair<const std::string, EntryMeta>*> m_datasets;
@@ -837,8 +987,7 @@ private:
     std::vector<const ReadItem*> m_blob_items;
     std::int64_t m_max_piece_bytes = 0;
     std::exception_ptr m_local_failure;
-    // Step 2's.
-    std::exception_ptr m_err; // this rank's first read error
+    // Step 2's: m_err, this rank's first read error.
 };
 
 void ContainerLoad::list_datasets()
@@ -955,10 +1104,16 @@ bool ContainerLoad::agree_schedule()
 void ContainerLoad::read_container()
 {
     detail::h5::ErrorSilencer quiet;
-    OpenReadFile f(m_s.path, m_s.comm, m_s.tuning);
-    // Injected faults (ct::inject) follow the real, collective calls: the
-    // rank notes the error and takes part in the rest with empty selections.
-    noting([&] { ct::inject(fault::h5_open, "opening " + m_s.path, false); });
+    std::optional<OpenReadFile> opened;
+    if (m_s.serial->valid()) {
+        opened.emplace(std::move(*m_s.serial));
+    } else {
+        opened.emplace(m_s.path, m_s.comm, m_s.tuning);
+        // Injected faults (ct::inject) follow the real, collective calls: the
+        // rank notes the error and takes part in the rest with empty selections.
+        noting([&] { ct::inject(fault::h5_open, "opening " + m_s.path, false); });
+    }
+    OpenReadFile& f = *opened;
     f.make_properties(m_s.path);
     std::size_t cursor = 0;
     for (std::size_t d = 0; d < m_datasets.size(); ++d)
@@ -991,24 +1146,21 @@ bool ContainerLoad::read_straight(OpenReadFile& f, std::size_t d, std::size_t& c
 void ContainerLoad::read_task_straight(OpenReadFile& f, const Task& t, const EntryMeta& em, std::uint64_t at,
                                        std::size_t es, const std::string& what)
 {
-    if (!f.direct) {
-        fs::check_regular_file(m_s.path, fs::Follow::yes);
-        f.direct.emplace(m_s.path, detail::MpiFile::Mode::read, m_s.tuning.mpi_hints);
-    }
+    const RawReads& raw = f.raw(m_s.path);
     const Box I = region_of(t, em);
     if (m_s.verifying) {
         const Fetch fetch = [&](const Box& P, std::int64_t, char* buf) {
-            read_box_direct(*f.direct, at, em.global_shape, es, P, buf, what);
+            read_box_direct(raw, at, em.global_shape, es, P, buf, what);
         };
         read_chunks_verified(f, fetch, t, em, es, what);
         return;
     }
     const auto n = static_cast<std::size_t>(I.volume());
     if (detail::is_dense(t.view) && t.space == MemorySpace::host) {
-        read_box_direct(*f.direct, at, em.global_shape, es, I, static_cast<char*>(t.view.data), what);
+        read_box_direct(raw, at, em.global_shape, es, I, static_cast<char*>(t.view.data), what);
     } else {
         char* buf = detail::grow(f.scratch.read, n * es, m_s.staging);
-        read_box_direct(*f.direct, at, em.global_shape, es, I, buf, what);
+        read_box_direct(raw, at, em.global_shape, es, I, buf, what);
         detail::stage_in(DataRef{t.view, t.space}, 0, static_cast<std::int64_t>(n), buf);
     }
     m_s.bytes_read += n * es;
@@ -1163,10 +1315,7 @@ void ContainerLoad::done(OpenReadFile& f, const ReadPiece& piece, const OpenRead
 
 void ContainerLoad::close(OpenReadFile& f)
 {
-    if (f.direct) {
-        noting([&] { f.direct->close(); });
-        f.direct.reset();
-    }
+    f.direct.reset();
     if (!f.file.reset() && !m_err)
         m_err = std::make_exception_ptr(error::ReadError("closing " + m_s.path + ": " + detail::h5::last_error()));
     noting([&] { ct::inject(fault::h5_close, "closing " + m_s.path, false); });
@@ -1181,7 +1330,17 @@ void ContainerReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
     if (!im.md)
         throw error::WrongAPIUsage("ContainerReader::read_data before set_up_storage_reader");
     const bool verifying = im.verify && im.md->checksum_block != 0;
-    const LoadSetup setup{*im.md, im.path, im.comm, im.staging, im.tuning, verifying, im.direct, im.bytes_read};
+    // One rank reads through the file it opened for the metadata and the
+    // check (serial driver); several open it together with the MPI-IO
+    // driver for the collective transfers.
+    int size = 1;
+    MPI_Comm_size(im.comm, &size);
+    if (size > 1) {
+        detail::h5::ErrorSilencer quiet;
+        im.serial.reset();
+    }
+    const LoadSetup setup{*im.md,     im.path,   im.comm,         im.staging,  im.tuning,
+                          verifying, im.direct, im.bytes_read,  &im.serial};
     ContainerLoad load(setup);
     load.run(plan, planner);
 }
@@ -1194,12 +1353,11 @@ std::uint64_t ContainerReader::verify_chunk(const std::string& fqn, const EntryM
     if (!im.md || !im.md->checksum_block)
         return 0; // nothing to check: a checkpoint without checksums
     detail::h5::ErrorSilencer quiet;
-    if (!im.serial.valid())
-        im.serial = open_serial(im.path, im.tuning);
+    const hid_t file = im.serial_file();
     const std::string what = im.path + ": dataset '" + chunk.storage.path + "'";
-    if (!detail::h5::hard_links_only(im.serial, chunk.storage.path, what))
+    if (!detail::h5::hard_links_only(file, chunk.storage.path, what))
         throw error::FormatError(what + " is missing");
-    const Handle dset(check_read(H5Dopen2(im.serial, chunk.storage.path.c_str(), H5P_DEFAULT), "opening " + what));
+    const Handle dset(check_read(H5Dopen2(file, chunk.storage.path.c_str(), H5P_DEFAULT), "opening " + what));
     detail::h5::check_dataset_storage(dset, what);
     const Handle fspace(check_read(H5Dget_space(dset), what));
     if (!same_shape(fspace, entry.global_shape))
@@ -1222,8 +1380,7 @@ void ContainerReader::Impl::verify_value(const std::string& fqn, const EntryMeta
     if (entry.kind != ItemKind::scalar && entry.kind != ItemKind::string)
         return;
     detail::h5::ErrorSilencer quiet;
-    if (!im.serial.valid())
-        im.serial = open_serial(im.path, im.tuning);
+    const hid_t file = im.serial_file();
     const std::string ds = container_dataset_path(fqn);
     const std::string what =
         im.path + ": dataset '" + ds + "' of " + item_kind_name(entry.kind) + " '" + fqn + "'";
@@ -1231,9 +1388,9 @@ void ContainerReader::Impl::verify_value(const std::string& fqn, const EntryMeta
         throw error::IntegrityError(what + " " + why + " (changed after the save? Cairn reads the metadata's value, "
                                                        "other readers this dataset's)");
     };
-    if (!detail::h5::hard_links_only(im.serial, ds, what))
+    if (!detail::h5::hard_links_only(file, ds, what))
         bad("is missing");
-    const Handle dset(H5Dopen2(im.serial, ds.c_str(), H5P_DEFAULT));
+    const Handle dset(H5Dopen2(file, ds.c_str(), H5P_DEFAULT));
     if (!dset.valid()) {
         H5Eclear2(H5E_DEFAULT);
         bad("is not a dataset");

@@ -262,11 +262,13 @@ std::vector<std::uint64_t> most_sent(MPI_Comm comm, const std::string& tmp, cons
 
 // One round's exchange of small-dataset pieces: what this rank sends (hdr:
 // (file offset, length) pairs; data: their bytes; counts: per rank, the hdr
-// values and the data bytes for it) and what it receives (rhdr, rdata).
+// values and the data bytes for it) and what it receives from the other
+// ranks (rhdr, rdata). Its pieces for itself stay where pack_round put them
+// (own()): they take no part in the MPI_Alltoallv.
 class SmallExchange {
 public:
-    explicit SmallExchange(int size)
-        : counts(2 * static_cast<std::size_t>(size)), rcounts(counts.size()), m_size(size),
+    SmallExchange(int rank, int size)
+        : counts(2 * static_cast<std::size_t>(size)), rcounts(counts.size()), m_rank(rank), m_size(size),
           m_hc(static_cast<std::size_t>(size)), m_hd(m_hc.size()), m_dc(m_hc.size()), m_dd(m_hc.size()),
           m_rhc(m_hc.size()), m_rhd(m_hc.size()), m_rdc(m_hc.size()), m_rdd(m_hc.size())
     {
@@ -279,41 +281,40 @@ public:
         std::fill(counts.begin(), counts.end(), 0);
     }
     // Collective: MPI_Alltoall of the counts, then MPI_Alltoallv of the
-    // offsets and of the bytes (one rank: what it sends is what it receives).
+    // offsets and of the bytes for the other ranks (one rank: nothing).
     void exchange(MPI_Comm comm, const std::string& tmp)
     {
-        if (m_size == 1) { // to itself: no copy
-            std::swap(hdr, rhdr);
-            std::swap(data, rdata);
-            rcounts = counts;
+        displace(counts, m_hc, m_hd, m_dc, m_dd);
+        if (m_size == 1)
             return;
-        }
         small_mpi(MPI_Alltoall(counts.data(), 2, MPI_INT64_T, rcounts.data(), 2, MPI_INT64_T, comm), tmp,
                   "MPI_Alltoall");
-        int hoff = 0, doff = 0, rhoff = 0, rdoff = 0;
-        for (int k = 0; k < m_size; ++k) {
-            const auto u = static_cast<std::size_t>(k);
-            m_hc[u] = static_cast<int>(counts[2 * u]);
-            m_dc[u] = static_cast<int>(counts[2 * u + 1]);
-            m_rhc[u] = static_cast<int>(rcounts[2 * u]);
-            m_rdc[u] = static_cast<int>(rcounts[2 * u + 1]);
-            m_hd[u] = hoff;
-            m_dd[u] = doff;
-            m_rhd[u] = rhoff;
-            m_rdd[u] = rdoff;
-            hoff += m_hc[u];
-            doff += m_dc[u];
-            rhoff += m_rhc[u];
-            rdoff += m_rdc[u];
-        }
-        rhdr.resize(static_cast<std::size_t>(rhoff));
-        rdata.resize(static_cast<std::size_t>(rdoff));
+        const auto me = static_cast<std::size_t>(m_rank);
+        rcounts[2 * me] = rcounts[2 * me + 1] = 0; // its own pieces stay in hdr and data
+        const int rh = displace(rcounts, m_rhc, m_rhd, m_rdc, m_rdd);
+        rhdr.resize(static_cast<std::size_t>(rh));
+        rdata.resize(static_cast<std::size_t>(m_rdd.back() + m_rdc.back()));
+        // The counts for this rank itself are 0 on both sides; the
+        // displacements keep its pieces in place in hdr and data.
+        const int hc = m_hc[me], dc = m_dc[me];
+        m_hc[me] = m_dc[me] = 0;
         small_mpi(MPI_Alltoallv(hdr.data(), m_hc.data(), m_hd.data(), MPI_UINT64_T, rhdr.data(), m_rhc.data(),
                                 m_rhd.data(), MPI_UINT64_T, comm),
                   tmp, "MPI_Alltoallv (offsets)");
         small_mpi(MPI_Alltoallv(data.data(), m_dc.data(), m_dd.data(), MPI_BYTE, rdata.data(), m_rdc.data(),
                                 m_rdd.data(), MPI_BYTE, comm),
                   tmp, "MPI_Alltoallv (bytes)");
+        m_hc[me] = hc;
+        m_dc[me] = dc;
+    }
+    // This rank's pieces for itself, after exchange(): `n` hdr values from
+    // `h`, their bytes from `d`.
+    void own(const std::uint64_t*& h, std::size_t& n, const char*& d) const
+    {
+        const auto me = static_cast<std::size_t>(m_rank);
+        h = hdr.data() + m_hd[me];
+        n = static_cast<std::size_t>(m_hc[me]);
+        d = data.data() + m_dd[me];
     }
 
     std::vector<std::uint64_t> hdr, rhdr;
@@ -321,7 +322,24 @@ public:
     std::vector<std::int64_t> counts, rcounts;
 
 private:
-    int m_size;
+    // Counts and displacements of the hdr values and the bytes from `c`
+    // (pairs per rank); returns the hdr values in all.
+    int displace(const std::vector<std::int64_t>& c, std::vector<int>& hc, std::vector<int>& hd, std::vector<int>& dc,
+                 std::vector<int>& dd) const
+    {
+        int hoff = 0, doff = 0;
+        for (std::size_t u = 0; u < static_cast<std::size_t>(m_size); ++u) {
+            hc[u] = static_cast<int>(c[2 * u]);
+            dc[u] = static_cast<int>(c[2 * u + 1]);
+            hd[u] = hoff;
+            dd[u] = doff;
+            hoff += hc[u];
+            doff += dc[u];
+        }
+        return hoff;
+    }
+
+    int m_rank, m_size;
     std::vector<int> m_hc, m_hd, m_dc, m_dd, m_rhc, m_rhd, m_rdc, m_rdd;
 };
 
@@ -346,33 +364,36 @@ void pack_round(SmallExchange& x, const std::vector<SmallDataset>& smalls, const
     }
 }
 
-// Writes this rank's group from the pieces it received ((offset, length)
-// pairs in `rhdr`, their bytes in `rdata`), by offset; adjacent ones in one
-// write, from `rdata` where their bytes are adjacent there too, else
-// gathered in `run`.
-template <class Write>
-void write_received(const std::vector<std::uint64_t>& rhdr, const std::vector<char>& rdata, std::vector<char>& run,
-                    Write& write)
+// A piece of a small dataset: its bytes at `src` go to file offset `at`.
+struct SmallPiece {
+    std::uint64_t at, size;
+    const char* src;
+};
+
+// Appends the pieces of `n` hdr values ((offset, length) pairs) from `h`,
+// their bytes one after the other from `d`.
+void add_pieces(const std::uint64_t* h, std::size_t n, const char* d, std::vector<SmallPiece>& pieces)
 {
-    struct Piece {
-        std::uint64_t at, size;
-        const char* src;
-    };
-    std::vector<Piece> pieces;
-    pieces.reserve(rhdr.size() / 2);
-    const char* src = rdata.data();
-    for (std::size_t j = 0; j + 1 < rhdr.size(); j += 2) {
-        pieces.push_back(Piece{rhdr[j], rhdr[j + 1], src});
-        src += rhdr[j + 1];
+    for (std::size_t j = 0; j + 1 < n; j += 2) {
+        pieces.push_back(SmallPiece{h[j], h[j + 1], d});
+        d += h[j + 1];
     }
-    std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.at < b.at; });
+}
+
+// Writes this rank's group from its pieces (its own and those it received
+// from the others), by offset; adjacent ones in one write, from where their
+// bytes are when those are adjacent there too, else gathered in `run`.
+template <class Write>
+void write_pieces(std::vector<SmallPiece>& pieces, std::vector<char>& run, Write& write)
+{
+    std::sort(pieces.begin(), pieces.end(), [](const SmallPiece& a, const SmallPiece& b) { return a.at < b.at; });
     std::size_t j = 0;
     while (j < pieces.size()) {
         std::size_t k = j + 1;
         std::uint64_t end = pieces[j].at + pieces[j].size;
         while (k < pieces.size() && pieces[k].at == end)
             end += pieces[k++].size;
-        bool in_place = true; // the run's bytes are adjacent in `rdata` too (the usual case)
+        bool in_place = true; // the run's bytes are adjacent in memory too (the usual case)
         for (std::size_t m = j + 1; m < k && in_place; ++m)
             in_place = pieces[m].src == pieces[m - 1].src + pieces[m - 1].size;
         if (in_place) {
@@ -389,8 +410,9 @@ void write_received(const std::vector<std::uint64_t>& rhdr, const std::vector<ch
 
 // Writes the small datasets (docs/FORMAT.md 7.4), collective over `comm`:
 // each group of consecutive datasets (their storage mostly adjacent in the
-// file) is written by one rank, its owner, which receives every rank's
-// pieces of the group (MPI_Alltoallv) and writes each run of adjacent bytes
+// file) is written by one rank, its owner, which receives the other ranks'
+// pieces of the group (MPI_Alltoallv; its own are written from where they
+// were packed) and writes each run of adjacent bytes
 // with one call, instead of every rank writing its pieces one by one (7,500
 // writes of 5-10 KiB per rank in the mixed benchmark; the kernel's cost is
 // per write). Rounds bound the memory (ct::small_rounds, from the most bytes
@@ -405,7 +427,8 @@ template <class Pack, class Write>
 void write_small_datasets(MPI_Comm comm, const std::string& tmp, const std::vector<SmallDataset>& smalls, bool failed,
                           Pack&& pack, Write&& write)
 {
-    int size = 1;
+    int rank = 0, size = 1;
+    MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     check_same_small_list(comm, tmp, smalls.size());
     if (smalls.empty())
@@ -413,8 +436,9 @@ void write_small_datasets(MPI_Comm comm, const std::string& tmp, const std::vect
     const std::vector<std::size_t> group = small_groups(smalls);
     const std::vector<std::size_t> rounds =
         ct::small_rounds(most_sent(comm, tmp, smalls, group, failed), size, k_small_send_bytes);
-    SmallExchange x(size);
+    SmallExchange x(rank, size);
     std::vector<char> run;
+    std::vector<SmallPiece> pieces;
     std::exception_ptr write_error;
     auto note = [&] {
         failed = true;
@@ -432,10 +456,17 @@ void write_small_datasets(MPI_Comm comm, const std::string& tmp, const std::vect
             }
         }
         x.exchange(comm, tmp);
-        if (failed || x.rhdr.empty())
+        if (failed)
             continue;
+        const std::uint64_t* own = nullptr;
+        std::size_t own_n = 0;
+        const char* own_data = nullptr;
+        x.own(own, own_n, own_data);
+        pieces.clear();
+        add_pieces(own, own_n, own_data, pieces);
+        add_pieces(x.rhdr.data(), x.rhdr.size(), x.rdata.data(), pieces);
         try {
-            write_received(x.rhdr, x.rdata, run, write);
+            write_pieces(pieces, run, write);
         } catch (...) {
             note();
         }
@@ -629,7 +660,7 @@ struct Piece {
 // One write_data call (docs at the top of this file): step 1, local, finds
 // what this rank writes and agrees on the schedule; step 2, collective,
 // creates the file and every dataset and writes them.
-class ContainerSave {
+class ContainerSave : ct::FirstError {
 public:
     ContainerSave(const ContainerWriterOptions& opt, MPI_Comm comm, std::string tmp, std::vector<DatasetSpec> specs)
         : m_opt(opt), m_c(comm), m_tmp(std::move(tmp)), m_specs(std::move(specs)), m_sched(m_specs.size()),
@@ -680,23 +711,6 @@ private:
     void close(OpenContainer& f);
     std::vector<WriteResult> finished_results();
 
-    // Records the exception being handled as this rank's first write error.
-    void note() noexcept
-    {
-        if (!m_err)
-            m_err = std::current_exception();
-    }
-    // Runs `f`, noting what it throws: the rank goes on with the collective calls.
-    template <class F>
-    void noting(F&& f) noexcept
-    {
-        try {
-            f();
-        } catch (...) {
-            note();
-        }
-    }
-
     const ContainerWriterOptions& m_opt;
     const detail::Comm m_c;
     const std::string m_tmp;
@@ -715,8 +729,7 @@ private:
     // result) and byte ranges.
     std::vector<std::unique_ptr<detail::ChunkHasher>> m_hashers;
     detail::DeferredHashes m_deferred;
-    // Step 2's.
-    std::exception_ptr m_err; // this rank's first write error
+    // Step 2's (and m_err, this rank's first write error).
     bool m_another_failed = false;
 };
 
