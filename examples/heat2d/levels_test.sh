@@ -37,26 +37,9 @@ mpiexec=${12} numproc_flag=${13}
 shift 13
 mpiexec_flags=("$@")
 
-rm -rf "$workdir"
-mkdir -p "$workdir"
-
-run() {
-    local name=$1 n=$2
-    shift 2
-    local log=$workdir/$name.log
-    echo "+ $mpiexec $numproc_flag $n ${mpiexec_flags[*]} $heat2d $*"
-    local rc=0
-    "$mpiexec" "$numproc_flag" "$n" "${mpiexec_flags[@]}" "$heat2d" "$@" >"$log" 2>"$log.err" || rc=$?
-    sed 's/^/  | /' "$log"
-    sed 's/^/  ! /' "$log.err"
-    if [ "$rc" -ne 0 ]; then
-        echo "FAIL: $name exited with status $rc"
-        exit 1
-    fi
-}
-digest_of() {
-    awk '$1 == "digest" && length($2) == 16 && $2 ~ /^[0-9a-f]+$/ { d = $2 } END { print d }' "$workdir/$1.log"
-}
+# shellcheck source=examples/heat2d/test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/test_lib.sh"
+prepare_workdir
 
 grid=(--nx "$nx" --ny "$ny")
 if [ -z "$local_dir" ]; then
@@ -64,32 +47,25 @@ if [ -z "$local_dir" ]; then
 else
     levels=(--local-dir "$local_dir" --redundancy "$redundancy")
 fi
-run straight "$np" "${grid[@]}" --steps "$steps"
-run first "$np" "${grid[@]}" --steps "$mid" --checkpoint-every "$every" --checkpoint-dir "$workdir/root" "${levels[@]}" \
-    ${async[@]+"${async[@]}"}
+run straight "$np" "$heat2d" "${grid[@]}" --steps "$steps"
+run first "$np" "$heat2d" "${grid[@]}" --steps "$mid" --checkpoint-every "$every" --checkpoint-dir "$workdir/root" \
+    "${levels[@]}" ${async[@]+"${async[@]}"}
 for n in $( [ -z "$local_dir" ] && seq 0 $((np - 1)) ); do
     [ -f "$workdir/node$n/step_$(printf %08d "$mid")/.cairn-level.json" ] ||
-        { echo "FAIL: node $n holds no committed node-local step $mid"; exit 1; }
+        fail "node $n holds no committed node-local step $mid"
 done
 if [ "$wipe" -ge 0 ]; then
     wipe_command=${wipe_command:-rm -rf $workdir/node$wipe}
     echo "+ $wipe_command"
     $wipe_command
 fi
-run resumed "$np_restart" "${grid[@]}" --steps "$steps" --checkpoint-every "$every" --resume "$workdir/root" "${levels[@]}" \
-    ${async[@]+"${async[@]}"}
+run resumed "$np_restart" "$heat2d" "${grid[@]}" --steps "$steps" --checkpoint-every "$every" --resume "$workdir/root" \
+    "${levels[@]}" ${async[@]+"${async[@]}"}
 
-if ! grep -q "^resumed from node-local storage .* at step $mid " "$workdir/resumed.log"; then
-    echo "FAIL: the resumed run did not restart from node-local storage at step $mid"
-    exit 1
-fi
+output_has resumed "^resumed from node-local storage .* at step $mid " ||
+    fail "the resumed run did not restart from node-local storage at step $mid"
 if [ "$wipe" -ge 0 ] && grep -q "(0 files rebuilt" "$workdir/resumed.log"; then
-    echo "FAIL: node $wipe was wiped but no file was rebuilt"
-    exit 1
+    fail "node $wipe was wiped but no file was rebuilt"
 fi
-a=$(digest_of straight) b=$(digest_of resumed)
-if [ -z "$a" ] || [ "$a" != "$b" ]; then
-    echo "FAIL: digests differ: straight '$a', resumed '$b'"
-    exit 1
-fi
-echo "PASS: digest $a (node-local${async[@]+ async}, $redundancy, node $wipe wiped, $np -> $np_restart ranks)"
+check_same_digest straight resumed
+echo "PASS: digest $digest (node-local${async[@]+ async}, $redundancy, node $wipe wiped, $np -> $np_restart ranks)"

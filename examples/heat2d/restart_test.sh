@@ -43,36 +43,10 @@ shift 10
 mpiexec_flags=("$@")
 restart_binary=${restart_binary:-$heat2d}
 
-rm -rf "$workdir"
-mkdir -p "$workdir"
+# shellcheck source=examples/heat2d/test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/test_lib.sh"
+prepare_workdir
 ckpt=$workdir/$ckpt_name
-
-# run NAME NP BINARY ARGS...: runs BINARY, shows and keeps its standard output
-# in WORKDIR/NAME.log and its standard error in WORKDIR/NAME.err; the last line
-# of the standard output must be the digest (the contract of heat2d).
-run() {
-    local name=$1 n=$2 binary=$3
-    shift 3
-    local log=$workdir/$name.log
-    echo "+ $mpiexec $numproc_flag $n ${mpiexec_flags[*]} $binary $*"
-    local rc=0
-    "$mpiexec" "$numproc_flag" "$n" "${mpiexec_flags[@]}" "$binary" "$@" >"$log" 2>"$log.err" || rc=$?
-    sed 's/^/  | /' "$log"
-    sed 's/^/  ! /' "$log.err"
-    if [ "$rc" -ne 0 ]; then
-        echo "FAIL: $name exited with status $rc"
-        exit 1
-    fi
-    if ! tail -n 1 "$log" | grep -qE '^digest [0-9a-f]{16}$'; then
-        echo "FAIL: the last line of $name's output is not 'digest <16 lowercase hex digits>'"
-        exit 1
-    fi
-}
-
-# digest_of NAME: the digest on the last `digest` line of NAME's output
-digest_of() {
-    awk '$1 == "digest" && length($2) == 16 && $2 ~ /^[0-9a-f]+$/ { d = $2 } END { print d }' "$workdir/$1.log"
-}
 
 grid=(--nx "$nx" --ny "$ny")
 run straight "$np" "$heat2d" "${grid[@]}" --steps "$steps" ${first_args[@]+"${first_args[@]}"}
@@ -80,46 +54,31 @@ if [ "$async_first" = 1 ]; then
     run first "$np" "$heat2d" "${grid[@]}" --steps "$steps" --checkpoint "$ckpt" --checkpoint-step "$mid" --async \
         ${first_args[@]+"${first_args[@]}"}
     if [ "$(digest_of first)" != "$(digest_of straight)" ]; then
-        echo "FAIL: the run that saved in the background did not end with the straight run's digest"
-        exit 1
+        fail "the run that saved in the background did not end with the straight run's digest"
     fi
 else
     run first "$np" "$heat2d" "${grid[@]}" --steps "$mid" --checkpoint "$ckpt" ${first_args[@]+"${first_args[@]}"}
 fi
 case $ckpt_name in
     *.h5)
-        if [ ! -f "$ckpt" ]; then
-            echo "FAIL: $ckpt is not one file (the container layout was not used)"
-            exit 1
-        fi ;;
+        [ -f "$ckpt" ] || fail "$ckpt is not one file (the container layout was not used)" ;;
 esac
 if [ -n "$expect_files" ]; then
+    [ -d "$ckpt" ] || fail "$ckpt is not a directory (the per-rank layout was not used)"
     found=$(find "$ckpt" -maxdepth 1 -name '*.distcp' | wc -l)
     if [ "$found" -ne "$expect_files" ]; then
-        echo "FAIL: $ckpt holds $found .distcp files, not $expect_files:"
         ls "$ckpt"
-        exit 1
+        fail "$ckpt holds $found .distcp files, not $expect_files (listed above)"
     fi
     echo "$ckpt holds $found .distcp files, as expected"
 fi
 run restart "$np_restart" "$restart_binary" "${grid[@]}" --steps "$steps" --restart "$ckpt" \
     ${restart_args[@]+"${restart_args[@]}"}
 
-straight=$(digest_of straight)
-restarted=$(digest_of restart)
+straight=$(digest_of straight) restarted=$(digest_of restart)
 echo "straight  ($np ranks, $steps steps):                 digest ${straight:-<missing>}"
 echo "restarted ($np ranks to $mid, then $np_restart ranks to $steps): digest ${restarted:-<missing>}"
-
-if [ -z "$straight" ] || [ -z "$restarted" ]; then
-    echo "FAIL: a digest line is missing"
-    exit 1
-fi
-if ! grep -q "at step $mid on $np_restart ranks" "$workdir/restart.log"; then
-    echo "FAIL: the restarted run did not report restarting at step $mid on $np_restart ranks"
-    exit 1
-fi
-if [ "$straight" != "$restarted" ]; then
-    echo "FAIL: digests differ"
-    exit 1
-fi
+output_has restart "at step $mid on $np_restart ranks" ||
+    fail "the restarted run did not report restarting at step $mid on $np_restart ranks"
+check_same_digest straight restart
 echo "PASS: digests match"

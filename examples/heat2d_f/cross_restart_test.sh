@@ -22,50 +22,20 @@ mpiexec=${12} numproc_flag=${13}
 shift 13
 mpiexec_flags=("$@")
 
-rm -rf "$workdir"
-mkdir -p "$workdir"
+# shellcheck source=examples/heat2d/test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../heat2d/test_lib.sh"
+prepare_workdir
 ckpt=$workdir/ckpt
 
-# run NAME EXE NP ARGS...: runs EXE, shows and keeps its output in WORKDIR/NAME.log
-run() {
-    local name=$1 exe=$2 n=$3
-    shift 3
-    local log=$workdir/$name.log
-    echo "+ $mpiexec $numproc_flag $n ${mpiexec_flags[*]} $exe $*"
-    local rc=0
-    "$mpiexec" "$numproc_flag" "$n" "${mpiexec_flags[@]}" "$exe" "$@" >"$log" 2>&1 || rc=$?
-    sed 's/^/  | /' "$log"
-    if [ "$rc" -ne 0 ]; then
-        echo "FAIL: $name exited with status $rc"
-        exit 1
-    fi
-}
-
-# digest_of NAME: the digest on the last `digest` line of NAME's output
-digest_of() {
-    awk '$1 == "digest" && length($2) == 16 && $2 ~ /^[0-9a-f]+$/ { d = $2 } END { print d }' "$workdir/$1.log"
-}
-
 grid=(--nx "$nx" --ny "$ny")
-run straight "$straight_exe" "$np_straight" "${grid[@]}" --steps "$steps"
-run first "$first_exe" "$np_first" "${grid[@]}" --steps "$mid" --checkpoint "$ckpt"
-run restart "$restart_exe" "$np_restart" "${grid[@]}" --steps "$steps" --restart "$ckpt"
+run straight "$np_straight" "$straight_exe" "${grid[@]}" --steps "$steps"
+run first "$np_first" "$first_exe" "${grid[@]}" --steps "$mid" --checkpoint "$ckpt"
+run restart "$np_restart" "$restart_exe" "${grid[@]}" --steps "$steps" --restart "$ckpt"
 
-straight=$(digest_of straight)
-restarted=$(digest_of restart)
+straight=$(digest_of straight) restarted=$(digest_of restart)
 echo "straight  ($(basename "$straight_exe"), $np_straight ranks, $steps steps): digest ${straight:-<missing>}"
 echo "restarted ($(basename "$first_exe") on $np_first ranks to $mid, then $(basename "$restart_exe") on $np_restart ranks to $steps): digest ${restarted:-<missing>}"
-
-if [ -z "$straight" ] || [ -z "$restarted" ]; then
-    echo "FAIL: a digest line is missing"
-    exit 1
-fi
-if ! grep -q "at step $mid on $np_restart ranks" "$workdir/restart.log"; then
-    echo "FAIL: the restarted run did not report restarting at step $mid on $np_restart ranks"
-    exit 1
-fi
-if [ "$straight" != "$restarted" ]; then
-    echo "FAIL: digests differ"
-    exit 1
-fi
+output_has restart "at step $mid on $np_restart ranks" ||
+    fail "the restarted run did not report restarting at step $mid on $np_restart ranks"
+check_same_digest straight restart
 echo "PASS: digests match"

@@ -13,8 +13,8 @@
 #   --arg ARG      pass ARG to the first and the resuming run (repeatable);
 #                  "@WORKDIR@" in it becomes WORKDIR
 #   --between CMD  run CMD (bash) between the two runs, "@WORKDIR@" replaced
-#   --expect RE    the resuming run's output must match RE (grep -E; default
-#                  "resumed from .* at step ")
+#   --expect RE    the resuming run's output (standard output or error) must
+#                  match RE (grep -E; default "resumed from .* at step ")
 # WORKDIR is emptied and used for the outputs and the checkpoints.
 set -euo pipefail
 
@@ -39,42 +39,21 @@ mpiexec_flags=("$@")
 args=("${args[@]//@WORKDIR@/$workdir}")
 between=${between//@WORKDIR@/$workdir}
 
-rm -rf "$workdir"
-mkdir -p "$workdir"
-
-# run NAME EXE NP ARGS...: runs EXE, shows and keeps its output in WORKDIR/NAME.log
-run() {
-    local name=$1 exe=$2 n=$3
-    shift 3
-    local log=$workdir/$name.log
-    echo "+ $mpiexec $numproc_flag $n ${mpiexec_flags[*]} $exe $*"
-    local rc=0
-    "$mpiexec" "$numproc_flag" "$n" "${mpiexec_flags[@]}" "$exe" "$@" >"$log" 2>&1 || rc=$?
-    sed 's/^/  | /' "$log"
-    if [ "$rc" -ne 0 ]; then
-        echo "FAIL: $name exited with status $rc"
-        exit 1
-    fi
-}
-digest() { grep -E '^digest [0-9a-f]{16}$' "$workdir/$1.log" | tail -n 1 | cut -d' ' -f2; }
+# shellcheck source=examples/heat2d/test_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../heat2d/test_lib.sh"
+prepare_workdir
 
 grid=(--nx "$nx" --ny "$ny")
-run straight "$straight_exe" "$np_straight" "${grid[@]}" --steps "$steps"
-run first "$first_exe" "$np_first" "${grid[@]}" --steps "$mid" --checkpoint-every "$every" \
+run straight "$np_straight" "$straight_exe" "${grid[@]}" --steps "$steps"
+run first "$np_first" "$first_exe" "${grid[@]}" --steps "$mid" --checkpoint-every "$every" \
     --checkpoint-dir "$workdir/run" "${args[@]}"
 if [ -n "$between" ]; then
     echo "+ $between"
     bash -c "$between"
 fi
-run resumed "$resume_exe" "$np_resume" "${grid[@]}" --steps "$steps" --checkpoint-every "$every" \
+run resumed "$np_resume" "$resume_exe" "${grid[@]}" --steps "$steps" --checkpoint-every "$every" \
     --resume "$workdir/run" "${args[@]}"
-if ! grep -Eq "$expect" "$workdir/resumed.log"; then
-    echo "FAIL: the resumed run does not say '$expect'"
-    exit 1
-fi
-a=$(digest straight) b=$(digest resumed)
-if [ -z "$a" ] || [ "$a" != "$b" ]; then
-    echo "FAIL: digest of the straight run '$a', of the resumed run '$b'"
-    exit 1
-fi
-echo "PASS: digest $a"
+grep -Eq "$expect" "$workdir/resumed.log" "$workdir/resumed.log.err" ||
+    fail "the resumed run does not say '$expect'"
+check_same_digest straight resumed
+echo "PASS: digest $digest"

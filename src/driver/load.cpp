@@ -1,4 +1,4 @@
-// load(), phase by phase (docs/DESIGN.md §2):
+// load(), phase by phase (docs/DESIGN.md, "The save and load sequences"):
 //   metadata (the coordinator reads it) -> local plan (the metadata
 //   broadcast in frames, each rank plans its reads) -> [global plan, when
 //   the planner or storage asks] -> read -> finish (counts, replaced?).

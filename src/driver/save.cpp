@@ -1,4 +1,4 @@
-// save(), phase by phase (docs/DESIGN.md §2):
+// save(), phase by phase (docs/DESIGN.md, "The save and load sequences"):
 //   plan_save:        local plan -> exchange -> global plan -> final plan
 //   write_and_commit: write -> commit -> result
 // async_save (src/driver/async.cpp) runs the same two halves, the second on a

@@ -1,4 +1,4 @@
-// verify(), phase by phase (docs/DESIGN.md §2):
+// verify(), phase by phase (docs/DESIGN.md, "The save and load sequences"):
 //   metadata (the coordinator reads it) -> share (broadcast in frames, the
 //   chunks dealt out to the ranks as they arrive) -> verify (each rank
 //   checks its chunks) -> report (every problem to every rank).
