@@ -312,11 +312,16 @@ TEST_CASE("grouped files: an I/O error on one member fails every rank the same w
         const char* point;
         std::uint64_t after;
         int error;
+        const char* what; // what the failing rank's own error says failed
         bool mapped = false; // CAIRN_GROUP_WRITES=mapped
     };
     const Case cases[] = {
-        {"mpiio.open", 0, EACCES}, {"mpiio.write", 0, ENOSPC}, {"mpiio.write", 1, EIO},
-        {"mpiio.sync", 0, EIO},    {"mpiio.close", 0, EIO},    {"mpiio.write", 1, ENOSPC, true},
+        {"mpiio.open", 0, EACCES, "cannot create"},
+        {"mpiio.write", 0, ENOSPC, "write of"},
+        {"mpiio.write", 1, EIO, "write of"},
+        {"mpiio.sync", 0, EIO, "sync failed"},
+        {"mpiio.close", 0, EIO, "close failed"},
+        {"mpiio.write", 1, ENOSPC, "write of", true},
     };
     for (const auto& c : cases) {
         const int rank = w - 1;
@@ -338,6 +343,12 @@ TEST_CASE("grouped files: an I/O error on one member fails every rank the same w
                      << out.what);
         CHECK(same_error_everywhere(out, cairn::Error::Kind::write));
         CHECK(all(contains(out.what, file)));
+        // The failing rank's own error, on every rank: its rank, the file,
+        // what failed (an open fails on every member: each reports its own).
+        CHECK(all(contains(out.what, c.what)));
+        CHECK(all(!contains(out.what, "another rank")));
+        if (w > 1 && std::string(c.point) != "mpiio.open")
+            CHECK(all(contains(out.what, "rank " + std::to_string(rank) + ": " + dir)));
         CHECK(max_seconds(out) < 30.0);
         // The checkpoint of step 42 is still there, whole.
         State back(r, w, false);
