@@ -59,7 +59,8 @@ std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return a <= 1 ? v : (
 // `MPI_File_write_at`; dense host items of at least `direct_min` bytes go
 // straight from the caller's memory, in pieces of early writeback (every
 // write is reported to the file's Writeback, which starts the device on
-// it); device items of at least `direct_min` bytes go through the buffer's
+// it; into a file written directly, MpiFile::write_direct, they are hashed
+// piece by piece as they go, not during the sync); device items of at least `direct_min` bytes go through the buffer's
 // two halves, the copy of one from the GPU running while the other is
 // hashed and written. Extra host memory: the buffer, whatever the state. The writes are
 // blocking on purpose: OpenMPI's `ompio` completes an `MPI_File_iwrite_at`
@@ -91,13 +92,19 @@ public:
         if (ref.space == MemorySpace::host && detail::is_dense(v) && nbytes >= direct_min) {
             flush();
             const auto* p = static_cast<const char*>(v.data);
+            // Written around the page cache, the bytes are on the device
+            // once written: hashed piece by piece as the device writes.
+            const bool hash_now = hasher && m_file.writes_direct();
             for (std::uint64_t done = 0; done < nbytes;) {
-                const auto n = m_writeback.piece(nbytes - done);
+                const auto n = hash_now ? std::min<std::uint64_t>(nbytes - done, k_hash_piece)
+                                        : m_writeback.piece(nbytes - done);
                 m_file.write_at(offset + done, p + done, n);
                 m_writeback.wrote(offset + done, n);
+                if (hash_now)
+                    hasher->update(p + done, static_cast<std::size_t>(n));
                 done += n;
             }
-            if (hasher) // hashed later, from the same memory (during the sync)
+            if (hasher && !hash_now) // hashed later, from the same memory (during the sync)
                 m_deferred.add(hasher, v.data, static_cast<std::size_t>(nbytes));
             return;
         }
@@ -185,6 +192,7 @@ public:
     }
 
 private:
+    static constexpr std::uint64_t k_hash_piece = std::uint64_t(4) << 20;
     MpiFile& m_file;
     detail::HostBuffer& m_buf;
     detail::DeferredHashes& m_deferred; // direct items, hashed by the caller later
@@ -733,18 +741,22 @@ std::exception_ptr DistcpWriter::Impl::write_group_file(const SavePlan& plan, Sa
     } catch (...) {
         return std::current_exception();
     }
+    // A durable save writes the member's region, rounded up to the
+    // alignment, around the page cache where it can (MpiFile::write_direct).
     std::exception_ptr err;
+    try {
+        if (opt.fsync && !bucket.empty())
+            file->write_direct(start, start + align_up(s.layout.ends[k], opt.alignment));
+    } catch (...) {
+        err = std::current_exception();
+    }
     detail::DeferredHashes deferred;
-    detail::Writeback writeback(file->path(), opt.fsync ? opt.writeback_bytes : 0);
+    detail::Writeback writeback(file->path(), opt.fsync && !file->writes_direct() ? opt.writeback_bytes : 0);
     std::vector<std::unique_ptr<detail::ChunkHasher>> hashers;
     try {
-        // CAIRN_GROUP_WRITES=mapped: on a local file system each member
-        // writes its region through mappings, outside the file's write lock
-        // (MpiFile::map_writes).
-        if (!bucket.empty())
-            file->map_writes(start, start + s.layout.ends[k], regions.total[k]);
-        hashers = write_items(opt, plan, planner, *file, name, bucket, offsets, s.staging, s.direct_min, deferred,
-                              writeback, s.results);
+        if (!err)
+            hashers = write_items(opt, plan, planner, *file, name, bucket, offsets, s.staging, s.direct_min,
+                                  deferred, writeback, s.results);
     } catch (...) {
         err = std::current_exception();
     }
