@@ -9,17 +9,20 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <new>
+#include <thread>
+
+#include <unistd.h>
 
 #if defined(__linux__)
 #include <fcntl.h>
 #include <linux/magic.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/statfs.h>
-#include <unistd.h>
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 // Linux 5.14; older kernels answer EINVAL
-#endif
 #endif
 
 namespace cairn::detail {
@@ -132,111 +135,274 @@ MpiFile::MpiFile(const std::string& path, Mode mode, const MpiHints& hints, MPI_
 
 MpiFile::~MpiFile()
 {
-    unmap();
+    m_direct.reset();
     if (m_fh != MPI_FILE_NULL)
         MPI_File_close(&m_fh);
 }
 
-bool MpiFile::map_writes(std::uint64_t lo, std::uint64_t hi, std::uint64_t file_size)
+// ---- direct writes (write_direct) ----------------------------------------------
+
+namespace {
+constexpr std::uint64_t k_direct_align = 4096; // offsets, lengths and memory of direct writes
+constexpr std::uint64_t k_direct_buffer = std::uint64_t(4) << 20; // each buffer
+constexpr int k_direct_buffers = 4;
+constexpr int k_direct_threads = 2; // writes in flight per member
+
+std::uint64_t round_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
+} // namespace
+
+// The state of write_direct(): a ring of buffers, the one being filled
+// (m_fill; its bytes are for [m_off, m_off + m_len) of the file) and those
+// handed to the helper threads, which write them in the order handed, two
+// at a time; the first failure of a write.
+class MpiFile::Direct {
+public:
+    Direct(int fd, std::uint64_t lo, std::uint64_t hi) : m_fd(fd), m_off(lo), m_lo(lo), m_hi(hi)
+    {
+        try {
+            for (auto& b : m_buf) {
+                b.data = static_cast<char*>(std::aligned_alloc(k_direct_align, k_direct_buffer));
+                if (!b.data)
+                    throw std::bad_alloc();
+            }
+            for (auto& t : m_threads)
+                t = std::thread([this] { run(); });
+        } catch (...) {
+            stop();
+            throw;
+        }
+    }
+    ~Direct() { stop(); }
+    Direct(const Direct&) = delete;
+    Direct& operator=(const Direct&) = delete;
+
+    /// Whether [offset, offset + size) overlaps the region.
+    bool overlaps(std::uint64_t offset, std::uint64_t size) const noexcept
+    {
+        return offset < m_hi && offset + size > m_lo;
+    }
+    /// Whether [offset, offset + size) is in the region, at or after every
+    /// byte put so far.
+    bool takes(std::uint64_t offset, std::uint64_t size) const noexcept
+    {
+        return offset >= m_off + m_len && offset + size <= m_hi;
+    }
+    /// Puts `size` bytes for `offset` (takes() is true), zeros before them
+    /// back to the last byte put. False: a write failed (failure()).
+    bool put(std::uint64_t offset, const char* p, std::uint64_t size)
+    {
+        if (m_len > 0 && offset >= m_off + k_direct_buffer && !submit())
+            return false; // the gap leaves this buffer: write it, start the next at the gap's end
+        if (m_len == 0)
+            m_off = offset / k_direct_align * k_direct_align;
+        return append(nullptr, offset - (m_off + m_len)) && append(p, size);
+    }
+    /// Writes what is buffered and waits for every write. False: a write failed.
+    bool finish()
+    {
+        if (m_len > 0 && !submit())
+            return false;
+        std::unique_lock<std::mutex> lock(m_mutex);
+        m_cv.wait(lock, [&] {
+            for (const auto& b : m_buf)
+                if (b.busy)
+                    return false;
+            return true;
+        });
+        return m_err == 0;
+    }
+    /// The first failed write: errno, offset and length.
+    int failure(std::uint64_t& offset, std::uint64_t& length) const
+    {
+        offset = m_err_off;
+        length = m_err_len;
+        return m_err;
+    }
+
+private:
+    struct Buffer {
+        char* data = nullptr;
+        std::uint64_t off = 0, len = 0;
+        bool busy = false; // handed to the helper threads
+    };
+
+    // Ends the threads (after the writes handed to them), frees the buffers
+    // and closes the descriptor.
+    void stop() noexcept
+    {
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            m_stop = true;
+        }
+        m_cv.notify_all();
+        for (auto& t : m_threads)
+            if (t.joinable())
+                t.join();
+        for (auto& b : m_buf)
+            std::free(b.data);
+        ::close(m_fd);
+    }
+    // Copies `n` bytes from `p` (null: zeros) after the buffered ones,
+    // handing each buffer that fills to the threads.
+    bool append(const char* p, std::uint64_t n)
+    {
+        while (n > 0) {
+            const auto m = std::min(n, k_direct_buffer - m_len);
+            char* dst = m_buf[m_fill].data + m_len;
+            if (p) {
+                std::memcpy(dst, p, static_cast<std::size_t>(m));
+                p += m;
+            } else {
+                std::memset(dst, 0, static_cast<std::size_t>(m));
+            }
+            m_len += m;
+            n -= m;
+            if (m_len == k_direct_buffer && !submit())
+                return false;
+        }
+        return true;
+    }
+    // Hands the buffer being filled to the threads, padded with zeros to a
+    // whole number of blocks (inside the region: its end is aligned), and
+    // waits until the next one is free.
+    bool submit()
+    {
+        const auto len = round_up(m_len, k_direct_align);
+        std::memset(m_buf[m_fill].data + m_len, 0, static_cast<std::size_t>(len - m_len));
+        {
+            std::lock_guard<std::mutex> lock(m_mutex);
+            m_buf[m_fill] = Buffer{m_buf[m_fill].data, m_off, len, true};
+            m_queue.push_back(m_fill);
+        }
+        m_cv.notify_all();
+        m_off += k_direct_buffer;
+        m_len = 0;
+        m_fill = (m_fill + 1) % k_direct_buffers;
+        std::unique_lock<std::mutex> lock(m_mutex);
+        m_cv.wait(lock, [&] { return !m_buf[m_fill].busy; });
+        return m_err == 0;
+    }
+    // A helper thread: writes the buffers handed to it, none after a
+    // failure, until stop() once none is left.
+    void run()
+    {
+        for (;;) {
+            std::unique_lock<std::mutex> lock(m_mutex);
+            m_cv.wait(lock, [&] { return !m_queue.empty() || m_stop; });
+            if (m_queue.empty())
+                return;
+            const int k = m_queue.front();
+            m_queue.pop_front();
+            const Buffer b = m_buf[k];
+            const bool write = m_err == 0;
+            lock.unlock();
+            int err = 0;
+            std::uint64_t done = 0;
+            while (write && done < b.len) {
+                const auto n = ::pwrite(m_fd, b.data + done, static_cast<std::size_t>(b.len - done),
+                                        static_cast<off_t>(b.off + done));
+                if (n < 0 && errno == EINTR)
+                    continue;
+                if (n <= 0) {
+                    err = n < 0 ? errno : ENOSPC; // no progress: no space for it
+                    break;
+                }
+                done += static_cast<std::uint64_t>(n);
+            }
+            lock.lock();
+            if (err && !m_err) {
+                m_err = err;
+                m_err_off = b.off;
+                m_err_len = b.len;
+            }
+            m_buf[k].busy = false;
+            lock.unlock();
+            m_cv.notify_all();
+        }
+    }
+
+    int m_fd;
+    std::uint64_t m_off;      // file offset of the buffer being filled
+    std::uint64_t m_len = 0;  // bytes in it
+    const std::uint64_t m_lo, m_hi; // the region
+    int m_fill = 0;
+    Buffer m_buf[k_direct_buffers];
+    std::deque<int> m_queue; // buffers handed to the threads, not yet taken
+    std::thread m_threads[k_direct_threads];
+    std::mutex m_mutex;
+    std::condition_variable m_cv;
+    bool m_stop = false;
+    int m_err = 0; // of the first failed write
+    std::uint64_t m_err_off = 0, m_err_len = 0;
+};
+
+bool MpiFile::write_direct(std::uint64_t lo, std::uint64_t hi)
 {
-#if defined(__linux__)
-    unmap();
-    if (m_mode != Mode::write || hi <= lo || file_size < hi)
+#if defined(__linux__) && defined(O_DIRECT)
+    m_direct.reset();
+    if (m_mode != Mode::write || hi <= lo || lo % k_direct_align != 0 || hi % k_direct_align != 0)
         return false;
-    if (const char* v = std::getenv("CAIRN_GROUP_WRITES"); !v || std::strcmp(v, "mapped") != 0)
-        return false; // opt-in: not measured faster than MPI-IO here (docs/BENCHMARKS.md)
+    if (const char* v = std::getenv("CAIRN_GROUP_WRITES"); v && std::strcmp(v, "buffered") == 0)
+        return false;
     struct statfs sf {};
     if (::statfs(m_path.c_str(), &sf) != 0)
         return false;
     switch (static_cast<unsigned long>(sf.f_type)) {
     case EXT4_SUPER_MAGIC: // also ext2 and ext3
-    case XFS_SUPER_MAGIC:
-    case BTRFS_SUPER_MAGIC:
-    case TMPFS_MAGIC: break;
-    default: return false; // parallel file systems lock ranges, not whole files
+    case XFS_SUPER_MAGIC: break;
+    default: return false; // others may lock the file for direct writes, or lack them
     }
-    const int fd = ::open(m_path.c_str(), O_RDWR | O_CLOEXEC);
+    const int fd = ::open(m_path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
     if (fd < 0)
         return false;
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        ::close(fd);
-        return false;
-    }
-    // Every member extends to the same size (only ever growing it), so that
-    // none cuts off what another wrote.
-    if (static_cast<std::uint64_t>(st.st_size) < file_size && ::ftruncate(fd, static_cast<off_t>(file_size)) != 0) {
+    // Allocated first: a direct write of allocated, aligned blocks that does
+    // not extend the file takes the file's lock shared. Every member extends
+    // the file to the end of its region at most, none cuts it.
+    if (::fallocate(fd, 0, static_cast<off_t>(lo), static_cast<off_t>(hi - lo)) != 0) {
         const int err = errno;
         ::close(fd);
-        throw error::WriteError(m_path + ": cannot extend the file to " + std::to_string(file_size) +
-                                " bytes: " + std::strerror(err) + fs::no_space_note(m_path, file_size));
+        if (err == EOPNOTSUPP || err == ENOSYS || err == EINVAL)
+            return false;
+        throw error::WriteError(m_path + ": cannot allocate " + std::to_string(hi - lo) + " bytes at offset " +
+                                std::to_string(lo) + ": " + std::strerror(err) +
+                                fs::no_space_note(m_path, hi - lo));
     }
-    // A probe: one page mapped and faulted in writable (EINVAL where the
-    // kernel cannot).
-    const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-    const auto map_lo = lo / page * page;
-    void* m = ::mmap(nullptr, static_cast<std::size_t>(page), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                     static_cast<off_t>(map_lo));
-    const bool ok = m != MAP_FAILED && ::madvise(m, static_cast<std::size_t>(page), MADV_POPULATE_WRITE) == 0;
-    if (m != MAP_FAILED)
-        ::munmap(m, static_cast<std::size_t>(page));
-    if (!ok) {
-        ::close(fd);
-        return false; // MPI-IO writes, and reports any error
-    }
-    m_map_fd = fd;
-    m_map_from = lo;
-    m_map_to = hi;
+    m_direct = std::make_unique<Direct>(fd, lo, hi); // owns fd, also when it throws
     return true;
 #else
     (void)lo;
     (void)hi;
-    (void)file_size;
     return false;
 #endif
 }
 
-void MpiFile::unmap() noexcept
+void MpiFile::end_direct()
 {
-#if defined(__linux__)
-    if (m_map_fd >= 0)
-        ::close(m_map_fd);
-#endif
-    m_map_fd = -1;
-    m_map_from = m_map_to = 0;
+    if (!m_direct)
+        return;
+    const bool ok = m_direct->finish();
+    std::uint64_t off = 0, len = 0;
+    const int err = m_direct->failure(off, len);
+    m_direct.reset();
+    if (!ok)
+        throw error::WriteError(m_path + ": write of " + std::to_string(len) + " bytes at offset " +
+                                std::to_string(off) + " (direct): " + std::strerror(err) +
+                                fs::no_space_note(m_path, len));
 }
 
 void MpiFile::write_at(std::uint64_t offset, const void* data, std::uint64_t size)
 {
     const auto* p = static_cast<const char*>(data);
-#if defined(__linux__)
-    if (m_map_fd >= 0 && size > 0 && offset >= m_map_from && offset + size <= m_map_to) {
-        const auto what = [&] {
-            return "write of " + std::to_string(size) + " bytes at offset " + std::to_string(offset);
-        };
+    if (m_direct && size > 0 && m_direct->overlaps(offset, size)) {
+        const auto what = "write of " + std::to_string(size) + " bytes at offset " + std::to_string(offset);
+        if (!m_direct->takes(offset, size)) // a page-cache write there could be overwritten by zeros
+            throw error::Internal("internal: " + m_path + ": " + what + " (direct) is not after the bytes written");
         if (const int injected = fault::inject(fault::mpiio_write, m_path))
-            fail(mpi_error_of(injected), what());
-        // Mapped for this write only: unmapped before early writeback
-        // starts on the pages, which then need no write-protecting.
-        const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-        const auto first = offset / page * page;
-        const auto len = static_cast<std::size_t>(offset + size - first);
-        void* m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, m_map_fd, static_cast<off_t>(first));
-        if (m == MAP_FAILED || ::madvise(m, len, MADV_POPULATE_WRITE) != 0) {
-            const int err = errno;
-            if (m != MAP_FAILED)
-                ::munmap(m, len);
-            // EFAULT: a page the file system could not provide (no space, an I/O error).
-            throw error::WriteError(m_path + ": " + what() + " (through a mapping): " +
-                                    (err == EFAULT ? std::string("the file system could not provide the pages")
-                                                   : std::string(std::strerror(err))) +
-                                    fs::no_space_note(m_path, size));
-        }
-        std::memcpy(static_cast<char*>(m) + (offset - first), p, static_cast<std::size_t>(size));
-        ::munmap(m, len);
+            fail(mpi_error_of(injected), what);
+        if (!m_direct->put(offset, p, size))
+            end_direct(); // throws the failure
         return;
     }
-#endif
     while (size > 0) {
         const int n = static_cast<int>(std::min(size, k_max_transfer));
         MPI_Status st;
@@ -300,7 +466,12 @@ std::uint64_t MpiFile::size()
 
 void MpiFile::sync()
 {
-    unmap(); // the pages written through it stay dirty in the page cache: the sync writes them
+    std::exception_ptr direct; // collective: MPI is called even after a failed direct write
+    try {
+        end_direct(); // the sync makes the direct writes durable (metadata of allocated blocks, device cache)
+    } catch (...) {
+        direct = std::current_exception();
+    }
     const int injected = fault::inject(fault::mpiio_sync, m_path);
     int rc = MPI_SUCCESS;
     if (m_shared) { // collective: every member calls MPI, an injected failure counts after it
@@ -310,17 +481,26 @@ void MpiFile::sync()
     } else {
         rc = injected ? mpi_error_of(injected) : MPI_File_sync(m_fh);
     }
+    if (direct)
+        std::rethrow_exception(direct);
     if (rc != MPI_SUCCESS)
         fail(rc, "sync failed");
 }
 
 void MpiFile::close()
 {
-    unmap();
+    std::exception_ptr direct; // collective: MPI is called even after a failed direct write
+    try {
+        end_direct();
+    } catch (...) {
+        direct = std::current_exception();
+    }
     int rc = MPI_File_close(&m_fh);
     m_fh = MPI_FILE_NULL;
     if (const int injected = rc == MPI_SUCCESS ? fault::inject(fault::mpiio_close, m_path) : 0)
         rc = mpi_error_of(injected); // closed all the same, as after a real failure
+    if (direct)
+        std::rethrow_exception(direct);
     if (rc != MPI_SUCCESS)
         fail(rc, "close failed");
 }

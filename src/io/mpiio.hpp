@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,20 +31,23 @@ public:
 
     /// Writes all `size` bytes at `offset`; throws error::WriteError.
     void write_at(std::uint64_t offset, const void* data, std::uint64_t size);
-    /// With CAIRN_GROUP_WRITES=mapped in the environment, a member of a
-    /// shared file on a local file system (ext4, XFS, btrfs, tmpfs): its
-    /// writes inside [lo, hi) from now on go through shared mappings of the
-    /// file (POSIX, beside the MPI handle; each mapped for one write and
-    /// faulted in writable first with MADV_POPULATE_WRITE, so that a failure
-    /// such as no space is an error, not a signal) instead of
-    /// MPI_File_write_at, after extending the file to `file_size` if it is
-    /// shorter. Such file systems hold the file's write lock for each whole
-    /// buffered write(2), so that the members' writes run one at a time;
-    /// faults into a mapping take no such lock (docs/DESIGN.md). Returns
-    /// whether it is on: off without the variable, elsewhere, and where the
-    /// system lacks it. Local; throws error::WriteError where the file
-    /// cannot be extended.
-    bool map_writes(std::uint64_t lo, std::uint64_t hi, std::uint64_t file_size);
+    /// A member of a shared file on ext4 or XFS (Linux): its writes inside
+    /// [lo, hi) (multiples of 4 KiB) from now on bypass the page cache
+    /// (O_DIRECT, on a descriptor of its own beside the MPI handle) into
+    /// space allocated for the region first (fallocate), so that the
+    /// members write at once: a buffered write(2) holds the file's write
+    /// lock while it copies, direct writes of allocated, aligned blocks do
+    /// not. The writes must come in ascending offsets; they are copied into
+    /// a ring of four aligned buffers of 4 MiB, written two at a time by
+    /// helper threads while the next fill, the bytes between them zeros.
+    /// sync() and close() write what is buffered first.
+    /// Returns whether it is on: off with CAIRN_GROUP_WRITES=buffered in the
+    /// environment, on other file systems, for an unaligned region, and
+    /// where the file system refuses. Local; throws error::WriteError where
+    /// the region's space cannot be allocated (no space).
+    bool write_direct(std::uint64_t lo, std::uint64_t hi);
+    /// Whether write_direct() is on.
+    bool writes_direct() const noexcept { return m_direct != nullptr; }
     /// Reads exactly `size` bytes at `offset`; throws error::ReadError (also on a short read).
     void read_at(std::uint64_t offset, void* data, std::uint64_t size);
     void set_size(std::uint64_t size);
@@ -54,16 +58,16 @@ public:
     const std::string& path() const noexcept { return m_path; }
 
 private:
+    class Direct;
     [[noreturn]] void fail(int rc, const std::string& what) const;
-    void unmap() noexcept;
+    /// Ends write_direct(): writes what is buffered and waits for it.
+    /// Throws error::WriteError for a failed direct write.
+    void end_direct();
     std::string m_path;
     Mode m_mode;
     bool m_shared = false; // opened on a communicator of several ranks
     MPI_File m_fh = MPI_FILE_NULL;
-    // map_writes(): a descriptor of the file, and the bytes [m_map_from,
-    // m_map_to) written through mappings of it.
-    int m_map_fd = -1;
-    std::uint64_t m_map_from = 0, m_map_to = 0;
+    std::unique_ptr<Direct> m_direct; // write_direct()
 };
 
 /// Who wrote the .distcp file `name` (a plain name, docs/FORMAT.md section

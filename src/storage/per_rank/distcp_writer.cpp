@@ -59,7 +59,8 @@ std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return a <= 1 ? v : (
 // `MPI_File_write_at`; dense host items of at least `direct_min` bytes go
 // straight from the caller's memory, in pieces of early writeback (every
 // write is reported to the file's Writeback, which starts the device on
-// it); device items of at least `direct_min` bytes go through the buffer's
+// it; into a file written directly, MpiFile::write_direct, they are hashed
+// piece by piece as they go, not during the sync); device items of at least `direct_min` bytes go through the buffer's
 // two halves, the copy of one from the GPU running while the other is
 // hashed and written. Extra host memory: the buffer, whatever the state. The writes are
 // blocking on purpose: OpenMPI's `ompio` completes an `MPI_File_iwrite_at`
@@ -91,13 +92,19 @@ public:
         if (ref.space == MemorySpace::host && detail::is_dense(v) && nbytes >= direct_min) {
             flush();
             const auto* p = static_cast<const char*>(v.data);
+            // Written around the page cache, the bytes are on the device
+            // once written: hashed piece by piece as the device writes.
+            const bool hash_now = hasher && m_file.writes_direct();
             for (std::uint64_t done = 0; done < nbytes;) {
-                const auto n = m_writeback.piece(nbytes - done);
+                const auto n = hash_now ? std::min<std::uint64_t>(nbytes - done, k_hash_piece)
+                                        : m_writeback.piece(nbytes - done);
                 m_file.write_at(offset + done, p + done, n);
                 m_writeback.wrote(offset + done, n);
+                if (hash_now)
+                    hasher->update(p + done, static_cast<std::size_t>(n));
                 done += n;
             }
-            if (hasher) // hashed later, from the same memory (during the sync)
+            if (hasher && !hash_now) // hashed later, from the same memory (during the sync)
                 m_deferred.add(hasher, v.data, static_cast<std::size_t>(nbytes));
             return;
         }
@@ -185,6 +192,7 @@ public:
     }
 
 private:
+    static constexpr std::uint64_t k_hash_piece = std::uint64_t(4) << 20;
     MpiFile& m_file;
     detail::HostBuffer& m_buf;
     detail::DeferredHashes& m_deferred; // direct items, hashed by the caller later
@@ -313,9 +321,206 @@ write_items(const DistcpWriterOptions& opt, const SavePlan& plan, SavePlanner& p
     return hashers;
 }
 
+
+// What write_data prepares before it opens a file (local).
+struct WriteSetup {
+    FileLayout layout;
+    std::vector<WriteResult> results;
+    detail::HostBuffer staging;
+    std::uint64_t direct_min = 1;
+};
+
+WriteSetup set_up_writes(const DistcpWriterOptions& opt, const SavePlan& plan)
+{
+    WriteSetup s;
+    s.layout = lay_out(plan, static_cast<std::size_t>(opt.files_per_rank), opt.alignment);
+    std::uint64_t total_bytes = 0;
+    for (const auto& it : plan.items)
+        total_bytes += it.nbytes;
+    // One buffer of the staging bound (no more than the data needs); items
+    // of an eighth of the bound or more go direct.
+    if (!plan.items.empty())
+        s.staging = detail::HostBuffer(
+            static_cast<std::size_t>(std::min<std::uint64_t>(opt.staging_bytes, total_bytes + 65536)));
+    s.direct_min = std::max<std::uint64_t>(opt.staging_bytes / 8, 1);
+    s.results.resize(plan.items.size());
+    return s;
+}
+
+// After the items of a file are written into it: syncs it (with
+// opt.fsync; collective on a shared file) while the deferred hashes run.
+void sync_file(const DistcpWriterOptions& opt, MpiFile& file, detail::DeferredHashes& deferred)
+{
+    if (opt.fsync)
+        deferred.run_during([&] { file.sync(); }); // the sync mostly waits for the device
+    else
+        deferred.run();
+}
+
+// The checksums of the items of `bucket`, from their hashers (those of
+// items written straight from the caller's memory finish once the deferred
+// hashes ran).
+void set_checksums(const std::vector<std::size_t>& bucket,
+                   const std::vector<std::unique_ptr<detail::ChunkHasher>>& hashers, std::vector<WriteResult>& results)
+{
+    for (std::size_t j = 0; j < bucket.size(); ++j)
+        if (hashers[j])
+            results[bucket[j]].storage.checksums = hashers[j]->finish();
+}
+
+// Where each member's region of the group's files starts (`start`, per
+// file) and the group's bytes of each file (`total`), the regions in rank
+// order, each rounded up to the alignment so that aligned offsets inside a
+// region are aligned in the file; `failed`: whether a member failed before
+// (a local failure in set_up_writes). Collective over the group.
+struct GroupRegions {
+    std::vector<std::uint64_t> start, total;
+    bool failed = false;
+};
+
+GroupRegions group_regions(const FileGroup& g, const FileLayout& layout, std::uint64_t align, bool failed)
+{
+    const auto nfiles = layout.ends.size();
+    const auto n = static_cast<int>(nfiles + 1); // the sizes, then the failure count
+    std::vector<std::uint64_t> mine(nfiles + 1, 0);
+    GroupRegions out;
+    out.start.assign(nfiles + 1, 0);
+    out.total.assign(nfiles + 1, 0);
+    if (!failed)
+        for (std::size_t k = 0; k < nfiles; ++k)
+            mine[k] = align_up(layout.ends[k], align);
+    mine[nfiles] = failed ? 1 : 0;
+    MPI_Exscan(mine.data(), out.start.data(), n, MPI_UINT64_T, MPI_SUM, g.comm);
+    if (g.rank == 0)
+        std::fill(out.start.begin(), out.start.end(), 0);
+    MPI_Allreduce(mine.data(), out.total.data(), n, MPI_UINT64_T, MPI_SUM, g.comm);
+    out.failed = out.total[nfiles] != 0;
+    return out;
+}
+
+// The error agreement of a group after a step that `err` (null: none) ended
+// on this member. Collective over the group: when any member failed, the
+// lowest failing one rethrows its own error and every other member throws
+// it too, the same kind with the same message after the failing member's
+// rank in the save's communicator ("rank 3: ckpt/__0-3_0.distcp: write of
+// ..."), so that whichever rank the save's agreement reports, it reports
+// what failed and where.
+void agree_in_group(const FileGroup& g, std::exception_ptr err)
+{
+    const int size = static_cast<int>(g.members.size());
+    int first = err ? g.rank : size;
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, g.comm);
+    if (first == size)
+        return;
+    int kind = static_cast<int>(Error::Kind::generic);
+    std::string what;
+    if (g.rank == first) {
+        try {
+            std::rethrow_exception(err);
+        } catch (const Error& e) {
+            kind = static_cast<int>(e.kind());
+            what = e.what();
+        } catch (const std::bad_alloc&) {
+            what = "out of memory";
+        } catch (const std::exception& e) {
+            what = e.what();
+        } catch (...) {
+            what = "unknown exception";
+        }
+    }
+    int len = static_cast<int>(what.size());
+    MPI_Bcast(&kind, 1, MPI_INT, first, g.comm);
+    MPI_Bcast(&len, 1, MPI_INT, first, g.comm);
+    what.resize(static_cast<std::size_t>(len));
+    MPI_Bcast(what.data(), len, MPI_CHAR, first, g.comm);
+    if (g.rank == first)
+        std::rethrow_exception(err);
+    error::throw_error(static_cast<Error::Kind>(kind),
+                       "rank " + std::to_string(g.members[static_cast<std::size_t>(first)]) + ": " + what);
+}
+
 } // namespace
 
 namespace detail {
+
+namespace {
+
+// fsync of the directory `dir`; on a failure runs `undo` (which never
+// throws), then rethrows.
+template <class Undo>
+void fsync_or_undo(const std::string& dir, Undo undo)
+{
+    try {
+        fs::fsync_path(dir);
+    } catch (...) {
+        undo();
+        throw;
+    }
+}
+
+// Swaps the checkpoint in `write_dir` in for the one at `path` in one step,
+// where the file system can exchange two names: no moment without a
+// checkpoint at `path`. Returns where the replaced checkpoint is now
+// (`write_dir`), or "" where the names cannot be exchanged (nothing done).
+std::string swap_in_by_exchange(const std::string& write_dir, const std::string& path, bool fsync)
+{
+    if (!fs::exchange(write_dir, path))
+        return {};
+    if (fsync) // a failed commit never damages the old checkpoint: swap it back
+        fsync_or_undo(fs::parent(path), [&]() noexcept {
+            try {
+                fs::exchange(write_dir, path);
+            } catch (...) {
+            }
+        });
+    return write_dir;
+}
+
+// The same in two renames, `path` -> `old`, then `write_dir` -> `path`: a
+// crash between them leaves both complete beside a missing `path`, which
+// loads refuse to guess about and remove_leftovers() / `cairn repair`
+// finish. Returns `old`.
+std::string swap_in_by_renames(const std::string& write_dir, const std::string& path, const std::string& old,
+                               bool fsync)
+{
+    fs::rename(path, old);
+    const auto put_back = [&]() noexcept { // a failed commit never damages the old checkpoint
+        try {
+            fs::rename(old, path);
+        } catch (...) {
+        }
+    };
+    try {
+        fs::rename(write_dir, path);
+    } catch (...) {
+        put_back();
+        throw;
+    }
+    if (fsync)
+        fsync_or_undo(fs::parent(path), [&]() noexcept {
+            try {
+                fs::rename(path, write_dir); // the caller removes it
+            } catch (...) {
+            }
+            put_back();
+        });
+    return old;
+}
+
+// Removes the checkpoint that `path` replaced, now at `replaced`; a failure
+// is only reported (committed: the replaced checkpoint is a leftover that
+// find_leftovers() names).
+void remove_replaced(const std::string& replaced, const std::string& path)
+{
+    try {
+        fs::remove_all(replaced);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "cairn: warning: checkpoint %s committed, but the checkpoint it replaced (%s) was "
+                             "not removed: %s\n", path.c_str(), replaced.c_str(), e.what());
+    }
+}
+
+} // namespace
 
 void commit_distcp_dir(const std::string& write_dir, const std::string& path, bool fsync)
 {
@@ -328,7 +533,7 @@ void commit_distcp_dir(const std::string& write_dir, const std::string& path, bo
     // durable (fsync) undoes what is visible and fails the save, so that
     // what save reports is what is on disk; a failure to clean up after the
     // commit (removing the replaced checkpoint) is only reported.
-    const auto uncommit = [&] {
+    const auto uncommit = [&]() noexcept {
         if (write_dir == path) {
             try {
                 fs::rename(final_md, tmp); // no longer a checkpoint; the caller removes it
@@ -336,84 +541,21 @@ void commit_distcp_dir(const std::string& write_dir, const std::string& path, bo
             }
         }
     };
-    if (fsync) {
-        try {
-            fs::fsync_path(write_dir);
-        } catch (...) {
-            uncommit();
-            throw;
-        }
+    if (fsync)
+        fsync_or_undo(write_dir, uncommit);
+    if (write_dir == path) {
+        if (fsync)
+            fsync_or_undo(fs::parent(path), uncommit);
+        return;
     }
-    if (write_dir != path) {
-        // Swap the new checkpoint in; the old one is removed only after. In
-        // one step where the file system can exchange two names (the staging
-        // name then holds the old checkpoint): no moment without a
-        // checkpoint at the path. Elsewhere in two renames, P -> P.cairn-old
-        // then staging -> P; a crash between them leaves both complete
-        // beside a missing P, which loads refuse to guess about and
-        // remove_leftovers() / `cairn repair` finish.
-        const auto old = path + ".cairn-old";
-        fs::remove_all(old); // a leftover of an earlier interrupted replacement
-        std::string replaced; // where the old checkpoint is once swapped out
-        if (fs::exchange(write_dir, path)) {
-            replaced = write_dir;
-            if (fsync) {
-                try {
-                    fs::fsync_path(fs::parent(path));
-                } catch (...) {
-                    // A failed commit never damages the old checkpoint: swap
-                    // it back; the caller removes the new one from write_dir.
-                    try {
-                        fs::exchange(write_dir, path);
-                    } catch (...) {
-                    }
-                    throw;
-                }
-            }
-        } else {
-            fs::rename(path, old);
-            const auto put_back = [&] {
-                // A failed commit never damages the old checkpoint.
-                try {
-                    fs::rename(old, path);
-                } catch (...) {
-                }
-            };
-            try {
-                fs::rename(write_dir, path);
-            } catch (...) {
-                put_back();
-                throw;
-            }
-            if (fsync) {
-                try {
-                    fs::fsync_path(fs::parent(path));
-                } catch (...) {
-                    try {
-                        fs::rename(path, write_dir); // the caller removes it
-                    } catch (...) {
-                    }
-                    put_back();
-                    throw;
-                }
-            }
-            replaced = old;
-        }
-        try {
-            fs::remove_all(replaced);
-        } catch (const std::exception& e) {
-            // Committed: the replaced checkpoint is a leftover (find_leftovers() names it).
-            std::fprintf(stderr, "cairn: warning: checkpoint %s committed, but the checkpoint it replaced (%s) was "
-                                 "not removed: %s\n", path.c_str(), replaced.c_str(), e.what());
-        }
-    } else if (fsync) {
-        try {
-            fs::fsync_path(fs::parent(path));
-        } catch (...) {
-            uncommit();
-            throw;
-        }
-    }
+    // Swap the new checkpoint in; the old one is removed only after (the
+    // staging name or `path`.cairn-old then holds it).
+    const auto old = path + ".cairn-old";
+    fs::remove_all(old); // a leftover of an earlier interrupted replacement
+    auto replaced = swap_in_by_exchange(write_dir, path, fsync);
+    if (replaced.empty())
+        replaced = swap_in_by_renames(write_dir, path, old, fsync);
+    remove_replaced(replaced, path);
 }
 
 } // namespace detail
@@ -439,6 +581,13 @@ void remove_unfinished(const std::string& dir, Remove remove)
 
 struct DistcpWriter::Impl final : detail::ColumnarWriter {
     void commit(detail::MetadataColumns& md) override;
+    /// Writes this rank's file k (not grouped).
+    void write_rank_file(const SavePlan& plan, SavePlanner& planner, WriteSetup& s, std::size_t k);
+    /// Writes this member's region, at `start`, of the group's file k, with
+    /// every collective call of the file whatever fails; returns what failed
+    /// here (null: nothing).
+    std::exception_ptr write_group_file(const SavePlan& plan, SavePlanner& planner, WriteSetup& s,
+                                        const FileGroup& g, const GroupRegions& regions, std::size_t k);
     DistcpWriterOptions opt;
     std::string path;      // the checkpoint directory
     std::string write_dir; // where this save writes: `path`, or a staging sibling when replacing
@@ -560,151 +709,115 @@ std::vector<SavePlan> DistcpWriter::prepare_global_plan(std::vector<SavePlan> pl
 }
 
 
+void DistcpWriter::Impl::write_rank_file(const SavePlan& plan, SavePlanner& planner, WriteSetup& s, std::size_t k)
+{
+    const auto& bucket = s.layout.buckets[k];
+    const auto name = data_file_name(rank, static_cast<int>(k));
+    MpiFile file(fs::join(write_dir, name), MpiFile::Mode::write, opt.mpi_hints);
+    file.set_size(s.layout.ends[k]);
+    detail::DeferredHashes deferred;
+    detail::Writeback writeback(file.path(), opt.fsync ? opt.writeback_bytes : 0);
+    const auto hashers = write_items(opt, plan, planner, file, name, bucket, s.layout.offsets[k], s.staging,
+                                     s.direct_min, deferred, writeback, s.results);
+    sync_file(opt, file, deferred);
+    file.close();
+    set_checksums(bucket, hashers, s.results);
+}
+
+std::exception_ptr DistcpWriter::Impl::write_group_file(const SavePlan& plan, SavePlanner& planner, WriteSetup& s,
+                                                        const FileGroup& g, const GroupRegions& regions,
+                                                        std::size_t k)
+{
+    const auto start = regions.start[k];
+    const auto name = detail::group_file_name(g.members, k);
+    const auto& bucket = s.layout.buckets[k];
+    std::vector<std::uint64_t> offsets = s.layout.offsets[k];
+    for (auto& o : offsets)
+        o += start;
+    std::unique_ptr<MpiFile> file;
+    try {
+        file = std::make_unique<MpiFile>(fs::join(write_dir, name), MpiFile::Mode::write, opt.mpi_hints,
+                                         g.comm); // fails on every member or on none
+    } catch (...) {
+        return std::current_exception();
+    }
+    // A durable save writes the member's region, rounded up to the
+    // alignment, around the page cache where it can (MpiFile::write_direct).
+    std::exception_ptr err;
+    try {
+        if (opt.fsync && !bucket.empty())
+            file->write_direct(start, start + align_up(s.layout.ends[k], opt.alignment));
+    } catch (...) {
+        err = std::current_exception();
+    }
+    detail::DeferredHashes deferred;
+    detail::Writeback writeback(file->path(), opt.fsync && !file->writes_direct() ? opt.writeback_bytes : 0);
+    std::vector<std::unique_ptr<detail::ChunkHasher>> hashers;
+    try {
+        if (!err)
+            hashers = write_items(opt, plan, planner, *file, name, bucket, offsets, s.staging, s.direct_min,
+                                  deferred, writeback, s.results);
+    } catch (...) {
+        err = std::current_exception();
+    }
+    // The sync and the close are collective: a member that failed still
+    // makes them, once.
+    try {
+        if (!err)
+            sync_file(opt, *file, deferred);
+        else if (opt.fsync)
+            file->sync();
+    } catch (...) {
+        if (!err)
+            err = std::current_exception();
+    }
+    try {
+        file->close();
+    } catch (...) {
+        if (!err)
+            err = std::current_exception();
+    }
+    if (!err)
+        set_checksums(bucket, hashers, s.results);
+    return err;
+}
+
 std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlanner& planner)
 {
     auto& im = *m_impl;
-    const auto nfiles = static_cast<std::size_t>(im.opt.files_per_rank);
-    const std::uint64_t align = im.opt.alignment;
-    const bool grouped = im.grouped();
-    std::exception_ptr failed; // grouped: a local failure before the group's first collective call
-    FileLayout layout;
-    std::vector<WriteResult> results;
-    detail::HostBuffer staging;
-    std::uint64_t direct_min = 1;
+    if (!im.grouped()) {
+        detail::Decoder dec(plan.storage_data, "distcp plan");
+        im.write_dir = dec.str();
+        auto s = set_up_writes(im.opt, plan);
+        for (std::size_t k = 0; k < s.layout.buckets.size(); ++k)
+            if (!s.layout.buckets[k].empty())
+                im.write_rank_file(plan, planner, s, k);
+        return std::move(s.results);
+    }
+    // Grouped: every member makes every collective call whatever fails on
+    // it, and failures are agreed in the group before the regions are used
+    // and after each file, so that no member waits for one that gave up.
+    std::exception_ptr failed;
+    WriteSetup s;
     try {
         detail::Decoder dec(plan.storage_data, "distcp plan");
         im.write_dir = dec.str();
-        layout = lay_out(plan, nfiles, align);
-        std::uint64_t total_bytes = 0;
-        for (const auto& it : plan.items)
-            total_bytes += it.nbytes;
-        // One buffer of the staging bound (no more than the data needs);
-        // items of an eighth of the bound or more go direct.
-        if (!plan.items.empty())
-            staging = detail::HostBuffer(
-                static_cast<std::size_t>(std::min<std::uint64_t>(im.opt.staging_bytes, total_bytes + 65536)));
-        direct_min = std::max<std::uint64_t>(im.opt.staging_bytes / 8, 1);
-        results.resize(plan.items.size());
+        s = set_up_writes(im.opt, plan);
     } catch (...) {
-        if (!grouped)
-            throw;
         failed = std::current_exception();
     }
-
-    if (!grouped) {
-        for (std::size_t k = 0; k < nfiles; ++k) {
-            const auto& bucket = layout.buckets[k];
-            if (bucket.empty())
-                continue;
-            const auto name = data_file_name(im.rank, static_cast<int>(k));
-            MpiFile file(fs::join(im.write_dir, name), MpiFile::Mode::write, im.opt.mpi_hints);
-            file.set_size(layout.ends[k]);
-            detail::DeferredHashes deferred;
-            detail::Writeback writeback(file.path(), im.opt.fsync ? im.opt.writeback_bytes : 0);
-            auto hashers = write_items(im.opt, plan, planner, file, name, bucket, layout.offsets[k], staging,
-                                       direct_min, deferred, writeback, results);
-            if (im.opt.fsync)
-                deferred.run_during([&] { file.sync(); }); // the sync mostly waits for the device
-            else
-                deferred.run();
-            file.close();
-            for (std::size_t j = 0; j < bucket.size(); ++j)
-                if (hashers[j])
-                    results[bucket[j]].storage.checksums = hashers[j]->finish();
-        }
-        return results;
-    }
-
-    // Grouped: every member's region of file k starts at the exclusive sum
-    // of the regions before it, each rounded up to the alignment so that
-    // aligned offsets inside a region are aligned in the file. Every member
-    // makes every collective call below whatever fails on it; failures are
-    // agreed in the group after each file, so that no member waits for one
-    // that gave up.
     FileGroup g;
     im.split_group(g);
-    const auto ng = static_cast<int>(nfiles + 1);
-    std::vector<std::uint64_t> mine(nfiles + 1, 0), start(nfiles + 1, 0), total(nfiles + 1, 0);
-    if (!failed)
-        for (std::size_t k = 0; k < nfiles; ++k)
-            mine[k] = align_up(layout.ends[k], align);
-    mine[nfiles] = failed ? 1 : 0;
-    MPI_Exscan(mine.data(), start.data(), ng, MPI_UINT64_T, MPI_SUM, g.comm);
-    if (g.rank == 0)
-        std::fill(start.begin(), start.end(), 0);
-    MPI_Allreduce(mine.data(), total.data(), ng, MPI_UINT64_T, MPI_SUM, g.comm);
-    const auto ranks_text = [&](std::size_t k) {
-        const auto name = detail::group_file_name(g.members, k);
-        return fs::join(im.write_dir, name) + " (written by " + detail::distcp_writers(name) + ")";
-    };
+    const auto nfiles = static_cast<std::size_t>(im.opt.files_per_rank);
     if (failed)
-        std::rethrow_exception(failed);
-    if (total[nfiles])
-        throw error::WriteError("another rank of the group writing " + ranks_text(0) + " failed before writing");
-
-    for (std::size_t k = 0; k < nfiles; ++k) {
-        if (total[k] == 0)
-            continue;
-        const auto name = detail::group_file_name(g.members, k);
-        const auto& bucket = layout.buckets[k];
-        std::vector<std::uint64_t> offsets = layout.offsets[k];
-        for (auto& o : offsets)
-            o += start[k];
-        std::exception_ptr err;
-        std::unique_ptr<MpiFile> file;
-        try {
-            file = std::make_unique<MpiFile>(fs::join(im.write_dir, name), MpiFile::Mode::write, im.opt.mpi_hints,
-                                             g.comm); // fails on every member or on none
-        } catch (...) {
-            err = std::current_exception();
-        }
-        if (file) {
-            detail::DeferredHashes deferred;
-            detail::Writeback writeback(file->path(), im.opt.fsync ? im.opt.writeback_bytes : 0);
-            std::vector<std::unique_ptr<detail::ChunkHasher>> hashers;
-            try {
-                // CAIRN_GROUP_WRITES=mapped: on a local file system each
-                // member writes its region through mappings, outside the
-                // file's write lock (MpiFile::map_writes).
-                if (!bucket.empty())
-                    file->map_writes(start[k], start[k] + layout.ends[k], total[k]);
-                hashers = write_items(im.opt, plan, planner, *file, name, bucket, offsets, staging, direct_min,
-                                      deferred, writeback, results);
-            } catch (...) {
-                err = std::current_exception();
-            }
-            try {
-                if (err) {
-                    if (im.opt.fsync)
-                        file->sync(); // collective: a member that failed still takes part
-                } else if (im.opt.fsync) {
-                    deferred.run_during([&] { file->sync(); });
-                } else {
-                    deferred.run();
-                }
-            } catch (...) {
-                if (!err)
-                    err = std::current_exception();
-            }
-            try {
-                file->close();
-            } catch (...) {
-                if (!err)
-                    err = std::current_exception();
-            }
-            if (!err)
-                for (std::size_t j = 0; j < bucket.size(); ++j)
-                    if (hashers[j])
-                        results[bucket[j]].storage.checksums = hashers[j]->finish();
-        }
-        int bad = err ? 1 : 0, any = 0;
-        MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, g.comm);
-        if (err)
-            std::rethrow_exception(err);
-        if (any)
-            throw error::WriteError("another rank of the group failed writing " + ranks_text(k));
-    }
-    return results;
+        s.layout.ends.assign(nfiles, 0);
+    const auto regions = group_regions(g, s.layout, im.opt.alignment, failed != nullptr);
+    if (regions.failed)
+        agree_in_group(g, failed); // throws on every member
+    for (std::size_t k = 0; k < nfiles; ++k)
+        if (regions.total[k] != 0)
+            agree_in_group(g, im.write_group_file(plan, planner, s, g, regions, k));
+    return std::move(s.results);
 }
 
 void DistcpWriter::finish(const Metadata& metadata, const std::vector<std::vector<WriteResult>>&)
