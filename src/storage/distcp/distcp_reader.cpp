@@ -17,6 +17,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <queue>
 
 namespace cairn {
 
@@ -178,6 +179,47 @@ std::vector<ReadTask> tasks_in_file_order(const Metadata& md, const LoadPlan& pl
         return a.first < b.first;
     });
     return tasks;
+}
+
+// The chunk byte after the last element of array task `t` (`es`-byte
+// elements).
+std::uint64_t end_byte(const ReadTask& t, std::uint64_t es)
+{
+    const Box &C = t.chunk->box, &I = t.item->box;
+    std::uint64_t last = 0;
+    for (std::size_t d = 0; d < C.ndim(); ++d)
+        last = last * static_cast<std::uint64_t>(C.shape[d]) +
+               static_cast<std::uint64_t>(I.offsets[d] + I.shape[d] - 1 - C.offsets[d]);
+    return (last + 1) * es;
+}
+
+// The end of the tasks from `i` on that read one chunk's array, each
+// beginning before the others end (interleaved or overlapping): they
+// share checksum blocks beyond the one where the others end and the
+// next begins (which the reader's last read holds). i + 1 when task i
+// shares none.
+std::size_t sharing_end(const std::vector<ReadTask>& tasks, std::size_t i)
+{
+    const auto joins = [](const ReadTask& t) { // a non-empty region inside its chunk
+        const Box &C = t.chunk->box, &I = t.item->box;
+        if (t.item->kind != ItemKind::array || C.ndim() == 0 || I.ndim() != C.ndim() || I.volume() == 0)
+            return false;
+        for (std::size_t d = 0; d < C.ndim(); ++d)
+            if (I.offsets[d] < C.offsets[d] || I.offsets[d] + I.shape[d] > C.offsets[d] + C.shape[d])
+                return false;
+        return true;
+    };
+    if (!joins(tasks[i]))
+        return i + 1;
+    const auto es = static_cast<std::uint64_t>(dtype_size(tasks[i].entry->dtype));
+    std::uint64_t end = end_byte(tasks[i], es); // of the tasks so far
+    std::size_t j = i + 1;
+    for (; j < tasks.size() && tasks[j].chunk == tasks[i].chunk && joins(tasks[j]); ++j) {
+        if (tasks[j].first * es >= end)
+            break; // shares at most the block where the others end, which the last read holds
+        end = std::max(end, end_byte(tasks[j], es));
+    }
+    return j;
 }
 
 } // namespace
@@ -349,6 +391,12 @@ struct DistcpReader::Impl final : detail::ColumnarReader {
     /// Reads the current run of `runs` and the following ones that one
     /// read can take with it (data sieving); `runs` moves past them.
     void read_gathered_runs(Staged& reads, RegionRuns& runs, const DataRef& dst, std::uint64_t span);
+
+    /// Reads the `n` array tasks at `tasks`, regions of one chunk that
+    /// share blocks, together: the runs of all in file order, each read
+    /// (up to the read cap) once and copied to every region that needs it,
+    /// so that each block is read once.
+    void read_arrays_together(const ReadTask* tasks, std::size_t n, LoadPlanner& planner);
 
     /// Reads the whole stored bytes of a bytes item to the planner.
     void read_bytes_item(const ReadTask& t, LoadPlanner& planner);
@@ -552,6 +600,68 @@ void DistcpReader::Impl::read_gathered_runs(Staged& reads, RegionRuns& runs, con
     });
 }
 
+void DistcpReader::Impl::read_arrays_together(const ReadTask* tasks, std::size_t n, LoadPlanner& planner)
+{
+    const ChunkMeta& chunk = *tasks[0].chunk;
+    const auto es = static_cast<std::uint64_t>(dtype_size(tasks[0].entry->dtype));
+    const std::uint64_t span = span_of(chunk, es);
+    struct Along {
+        DataRef dst;
+        RegionRuns runs;
+    };
+    std::vector<Along> items;
+    items.reserve(n);
+    bool host = true;
+    for (std::size_t k = 0; k < n; ++k) {
+        const ReadItem& item = *tasks[k].item;
+        items.push_back(Along{planner.resolve_destination(item), RegionRuns(chunk.box, item.box, es)});
+        check_region(item, chunk, items.back().dst, es);
+        host = host && items.back().dst.space == MemorySpace::host;
+    }
+    Staged reads(*this, tasks[0].item->fqn, chunk, span, host && buffer.size() / 2 >= 2 * span + es);
+    const std::uint64_t cap = reads.cap() / es * es;
+    // The next byte each item needs, least first.
+    using Next = std::pair<std::uint64_t, std::size_t>;
+    std::priority_queue<Next, std::vector<Next>, std::greater<>> next;
+    for (std::size_t k = 0; k < n; ++k)
+        next.push({items[k].runs.offset(), k});
+    struct Copy {
+        const DataRef* dst;
+        std::int64_t first, count; // elements of the destination
+        std::uint64_t at;          // their bytes in the read
+    };
+    while (!next.empty()) {
+        // One read of bytes [W, E): the runs (or parts of runs) it can take.
+        const std::uint64_t W = next.top().first;
+        std::uint64_t E = W;
+        std::vector<Copy> copies;
+        while (!next.empty()) {
+            const auto [s, k] = next.top();
+            if (s >= W + cap || (s > E && !sieves_into(s, E, W + cap, span)))
+                break;
+            next.pop();
+            RegionRuns& runs = items[k].runs;
+            const std::uint64_t run_end = runs.offset() + runs.bytes(), to = std::min(run_end, W + cap);
+            const std::uint64_t first = runs.index() * runs.elems() + (s - runs.offset()) / es;
+            copies.push_back(Copy{&items[k].dst, static_cast<std::int64_t>(first),
+                                  static_cast<std::int64_t>((to - s) / es), s - W});
+            E = std::max(E, to);
+            if (to < run_end) {
+                next.push({to, k});
+                continue;
+            }
+            runs.next();
+            if (!runs.done())
+                next.push({runs.offset(), k});
+        }
+        reads.read(W, E, [copies = std::move(copies)](const char* p) {
+            for (const auto& c : copies)
+                detail::stage_in(*c.dst, c.first, c.count, p + c.at);
+        });
+    }
+    reads.finish();
+}
+
 void DistcpReader::Impl::read_bytes_item(const ReadTask& t, LoadPlanner& planner)
 {
     const auto n = t.chunk->storage.length;
@@ -690,12 +800,17 @@ void DistcpReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
     const std::vector<ReadTask> tasks = tasks_in_file_order(*im.md, plan);
     im.buffer = detail::HostBuffer(static_cast<std::size_t>(im.buffer_bytes(tasks)));
     im.held = {};
-    for (const auto& t : tasks) {
+    for (std::size_t i = 0; i < tasks.size();) {
+        const ReadTask& t = tasks[i];
+        const std::size_t end = sharing_end(tasks, i);
         im.check_extent(t.item->fqn, *t.chunk);
-        if (t.item->kind == ItemKind::bytes)
+        if (end > i + 1)
+            im.read_arrays_together(&tasks[i], end - i, planner);
+        else if (t.item->kind == ItemKind::bytes)
             im.read_bytes_item(t, planner);
         else
             im.read_array(*t.item, *t.chunk, t.entry->dtype, planner);
+        i = end;
     }
     im.close_files();
 }
