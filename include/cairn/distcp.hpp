@@ -131,7 +131,11 @@ public:
     /// Offers Cairn's metadata as columns (StorageReader::columnar).
     detail::ColumnarReader* columnar() noexcept override;
 
-    /// Bytes read from files by the last read_data (including sieving gaps).
+    /// Bytes read from files by the last read_data: per chunk, the bytes
+    /// its items need, rounded out to whole checksum blocks when verifying,
+    /// each block once, however many items share it. Gaps between needed
+    /// runs are read only inside those blocks (data sieving), never
+    /// without verification (LoadResult::bytes_read).
     std::uint64_t bytes_read() const noexcept override;
     /// True: items are read in turn.
     bool reads_items_in_turn() const noexcept override;

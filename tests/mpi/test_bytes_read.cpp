@@ -143,3 +143,61 @@ TEST_CASE("N -> 1 and 1 -> M loads read no byte beyond the bound", "[io][reshard
         }
     }
 }
+
+TEST_CASE("boxes of one rank that share checksum blocks read each block once", "[io][reshard]")
+{
+    // One chunk of 600 rows of 8,000 bytes (131 rows, 1,048,000 bytes, per
+    // checksum block: 5 blocks), saved by one rank in the per-rank layout
+    // and loaded by one rank as several boxes at once: column halves (every
+    // block shared by both), overlapping row bands with a tile inside them,
+    // the whole array twice (read straight into dense destinations). The
+    // reader read every shared block once per box.
+    const int r = world_rank();
+    const std::string path = fresh_dir("bytes_read_boxes_" + std::to_string(world_size())) + "/ckpt";
+    const cairn::Shape shape{600, 1000};
+    const std::vector<std::vector<cairn::Box>> cases{
+        {{{0, 0}, {600, 500}}, {{0, 500}, {600, 500}}},
+        {{{0, 0}, {400, 1000}}, {{200, 0}, {400, 1000}}, {{100, 100}, {300, 20}}},
+        {{{0, 0}, {600, 1000}}, {{0, 0}, {600, 1000}}},
+    };
+    const bool saved = run_on(1, [&](const SubComm& comm) {
+        LocalArray m("m", cairn::DType::f64, shape, cairn::whole(shape), 0, 0);
+        m.fill();
+        cairn::StateDict sd;
+        sd.add_array("m", m.shard());
+        cairn::SaveOptions o;
+        o.layout = cairn::Layout::per_rank;
+        o.fsync = false;
+        cairn::save(sd, path, comm.get(), o);
+        return true;
+    });
+    REQUIRE(saved);
+    for (std::size_t k = 0; k < cases.size(); ++k)
+        for (bool verify : {true, false}) {
+            INFO("boxes " << k << ", verify " << verify);
+            std::uint64_t read = 0, bound = 0;
+            const bool loaded = run_on(1, [&](const SubComm& comm) {
+                cairn::StateDict sd;
+                std::vector<std::unique_ptr<LocalArray>> held;
+                for (const auto& box : cases[k]) {
+                    const int ghost = k == 2 ? 0 : 1; // dense destinations, else strided ones
+                    held.push_back(std::make_unique<LocalArray>("m", cairn::DType::f64, shape, box, ghost, 0));
+                    sd.add_array("m", held.back()->shard());
+                }
+                cairn::LoadOptions lo;
+                lo.verify_checksums = verify;
+                read = cairn::load(sd, path, comm.get(), lo).bytes_read;
+                bound = read_bound(cairn::read_metadata(path), "m", cases[k], verify);
+                bool ok = true;
+                for (const auto& h : held)
+                    ok = ok && h->errors() == 0;
+                return ok;
+            });
+            CHECK(loaded);
+            if (r == 0) {
+                INFO("bytes read " << read << ", bound " << bound);
+                CHECK(bound == 4800000); // the boxes cover every row
+                CHECK(read <= bound);
+            }
+        }
+}

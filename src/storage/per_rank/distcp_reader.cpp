@@ -13,9 +13,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
+#include <queue>
 
 namespace cairn {
 
@@ -44,6 +46,180 @@ bool safe_file_name(const std::string& name)
 {
     return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos &&
            name.find('\\') == std::string::npos && name.find('\0') == std::string::npos;
+}
+
+// What first_bad_block returns when every block is intact.
+constexpr std::uint64_t k_intact = ~std::uint64_t(0);
+
+// The first checksum block of `chunk` in bytes [lo, hi) (read to `p`) whose
+// checksum differs, or k_intact.
+std::uint64_t first_bad_block(const ChunkMeta& chunk, std::uint64_t span, const char* p, std::uint64_t lo,
+                              std::uint64_t hi)
+{
+    const auto& sums = chunk.storage.checksums;
+    for (std::uint64_t blk = lo / span; blk * span < hi; ++blk) {
+        const auto s = blk * span, e = std::min(chunk.storage.length, s + span);
+        if (blk >= sums.size() || detail::checksum(p + (s - lo), static_cast<std::size_t>(e - s)) != sums[blk])
+            return blk;
+    }
+    return k_intact;
+}
+
+// Checks that the planner's destination `dst` fits region `item.box` of an
+// array of `es`-byte elements, and that the region lies inside `chunk`.
+void check_region(const ReadItem& item, const ChunkMeta& chunk, const DataRef& dst, std::uint64_t es)
+{
+    if (dst.view.elem_size != es || dst.view.shape != item.box.shape)
+        throw error::WrongAPIUsage("array '" + item.fqn + "': the planner's destination does not match the region " +
+                                   item.box.str());
+    const Box& C = chunk.box;
+    const Box& I = item.box;
+    if (C.ndim() > 0 && (I.ndim() != C.ndim() || !intersect(C, I) || intersect(C, I)->volume() != I.volume()))
+        throw error::FormatError("array '" + item.fqn + "': region " + I.str() + " is not inside stored chunk " +
+                                 C.str());
+}
+
+// The runs of region I in chunk C, in file order: a run is a stretch of the
+// region contiguous in the file, dimensions k.. of the region, where the
+// region spans the chunk fully beyond k.
+class RegionRuns {
+public:
+    RegionRuns(const Box& C, const Box& I, std::uint64_t es) : m_C(C), m_I(I), m_es(es), m_cs(row_major_strides(C.shape))
+    {
+        const std::size_t nd = C.ndim();
+        m_k = nd == 0 ? 0 : nd - 1;
+        while (m_k > 0 && I.shape[m_k] == C.shape[m_k])
+            --m_k;
+        for (std::size_t d = m_k; d < nd; ++d)
+            m_elems *= static_cast<std::uint64_t>(d == m_k ? I.shape[d] : C.shape[d]);
+        for (std::size_t d = 0; d < m_k; ++d)
+            m_count *= static_cast<std::uint64_t>(I.shape[d]);
+        m_idx.assign(m_k, 0);
+    }
+    bool done() const { return m_r >= m_count; }
+    /// The current run's number (row-major among the region's runs).
+    std::uint64_t index() const { return m_r; }
+    std::uint64_t elems() const { return m_elems; }
+    std::uint64_t elem_size() const { return m_es; }
+    std::uint64_t bytes() const { return m_elems * m_es; }
+    /// The chunk-relative byte offset of the current run.
+    std::uint64_t offset() const
+    {
+        std::int64_t e = 0;
+        for (std::size_t d = 0; d < m_k; ++d)
+            e += (m_I.offsets[d] - m_C.offsets[d] + m_idx[d]) * m_cs[d];
+        if (m_C.ndim() > 0)
+            e += (m_I.offsets[m_k] - m_C.offsets[m_k]) * m_cs[m_k];
+        return static_cast<std::uint64_t>(e) * m_es;
+    }
+    void next()
+    {
+        ++m_r;
+        for (std::size_t d = m_k; d-- > 0;) {
+            if (++m_idx[d] < m_I.shape[d])
+                return;
+            m_idx[d] = 0;
+        }
+    }
+
+private:
+    const Box& m_C;
+    const Box& m_I;
+    std::uint64_t m_es;
+    Shape m_cs; // the chunk's row-major strides
+    std::size_t m_k = 0;
+    std::uint64_t m_elems = 1, m_count = 1, m_r = 0;
+    Shape m_idx; // outer index of the current run
+};
+
+// Whether a run at chunk byte `o` joins a read of the bytes up to `end`
+// (data sieving): it starts at or after `end`, no later than `limit` (the
+// read stays within its cap), after a small gap whose bytes lie in
+// checksum blocks read anyway: a load reads no block it does not need.
+bool sieves_into(std::uint64_t o, std::uint64_t end, std::uint64_t limit, std::uint64_t span)
+{
+    if (o < end || o - end > k_sieve_gap || o > limit)
+        return false;
+    return span ? o / span <= (end - 1) / span + 1 : o == end;
+}
+
+// One item of a read_data call, with what it reads.
+struct ReadTask {
+    const ReadItem* item;
+    const EntryMeta* entry;
+    const ChunkMeta* chunk;
+    std::uint64_t first; // the item's first element in the chunk (row-major)
+};
+
+// The items of `plan`, in file order for sequential access: by file, chunk,
+// and within a chunk by first byte, so that reads of a chunk go forward and
+// a block two items share is read once (DistcpReader::Impl::held).
+std::vector<ReadTask> tasks_in_file_order(const Metadata& md, const LoadPlan& plan)
+{
+    std::vector<ReadTask> tasks;
+    tasks.reserve(plan.items.size());
+    for (const auto& item : plan.items) {
+        auto e = md.entries.find(item.fqn);
+        if (e == md.entries.end() || item.chunk >= e->second.chunks.size())
+            throw error::WrongAPIUsage("read item for '" + item.fqn + "' chunk " + std::to_string(item.chunk) +
+                                       " is not in the checkpoint's metadata");
+        const ChunkMeta& chunk = e->second.chunks[item.chunk];
+        std::uint64_t first = 0;
+        if (item.kind != ItemKind::bytes && item.box.ndim() == chunk.box.ndim())
+            for (std::size_t d = 0; d < chunk.box.ndim(); ++d)
+                first = first * static_cast<std::uint64_t>(chunk.box.shape[d]) +
+                        static_cast<std::uint64_t>(std::max<std::int64_t>(item.box.offsets[d] - chunk.box.offsets[d], 0));
+        tasks.push_back(ReadTask{&item, &e->second, &chunk, first});
+    }
+    std::stable_sort(tasks.begin(), tasks.end(), [](const ReadTask& a, const ReadTask& b) {
+        if (a.chunk->storage.path != b.chunk->storage.path)
+            return a.chunk->storage.path < b.chunk->storage.path;
+        if (a.chunk->storage.offset != b.chunk->storage.offset)
+            return a.chunk->storage.offset < b.chunk->storage.offset;
+        return a.first < b.first;
+    });
+    return tasks;
+}
+
+// The chunk byte after the last element of array task `t` (`es`-byte
+// elements).
+std::uint64_t end_byte(const ReadTask& t, std::uint64_t es)
+{
+    const Box &C = t.chunk->box, &I = t.item->box;
+    std::uint64_t last = 0;
+    for (std::size_t d = 0; d < C.ndim(); ++d)
+        last = last * static_cast<std::uint64_t>(C.shape[d]) +
+               static_cast<std::uint64_t>(I.offsets[d] + I.shape[d] - 1 - C.offsets[d]);
+    return (last + 1) * es;
+}
+
+// The end of the tasks from `i` on that read one chunk's array, each
+// beginning before the others end (interleaved or overlapping): they
+// share checksum blocks beyond the one where the others end and the
+// next begins (which the reader's last read holds). i + 1 when task i
+// shares none.
+std::size_t sharing_end(const std::vector<ReadTask>& tasks, std::size_t i)
+{
+    const auto joins = [](const ReadTask& t) { // a non-empty region inside its chunk
+        const Box &C = t.chunk->box, &I = t.item->box;
+        if (t.item->kind != ItemKind::array || C.ndim() == 0 || I.ndim() != C.ndim() || I.volume() == 0)
+            return false;
+        for (std::size_t d = 0; d < C.ndim(); ++d)
+            if (I.offsets[d] < C.offsets[d] || I.offsets[d] + I.shape[d] > C.offsets[d] + C.shape[d])
+                return false;
+        return true;
+    };
+    if (!joins(tasks[i]))
+        return i + 1;
+    const auto es = static_cast<std::uint64_t>(dtype_size(tasks[i].entry->dtype));
+    std::uint64_t end = end_byte(tasks[i], es); // of the tasks so far
+    std::size_t j = i + 1;
+    for (; j < tasks.size() && tasks[j].chunk == tasks[i].chunk && joins(tasks[j]); ++j) {
+        if (tasks[j].first * es >= end)
+            break; // shares at most the block where the others end, which the last read holds
+        end = std::max(end, end_byte(tasks[j], es));
+    }
+    return j;
 }
 
 } // namespace
@@ -193,7 +369,106 @@ struct DistcpReader::Impl final : detail::ColumnarReader {
     void read_direct(const std::string& fqn, const ChunkMeta& chunk, std::uint64_t span, std::uint64_t a,
                      std::uint64_t b, char* dst);
 
+    /// Reads the whole checksum blocks [A, B) of the chunk into `dst`, in
+    /// pieces of the staging bound, each verified on a helper thread while
+    /// the next is read, all verified before this returns.
+    void read_blocks_verified(const std::string& fqn, const ChunkMeta& chunk, std::uint64_t span, std::uint64_t A,
+                              std::uint64_t B, char* dst);
+
+    /// Throws error::IntegrityError for block `blk` of the chunk (its
+    /// checksum differed): re-read through the buffer for the details.
+    [[noreturn]] void throw_mismatch(const std::string& fqn, const ChunkMeta& chunk, std::uint64_t span,
+                                     std::uint64_t blk);
+
+    class Staged;
+
+    /// Reads the region `item` of `chunk` into the planner's destination.
     void read_array(const ReadItem& item, const ChunkMeta& chunk, DType dtype, LoadPlanner& planner);
+
+    /// Reads the current run of `runs`, longer than one read, in pieces.
+    void read_long_run(Staged& reads, const RegionRuns& runs, const DataRef& dst);
+
+    /// Reads the current run of `runs` and the following ones that one
+    /// read can take with it (data sieving); `runs` moves past them.
+    void read_gathered_runs(Staged& reads, RegionRuns& runs, const DataRef& dst, std::uint64_t span);
+
+    /// Reads the `n` array tasks at `tasks`, regions of one chunk that
+    /// share blocks, together: the runs of all in file order, each read
+    /// (up to the read cap) once and copied to every region that needs it,
+    /// so that each block is read once.
+    void read_arrays_together(const ReadTask* tasks, std::size_t n, LoadPlanner& planner);
+
+    /// Reads the whole stored bytes of a bytes item to the planner.
+    void read_bytes_item(const ReadTask& t, LoadPlanner& planner);
+
+    /// The bytes of the read buffer for `tasks`: the staging bound, no more
+    /// than the largest chunk needs, and room for four checksum blocks when
+    /// verifying.
+    std::uint64_t buffer_bytes(const std::vector<ReadTask>& tasks) const;
+
+    /// Closes the files of a read_data and frees its buffer.
+    void close_files();
+};
+
+// Reads through the reader's buffer. With `overlap`, each read goes to one
+// half of it while the read before it, in the other half, is verified and
+// copied out on a helper thread (reads of k_overlap_min bytes or more;
+// smaller ones are finished here).
+class DistcpReader::Impl::Staged {
+public:
+    Staged(Impl& im, const std::string& fqn, const ChunkMeta& chunk, std::uint64_t span, bool overlap)
+        : m_im(im), m_fqn(fqn), m_chunk(chunk), m_span(span), m_overlap(overlap), m_half(im.buffer.size() / 2)
+    {
+    }
+
+    /// The most bytes of one read. At least a block per read: a read of up
+    /// to `span` bytes touches at most two blocks, and the buffer (four
+    /// blocks or more) has room for two per half. Smaller reads would read
+    /// the blocks they share with their neighbours over and over.
+    std::uint64_t cap() const
+    {
+        const std::uint64_t room = m_overlap ? m_half : m_im.buffer.size();
+        return std::max(room - 2 * m_span, m_span); // room for widening to whole blocks at both ends
+    }
+
+    /// Reads bytes [a, b) of the chunk (its next half when overlapping);
+    /// `copy(at)` copies them out from where byte a landed, once their
+    /// blocks are verified.
+    template <class Copy>
+    void read(std::uint64_t a, std::uint64_t b, Copy copy)
+    {
+        char* to = m_im.buffer.data() + (m_overlap ? m_side * m_half : 0);
+        const auto A = m_im.read_widened(m_chunk, m_span, a, b, to, m_overlap ? m_half : m_im.buffer.size());
+        auto finish = [&im = m_im, &fqn = m_fqn, &chunk = m_chunk, span = m_span, to, A, b, at = to + (a - A),
+                       copy = std::move(copy)] {
+            im.check_blocks(fqn, chunk, span, to, A, b);
+            copy(at);
+        };
+        if (m_pending.valid())
+            m_pending.get(); // the other half is free again
+        if (m_overlap && b - a >= k_overlap_min)
+            m_pending = std::async(std::launch::async, std::move(finish));
+        else
+            finish();
+        m_side ^= 1;
+    }
+
+    /// Waits for the last read's verification and copy.
+    void finish()
+    {
+        if (m_pending.valid())
+            m_pending.get();
+    }
+
+private:
+    Impl& m_im;
+    const std::string& m_fqn;
+    const ChunkMeta& m_chunk;
+    std::uint64_t m_span;
+    bool m_overlap;
+    std::uint64_t m_half;
+    int m_side = 0;
+    std::future<void> m_pending; // the helper's verification and copy of the previous read
 };
 
 void DistcpReader::Impl::read_direct(const std::string& fqn, const ChunkMeta& chunk, std::uint64_t span,
@@ -212,197 +487,213 @@ void DistcpReader::Impl::read_direct(const std::string& fqn, const ChunkMeta& ch
     }
     if (A > a)
         std::memcpy(dst, read_range(fqn, chunk, span, a, A), static_cast<std::size_t>(A - a));
+    read_blocks_verified(fqn, chunk, span, A, B, dst + (A - a));
+    if (b > B)
+        std::memcpy(dst + (B - a), read_range(fqn, chunk, span, B, b), static_cast<std::size_t>(b - B));
+}
+
+void DistcpReader::Impl::read_blocks_verified(const std::string& fqn, const ChunkMeta& chunk, std::uint64_t span,
+                                              std::uint64_t A, std::uint64_t B, char* dst)
+{
     MpiFile& f = open(chunk.storage.path);
     // Pieces of whole blocks, of the staging bound per read call
     // (LoadOptions::staging_bytes, 64 MiB by default; cold reads in 8 MiB
-    // calls were 10-15 % slower here). Each piece but the last is verified
-    // on a helper thread while the next one is read; every piece is verified
-    // before this returns.
+    // calls were 10-15 % slower here).
     const std::uint64_t bound = std::min<std::uint64_t>(staging, std::uint64_t(1) << 30);
     const std::uint64_t piece = span ? std::max<std::uint64_t>(span, bound / span * span) : bound;
-    constexpr std::uint64_t intact = ~std::uint64_t(0);
-    // The first block of [lo, hi) (read to `p`) whose checksum differs, or `intact`.
-    const auto first_bad = [&chunk, span, len](const char* p, std::uint64_t lo, std::uint64_t hi) {
-        const auto& sums = chunk.storage.checksums;
-        for (std::uint64_t blk = lo / span; blk * span < hi; ++blk) {
-            const auto s = blk * span, e = std::min(len, s + span);
-            if (blk >= sums.size() || detail::checksum(p + (s - lo), static_cast<std::size_t>(e - s)) != sums[blk])
-                return blk;
-        }
-        return intact;
-    };
     const auto check = [&](std::uint64_t blk) {
-        if (blk == intact)
-            return;
-        const auto s = blk * span, e = std::min(len, s + span);
-        (void)read_range(fqn, chunk, span, s, e); // re-read through the buffer: throws with the details
-        throw error::IntegrityError("checksum mismatch in '" + fqn + "': file " + fs::join(path, chunk.storage.path) +
-                                    ", bytes [" + std::to_string(chunk.storage.offset + s) + ", " +
-                                    std::to_string(chunk.storage.offset + e) + ")");
+        if (blk != k_intact)
+            throw_mismatch(fqn, chunk, span, blk);
     };
     std::future<std::uint64_t> pending; // the verification of the previous piece
     for (std::uint64_t lo = A; lo < B; lo += piece) {
         const auto hi = std::min(B, lo + piece);
-        char* p = dst + (lo - a);
+        char* p = dst + (lo - A);
         f.read_at(chunk.storage.offset + lo, p, hi - lo);
         bytes_read += hi - lo;
         if (!span)
             continue;
         if (hi < B) {
-            auto next = std::async(std::launch::async, first_bad, p, lo, hi);
+            auto next = std::async(std::launch::async, first_bad_block, std::cref(chunk), span, p, lo, hi);
             if (pending.valid())
                 check(pending.get());
             pending = std::move(next);
         } else {
             if (pending.valid())
                 check(pending.get());
-            check(first_bad(p, lo, hi));
+            check(first_bad_block(chunk, span, p, lo, hi));
         }
     }
-    if (b > B)
-        std::memcpy(dst + (B - a), read_range(fqn, chunk, span, B, b), static_cast<std::size_t>(b - B));
+}
+
+void DistcpReader::Impl::throw_mismatch(const std::string& fqn, const ChunkMeta& chunk, std::uint64_t span,
+                                        std::uint64_t blk)
+{
+    const auto s = blk * span, e = std::min(chunk.storage.length, s + span);
+    (void)read_range(fqn, chunk, span, s, e); // re-read through the buffer: throws with the details
+    throw error::IntegrityError("checksum mismatch in '" + fqn + "': file " + fs::join(path, chunk.storage.path) +
+                                ", bytes [" + std::to_string(chunk.storage.offset + s) + ", " +
+                                std::to_string(chunk.storage.offset + e) + ")");
 }
 
 void DistcpReader::Impl::read_array(const ReadItem& item, const ChunkMeta& chunk, DType dtype, LoadPlanner& planner)
 {
     const DataRef dst = planner.resolve_destination(item);
     const auto es = static_cast<std::uint64_t>(dtype_size(dtype));
-    if (dst.view.elem_size != es || dst.view.shape != item.box.shape)
-        throw error::WrongAPIUsage("array '" + item.fqn + "': the planner's destination does not match the region " +
-                                   item.box.str());
-    const Box& C = chunk.box;
-    const Box& I = item.box;
-    const std::size_t nd = C.ndim();
-    if (I.ndim() != nd || !intersect(C, I) || intersect(C, I)->volume() != I.volume())
-        if (nd > 0)
-            throw error::FormatError("array '" + item.fqn + "': region " + I.str() + " is not inside stored chunk " +
-                                     C.str());
-    if (I.volume() == 0)
+    check_region(item, chunk, dst, es);
+    if (item.box.volume() == 0)
         return;
     const std::uint64_t span = span_of(chunk, es);
-
-    // A run is a stretch of the region contiguous in the file: dimensions
-    // k.. of the region, where the region spans the chunk fully beyond k.
-    std::size_t k = nd == 0 ? 0 : nd - 1;
-    while (k > 0 && I.shape[k] == C.shape[k])
-        --k;
-    const Shape cs = row_major_strides(C.shape);
-    std::uint64_t run_elems = 1;
-    for (std::size_t d = k; d < nd; ++d)
-        run_elems *= static_cast<std::uint64_t>(d == k ? I.shape[d] : C.shape[d]);
-    std::uint64_t nruns = 1;
-    for (std::size_t d = 0; d < k; ++d)
-        nruns *= static_cast<std::uint64_t>(I.shape[d]);
-    const std::uint64_t run_bytes = run_elems * es;
-    // Room for widening a read to whole checksum blocks at both ends.
-    const std::uint64_t cap = buffer.size() - 2 * span;
-
-    Shape idx(k, 0); // outer index of the current run
-    auto run_offset = [&]() {  // chunk-relative byte offset of the current run
-        std::int64_t e = 0;
-        for (std::size_t d = 0; d < k; ++d)
-            e += (I.offsets[d] - C.offsets[d] + idx[d]) * cs[d];
-        if (nd > 0)
-            e += (I.offsets[k] - C.offsets[k]) * cs[k];
-        return static_cast<std::uint64_t>(e) * es;
-    };
-    auto next = [&]() {
-        for (std::size_t d = k; d-- > 0;) {
-            if (++idx[d] < I.shape[d])
-                return;
-            idx[d] = 0;
-        }
-    };
-
+    RegionRuns runs(chunk.box, item.box, es);
     // Dense host destination and long runs: read straight into it.
-    const bool direct = dst.space == MemorySpace::host && detail::is_dense(dst.view) && run_bytes >= k_direct_min;
-    // Other host destinations: each read through the buffer goes to one
-    // half of it while the read before it, in the other half, is verified
-    // and copied out on a helper thread (reads of k_overlap_min bytes or
-    // more; smaller ones are finished here). Device destinations are copied
-    // here, on the thread that chose their device.
-    const std::uint64_t half = buffer.size() / 2;
-    const bool overlap = !direct && dst.space == MemorySpace::host && half >= 2 * span + es;
-    // At least a block per read: a read of up to `span` bytes touches at
-    // most two blocks, and the buffer (four blocks or more) has room for
-    // two per half. Smaller reads would read the blocks they share with
-    // their neighbours over and over.
-    const std::uint64_t read_cap = std::max(overlap ? half - 2 * span : cap, span);
-    std::future<void> pending; // the helper's verification and copy of the previous read
-    int side = 0;
-    // Reads bytes [a, b) of the chunk through the buffer (its next half when
-    // overlapping); `copy(at)` copies them out from where byte a landed,
-    // once their blocks are verified.
-    auto through_buffer = [&](std::uint64_t a, std::uint64_t b, auto copy) {
-        char* to = buffer.data() + (overlap ? side * half : 0);
-        const auto A = read_widened(chunk, span, a, b, to, overlap ? half : buffer.size());
-        auto finish = [this, &item, &chunk, span, to, A, b, at = to + (a - A), copy = std::move(copy)] {
-            check_blocks(item.fqn, chunk, span, to, A, b);
-            copy(at);
-        };
-        if (pending.valid())
-            pending.get(); // the other half is free again
-        if (overlap && b - a >= k_overlap_min)
-            pending = std::async(std::launch::async, std::move(finish));
-        else
-            finish();
-        side ^= 1;
-    };
-
-    std::uint64_t r = 0;
-    while (r < nruns) {
-        const auto first_off = run_offset();
-        if (direct) {
-            read_direct(item.fqn, chunk, span, first_off, first_off + run_bytes,
-                        static_cast<char*>(dst.view.data) + r * run_bytes);
-            ++r;
-            next();
-            continue;
-        }
-        if (run_bytes > read_cap) {
-            // One run larger than a read: read it in pieces.
-            for (std::uint64_t e = 0; e < run_elems;) {
-                const auto n = std::min<std::uint64_t>(run_elems - e, read_cap / es);
-                const auto a = first_off + e * es, b = first_off + (e + n) * es;
-                const auto first = static_cast<std::int64_t>(r * run_elems + e);
-                const auto count = static_cast<std::int64_t>(n);
-                through_buffer(a, b, [&dst, first, count](const char* p) { detail::stage_in(dst, first, count, p); });
-                e += n;
-            }
-            ++r;
-            next();
-            continue;
-        }
-        // Gather following runs into one read while the span fits and the
-        // gaps are small (data sieving).
-        std::vector<std::uint64_t> offs{first_off};
-        std::uint64_t end = first_off + run_bytes;
-        auto r2 = r + 1;
-        next();
-        while (r2 < nruns) {
-            const auto o = run_offset();
-            if (o < end || o - end > k_sieve_gap || o + run_bytes - first_off > read_cap)
-                break;
-            // The bytes between two runs are read only where they lie in
-            // checksum blocks read anyway (data sieving inside the blocks):
-            // a load reads no block it does not need.
-            if (span ? o / span > (end - 1) / span + 1 : o != end)
-                break;
-            offs.push_back(o);
-            end = o + run_bytes;
-            ++r2;
-            next();
-        }
-        auto copy = [&dst, r, run_elems, first_off, offs = std::move(offs)](const char* p) {
-            for (std::size_t j = 0; j < offs.size(); ++j)
-                detail::stage_in(dst, static_cast<std::int64_t>((r + j) * run_elems),
-                                 static_cast<std::int64_t>(run_elems), p + (offs[j] - first_off));
-        };
-        through_buffer(first_off, end, std::move(copy));
-        r = r2;
+    if (dst.space == MemorySpace::host && detail::is_dense(dst.view) && runs.bytes() >= k_direct_min) {
+        for (; !runs.done(); runs.next())
+            read_direct(item.fqn, chunk, span, runs.offset(), runs.offset() + runs.bytes(),
+                        static_cast<char*>(dst.view.data) + runs.index() * runs.bytes());
+        return;
     }
-    if (pending.valid())
-        pending.get();
+    // Other host destinations overlap reading with verifying and copying
+    // out; device destinations are copied here, on the thread that chose
+    // their device.
+    Staged reads(*this, item.fqn, chunk, span,
+                 dst.space == MemorySpace::host && buffer.size() / 2 >= 2 * span + es);
+    while (!runs.done()) {
+        if (runs.bytes() > reads.cap()) {
+            read_long_run(reads, runs, dst);
+            runs.next();
+        } else {
+            read_gathered_runs(reads, runs, dst, span);
+        }
+    }
+    reads.finish();
+}
+
+void DistcpReader::Impl::read_long_run(Staged& reads, const RegionRuns& runs, const DataRef& dst)
+{
+    const std::uint64_t es = runs.elem_size(), elems = runs.elems(), first_off = runs.offset();
+    for (std::uint64_t e = 0; e < elems;) {
+        const auto n = std::min<std::uint64_t>(elems - e, reads.cap() / es);
+        const auto first = static_cast<std::int64_t>(runs.index() * elems + e);
+        const auto count = static_cast<std::int64_t>(n);
+        reads.read(first_off + e * es, first_off + (e + n) * es,
+                   [&dst, first, count](const char* p) { detail::stage_in(dst, first, count, p); });
+        e += n;
+    }
+}
+
+void DistcpReader::Impl::read_gathered_runs(Staged& reads, RegionRuns& runs, const DataRef& dst, std::uint64_t span)
+{
+    const std::uint64_t r = runs.index(), first_off = runs.offset(), len = runs.bytes(), elems = runs.elems();
+    std::vector<std::uint64_t> offs{first_off};
+    std::uint64_t end = first_off + len;
+    for (runs.next(); !runs.done(); runs.next()) {
+        const auto o = runs.offset();
+        if (!sieves_into(o, end, first_off + reads.cap() - len, span))
+            break;
+        offs.push_back(o);
+        end = o + len;
+    }
+    reads.read(first_off, end, [&dst, r, elems, first_off, offs = std::move(offs)](const char* p) {
+        for (std::size_t j = 0; j < offs.size(); ++j)
+            detail::stage_in(dst, static_cast<std::int64_t>((r + j) * elems), static_cast<std::int64_t>(elems),
+                             p + (offs[j] - first_off));
+    });
+}
+
+void DistcpReader::Impl::read_arrays_together(const ReadTask* tasks, std::size_t n, LoadPlanner& planner)
+{
+    const ChunkMeta& chunk = *tasks[0].chunk;
+    const auto es = static_cast<std::uint64_t>(dtype_size(tasks[0].entry->dtype));
+    const std::uint64_t span = span_of(chunk, es);
+    struct Along {
+        DataRef dst;
+        RegionRuns runs;
+    };
+    std::vector<Along> items;
+    items.reserve(n);
+    bool host = true;
+    for (std::size_t k = 0; k < n; ++k) {
+        const ReadItem& item = *tasks[k].item;
+        items.push_back(Along{planner.resolve_destination(item), RegionRuns(chunk.box, item.box, es)});
+        check_region(item, chunk, items.back().dst, es);
+        host = host && items.back().dst.space == MemorySpace::host;
+    }
+    Staged reads(*this, tasks[0].item->fqn, chunk, span, host && buffer.size() / 2 >= 2 * span + es);
+    const std::uint64_t cap = reads.cap() / es * es;
+    // The next byte each item needs, least first.
+    using Next = std::pair<std::uint64_t, std::size_t>;
+    std::priority_queue<Next, std::vector<Next>, std::greater<>> next;
+    for (std::size_t k = 0; k < n; ++k)
+        next.push({items[k].runs.offset(), k});
+    struct Copy {
+        const DataRef* dst;
+        std::int64_t first, count; // elements of the destination
+        std::uint64_t at;          // their bytes in the read
+    };
+    while (!next.empty()) {
+        // One read of bytes [W, E): the runs (or parts of runs) it can take.
+        const std::uint64_t W = next.top().first;
+        std::uint64_t E = W;
+        std::vector<Copy> copies;
+        while (!next.empty()) {
+            const auto [s, k] = next.top();
+            if (s >= W + cap || (s > E && !sieves_into(s, E, W + cap, span)))
+                break;
+            next.pop();
+            RegionRuns& runs = items[k].runs;
+            const std::uint64_t run_end = runs.offset() + runs.bytes(), to = std::min(run_end, W + cap);
+            const std::uint64_t first = runs.index() * runs.elems() + (s - runs.offset()) / es;
+            copies.push_back(Copy{&items[k].dst, static_cast<std::int64_t>(first),
+                                  static_cast<std::int64_t>((to - s) / es), s - W});
+            E = std::max(E, to);
+            if (to < run_end) {
+                next.push({to, k});
+                continue;
+            }
+            runs.next();
+            if (!runs.done())
+                next.push({runs.offset(), k});
+        }
+        reads.read(W, E, [copies = std::move(copies)](const char* p) {
+            for (const auto& c : copies)
+                detail::stage_in(*c.dst, c.first, c.count, p + c.at);
+        });
+    }
+    reads.finish();
+}
+
+void DistcpReader::Impl::read_bytes_item(const ReadTask& t, LoadPlanner& planner)
+{
+    const auto n = t.chunk->storage.length;
+    std::vector<std::byte> data(static_cast<std::size_t>(n));
+    const auto span = span_of(*t.chunk, 1);
+    const auto piece = buffer.size() - 2 * span;
+    for (std::uint64_t a = 0; a < n; a += piece) {
+        const auto b = std::min(n, a + piece);
+        std::memcpy(data.data() + a, read_range(t.item->fqn, *t.chunk, span, a, b), static_cast<std::size_t>(b - a));
+    }
+    planner.load_bytes(*t.item, std::move(data));
+}
+
+std::uint64_t DistcpReader::Impl::buffer_bytes(const std::vector<ReadTask>& tasks) const
+{
+    std::uint64_t largest = 0;
+    for (const auto& t : tasks)
+        largest = std::max(largest, t.chunk->storage.length);
+    std::uint64_t want = std::min<std::uint64_t>(staging, std::max<std::uint64_t>(largest, 4096));
+    for (const auto& t : tasks)
+        want = std::max(want, 4 * span_of(*t.chunk, t.item->kind == ItemKind::bytes ? 1 : dtype_size(t.entry->dtype)));
+    return want;
+}
+
+void DistcpReader::Impl::close_files()
+{
+    for (auto& [name, f] : files)
+        f->close();
+    files.clear();
+    sizes.clear();
+    buffer = detail::HostBuffer();
+    held = {};
 }
 
 DistcpReader::DistcpReader(std::size_t staging_bytes, bool verify, MpiHints mpi_hints)
@@ -506,68 +797,22 @@ void DistcpReader::read_data(const LoadPlan& plan, LoadPlanner& planner)
     im.bytes_read = 0;
     if (!im.md)
         throw error::WrongAPIUsage("DistcpReader::read_data before set_up_storage_reader");
-    // Visit chunks in file order for sequential access.
-    struct Task {
-        const ReadItem* item;
-        const EntryMeta* entry;
-        const ChunkMeta* chunk;
-        std::uint64_t first; // the item's first element in the chunk (row-major)
-    };
-    std::vector<Task> tasks;
-    tasks.reserve(plan.items.size());
-    std::uint64_t largest = 0;
-    for (const auto& item : plan.items) {
-        auto e = im.md->entries.find(item.fqn);
-        if (e == im.md->entries.end() || item.chunk >= e->second.chunks.size())
-            throw error::WrongAPIUsage("read item for '" + item.fqn + "' chunk " + std::to_string(item.chunk) +
-                                       " is not in the checkpoint's metadata");
-        const ChunkMeta& chunk = e->second.chunks[item.chunk];
-        std::uint64_t first = 0;
-        if (item.kind != ItemKind::bytes && item.box.ndim() == chunk.box.ndim())
-            for (std::size_t d = 0; d < chunk.box.ndim(); ++d)
-                first = first * static_cast<std::uint64_t>(chunk.box.shape[d]) +
-                        static_cast<std::uint64_t>(std::max<std::int64_t>(item.box.offsets[d] - chunk.box.offsets[d], 0));
-        tasks.push_back(Task{&item, &e->second, &chunk, first});
-        largest = std::max(largest, e->second.chunks[item.chunk].storage.length);
-    }
-    // Items of one chunk by their first byte: reads of a chunk go forward,
-    // and a block two items share is read once (Impl::held).
-    std::stable_sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) {
-        if (a.chunk->storage.path != b.chunk->storage.path)
-            return a.chunk->storage.path < b.chunk->storage.path;
-        if (a.chunk->storage.offset != b.chunk->storage.offset)
-            return a.chunk->storage.offset < b.chunk->storage.offset;
-        return a.first < b.first;
-    });
-    // The buffer: the staging bound, no more than the largest chunk needs,
-    // and room for four checksum blocks when verifying.
-    std::uint64_t want = std::min<std::uint64_t>(im.staging, std::max<std::uint64_t>(largest, 4096));
-    for (const auto& t : tasks)
-        want = std::max(want, 4 * im.span_of(*t.chunk, t.item->kind == ItemKind::bytes ? 1 : dtype_size(t.entry->dtype)));
-    im.buffer = detail::HostBuffer(static_cast<std::size_t>(want));
+    const std::vector<ReadTask> tasks = tasks_in_file_order(*im.md, plan);
+    im.buffer = detail::HostBuffer(static_cast<std::size_t>(im.buffer_bytes(tasks)));
     im.held = {};
-    for (const auto& t : tasks) {
+    for (std::size_t i = 0; i < tasks.size();) {
+        const ReadTask& t = tasks[i];
+        const std::size_t end = sharing_end(tasks, i);
         im.check_extent(t.item->fqn, *t.chunk);
-        if (t.item->kind == ItemKind::bytes) {
-            const auto n = t.chunk->storage.length;
-            std::vector<std::byte> data(static_cast<std::size_t>(n));
-            const auto span = im.span_of(*t.chunk, 1);
-            const auto piece = im.buffer.size() - 2 * span;
-            for (std::uint64_t a = 0; a < n; a += piece) {
-                const auto b = std::min(n, a + piece);
-                std::memcpy(data.data() + a, im.read_range(t.item->fqn, *t.chunk, span, a, b), static_cast<std::size_t>(b - a));
-            }
-            planner.load_bytes(*t.item, std::move(data));
-        } else {
+        if (end > i + 1)
+            im.read_arrays_together(&tasks[i], end - i, planner);
+        else if (t.item->kind == ItemKind::bytes)
+            im.read_bytes_item(t, planner);
+        else
             im.read_array(*t.item, *t.chunk, t.entry->dtype, planner);
-        }
+        i = end;
     }
-    for (auto& [name, f] : im.files)
-        f->close();
-    im.files.clear();
-    im.sizes.clear();
-    im.buffer = detail::HostBuffer();
-    im.held = {};
+    im.close_files();
 }
 
 std::uint64_t DistcpReader::verify_chunk(const std::string& fqn, const EntryMeta& entry, const ChunkMeta& chunk)
