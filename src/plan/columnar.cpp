@@ -2,6 +2,7 @@
 
 #include "cairn/checkpoint.hpp"
 #include "cairn/errors.hpp"
+#include "core/metadata_adapter.hpp"
 #include "core/tiling.hpp"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 #include "cairn/distcp.hpp"
 #include "cairn/errors.hpp"
 #include "core/checksum.hpp"
+#include "core/metadata_adapter.hpp"
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
 #include "storage/distcp/mpiio.hpp"

@@ -4,6 +4,7 @@
 #include "cairn/testing.hpp"
 #include "core/checksum.hpp"
 #include "core/fault.hpp"
+#include "core/metadata_adapter.hpp"
 #include "core/tiling.hpp"
 #include "storage/fs.hpp"
 #include "storage/hdf5/column_runs.hpp"
@@ -395,8 +396,6 @@ void write_values(hid_t root, const MetadataColumns& md)
 
 } // namespace
 
-void write_metadata_group(hid_t loc, const Metadata& md) { write_metadata_group(loc, to_columns(md)); }
-
 void write_metadata_group(hid_t loc, const MetadataColumns& md, std::size_t dataset_above)
 {
     // Everything is checked before the group is created.
@@ -736,11 +735,6 @@ std::unique_ptr<ChunkRowSource> read_metadata_rows_group(hid_t loc, const std::s
     return std::make_unique<ColumnRows>(expand_all(*g, where));
 }
 
-Metadata read_metadata_group(hid_t loc, const std::string& where)
-{
-    return to_metadata(read_metadata_columns_group(loc, where));
-}
-
 namespace {
 
 // The integrity header in the HDF5 user block (docs/FORMAT.md, section 2.4).
@@ -945,11 +939,6 @@ std::uint64_t metadata_group_bytes_bound(const MetadataColumns& md)
     // aggregators' partly used blocks), 2 KiB of headers per entry (a
     // container's scalars are datasets too), 64 KiB.
     return 2 * b + 2048 * static_cast<std::uint64_t>(md.entries.size()) + (std::uint64_t(64) << 10);
-}
-
-void write_metadata_file(const std::string& path, const Metadata& md, bool durable)
-{
-    write_metadata_file(path, to_columns(md), durable);
 }
 
 namespace {
@@ -1164,18 +1153,19 @@ std::unique_ptr<ChunkRowSource> read_metadata_rows_file(const std::string& path)
     return with_metadata_file(path, [&](hid_t file) { return read_metadata_rows_group(file, path); });
 }
 
-Metadata read_metadata_file(const std::string& path) { return to_metadata(read_metadata_columns_file(path)); }
-
 } // namespace cairn::detail
 
 namespace cairn {
 
 void write_metadata_file(const std::string& path, const Metadata& metadata, bool durable)
 {
-    detail::write_metadata_file(path, metadata, durable);
+    detail::write_metadata_file(path, detail::to_columns(metadata), durable);
 }
 
-Metadata read_metadata_file(const std::string& path) { return detail::read_metadata_file(path); }
+Metadata read_metadata_file(const std::string& path)
+{
+    return detail::to_metadata(detail::read_metadata_columns_file(path));
+}
 
 void testing::reseal_metadata_file(const std::string& path) { detail::seal_metadata_file(path); }
 
