@@ -1178,16 +1178,14 @@ private:
         return it == m_by_name.end() ? unknown : it->second;
     }
     void open(Reader& rd, const Bytes& result, std::size_t r);
-    __attribute__((always_inline)) inline void take(Reader& rd);
-    __attribute__((always_inline)) inline void put_sums(Decoder& d, std::size_t k, std::size_t nsums);
+    __attribute__((always_inline)) inline bool take(Reader& rd);
+    __attribute__((always_inline)) inline bool put_sums(Decoder& d, std::size_t k, std::size_t nsums);
     static void close(Reader& rd);
 
     MetadataColumns& m_md;
     std::unordered_map<std::string_view, std::uint32_t> m_by_name;  // views of m_md's names
     std::unordered_map<std::string_view, std::int64_t> m_file_index; // views into the results
     NameTable m_first; // rank 0's, which ranks that leave theirs out use
-    std::size_t m_direct = 0; // chunks of one checksum
-    std::size_t m_got = 0;    // results attached
 };
 
 // The checksum pool in chunk order, as the metadata file stores it (no
@@ -1205,6 +1203,8 @@ void ResultAttacher::attach(const std::vector<Bytes>& results)
 {
     constexpr std::size_t block = 16;
     std::vector<Reader> readers(block);
+    std::size_t got = 0;    // results attached
+    std::size_t direct = 0; // chunks of one checksum
     for (std::size_t r0 = 0; r0 < results.size(); r0 += block) {
         const std::size_t r1 = std::min(results.size(), r0 + block);
         const std::size_t nblock = r1 - r0;
@@ -1212,23 +1212,24 @@ void ResultAttacher::attach(const std::vector<Bytes>& results)
         for (std::size_t b = 0; b < nblock; ++b) {
             open(readers[b], results[r0 + b], r0 + b);
             least = std::min(least, readers[b].n);
+            got += readers[b].n; // each one attached, or take() throws
         }
         // In lockstep as far as every rank of the block has results, then
         // each one's rest.
         for (std::size_t i = 0; i < least; ++i)
             for (std::size_t b = 0; b < nblock; ++b)
-                take(readers[b]);
+                direct += take(readers[b]);
         for (std::size_t b = 0; b < nblock; ++b) {
             for (std::size_t i = least; i < readers[b].n; ++i)
-                take(readers[b]);
+                direct += take(readers[b]);
             close(readers[b]);
         }
     }
     const std::size_t nchunks = m_md.chunk_count();
-    if (m_got != nchunks)
-        throw error::WriteError("the ranks wrote " + std::to_string(m_got) + " chunks, the global plan has " +
+    if (got != nchunks)
+        throw error::WriteError("the ranks wrote " + std::to_string(got) + " chunks, the global plan has " +
                                 std::to_string(nchunks));
-    if (m_direct == 0 && m_md.sums.size() == nchunks)
+    if (direct == 0 && m_md.sums.size() == nchunks)
         m_md.sums.clear(); // no checksums (SaveOptions::checksum_block 0)
 }
 
@@ -1260,8 +1261,9 @@ void ResultAttacher::open(Reader& rd, const Bytes& result, std::size_t r)
     rd.next_name = rd.next_path = 0;
 }
 
-// The next result of `rd` into the columns.
-void ResultAttacher::take(Reader& rd)
+// The next result of `rd` into the columns; true when its chunk has one
+// checksum.
+bool ResultAttacher::take(Reader& rd)
 {
     Decoder& d = rd.d;
     const NameTable& names = *rd.names;
@@ -1291,25 +1293,24 @@ void ResultAttacher::take(Reader& rd)
     m_md.chunk_file[k] = rd.file_of[pi];
     m_md.chunk_offset[k] = offset;
     m_md.chunk_length[k] = length;
-    put_sums(d, k, nsums);
-    ++m_got;
+    return put_sums(d, k, nsums);
 }
 
 // The `nsums` checksums of chunk row k: one at the row's own place in the
-// pool, several (or none) after the rows.
-void ResultAttacher::put_sums(Decoder& d, std::size_t k, std::size_t nsums)
+// pool (then true), several (or none) after the rows.
+bool ResultAttacher::put_sums(Decoder& d, std::size_t k, std::size_t nsums)
 {
     auto& md = m_md;
     md.sum_count[k] = static_cast<std::uint32_t>(nsums);
     if (nsums == 1) {
         md.sum_begin[k] = k;
         md.sums[k] = d.u64();
-        ++m_direct;
-        return;
+        return true;
     }
     md.sum_begin[k] = nsums ? md.sums.size() : 0;
     for (std::size_t j = 0; j < nsums; ++j)
         md.sums.push_back(d.u64());
+    return false;
 }
 
 void ResultAttacher::close(Reader& rd)
