@@ -2118,7 +2118,7 @@ void bench_planning_generic(long ranks, long arrays, Results& R)
         for (const auto& [f, e] : md.entries)
             chunks += e.chunks.size();
         t0 = now();
-        cairn::detail::write_metadata_file(mdpath, md, true);
+        cairn::write_metadata_file(mdpath, md, true);
         t_md += now() - t0;
         md_bytes = static_cast<u64>(stdfs::file_size(mdpath));
         t0 = now();

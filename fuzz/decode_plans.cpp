@@ -21,7 +21,7 @@
 // as a replay program (fuzz/replay_main.cpp) run by CTest.
 #include "cairn/errors.hpp"
 #include "core/codec.hpp"
-#include "core/metadata_columns.hpp"
+#include "core/metadata_adapter.hpp"
 #include "plan/columnar.hpp"
 
 #include "boxes_fixture.hpp"

@@ -34,7 +34,7 @@ using cairn::detail::Bytes;
     std::abort();
 }
 
-// What read_metadata_group checks of every entry before anyone plans with it.
+// What read_metadata_columns_group checks of every entry before anyone plans with it.
 bool validated(const cairn::Metadata& md)
 {
     for (const auto& [fqn, e] : md.entries)

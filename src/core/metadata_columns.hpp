@@ -1,9 +1,10 @@
 // Private: checkpoint metadata as columns, the shape of the /cairn tables of
 // metadata.h5 (docs/FORMAT.md): one row per entry, chunk columns
 // concatenated in entry order, files by index into a file table. The
-// coordinator's columnar save path (src/plan/columnar.hpp) builds it without
-// any per-chunk object, and the metadata writer writes it; cairn::Metadata
-// converts both ways (for custom storages and the struct-based path).
+// library's one form of the metadata: the global plan (src/plan/columnar.hpp)
+// builds it without any per-chunk object, the metadata writer and reader
+// store and read it. The plug-in API's cairn::Metadata meets it only in
+// core/metadata_adapter.hpp.
 #pragma once
 
 #include "cairn/plan.hpp"
@@ -93,13 +94,5 @@ private:
     MetadataColumns m_own;
     const MetadataColumns* m_md;
 };
-
-/// Same content, as columns (files numbered in order of first appearance).
-MetadataColumns to_columns(const Metadata& md);
-
-/// Same content, as the public structs.
-Metadata to_metadata(const MetadataColumns& md);
-/// The same, moving the names, values and shapes out of `md`.
-Metadata to_metadata(MetadataColumns&& md);
 
 } // namespace cairn::detail

@@ -4,6 +4,7 @@
 #include "cairn/testing.hpp"
 #include "core/checksum.hpp"
 #include "core/fault.hpp"
+#include "core/metadata_adapter.hpp"
 #include "core/tiling.hpp"
 #include "format/column_runs.hpp"
 #include "io/fs.hpp"
@@ -395,8 +396,6 @@ void write_values(hid_t root, const MetadataColumns& md)
 
 } // namespace
 
-void write_metadata_group(hid_t loc, const Metadata& md) { write_metadata_group(loc, to_columns(md)); }
-
 void write_metadata_group(hid_t loc, const MetadataColumns& md, std::size_t dataset_above)
 {
     // Everything is checked before the group is created.
@@ -464,6 +463,20 @@ private:
     // Appends the rows of entries[i] to the chunk columns of m_head and
     // points the entry at them; i in order.
     void append(std::size_t i);
+
+    // append's checks.
+    Box box_at(std::size_t first_value, std::size_t nd) const;
+    void check_chunks(const MetadataColumns::Entry& em, std::uint64_t elem, const std::string& ew);
+    void check_tiling_of(const MetadataColumns::Entry& em, const std::string& ew) const;
+    // The constructor's steps, in the order of the checks.
+    void read_header(hid_t root);
+    EntryTable read_entry_table(hid_t root) const;
+    void read_chunk_columns(hid_t root, const EntryTable& t);
+    void read_checksums(hid_t root);
+    void read_entries(hid_t root, const EntryTable& t);
+    MetadataColumns::Entry entry_of(const EntryTable& t, std::size_t i, std::size_t& si) const;
+    void read_value(const Handle& values, MetadataColumns::Entry& em) const;
+    [[noreturn]] void fail(const std::string& why) const { throw error::FormatError(m_rw + ": " + why); }
 };
 
 // Checks the file index `f` of chunk `c` of the entry named in `ew` against
@@ -475,16 +488,26 @@ void check_file_index(const std::string& ew, std::size_t c, std::int64_t f, std:
                                  std::to_string(nfiles));
 }
 
-GroupRows::GroupRows(hid_t loc, const std::string& where)
+GroupRows::GroupRows(hid_t loc, const std::string& where) : m_rw(where + ": /cairn")
 {
     if (H5Lexists(loc, "cairn", H5P_DEFAULT) <= 0)
         throw error::FormatError(where + ": no group /cairn (not a Cairn checkpoint)");
     h5::hard_links_only(loc, "/cairn", where + ": /cairn"); // never another file's, nor another object
     Handle root(check_read(H5Gopen2(loc, "cairn", H5P_DEFAULT), where + ": opening /cairn"));
+    read_header(root);
+    m_head.files = h5::read_string_array_attr(root, "files", m_rw);
+    const EntryTable table = read_entry_table(root);
+    read_chunk_columns(root, table);
+    read_checksums(root);
+    read_entries(root, table);
+}
+
+// The attributes of the checkpoint as a whole (write_header), the format
+// version first.
+void GroupRows::read_header(hid_t root)
+{
     MetadataColumns& md = m_head;
-    m_rw = where + ": /cairn";
     const std::string& rw = m_rw;
-    auto fail = [&](const std::string& why) -> void { throw error::FormatError(rw + ": " + why); };
     const auto fv = h5::read_i64_attr(root, "format_version", rw);
     if (fv.size() != 1)
         fail("attribute 'format_version' is not a single integer");
@@ -500,93 +523,133 @@ GroupRows::GroupRows(hid_t loc, const std::string& where)
     md.world_size = static_cast<int>(ws[0]);
     md.layout = h5::read_string_attr(root, "layout", rw);
     md.created = h5::read_string_attr(root, "created", rw);
+}
 
-    md.files = h5::read_string_array_attr(root, "files", rw);
-    const auto names = h5::read_string_array_attr(root, "names", rw);
+// The entry table (write_entry_table), its columns of one length.
+EntryTable GroupRows::read_entry_table(hid_t root) const
+{
+    const std::string& rw = m_rw;
+    EntryTable t(0);
+    t.names = h5::read_string_array_attr(root, "names", rw);
     const auto count = h5::read_i64_attr(root, "entry_count", rw);
-    const std::size_t n = names.size();
+    const std::size_t n = t.names.size();
     if (count.size() != 1 || count[0] != static_cast<std::int64_t>(n))
         fail("entry_count does not match the " + std::to_string(n) + " names (truncated metadata?)");
-    std::vector<std::uint8_t> kinds(n), dtypes(n), ndims(n);
-    h5::read_raw_array_attr(root, "kinds", kind_enum(), kinds.data(), n, rw);
-    h5::read_raw_array_attr(root, "dtypes", dtype_enum(), dtypes.data(), n, rw);
-    h5::read_raw_array_attr(root, "ndims", H5T_NATIVE_UINT8, ndims.data(), n, rw);
-    const auto shapes = h5::read_i64_attr(root, "global_shapes", rw);
-    const auto counts = h5::read_i64_attr(root, "chunk_counts", rw);
-    if (counts.size() != n)
-        fail("chunk_counts has " + std::to_string(counts.size()) + " rows for " + std::to_string(n) + " entries");
+    t.kinds.resize(n);
+    t.dtypes.resize(n);
+    t.ndims.resize(n);
+    h5::read_raw_array_attr(root, "kinds", kind_enum(), t.kinds.data(), n, rw);
+    h5::read_raw_array_attr(root, "dtypes", dtype_enum(), t.dtypes.data(), n, rw);
+    h5::read_raw_array_attr(root, "ndims", H5T_NATIVE_UINT8, t.ndims.data(), n, rw);
+    t.shapes = h5::read_i64_attr(root, "global_shapes", rw);
+    t.counts = h5::read_i64_attr(root, "chunk_counts", rw);
+    if (t.counts.size() != n)
+        fail("chunk_counts has " + std::to_string(t.counts.size()) + " rows for " + std::to_string(n) + " entries");
+    return t;
+}
+
+// The per-chunk columns as stored (write_chunk_columns), each entry's rows
+// a block of them.
+void GroupRows::read_chunk_columns(hid_t root, const EntryTable& t)
+{
+    const std::size_t n = t.names.size();
     m_box_blocks.resize(n);
     m_chunk_blocks.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
-        if (counts[i] < 0)
-            fail("entry '" + names[i] + "': invalid chunk count " + std::to_string(counts[i]));
-        m_box_blocks[i] = {static_cast<std::uint64_t>(counts[i]), 2u * ndims[i]};
-        m_chunk_blocks[i] = {static_cast<std::uint64_t>(counts[i]), 1};
+        if (t.counts[i] < 0)
+            fail("entry '" + t.names[i] + "': invalid chunk count " + std::to_string(t.counts[i]));
+        m_box_blocks[i] = {static_cast<std::uint64_t>(t.counts[i]), 2u * t.ndims[i]};
+        m_chunk_blocks[i] = {static_cast<std::uint64_t>(t.counts[i]), 1};
     }
-    m_boxes.read(root, "chunk_boxes", m_box_blocks, rw);
-    m_files.read(root, "chunk_files", m_chunk_blocks, rw);
-    m_offsets.read(root, "chunk_offsets", m_chunk_blocks, rw);
-    m_lengths.read(root, "chunk_lengths", m_chunk_blocks, rw);
-    const auto algorithm = h5::read_string_attr(root, "checksum_algorithm", rw);
-    const auto block = h5::read_i64_attr(root, "checksum_block_bytes", rw);
-    md.sums = h5::read_u64_attr(root, "chunk_checksums", rw);
+    m_boxes.read(root, "chunk_boxes", m_box_blocks, m_rw);
+    m_files.read(root, "chunk_files", m_chunk_blocks, m_rw);
+    m_offsets.read(root, "chunk_offsets", m_chunk_blocks, m_rw);
+    m_lengths.read(root, "chunk_lengths", m_chunk_blocks, m_rw);
+}
+
+// The checksum attributes (write_checksums): the pool, whole.
+void GroupRows::read_checksums(hid_t root)
+{
+    MetadataColumns& md = m_head;
+    const auto algorithm = h5::read_string_attr(root, "checksum_algorithm", m_rw);
+    const auto block = h5::read_i64_attr(root, "checksum_block_bytes", m_rw);
+    md.sums = h5::read_u64_attr(root, "chunk_checksums", m_rw);
     if (block.size() != 1 || block[0] < 0)
         fail("invalid checksum_block_bytes");
     md.checksum_block = static_cast<std::uint64_t>(block[0]);
     if (md.checksum_block && algorithm != checksum_algorithm)
         fail("checksum algorithm '" + algorithm + "', this Cairn knows '" + checksum_algorithm + "'");
-    md.entries.reserve(n);
-    m_elem.reserve(n);
+}
 
+// The entries of the table, checked, with the values of scalars and
+// strings (write_values); every global shape claimed by one.
+void GroupRows::read_entries(hid_t root, const EntryTable& t)
+{
+    const std::size_t n = t.names.size();
+    m_head.entries.reserve(n);
+    m_elem.reserve(n);
     Handle values;
-    if (H5Lexists(root, "values", H5P_DEFAULT) > 0 && h5::hard_links_only(root, "values", rw + "/values"))
-        values = Handle(check_read(H5Gopen2(root, "values", H5P_DEFAULT), rw + "/values"));
-    std::size_t si = 0; // cursor into shapes
+    if (H5Lexists(root, "values", H5P_DEFAULT) > 0 && h5::hard_links_only(root, "values", m_rw + "/values"))
+        values = Handle(check_read(H5Gopen2(root, "values", H5P_DEFAULT), m_rw + "/values"));
+    std::size_t si = 0; // cursor into the global shapes
     for (std::size_t i = 0; i < n; ++i) {
-        const std::string ew = rw + ": entry '" + names[i] + "'";
-        if (kinds[i] > static_cast<std::uint8_t>(ItemKind::string) || !dtype_valid(dtypes[i]))
-            throw error::FormatError(ew + ": invalid kind or dtype");
-        MetadataColumns::Entry em;
-        em.name = names[i];
-        em.kind = static_cast<ItemKind>(kinds[i]);
-        em.dtype = static_cast<DType>(dtypes[i]);
-        const std::size_t nd = ndims[i];
-        if (nd && !has_dims(em.kind))
-            throw error::FormatError(ew + ": a " + item_kind_name(em.kind) + " has no shape");
-        if (nd > 32 || shapes.size() - si < nd)
-            throw error::FormatError(ew + ": global_shapes is too short");
-        em.global_shape.assign(shapes.begin() + static_cast<std::ptrdiff_t>(si),
-                               shapes.begin() + static_cast<std::ptrdiff_t>(si + nd));
-        si += nd;
-        for (auto e : em.global_shape)
-            if (e < 0)
-                throw error::FormatError(ew + ": negative extent in its global shape");
-        if (em.kind == ItemKind::bytes && nd != 1)
-            throw error::FormatError(ew + ": a bytes entry must have a 1-d global shape");
-        const std::uint64_t elem = em.kind == ItemKind::bytes ? 1 : dtype_size(em.dtype);
-        if (has_dims(em.kind) && !checked_bytes(em.global_shape, elem))
-            throw error::FormatError(ew + ": global shape " + shape_str(em.global_shape) +
-                                     " holds more bytes than a 64-bit size");
-        if (!has_dims(em.kind) && counts[i] != 0)
-            throw error::FormatError(ew + ": invalid chunk count " + std::to_string(counts[i]));
-        em.chunks = static_cast<std::size_t>(counts[i]);
-        if (em.kind == ItemKind::string || em.kind == ItemKind::scalar) {
-            if (!values.valid())
-                throw error::FormatError(rw + ": group 'values' is missing");
-            if (em.kind == ItemKind::string) {
-                em.value = h5::read_string_attr(values, names[i].c_str(), rw + "/values");
-            } else {
-                em.value.resize(dtype_size(em.dtype));
-                h5::read_raw_attr(values, names[i].c_str(), h5::native_type(static_cast<int>(em.dtype)), em.value.data(),
-                                  rw + "/values");
-            }
-        }
-        m_sorted = m_sorted && (i == 0 || md.entries.back().name < em.name);
-        md.entries.push_back(std::move(em));
-        m_elem.push_back(elem);
+        auto em = entry_of(t, i, si);
+        if (em.kind == ItemKind::string || em.kind == ItemKind::scalar)
+            read_value(values, em);
+        m_sorted = m_sorted && (i == 0 || m_head.entries.back().name < em.name);
+        m_elem.push_back(em.kind == ItemKind::bytes ? 1 : dtype_size(em.dtype));
+        m_head.entries.push_back(std::move(em));
     }
-    if (si != shapes.size())
+    if (si != t.shapes.size())
         fail("the shape and chunk tables have rows that no entry claims");
+}
+
+// Row i of the entry table as an entry (no chunk rows yet, no value), its
+// global shape at `si` of the shapes, which it moves past it.
+MetadataColumns::Entry GroupRows::entry_of(const EntryTable& t, std::size_t i, std::size_t& si) const
+{
+    const std::string ew = m_rw + ": entry '" + t.names[i] + "'";
+    if (t.kinds[i] > static_cast<std::uint8_t>(ItemKind::string) || !dtype_valid(t.dtypes[i]))
+        throw error::FormatError(ew + ": invalid kind or dtype");
+    MetadataColumns::Entry em;
+    em.name = t.names[i];
+    em.kind = static_cast<ItemKind>(t.kinds[i]);
+    em.dtype = static_cast<DType>(t.dtypes[i]);
+    const std::size_t nd = t.ndims[i];
+    if (nd && !has_dims(em.kind))
+        throw error::FormatError(ew + ": a " + item_kind_name(em.kind) + " has no shape");
+    if (nd > 32 || t.shapes.size() - si < nd)
+        throw error::FormatError(ew + ": global_shapes is too short");
+    em.global_shape.assign(t.shapes.begin() + static_cast<std::ptrdiff_t>(si),
+                           t.shapes.begin() + static_cast<std::ptrdiff_t>(si + nd));
+    si += nd;
+    for (auto e : em.global_shape)
+        if (e < 0)
+            throw error::FormatError(ew + ": negative extent in its global shape");
+    if (em.kind == ItemKind::bytes && nd != 1)
+        throw error::FormatError(ew + ": a bytes entry must have a 1-d global shape");
+    const std::uint64_t elem = em.kind == ItemKind::bytes ? 1 : dtype_size(em.dtype);
+    if (has_dims(em.kind) && !checked_bytes(em.global_shape, elem))
+        throw error::FormatError(ew + ": global shape " + shape_str(em.global_shape) +
+                                 " holds more bytes than a 64-bit size");
+    if (!has_dims(em.kind) && t.counts[i] != 0)
+        throw error::FormatError(ew + ": invalid chunk count " + std::to_string(t.counts[i]));
+    em.chunks = static_cast<std::size_t>(t.counts[i]);
+    return em;
+}
+
+// The value of a scalar or string entry: its attribute in /cairn/values.
+void GroupRows::read_value(const Handle& values, MetadataColumns::Entry& em) const
+{
+    if (!values.valid())
+        fail("group 'values' is missing");
+    const std::string where = m_rw + "/values";
+    if (em.kind == ItemKind::string) {
+        em.value = h5::read_string_attr(values, em.name.c_str(), where);
+    } else {
+        em.value.resize(dtype_size(em.dtype));
+        h5::read_raw_attr(values, em.name.c_str(), h5::native_type(static_cast<int>(em.dtype)), em.value.data(), where);
+    }
 }
 
 std::vector<std::int64_t> GroupRows::files_in_use() const
@@ -619,9 +682,8 @@ void GroupRows::append(std::size_t i)
         throw error::Internal("internal: metadata rows asked out of order");
     ++m_next;
     auto& em = out.entries[i];
-    const std::string ew = m_rw + ": entry '" + em.name + "'";
     const std::string entry = "entry '" + em.name + "'";
-    const std::size_t nd = em.ndim(), ci = out.chunk_file.size();
+    const std::size_t ci = out.chunk_file.size();
     em.first_chunk = ci;
     em.first_coord = out.boxes.size();
     m_boxes.block(m_box_at, m_box_blocks[i].rows, m_box_blocks[i].width, out.boxes, entry);
@@ -630,19 +692,33 @@ void GroupRows::append(std::size_t i)
     m_lengths.block(m_length_at, em.chunks, 1, out.chunk_length, entry);
     out.sum_begin.resize(ci + em.chunks);
     out.sum_count.resize(ci + em.chunks);
+    const std::string ew = m_rw + ": " + entry;
+    check_chunks(em, m_elem[i], ew);
+    if (has_dims(em.kind))
+        check_tiling_of(em, ew);
+}
+
+// Chunk boxes as stored: offsets then extents, 2 * nd values each.
+Box GroupRows::box_at(std::size_t first_value, std::size_t nd) const
+{
+    const std::int64_t* b = m_head.boxes.data() + first_value;
+    return Box{Shape(b, b + nd), Shape(b + nd, b + 2 * nd)};
+}
+
+// The chunk rows of `em` just appended: each inside the global shape, in a
+// file of the table, of the length its box needs (elements of `elem`
+// bytes), with its checksums next in the pool. `ew` names the entry.
+void GroupRows::check_chunks(const MetadataColumns::Entry& em, std::uint64_t elem, const std::string& ew)
+{
+    MetadataColumns& out = m_head;
     const auto& sums = out.sums;
-    const std::uint64_t elem = m_elem[i];
-    // Chunk boxes as stored: offsets then extents, 2 * nd values each.
-    const auto box_at = [&](std::size_t first_value) {
-        const std::int64_t* b = out.boxes.data() + first_value;
-        return Box{Shape(b, b + nd), Shape(b + nd, b + 2 * nd)};
-    };
+    const std::size_t nd = em.ndim();
     std::size_t ki = m_sums_at;
-    for (std::size_t c = 0, k = ci, bi = em.first_coord; c < em.chunks; ++c, ++k, bi += 2 * nd) {
+    for (std::size_t c = 0, k = em.first_chunk, bi = em.first_coord; c < em.chunks; ++c, ++k, bi += 2 * nd) {
         const std::int64_t* off = out.boxes.data() + bi;
         const std::int64_t* ext = off + nd;
         if (!inside(off, ext, em.global_shape.data(), nd))
-            throw error::FormatError(ew + ": chunk " + std::to_string(c) + " box " + box_at(bi).str() +
+            throw error::FormatError(ew + ": chunk " + std::to_string(c) + " box " + box_at(bi, nd).str() +
                                      " lies outside the global shape " + shape_str(em.global_shape));
         check_file_index(ew, c, out.chunk_file[k], out.files.size());
         // Inside a global shape whose byte size fits: so does the box's.
@@ -658,17 +734,22 @@ void GroupRows::append(std::size_t i)
         ki += nsums;
     }
     m_sums_at = ki;
-    if (has_dims(em.kind)) {
-        const auto p = check_tiling(em.global_shape, out.boxes.data() + em.first_coord, em.chunks);
-        if (p.kind == TilingProblem::overlap)
-            throw error::FormatError(ew + ": chunk " + std::to_string(p.first) + " " +
-                                     box_at(em.first_coord + 2 * nd * p.first).str() + " overlaps chunk " +
-                                     std::to_string(p.second) + " " + box_at(em.first_coord + 2 * nd * p.second).str());
-        if (p.kind == TilingProblem::coverage)
-            throw error::FormatError(ew + ": its chunks cover " + std::to_string(p.covered) + " of the " +
-                                     std::to_string(p.total) + " elements of its global shape " +
-                                     shape_str(em.global_shape));
-    }
+}
+
+// The chunks of array or blob `em` tile its global shape: no overlap, every
+// element covered. `ew` names the entry.
+void GroupRows::check_tiling_of(const MetadataColumns::Entry& em, const std::string& ew) const
+{
+    const std::size_t nd = em.ndim();
+    const auto p = check_tiling(em.global_shape, m_head.boxes.data() + em.first_coord, em.chunks);
+    if (p.kind == TilingProblem::overlap)
+        throw error::FormatError(ew + ": chunk " + std::to_string(p.first) + " " +
+                                 box_at(em.first_coord + 2 * nd * p.first, nd).str() + " overlaps chunk " +
+                                 std::to_string(p.second) + " " + box_at(em.first_coord + 2 * nd * p.second, nd).str());
+    if (p.kind == TilingProblem::coverage)
+        throw error::FormatError(ew + ": its chunks cover " + std::to_string(p.covered) + " of the " +
+                                 std::to_string(p.total) + " elements of its global shape " +
+                                 shape_str(em.global_shape));
 }
 
 void GroupRows::expand_all()
@@ -734,11 +815,6 @@ std::unique_ptr<ChunkRowSource> read_metadata_rows_group(hid_t loc, const std::s
     if (g->in_name_order())
         return g;
     return std::make_unique<ColumnRows>(expand_all(*g, where));
-}
-
-Metadata read_metadata_group(hid_t loc, const std::string& where)
-{
-    return to_metadata(read_metadata_columns_group(loc, where));
 }
 
 namespace {
@@ -945,11 +1021,6 @@ std::uint64_t metadata_group_bytes_bound(const MetadataColumns& md)
     // aggregators' partly used blocks), 2 KiB of headers per entry (a
     // container's scalars are datasets too), 64 KiB.
     return 2 * b + 2048 * static_cast<std::uint64_t>(md.entries.size()) + (std::uint64_t(64) << 10);
-}
-
-void write_metadata_file(const std::string& path, const Metadata& md, bool durable)
-{
-    write_metadata_file(path, to_columns(md), durable);
 }
 
 namespace {
@@ -1164,18 +1235,19 @@ std::unique_ptr<ChunkRowSource> read_metadata_rows_file(const std::string& path)
     return with_metadata_file(path, [&](hid_t file) { return read_metadata_rows_group(file, path); });
 }
 
-Metadata read_metadata_file(const std::string& path) { return to_metadata(read_metadata_columns_file(path)); }
-
 } // namespace cairn::detail
 
 namespace cairn {
 
 void write_metadata_file(const std::string& path, const Metadata& metadata, bool durable)
 {
-    detail::write_metadata_file(path, metadata, durable);
+    detail::write_metadata_file(path, detail::to_columns(metadata), durable);
 }
 
-Metadata read_metadata_file(const std::string& path) { return detail::read_metadata_file(path); }
+Metadata read_metadata_file(const std::string& path)
+{
+    return detail::to_metadata(detail::read_metadata_columns_file(path));
+}
 
 void testing::reseal_metadata_file(const std::string& path) { detail::seal_metadata_file(path); }
 

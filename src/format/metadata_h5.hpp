@@ -24,8 +24,6 @@ inline constexpr std::size_t metadata_dataset_above = std::size_t(8) << 20;
 /// caller's own HDF5 handle).
 /// Throws error::WriteError when a chunk has no file or the wrong number of
 /// checksums, or the columns do not line up, and when HDF5 fails.
-void write_metadata_group(hid_t loc, const Metadata& md);
-/// The same from columns (what the coordinator's columnar path builds).
 void write_metadata_group(hid_t loc, const MetadataColumns& md, std::size_t dataset_above = metadata_dataset_above);
 
 /// An upper bound of the file space write_metadata_group takes for `md`
@@ -33,13 +31,10 @@ void write_metadata_group(hid_t loc, const MetadataColumns& md, std::size_t data
 /// what a container reserves before the coordinator writes the group.
 std::uint64_t metadata_group_bytes_bound(const MetadataColumns& md);
 
-/// Reads the group written by write_metadata_group; `where` (the file name)
-/// prefixes every error. Validates the format version, kinds, dtypes, ranks
-/// of boxes and that every chunk lies inside its array.
-Metadata read_metadata_group(hid_t loc, const std::string& where);
-/// The same, as columns (entries in name order, duplicate names a
-/// FormatError), without any per-chunk object: what the coordinator of a
-/// load encodes and broadcasts. Same checks and errors.
+/// Reads the group written by write_metadata_group (entries in name order,
+/// duplicate names a FormatError), without any per-chunk object; `where`
+/// (the file name) prefixes every error. Validates the format version,
+/// kinds, dtypes, ranks of boxes and that every chunk lies inside its array.
 MetadataColumns read_metadata_columns_group(hid_t loc, const std::string& where);
 /// The same for a load's coordinator to frame (MetadataFrames): when the
 /// entries are stored in name order (as Cairn writes them), the chunk rows
@@ -56,7 +51,6 @@ inline constexpr std::size_t metadata_header_bytes = 512;
 /// Creates (truncating) the serial HDF5 file `path` holding only the
 /// metadata group, with a user block of metadata_header_bytes, seals it
 /// (seal_metadata_file) and fsyncs it when `durable`.
-void write_metadata_file(const std::string& path, const Metadata& md, bool durable);
 void write_metadata_file(const std::string& path, const MetadataColumns& md, bool durable);
 
 /// Writes the integrity header into the user block of the metadata file
@@ -65,14 +59,12 @@ void write_metadata_file(const std::string& path, const MetadataColumns& md, boo
 /// no such user block).
 void seal_metadata_file(const std::string& path);
 
-/// Reads a metadata file: reads its bytes, checks the integrity header
-/// before HDF5 sees anything, then parses those same bytes from memory
-/// (files written before the header existed are parsed unchecked). Throws
-/// error::NotFound when it does not exist, error::FormatError when it is
-/// damaged or not a Cairn metadata file, error::ReadError when it cannot be
-/// read.
-Metadata read_metadata_file(const std::string& path);
-/// The same, as columns (read_metadata_columns_group); same errors.
+/// Reads a metadata file (read_metadata_columns_group): reads its bytes,
+/// checks the integrity header before HDF5 sees anything, then parses those
+/// same bytes from memory (files written before the header existed are
+/// parsed unchecked). Throws error::NotFound when it does not exist,
+/// error::FormatError when it is damaged or not a Cairn metadata file,
+/// error::ReadError when it cannot be read.
 MetadataColumns read_metadata_columns_file(const std::string& path);
 /// The same, for a load's coordinator (read_metadata_rows_group).
 std::unique_ptr<ChunkRowSource> read_metadata_rows_file(const std::string& path);

@@ -2,6 +2,7 @@
 
 #include "cairn/checkpoint.hpp"
 #include "cairn/errors.hpp"
+#include "core/metadata_adapter.hpp"
 #include "core/tiling.hpp"
 
 #include <algorithm>
@@ -79,6 +80,35 @@ private:
     const std::byte* m_prev_start = nullptr; // the previous table's bytes (its input stays alive)
     std::size_t m_prev_bytes = 0;
 };
+
+// One item of an encoded local plan, after its name index, as read_item
+// reads it.
+struct PlanItem {
+    std::uint8_t kind = 0, dtype = 0;
+    std::size_t gnd = 0, ond = 0, snd = 0; // dimensions of the global shape, the box's offsets, its extents
+    std::int64_t g[max_encoded_ndim], o[max_encoded_ndim], s[max_encoded_ndim];
+    std::uint64_t nbytes = 0, digest = 0;
+    std::string_view value; // into the gathered plan
+};
+
+// Reads an item's fields (the chunk it skips: the global plan sets it).
+// False on a kind or dtype the format does not have, or a box whose
+// offsets and extents differ in number.
+__attribute__((always_inline)) inline bool read_item(Decoder& d, PlanItem& it)
+{
+    it.kind = d.u8();
+    it.dtype = d.u8();
+    if (it.kind > static_cast<std::uint8_t>(ItemKind::string) || !dtype_valid(it.dtype))
+        return false;
+    it.gnd = d.shape_into(it.g);
+    it.ond = d.shape_into(it.o);
+    it.snd = d.shape_into(it.s);
+    it.nbytes = d.uv();
+    it.digest = d.uv();
+    it.value = d.view_str();
+    (void)d.uv32();
+    return it.ond == it.snd;
+}
 
 } // namespace
 
@@ -159,9 +189,19 @@ struct ColumnarSavePlan::Impl {
     MetadataColumns md;
 
     bool ingest_rank(std::size_t r, const Bytes& plan, std::vector<std::int64_t>& first_boxes, NameTable& names);
+    std::uint32_t intern(std::string_view name);
+    std::uint32_t known(std::string_view name) const;
+    bool ingest_items(std::size_t r, Decoder& d, const NameTable& names, std::vector<std::int64_t>& first_boxes);
+    bool take_first_item(Entry& e, const PlanItem& it, std::vector<std::int64_t>& first_boxes);
+    __attribute__((always_inline)) inline bool match_item(std::size_t r, const Entry& e, const PlanItem& it);
+    void place_first_boxes(const std::vector<std::int64_t>& first_boxes);
     bool ingest_boxes(std::size_t r, Decoder& d);
     std::size_t lay_out_boxes();
     bool ingest_structs(const std::vector<SavePlan>& plans);
+    bool struct_entries(const std::vector<WriteItem>& items0);
+    bool struct_rank(const std::vector<SavePlan>& plans, std::size_t r, bool& multi);
+    bool struct_item(std::size_t r, const Entry& e, const WriteItem& it);
+    void lay_out_multi(const std::vector<SavePlan>& plans);
     void copy_struct_boxes(const std::vector<SavePlan>& plans);
     void take_finals(std::vector<SavePlan>& plans);
     void take_finals_multi(std::vector<SavePlan>& plans);
@@ -179,136 +219,153 @@ bool ColumnarSavePlan::Impl::ingest_rank(std::size_t r, const Bytes& plan, std::
     const bool first = r == 0;
     if (magic == magic_save_plan_boxes)
         return !first && ingest_boxes(r, d);
-    // A plan sent without its name table uses rank 0's, which `names` holds
-    // (every rank's table was agreed to be the same bytes).
     if (magic != magic_save_plan && (first || magic != magic_save_plan_shared))
         return false;
-    const bool known = magic == magic_save_plan_shared || names.read(d, [&](std::string_view name) -> std::uint32_t {
-        if (first) {
-            auto [it, fresh] = index.try_emplace(name, static_cast<std::uint32_t>(entries.size()));
-            if (fresh) {
-                if (entries.size() >= UINT32_MAX - 1)
-                    return not_kept;
-                entries.emplace_back();
-                entries.back().name = name;
-            }
-            return it->second;
-        }
-        const auto it = index.find(name);
-        return it == index.end() ? not_kept : it->second; // a name rank 0 lacks
-    });
-    if (!known)
+    // A plan sent without its name table uses rank 0's, which `names` holds
+    // (every rank's table was agreed to be the same bytes).
+    if (magic != magic_save_plan_shared &&
+        !names.read(d, [&](std::string_view name) { return first ? intern(name) : known(name); }))
         return false;
     const std::size_t nitems = d.count(save_item_min_bytes);
-    if (first) {
-        if (nitems != entries.size())
-            return false; // unused or repeated names
+    if (nitems != entries.size())
+        return false; // unused or repeated names (rank 0), or not rank 0's entries
+    if (first)
         ids.resize(nranks * nitems);
-    } else if (nitems != entries.size()) {
+    if (!ingest_items(r, d, names, first_boxes))
         return false;
+    const std::string_view storage_data = d.view_str();
+    const std::string_view planner_data = d.view_str();
+    if (!d.done())
+        return false;
+    extra[r] = {std::string(storage_data), std::string(planner_data)};
+    if (first)
+        place_first_boxes(first_boxes);
+    return true;
+}
+
+// The id of a name of rank 0's table: a new entry for each distinct name.
+// not_kept when the ids run out.
+std::uint32_t ColumnarSavePlan::Impl::intern(std::string_view name)
+{
+    auto [it, fresh] = index.try_emplace(name, static_cast<std::uint32_t>(entries.size()));
+    if (fresh) {
+        if (entries.size() >= UINT32_MAX - 1)
+            return not_kept;
+        entries.emplace_back();
+        entries.back().name = name;
     }
+    return it->second;
+}
+
+// The id of a name of another rank's table; not_kept for a name rank 0 lacks.
+std::uint32_t ColumnarSavePlan::Impl::known(std::string_view name) const
+{
+    const auto it = index.find(name);
+    return it == index.end() ? not_kept : it->second;
+}
+
+// The items of rank r's plan, one per entry: rank 0's define the entries,
+// the others' must match them. False on anything the columnar form does
+// not take, or when an entry of the name table has no item.
+bool ColumnarSavePlan::Impl::ingest_items(std::size_t r, Decoder& d, const NameTable& names,
+                                          std::vector<std::int64_t>& first_boxes)
+{
     const std::size_t nentries = entries.size();
     std::uint32_t* mine = ids.data() + r * nentries;
-    std::int64_t g[max_encoded_ndim], o[max_encoded_ndim], s[max_encoded_ndim];
+    PlanItem item;
     std::size_t next = 0; // names are referenced in table order (codec.cpp's canonical form)
-    for (std::size_t i = 0; i < nitems; ++i) {
+    for (std::size_t i = 0; i < nentries; ++i) {
         const std::uint32_t k = d.uv32();
         if (k >= names.size() || k > next)
             return false;
         next += k == next;
         const std::uint32_t id = names.id(k);
         Entry& e = entries[id];
-        const auto kind = d.u8();
-        const auto dtype = d.u8();
-        if (kind > static_cast<std::uint8_t>(ItemKind::string) || !dtype_valid(dtype))
-            return false;
-        const std::size_t gnd = d.shape_into(g);
-        const std::size_t ond = d.shape_into(o);
-        const std::size_t snd = d.shape_into(s);
-        const std::uint64_t nbytes = d.uv();
-        const std::uint64_t digest = d.uv();
-        const std::string_view value = d.view_str();
-        (void)d.uv32(); // chunk: set by the global plan
-        if (ond != snd || e.last_rank == r)
-            return false; // malformed box; twice in one plan
+        if (!read_item(d, item) || e.last_rank == r)
+            return false; // malformed; twice in one plan
         e.last_rank = r;
         mine[i] = id;
-        if (first) {
-            e.kind = static_cast<ItemKind>(kind);
-            e.dtype = static_cast<DType>(dtype);
-            e.nd = gnd;
-            e.shape_at = shapes.size();
-            shapes.insert(shapes.end(), g, g + gnd);
-            e.nbytes = nbytes;
-            e.digest = digest;
-            e.value = value;
-            if (e.kind == ItemKind::array || e.kind == ItemKind::bytes) {
-                if (ond != gnd)
-                    return false;
-                e.box_at = shapes.size();
-                shapes.insert(shapes.end(), o, o + ond);
-                shapes.insert(shapes.end(), s, s + snd);
-                if (e.kind == ItemKind::array) {
-                    e.coords = first_boxes.size();
-                    first_boxes.insert(first_boxes.end(), o, o + ond);
-                    first_boxes.insert(first_boxes.end(), s, s + snd);
-                }
-            }
-            continue;
-        }
-        if (static_cast<ItemKind>(kind) != e.kind)
+        if (r == 0 ? !take_first_item(e, item, first_boxes) : !match_item(r, e, item))
             return false;
-        switch (e.kind) {
-        case ItemKind::array: {
-            // As rank 0's item: the final item copies everything but the box.
-            if (static_cast<DType>(dtype) != e.dtype || gnd != e.nd || ond != e.nd ||
-                !same_values(g, shapes.data() + e.shape_at, gnd) || digest != e.digest || !same_text(value, e.value))
-                return false;
-            std::int64_t* c = coords.data() + e.coords + r * 2 * e.nd;
-            for (std::size_t j = 0; j < ond; ++j) { // a loop: std::copy calls memmove for two values
-                c[j] = o[j];
-                c[e.nd + j] = s[j];
-            }
-            break;
-        }
-        case ItemKind::scalar:
-            if (static_cast<DType>(dtype) != e.dtype || !same_text(value, e.value))
-                return false;
-            break;
-        case ItemKind::string:
-            if (!same_text(value, e.value))
-                return false;
-            break;
-        case ItemKind::bytes:
-            // Every holder's item is rank 0's (the final item is a copy of it).
-            if (nbytes != e.nbytes || digest != e.digest || !same_text(value, e.value) || static_cast<DType>(dtype) != e.dtype ||
-                gnd != e.nd || ond != e.nd || !same_values(g, shapes.data() + e.shape_at, gnd) ||
-                !same_values(o, shapes.data() + e.box_at, ond) || !same_values(s, shapes.data() + e.box_at + ond, snd))
-                return false;
-            break;
-        }
     }
-    const std::string_view storage_data = d.view_str();
-    const std::string_view planner_data = d.view_str();
-    if (!d.done() || next != names.size())
+    return next == names.size();
+}
+
+// Rank 0's item of entry `e`: what the entry is. An array's box goes to
+// `first_boxes` until the box table is laid out (place_first_boxes).
+bool ColumnarSavePlan::Impl::take_first_item(Entry& e, const PlanItem& it, std::vector<std::int64_t>& first_boxes)
+{
+    e.kind = static_cast<ItemKind>(it.kind);
+    e.dtype = static_cast<DType>(it.dtype);
+    e.nd = it.gnd;
+    e.shape_at = shapes.size();
+    shapes.insert(shapes.end(), it.g, it.g + it.gnd);
+    e.nbytes = it.nbytes;
+    e.digest = it.digest;
+    e.value = it.value;
+    if (e.kind != ItemKind::array && e.kind != ItemKind::bytes)
+        return true;
+    if (it.ond != it.gnd)
         return false;
-    extra[r] = {std::string(storage_data), std::string(planner_data)};
-    if (first) {
-        // Now the entries are known: the box table, rank 0's boxes in it.
-        std::vector<std::size_t> from(entries.size());
-        for (std::size_t k = 0; k < entries.size(); ++k)
-            from[k] = entries[k].coords;
-        coords.assign(lay_out_boxes(), 0);
-        for (std::size_t k = 0; k < entries.size(); ++k) {
-            const auto& e = entries[k];
-            if (e.kind == ItemKind::array)
-                std::copy(first_boxes.data() + from[k], first_boxes.data() + from[k] + 2 * e.nd,
-                          coords.data() + e.coords);
-            else if (e.kind == ItemKind::bytes)
-                std::copy(shapes.data() + e.box_at, shapes.data() + e.box_at + 2 * e.nd, coords.data() + e.coords);
-        }
+    e.box_at = shapes.size();
+    shapes.insert(shapes.end(), it.o, it.o + it.ond);
+    shapes.insert(shapes.end(), it.s, it.s + it.snd);
+    if (e.kind == ItemKind::array) {
+        e.coords = first_boxes.size();
+        first_boxes.insert(first_boxes.end(), it.o, it.o + it.ond);
+        first_boxes.insert(first_boxes.end(), it.s, it.s + it.snd);
     }
     return true;
+}
+
+// Another rank's item of entry `e`, which must be rank 0's but for an
+// array's box (then copied into the box table, row r).
+bool ColumnarSavePlan::Impl::match_item(std::size_t r, const Entry& e, const PlanItem& it)
+{
+    if (static_cast<ItemKind>(it.kind) != e.kind)
+        return false;
+    const auto dtype = static_cast<DType>(it.dtype);
+    switch (e.kind) {
+    case ItemKind::array: {
+        // As rank 0's item: the final item copies everything but the box.
+        if (dtype != e.dtype || it.gnd != e.nd || it.ond != e.nd ||
+            !same_values(it.g, shapes.data() + e.shape_at, it.gnd) || it.digest != e.digest ||
+            !same_text(it.value, e.value))
+            return false;
+        std::int64_t* c = coords.data() + e.coords + r * 2 * e.nd;
+        for (std::size_t j = 0; j < it.ond; ++j) { // a loop: std::copy calls memmove for two values
+            c[j] = it.o[j];
+            c[e.nd + j] = it.s[j];
+        }
+        return true;
+    }
+    case ItemKind::scalar: return dtype == e.dtype && same_text(it.value, e.value);
+    case ItemKind::string: return same_text(it.value, e.value);
+    case ItemKind::bytes:
+        // Every holder's item is rank 0's (the final item is a copy of it).
+        return it.nbytes == e.nbytes && it.digest == e.digest && same_text(it.value, e.value) && dtype == e.dtype &&
+               it.gnd == e.nd && it.ond == e.nd && same_values(it.g, shapes.data() + e.shape_at, it.gnd) &&
+               same_values(it.o, shapes.data() + e.box_at, it.ond) &&
+               same_values(it.s, shapes.data() + e.box_at + it.ond, it.snd);
+    }
+    return false;
+}
+
+// Once rank 0's plan is read and the entries known: the box table, rank 0's
+// boxes in it.
+void ColumnarSavePlan::Impl::place_first_boxes(const std::vector<std::int64_t>& first_boxes)
+{
+    std::vector<std::size_t> from(entries.size());
+    for (std::size_t k = 0; k < entries.size(); ++k)
+        from[k] = entries[k].coords;
+    coords.assign(lay_out_boxes(), 0);
+    for (std::size_t k = 0; k < entries.size(); ++k) {
+        const auto& e = entries[k];
+        if (e.kind == ItemKind::array)
+            std::copy(first_boxes.data() + from[k], first_boxes.data() + from[k] + 2 * e.nd, coords.data() + e.coords);
+        else if (e.kind == ItemKind::bytes)
+            std::copy(shapes.data() + e.box_at, shapes.data() + e.box_at + 2 * e.nd, coords.data() + e.coords);
+    }
 }
 
 // A plan sent as boxes_form(): rank 0's items, in rank 0's order, with
@@ -400,16 +457,38 @@ bool ColumnarSavePlan::ingest(const std::vector<Bytes>& gathered)
 bool ColumnarSavePlan::Impl::ingest_structs(const std::vector<SavePlan>& plans)
 {
     nranks = plans.size();
-    if (nranks == 0 || nranks > static_cast<std::size_t>(INT32_MAX))
+    if (nranks == 0 || nranks > static_cast<std::size_t>(INT32_MAX) || !struct_entries(plans[0].items))
         return false;
-    // The entries: rank 0's names in its order (an array may be listed once per box).
-    const auto& items0 = plans[0].items;
+    // A row per rank and array; laid out again below if a rank lists an
+    // array more than once.
+    coords.assign(lay_out_boxes(), 0);
+    item_at.assign(nranks + 1, 0);
+    for (std::size_t r = 0; r < nranks; ++r)
+        item_at[r + 1] = item_at[r] + plans[r].items.size();
+    ids.resize(item_at[nranks]);
+    bool multi = false;
+    for (std::size_t r = 0; r < nranks; ++r)
+        if (!struct_rank(plans, r, multi))
+            return false;
+    if (multi)
+        lay_out_multi(plans);
+    for (const auto& e : entries)
+        if (e.kind == ItemKind::bytes)
+            std::copy(shapes.data() + e.box_at, shapes.data() + e.box_at + 2 * e.nd, coords.data() + e.coords);
+    index.clear();
+    return true;
+}
+
+// The entries: rank 0's names in its order (an array may be listed once per
+// box), each described by its first item.
+bool ColumnarSavePlan::Impl::struct_entries(const std::vector<WriteItem>& items0)
+{
     if (items0.size() >= UINT32_MAX - 1)
         return false;
     index.reserve(items0.size());
     for (const WriteItem& it : items0) {
         if (!index.emplace(it.fqn, static_cast<std::uint32_t>(entries.size())).second)
-            continue; // listed before: checked with the other ranks' items below
+            continue; // listed before: checked with the other ranks' items (struct_rank)
         if (static_cast<std::uint8_t>(it.kind) > static_cast<std::uint8_t>(ItemKind::string) ||
             !dtype_valid(static_cast<int>(it.dtype)))
             return false;
@@ -433,97 +512,94 @@ bool ColumnarSavePlan::Impl::ingest_structs(const std::vector<SavePlan>& plans)
             shapes.insert(shapes.end(), it.box.shape.begin(), it.box.shape.end());
         }
     }
-    const std::size_t nentries = entries.size();
-    // A row per rank and array; laid out again below if a rank lists an
-    // array more than once.
-    coords.assign(lay_out_boxes(), 0);
-    item_at.assign(nranks + 1, 0);
-    for (std::size_t r = 0; r < nranks; ++r)
-        item_at[r + 1] = item_at[r] + plans[r].items.size();
-    ids.resize(item_at[nranks]);
-    bool multi = false;
-    for (std::size_t r = 0; r < nranks; ++r) {
-        const auto& items = plans[r].items;
-        std::uint32_t* mine = ids.data() + item_at[r];
-        const std::uint32_t* prev = r ? ids.data() + item_at[r - 1] : nullptr;
-        const std::size_t nprev = r ? plans[r - 1].items.size() : 0;
-        std::size_t held = 0; // entries this rank lists
-        for (std::size_t i = 0; i < items.size(); ++i) {
-            const WriteItem& it = items[i];
-            std::uint32_t id;
-            if (r == 0 && i < nentries && entries[i].first == &it) {
-                id = static_cast<std::uint32_t>(i);
-            } else if (i < nprev && entries[prev[i]].name == it.fqn) {
-                id = prev[i]; // the previous rank's name at this position
-            } else {
-                const auto found = index.find(it.fqn);
-                if (found == index.end())
-                    return false; // a name rank 0 lacks
-                id = found->second;
-            }
-            Entry& e = entries[id];
-            if (it.kind != e.kind)
-                return false;
-            ++e.rows;
-            if (e.last_rank != r) {
-                e.last_rank = r;
-                ++held;
-            } else if (e.kind == ItemKind::array) {
-                e.multi = multi = true; // another box of the array
-            } else {
-                return false; // twice in one plan
-            }
-            mine[i] = id;
-            const WriteItem& first = *e.first;
-            switch (e.kind) {
-            case ItemKind::array: {
-                const std::size_t nd = e.nd;
-                if (it.dtype != e.dtype || it.box.offsets.size() != nd || it.box.shape.size() != nd ||
-                    (&it != &first && it.global_shape != first.global_shape))
-                    return false;
-                if (e.multi)
-                    break; // copied by copy_struct_boxes
-                std::int64_t* c = coords.data() + e.coords + r * 2 * nd;
-                for (std::size_t j = 0; j < nd; ++j) { // as in ingest_rank: no memmove call per box
-                    c[j] = it.box.offsets[j];
-                    c[nd + j] = it.box.shape[j];
-                }
-                break;
-            }
-            case ItemKind::scalar:
-                if (it.dtype != e.dtype || it.value != first.value)
-                    return false;
-                break;
-            case ItemKind::string:
-                if (it.value != first.value)
-                    return false;
-                break;
-            case ItemKind::bytes:
-                if (it.nbytes != e.nbytes || it.digest != e.digest)
-                    return false;
-                break;
-            }
-        }
-        if (held != nentries)
-            return false; // a name of rank 0 this rank lacks
-    }
-    if (multi) {
-        std::size_t nmulti = 0;
-        for (auto& e : entries)
-            if (e.multi) {
-                e.row0 = nmulti;
-                nmulti += e.rows;
-            }
-        multi_rank.resize(nmulti);
-        item_row.assign(ids.size(), 0);
-        coords.assign(lay_out_boxes(), 0);
-        copy_struct_boxes(plans);
-    }
-    for (const auto& e : entries)
-        if (e.kind == ItemKind::bytes)
-            std::copy(shapes.data() + e.box_at, shapes.data() + e.box_at + 2 * e.nd, coords.data() + e.coords);
-    index.clear();
     return true;
+}
+
+// Rank r's items: their entries into `ids`, each checked against its
+// entry (struct_item). False on a name rank 0 lacks or that this rank
+// lacks, a kind other than rank 0's, an entry other than an array listed
+// twice; `multi` is set when the rank lists an array more than once.
+bool ColumnarSavePlan::Impl::struct_rank(const std::vector<SavePlan>& plans, std::size_t r, bool& multi)
+{
+    const auto& items = plans[r].items;
+    const std::size_t nentries = entries.size();
+    std::uint32_t* mine = ids.data() + item_at[r];
+    const std::uint32_t* prev = r ? ids.data() + item_at[r - 1] : nullptr;
+    const std::size_t nprev = r ? plans[r - 1].items.size() : 0;
+    std::size_t held = 0; // entries this rank lists
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        const WriteItem& it = items[i];
+        std::uint32_t id;
+        if (r == 0 && i < nentries && entries[i].first == &it) {
+            id = static_cast<std::uint32_t>(i);
+        } else if (i < nprev && entries[prev[i]].name == it.fqn) {
+            id = prev[i]; // the previous rank's name at this position
+        } else {
+            const auto found = index.find(it.fqn);
+            if (found == index.end())
+                return false; // a name rank 0 lacks
+            id = found->second;
+        }
+        Entry& e = entries[id];
+        if (it.kind != e.kind)
+            return false;
+        ++e.rows;
+        if (e.last_rank != r) {
+            e.last_rank = r;
+            ++held;
+        } else if (e.kind == ItemKind::array) {
+            e.multi = multi = true; // another box of the array
+        } else {
+            return false; // twice in one plan
+        }
+        mine[i] = id;
+        if (!struct_item(r, e, it))
+            return false;
+    }
+    return held == nentries; // else a name of rank 0 this rank lacks
+}
+
+// Rank r's item `it` of entry `e`, checked against rank 0's first item of
+// it; an array's box (listed once by the rank) into the box table.
+bool ColumnarSavePlan::Impl::struct_item(std::size_t r, const Entry& e, const WriteItem& it)
+{
+    const WriteItem& first = *e.first;
+    switch (e.kind) {
+    case ItemKind::array: {
+        const std::size_t nd = e.nd;
+        if (it.dtype != e.dtype || it.box.offsets.size() != nd || it.box.shape.size() != nd ||
+            (&it != &first && it.global_shape != first.global_shape))
+            return false;
+        if (e.multi)
+            return true; // copied by copy_struct_boxes
+        std::int64_t* c = coords.data() + e.coords + r * 2 * nd;
+        for (std::size_t j = 0; j < nd; ++j) { // as in match_item: no memmove call per box
+            c[j] = it.box.offsets[j];
+            c[nd + j] = it.box.shape[j];
+        }
+        return true;
+    }
+    case ItemKind::scalar: return it.dtype == e.dtype && it.value == first.value;
+    case ItemKind::string: return it.value == first.value;
+    case ItemKind::bytes: return it.nbytes == e.nbytes && it.digest == e.digest;
+    }
+    return false;
+}
+
+// The box table again when some rank lists an array more than once: a row
+// per item of such an array (rank by rank), a row per rank of the others.
+void ColumnarSavePlan::Impl::lay_out_multi(const std::vector<SavePlan>& plans)
+{
+    std::size_t nmulti = 0;
+    for (auto& e : entries)
+        if (e.multi) {
+            e.row0 = nmulti;
+            nmulti += e.rows;
+        }
+    multi_rank.resize(nmulti);
+    item_row.assign(ids.size(), 0);
+    coords.assign(lay_out_boxes(), 0);
+    copy_struct_boxes(plans);
 }
 
 // The array boxes into the box table when some rank lists an array once per
@@ -1069,31 +1145,24 @@ std::uint64_t ColumnarSavePlan::total_bytes() const noexcept { return m->total; 
 
 MetadataColumns& ColumnarSavePlan::metadata() noexcept { return m->md; }
 
+namespace {
+
+// ColumnarSavePlan::attach_results: the ranks' encoded write results into
+// the chunk columns of the metadata.
+//
 // The results arrive rank by rank, each rank's in entry name order, while
 // the chunk columns run entry by entry, an entry's chunks usually in rank
 // order: one rank's results land a column stride apart, in six columns. So
 // ranks are read in blocks, in lockstep (one result of each rank of the
 // block in turn), and consecutive results land in neighbouring rows.
-void ColumnarSavePlan::attach_results(const std::vector<Bytes>& results)
-{
-    auto& md = m->md;
-    std::unordered_map<std::string_view, std::uint32_t> by_name; // views of md's names
-    by_name.reserve(md.entries.size());
-    for (std::uint32_t k = 0; k < md.entries.size(); ++k)
-        by_name.emplace(md.entries[k].name, k);
-    std::unordered_map<std::string_view, std::int64_t> file_index; // views into `results`
-    // The checksum pool in chunk order, as the metadata file stores it (no
-    // gather when it is written): a chunk of one checksum (the usual: one
-    // block) has it at its own row, others after the rows.
-    const std::size_t nchunks = md.chunk_count();
-    md.sums.assign(nchunks, 0);
-    std::size_t direct = 0; // chunks of one checksum
-    std::size_t got = 0;
-    constexpr std::uint32_t unknown = not_kept - 1;
-    const auto lookup = [&](std::string_view name) -> std::uint32_t {
-        const auto it = by_name.find(name);
-        return it == by_name.end() ? unknown : it->second;
-    };
+class ResultAttacher {
+public:
+    explicit ResultAttacher(MetadataColumns& md);
+    void attach(const std::vector<Bytes>& results);
+
+private:
+    static constexpr std::uint32_t unknown = not_kept - 1; // a name the metadata lacks
+
     struct Reader { // one rank's results being read
         std::size_t rank = 0;
         Decoder d{nullptr, 0, "write results"};
@@ -1102,107 +1171,158 @@ void ColumnarSavePlan::attach_results(const std::vector<Bytes>& results)
         std::vector<std::int64_t> file_of; // its path table -> file
         std::size_t n = 0, next_name = 0, next_path = 0;
     };
-    NameTable first; // rank 0's, which ranks that leave theirs out use
-    // Reads a rank's header.
-    const auto open = [&](Reader& rd, std::size_t r) {
-        rd.rank = r;
-        rd.d = Decoder(results[r], "write results");
-        Decoder& d = rd.d;
-        // Sent without its name table (strip_name_table): rank 0's, read first.
-        const bool shared = leading_magic(results[r]) == magic_results_shared;
-        if (shared && r == 0)
-            d.fail("rank 0's results without their name table");
-        expect_magic(d, shared ? magic_results_shared : magic_results);
-        if (!shared)
-            (r == 0 ? first : rd.own).read(d, lookup);
-        rd.names = shared || r == 0 ? &first : &rd.own;
-        const std::size_t npaths = d.count(1);
-        rd.file_of.resize(npaths);
-        for (std::size_t k = 0; k < npaths; ++k) {
-            const std::string_view path = d.view_str();
-            auto [it, fresh] = file_index.try_emplace(path, static_cast<std::int64_t>(md.files.size()));
-            if (fresh)
-                md.files.emplace_back(path);
-            rd.file_of[k] = it->second;
-        }
-        rd.n = d.count(result_min_bytes);
-        rd.next_name = rd.next_path = 0;
-    };
-    // The next result of `rd` into the columns.
-    const auto take = [&](Reader& rd) __attribute__((always_inline)) {
-        Decoder& d = rd.d;
-        const NameTable& names = *rd.names;
-        const std::uint32_t ni = d.uv32();
-        const std::uint32_t chunk = d.uv32();
-        const std::uint32_t pi = d.uv32();
-        if (ni >= names.size() || ni > rd.next_name)
-            d.fail("name index " + std::to_string(ni) + " beyond the table of " + std::to_string(names.size()) +
-                   " or out of order");
-        if (pi >= rd.file_of.size() || pi > rd.next_path)
-            d.fail("path index " + std::to_string(pi) + " beyond the table of " + std::to_string(rd.file_of.size()) +
-                   " or out of order");
-        rd.next_name += ni == rd.next_name;
-        rd.next_path += pi == rd.next_path;
-        const std::uint64_t offset = d.uv();
-        const std::uint64_t length = d.uv();
-        const std::size_t nsums = d.count(8);
-        const std::uint32_t e = names.id(ni);
-        if (e == unknown || chunk >= md.entries[e].chunks)
-            throw error::WriteError("rank " + std::to_string(rd.rank) + " reported a write of '" +
-                                    std::string(names.name(ni)) + "' chunk " + std::to_string(chunk) +
-                                    ", which the global plan does not have");
-        const std::size_t k = md.entries[e].first_chunk + chunk;
-        if (md.chunk_file[k] >= 0)
-            throw error::WriteError("rank " + std::to_string(rd.rank) + " reported a write of '" +
-                                    md.entries[e].name + "' chunk " + std::to_string(chunk) +
-                                    ", which was reported before");
-        md.chunk_file[k] = rd.file_of[pi];
-        md.chunk_offset[k] = offset;
-        md.chunk_length[k] = length;
-        md.sum_count[k] = static_cast<std::uint32_t>(nsums);
-        if (nsums == 1) {
-            md.sum_begin[k] = k;
-            md.sums[k] = d.u64();
-            ++direct;
-        } else {
-            md.sum_begin[k] = nsums ? md.sums.size() : 0;
-            for (std::size_t j = 0; j < nsums; ++j)
-                md.sums.push_back(d.u64());
-        }
-        ++got;
-    };
-    const auto close = [](Reader& rd) {
-        if (rd.next_name != rd.names->size() || rd.next_path != rd.file_of.size())
-            rd.d.fail("name or path table with unused entries");
-        rd.d.expect_done();
-    };
+
+    std::uint32_t lookup(std::string_view name) const
+    {
+        const auto it = m_by_name.find(name);
+        return it == m_by_name.end() ? unknown : it->second;
+    }
+    void open(Reader& rd, const Bytes& result, std::size_t r);
+    __attribute__((always_inline)) inline bool take(Reader& rd);
+    __attribute__((always_inline)) inline bool put_sums(Decoder& d, std::size_t k, std::size_t nsums);
+    static void close(Reader& rd);
+
+    MetadataColumns& m_md;
+    std::unordered_map<std::string_view, std::uint32_t> m_by_name;  // views of m_md's names
+    std::unordered_map<std::string_view, std::int64_t> m_file_index; // views into the results
+    NameTable m_first; // rank 0's, which ranks that leave theirs out use
+};
+
+// The checksum pool in chunk order, as the metadata file stores it (no
+// gather when it is written): a chunk of one checksum (the usual: one
+// block) has it at its own row, others after the rows.
+ResultAttacher::ResultAttacher(MetadataColumns& md) : m_md(md)
+{
+    m_by_name.reserve(md.entries.size());
+    for (std::uint32_t k = 0; k < md.entries.size(); ++k)
+        m_by_name.emplace(md.entries[k].name, k);
+    md.sums.assign(md.chunk_count(), 0);
+}
+
+void ResultAttacher::attach(const std::vector<Bytes>& results)
+{
     constexpr std::size_t block = 16;
     std::vector<Reader> readers(block);
+    std::size_t got = 0;    // results attached
+    std::size_t direct = 0; // chunks of one checksum
     for (std::size_t r0 = 0; r0 < results.size(); r0 += block) {
         const std::size_t r1 = std::min(results.size(), r0 + block);
         const std::size_t nblock = r1 - r0;
         std::size_t least = SIZE_MAX;
         for (std::size_t b = 0; b < nblock; ++b) {
-            open(readers[b], r0 + b);
+            open(readers[b], results[r0 + b], r0 + b);
             least = std::min(least, readers[b].n);
+            got += readers[b].n; // each one attached, or take() throws
         }
         // In lockstep as far as every rank of the block has results, then
         // each one's rest.
         for (std::size_t i = 0; i < least; ++i)
             for (std::size_t b = 0; b < nblock; ++b)
-                take(readers[b]);
+                direct += take(readers[b]);
         for (std::size_t b = 0; b < nblock; ++b) {
             for (std::size_t i = least; i < readers[b].n; ++i)
-                take(readers[b]);
+                direct += take(readers[b]);
             close(readers[b]);
         }
     }
-    if (got != md.chunk_count())
+    const std::size_t nchunks = m_md.chunk_count();
+    if (got != nchunks)
         throw error::WriteError("the ranks wrote " + std::to_string(got) + " chunks, the global plan has " +
-                                std::to_string(md.chunk_count()));
-    if (direct == 0 && md.sums.size() == nchunks)
-        md.sums.clear(); // no checksums (SaveOptions::checksum_block 0)
+                                std::to_string(nchunks));
+    if (direct == 0 && m_md.sums.size() == nchunks)
+        m_md.sums.clear(); // no checksums (SaveOptions::checksum_block 0)
 }
+
+// Reads rank r's header: its name table (unless it uses rank 0's), its
+// path table (each path a file of the metadata), its result count.
+void ResultAttacher::open(Reader& rd, const Bytes& result, std::size_t r)
+{
+    rd.rank = r;
+    rd.d = Decoder(result, "write results");
+    Decoder& d = rd.d;
+    // Sent without its name table (strip_name_table): rank 0's, read first.
+    const bool shared = leading_magic(result) == magic_results_shared;
+    if (shared && r == 0)
+        d.fail("rank 0's results without their name table");
+    expect_magic(d, shared ? magic_results_shared : magic_results);
+    if (!shared)
+        (r == 0 ? m_first : rd.own).read(d, [this](std::string_view name) { return lookup(name); });
+    rd.names = shared || r == 0 ? &m_first : &rd.own;
+    const std::size_t npaths = d.count(1);
+    rd.file_of.resize(npaths);
+    for (std::size_t k = 0; k < npaths; ++k) {
+        const std::string_view path = d.view_str();
+        auto [it, fresh] = m_file_index.try_emplace(path, static_cast<std::int64_t>(m_md.files.size()));
+        if (fresh)
+            m_md.files.emplace_back(path);
+        rd.file_of[k] = it->second;
+    }
+    rd.n = d.count(result_min_bytes);
+    rd.next_name = rd.next_path = 0;
+}
+
+// The next result of `rd` into the columns; true when its chunk has one
+// checksum.
+bool ResultAttacher::take(Reader& rd)
+{
+    Decoder& d = rd.d;
+    const NameTable& names = *rd.names;
+    const std::uint32_t ni = d.uv32();
+    const std::uint32_t chunk = d.uv32();
+    const std::uint32_t pi = d.uv32();
+    if (ni >= names.size() || ni > rd.next_name)
+        d.fail("name index " + std::to_string(ni) + " beyond the table of " + std::to_string(names.size()) +
+               " or out of order");
+    if (pi >= rd.file_of.size() || pi > rd.next_path)
+        d.fail("path index " + std::to_string(pi) + " beyond the table of " + std::to_string(rd.file_of.size()) +
+               " or out of order");
+    rd.next_name += ni == rd.next_name;
+    rd.next_path += pi == rd.next_path;
+    const std::uint64_t offset = d.uv();
+    const std::uint64_t length = d.uv();
+    const std::size_t nsums = d.count(8);
+    const std::uint32_t e = names.id(ni);
+    if (e == unknown || chunk >= m_md.entries[e].chunks)
+        throw error::WriteError("rank " + std::to_string(rd.rank) + " reported a write of '" +
+                                std::string(names.name(ni)) + "' chunk " + std::to_string(chunk) +
+                                ", which the global plan does not have");
+    const std::size_t k = m_md.entries[e].first_chunk + chunk;
+    if (m_md.chunk_file[k] >= 0)
+        throw error::WriteError("rank " + std::to_string(rd.rank) + " reported a write of '" + m_md.entries[e].name +
+                                "' chunk " + std::to_string(chunk) + ", which was reported before");
+    m_md.chunk_file[k] = rd.file_of[pi];
+    m_md.chunk_offset[k] = offset;
+    m_md.chunk_length[k] = length;
+    return put_sums(d, k, nsums);
+}
+
+// The `nsums` checksums of chunk row k: one at the row's own place in the
+// pool (then true), several (or none) after the rows.
+bool ResultAttacher::put_sums(Decoder& d, std::size_t k, std::size_t nsums)
+{
+    auto& md = m_md;
+    md.sum_count[k] = static_cast<std::uint32_t>(nsums);
+    if (nsums == 1) {
+        md.sum_begin[k] = k;
+        md.sums[k] = d.u64();
+        return true;
+    }
+    md.sum_begin[k] = nsums ? md.sums.size() : 0;
+    for (std::size_t j = 0; j < nsums; ++j)
+        md.sums.push_back(d.u64());
+    return false;
+}
+
+void ResultAttacher::close(Reader& rd)
+{
+    if (rd.next_name != rd.names->size() || rd.next_path != rd.file_of.size())
+        rd.d.fail("name or path table with unused entries");
+    rd.d.expect_done();
+}
+
+} // namespace
+
+void ColumnarSavePlan::attach_results(const std::vector<Bytes>& results) { ResultAttacher(m->md).attach(results); }
 
 bool is_assignment(const Bytes& final_plan) noexcept { return leading_magic(final_plan) == k_magic_assignment; }
 

@@ -3,6 +3,7 @@
 #include "unit_common.hpp"
 
 #include "core/codec.hpp"
+#include "core/metadata_adapter.hpp"
 
 #include <algorithm>
 #include <cstdint>

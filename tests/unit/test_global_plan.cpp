@@ -12,7 +12,7 @@
 #include "cairn/errors.hpp"
 #include "cairn/planner.hpp"
 #include "core/codec.hpp"
-#include "core/metadata_columns.hpp"
+#include "core/metadata_adapter.hpp"
 #include "plan/columnar.hpp"
 
 #include <algorithm>

@@ -2,10 +2,12 @@
 #include "plan_compare.hpp"
 #include "unit_common.hpp"
 
+#include "cairn/storage.hpp"
 #include "core/checksum.hpp"
 #include "core/codec.hpp"
-#include "io/h5.hpp"
+#include "core/metadata_adapter.hpp"
 #include "format/metadata_h5.hpp"
+#include "io/h5.hpp"
 
 #include <hdf5.h>
 
@@ -995,7 +997,7 @@ TEST_CASE("metadata file: the integrity header is checked before HDF5 parses any
         REQUIRE(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST) >= 0);
         const hid_t f = H5Fcreate(legacy.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
         REQUIRE(f >= 0);
-        write_metadata_group(f, md);
+        write_metadata_group(f, to_columns(md));
         REQUIRE(H5Fclose(f) >= 0);
         H5Pclose(fapl);
         CHECK(file_bytes(legacy)[1] == 'H');

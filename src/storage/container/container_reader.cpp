@@ -37,6 +37,7 @@
 #include "cairn/errors.hpp"
 #include "core/checksum.hpp"
 #include "core/fault.hpp"
+#include "core/metadata_adapter.hpp"
 #include "core/scalar_text.hpp"
 #include "core/strided.hpp"
 #include "stage/stage.hpp"

@@ -23,6 +23,7 @@
 #include "core/checksum.hpp"
 #include "core/codec.hpp"
 #include "core/fault.hpp"
+#include "core/metadata_adapter.hpp"
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
 #include "storage/columnar_storage.hpp"

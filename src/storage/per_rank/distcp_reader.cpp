@@ -1,13 +1,14 @@
 #include "cairn/distcp.hpp"
 #include "cairn/errors.hpp"
 #include "core/checksum.hpp"
+#include "core/metadata_adapter.hpp"
 #include "core/strided.hpp"
-#include "stage/stage.hpp"
-#include "io/mpiio.hpp"
-#include "storage/columnar_storage.hpp"
-#include "io/fs.hpp"
 #include "format/metadata_h5.hpp"
+#include "io/fs.hpp"
 #include "io/mpi_hints.hpp"
+#include "io/mpiio.hpp"
+#include "stage/stage.hpp"
+#include "storage/columnar_storage.hpp"
 
 #include <algorithm>
 #include <cstdio>

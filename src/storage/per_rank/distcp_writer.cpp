@@ -5,6 +5,7 @@
 #include "cairn/errors.hpp"
 #include "core/checksum.hpp"
 #include "core/codec.hpp"
+#include "core/metadata_adapter.hpp"
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
 #include "storage/columnar_storage.hpp"
