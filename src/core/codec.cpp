@@ -701,9 +701,7 @@ struct MetadataFrames::State {
     // The next frame (MetadataFrames::next).
     Bytes frame(std::size_t max_bytes)
     {
-        Encoder e;
-        if (max_bytes <= (std::size_t(64) << 20))
-            e.reserve(max_bytes + max_bytes / 8); // a frame ends after the entry that reaches max_bytes
+        Encoder e; // grows by doubling: reserving a whole frame up front zero-fills 8 MiB for a tiny load
         if (!started) {
             put_header(e);
             started = true;

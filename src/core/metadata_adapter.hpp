@@ -3,7 +3,7 @@
 // Who owns which form:
 // - detail::MetadataColumns (core/metadata_columns.hpp) is Cairn's form:
 //   the columnar global plan builds it, the built-in writers commit it,
-//   metadata.h5's writer and reader (storage/hdf5/metadata_h5.hpp) store and
+//   metadata.h5's writer and reader (format/metadata_h5.hpp) store and
 //   read it, the built-in readers hand it to a load's coordinator, and the
 //   codec frames it. Nothing inside the library converts it.
 // - cairn::Metadata (include/cairn/plan.hpp) is the form of the plug-in API:
