@@ -2,7 +2,6 @@
 // phase log and profile of save / load / verify.
 #include "cairn/log.hpp"
 
-#include "comm/protocol.hpp"
 #include "core/phase_log.hpp"
 
 #include <nlohmann/json.hpp>
@@ -189,6 +188,50 @@ std::string utc_text(double unix_seconds)
     return buf;
 }
 
+// Appends `text` to the file at `path` in one write() with O_APPEND, so
+// that records of processes sharing the file do not interleave. Throws
+// std::runtime_error saying what failed.
+void append_record(const std::string& path, const std::string& text)
+{
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+    if (fd < 0)
+        throw std::runtime_error(std::string("cannot open it to append: ") + std::strerror(errno));
+    std::size_t done = 0;
+    int err = 0;
+    while (done < text.size()) {
+        const ssize_t got = ::write(fd, text.data() + done, text.size() - done);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            err = got < 0 ? errno : EIO;
+            break;
+        }
+        done += static_cast<std::size_t>(got);
+    }
+    if (::close(fd) != 0 && err == 0)
+        err = errno;
+    if (err != 0)
+        throw std::runtime_error(std::string("cannot write it: ") + std::strerror(err));
+}
+
+// Collective over `comm`: every rank's profile words at rank 0 (index =
+// rank), empty elsewhere and when rank 0 could not hold them (it still takes
+// part in the gather). Returns MPI_Gather's result.
+int gather_profiles(MPI_Comm comm, bool coordinator, std::size_t ranks, const std::uint64_t* mine,
+                    std::vector<std::uint64_t>& all) noexcept
+{
+    try {
+        if (coordinator)
+            all.resize(ranks * profile_words);
+    } catch (...) {
+        // out of memory: the coordinator still takes part in the gather, and then writes nothing
+    }
+    const bool have = !coordinator || !all.empty();
+    std::uint64_t spare[profile_words];
+    return MPI_Gather(mine, static_cast<int>(profile_words), MPI_UINT64_T, have ? all.data() : spare,
+                      static_cast<int>(profile_words), MPI_UINT64_T, 0, comm);
+}
+
 } // namespace
 
 PhaseLog::PhaseLog(const char* op, std::string id, int rank, ProgressCallback progress)
@@ -286,8 +329,12 @@ void PhaseLog::finish(std::uint64_t all_bytes)
     line("total", m_seconds, all_bytes, true);
 }
 
-void PhaseLog::profile(const Comm& comm, const char* layout) noexcept
+void PhaseLog::profile(MPI_Comm comm, const char* layout) noexcept
 {
+    int rank = 0, size = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    const bool coordinator = rank == 0;
     std::array<std::uint64_t, profile_words> mine{}; // no allocation before the gather
     const std::size_t n = std::min(m_records.size(), max_phases);
     mine[0] = n;
@@ -298,21 +345,12 @@ void PhaseLog::profile(const Comm& comm, const char* layout) noexcept
         mine[4 + 3 * p] = m_records[p].bytes;
     }
     std::vector<std::uint64_t> all;
-    const auto ranks = static_cast<std::size_t>(comm.size);
-    try {
-        if (comm.coordinator())
-            all.resize(ranks * profile_words);
-    } catch (...) {
-        // out of memory: the coordinator still takes part in the gather, and then writes nothing
-    }
-    const bool have = !comm.coordinator() || !all.empty();
-    std::uint64_t spare[profile_words];
-    const int rc = MPI_Gather(mine.data(), static_cast<int>(profile_words), MPI_UINT64_T,
-                              have ? all.data() : spare, static_cast<int>(profile_words), MPI_UINT64_T, 0, comm.comm);
-    if (!comm.coordinator())
+    const auto ranks = static_cast<std::size_t>(size);
+    const int rc = gather_profiles(comm, coordinator, ranks, mine.data(), all);
+    if (!coordinator)
         return;
     try {
-        if (rc != MPI_SUCCESS || !have)
+        if (rc != MPI_SUCCESS || all.empty())
             throw std::runtime_error("the gather of the ranks' phases failed");
         const std::uint64_t* w = all.data();
         for (std::size_t r = 0; r < ranks; ++r)
@@ -325,7 +363,7 @@ void PhaseLog::profile(const Comm& comm, const char* layout) noexcept
         rec["operation"] = m_op;
         rec["path"] = m_id;
         rec["layout"] = layout;
-        rec["ranks"] = comm.size;
+        rec["ranks"] = size;
         rec["start"] = utc_text(m_start);
         std::vector<double> totals(ranks);
         for (std::size_t r = 0; r < ranks; ++r)
@@ -356,26 +394,7 @@ void PhaseLog::profile(const Comm& comm, const char* layout) noexcept
         rec["phases"] = std::move(phases);
         rec["total"] = over_ranks(totals, "slowest_rank");
         const std::string text = rec.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
-        // One write() with O_APPEND: records of processes sharing the file do not interleave.
-        const int fd = ::open(m_profile.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-        if (fd < 0)
-            throw std::runtime_error(std::string("cannot open it to append: ") + std::strerror(errno));
-        std::size_t done = 0;
-        int err = 0;
-        while (done < text.size()) {
-            const ssize_t got = ::write(fd, text.data() + done, text.size() - done);
-            if (got < 0 && errno == EINTR)
-                continue;
-            if (got <= 0) {
-                err = got < 0 ? errno : EIO;
-                break;
-            }
-            done += static_cast<std::size_t>(got);
-        }
-        if (::close(fd) != 0 && err == 0)
-            err = errno;
-        if (err != 0)
-            throw std::runtime_error(std::string("cannot write it: ") + std::strerror(err));
+        append_record(m_profile, text);
     } catch (const std::exception& e) {
         try {
             std::fputs(("cairn: profile " + m_profile + ": no record of this " + m_op + " of '" + m_id + "': " +

@@ -5,6 +5,8 @@
 
 #include "cairn/log.hpp"
 
+#include <mpi.h>
+
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -12,8 +14,6 @@
 #include <vector>
 
 namespace cairn::detail {
-
-struct Comm;
 
 class PhaseLog {
 public:
@@ -68,7 +68,7 @@ public:
     /// coordinator (one collective), which appends the operation's record to
     /// its profile file. `layout`: "per_rank", "container" or "custom".
     /// A file that cannot be written is a warning on stderr, not an error.
-    void profile(const Comm& comm, const char* layout) noexcept;
+    void profile(MPI_Comm comm, const char* layout) noexcept;
 
 private:
     void line(const char* what, double seconds, std::uint64_t bytes, bool all_ranks) const;

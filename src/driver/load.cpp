@@ -10,7 +10,7 @@
 #include "cairn/container.hpp"
 #include "cairn/distcp.hpp"
 #include "driver/capabilities.hpp"
-#include "core/rows_internal.hpp"
+#include "driver/rows.hpp"
 #include "driver/cooperative.hpp"
 #include "driver/read_session.hpp"
 
@@ -194,7 +194,7 @@ LoadResult finish(Load& s)
     result.seconds = s.seconds();
     s.log.finish(result.bytes_read_all);
     if (sums[2] != 0)
-        s.log.profile(s.comm, detail::layout_name(s));
+        s.log.profile(s.comm.comm, detail::layout_name(s));
     return result;
 }
 

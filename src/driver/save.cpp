@@ -13,7 +13,7 @@
 #include "cairn/distcp.hpp"
 #include "cairn/errors.hpp"
 #include "core/codec.hpp"
-#include "core/rows_internal.hpp"
+#include "driver/rows.hpp"
 #include "driver/collective_checks.hpp"
 #include "driver/save_session.hpp"
 #include "plan/plan_cache.hpp"
@@ -415,7 +415,7 @@ SaveResult write_and_commit(SaveSession& s, SavePlanner& source, const std::func
         const SaveResult r = result(s, written.bytes, profile);
         s.log.finish(r.bytes_written);
         if (profile)
-            s.log.profile(s.comm, s.storage->layout_name());
+            s.log.profile(s.comm.comm, s.storage->layout_name());
         return r;
     } catch (...) {
         if (s.comm.coordinator())

@@ -201,7 +201,7 @@ VerifyReport verify(const std::string& checkpoint_id, MPI_Comm comm, const LoadO
     s.log.end(report.bytes);
     s.log.finish(report.bytes);
     if (sums[3] != 0)
-        s.log.profile(s.comm, detail::layout_name(s));
+        s.log.profile(s.comm.comm, detail::layout_name(s));
     return report;
 }
 

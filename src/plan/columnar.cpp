@@ -1,6 +1,6 @@
 #include "plan/columnar.hpp"
 
-#include "cairn/checkpoint.hpp"
+#include "cairn/config.hpp"
 #include "cairn/errors.hpp"
 #include "core/metadata_adapter.hpp"
 #include "core/tiling.hpp"
@@ -752,7 +752,7 @@ std::pair<std::vector<SavePlan>, Metadata> global_plan(std::vector<SavePlan> pla
     if (plans.empty()) { // no ranks: no entries
         Metadata md;
         md.world_size = 0;
-        md.library_version = version();
+        md.library_version = CAIRN_VERSION_STRING;
         return {std::move(plans), std::move(md)};
     }
     {
@@ -815,7 +815,7 @@ ColumnarSavePlan::Impl::Planning::Planning(Impl& impl) : im(impl), md(impl.md), 
     im.chunk_of.clear();
     md = MetadataColumns{};
     md.world_size = static_cast<int>(nranks);
-    md.library_version = version();
+    md.library_version = CAIRN_VERSION_STRING;
     md.entries.reserve(nentries);
     std::size_t nchunks = 0; // at most: one chunk per row of an array
     for (const auto& e : im.entries)

@@ -180,6 +180,54 @@ const ChunkOrder& chunk_order(std::map<std::string_view, ChunkOrder>& orders, co
     return it->second;
 }
 
+
+// The chunks of `em` that `box` overlaps, in stored order, among those whose
+// first dimension meets the box's (`order`: chunk_order()).
+std::vector<std::size_t> chunks_meeting(const ChunkOrder& order, const Box& box, const EntryMeta& em)
+{
+    const std::int64_t lo = box.offsets[0], hi = lo + box.shape[0];
+    auto first = std::lower_bound(order.starts.begin(), order.starts.end(), lo - order.longest + 1);
+    auto last = std::lower_bound(order.starts.begin(), order.starts.end(), hi);
+    std::vector<std::size_t> hits;
+    for (auto it = first; it != last; ++it) {
+        const std::size_t c = order.chunks[static_cast<std::size_t>(it - order.starts.begin())];
+        if (detail::overlaps(box, em.chunks[c].box))
+            hits.push_back(c);
+    }
+    std::sort(hits.begin(), hits.end()); // stored order
+    return hits;
+}
+
+// Throws error::Mismatch (dtype, global shape) or error::WrongAPIUsage (device
+// memory without CUDA) where array `fqn` of the state cannot take `em`.
+void check_array_matches(const std::string& fqn, const ArrayShard& a, const EntryMeta& em)
+{
+    if (a.dtype != em.dtype)
+        throw error::Mismatch("array '" + fqn + "': dtype " + std::string(dtype_name(a.dtype)) +
+                              " in the state vs. " + std::string(dtype_name(em.dtype)) + " in the checkpoint");
+    if (a.global_shape != em.global_shape)
+        throw error::Mismatch("array '" + fqn + "': global shape " + shape_str(a.global_shape) +
+                              " in the state vs. " + shape_str(em.global_shape) + " in the checkpoint");
+    if (a.space != MemorySpace::host) {
+        const std::string& why = detail::cuda_unavailable_reason();
+        if (!why.empty())
+            throw error::WrongAPIUsage("array '" + fqn + "' is in CUDA device memory, but " + why);
+    }
+}
+
+// Throws error::Mismatch (dtype) or error::FormatError (a stored value of
+// the wrong size) where scalar `fqn` of the state cannot take `em`.
+void check_scalar_matches(const std::string& fqn, const ScalarRef& s, const EntryMeta& em)
+{
+    if (s.dtype != em.dtype)
+        throw error::Mismatch("scalar '" + fqn + "': dtype " + std::string(dtype_name(s.dtype)) +
+                              " in the state vs. " + std::string(dtype_name(em.dtype)) + " in the checkpoint");
+    if (em.value.size() != dtype_size(em.dtype))
+        throw error::FormatError("scalar '" + fqn + "': stored value has " + std::to_string(em.value.size()) +
+                                 " bytes, dtype " + std::string(dtype_name(em.dtype)) + " needs " +
+                                 std::to_string(dtype_size(em.dtype)));
+}
+
 } // namespace
 
 LoadPlan DefaultLoadPlanner::create_local_plan()
@@ -210,17 +258,7 @@ LoadPlan DefaultLoadPlanner::create_local_plan()
             throw error::Mismatch("entry '" + fe.fqn + "': " + item_kind_name(want) + " in the state vs. " +
                                   item_kind_name(em.kind) + " in the checkpoint");
         if (auto* a = std::get_if<ArrayShard>(fe.entry)) {
-            if (a->dtype != em.dtype)
-                throw error::Mismatch("array '" + fe.fqn + "': dtype " + std::string(dtype_name(a->dtype)) +
-                                      " in the state vs. " + std::string(dtype_name(em.dtype)) + " in the checkpoint");
-            if (a->global_shape != em.global_shape)
-                throw error::Mismatch("array '" + fe.fqn + "': global shape " + shape_str(a->global_shape) +
-                                      " in the state vs. " + shape_str(em.global_shape) + " in the checkpoint");
-            if (a->space != MemorySpace::host) {
-                const std::string& why = detail::cuda_unavailable_reason();
-                if (!why.empty())
-                    throw error::WrongAPIUsage("array '" + fe.fqn + "' is in CUDA device memory, but " + why);
-            }
+            check_array_matches(fe.fqn, *a, em);
             const bool several = m_shards.at(fe.fqn).size() > 1;
             const std::uint32_t shard = several ? next_shard[fe.fqn]++ : 0;
             std::int64_t covered = 0;
@@ -234,18 +272,7 @@ LoadPlan DefaultLoadPlanner::create_local_plan()
             if (several && !a->box.empty() && a->box.ndim() > 0 && em.chunks.size() > 16) {
                 // Many boxes against many chunks: only the chunks whose first
                 // dimension meets the box's (chunks sorted by it once per array).
-                const ChunkOrder& order = chunk_order(chunk_orders, fe.fqn, em);
-                const std::int64_t lo = a->box.offsets[0], hi = lo + a->box.shape[0];
-                auto first = std::lower_bound(order.starts.begin(), order.starts.end(), lo - order.longest + 1);
-                auto last = std::lower_bound(order.starts.begin(), order.starts.end(), hi);
-                std::vector<std::size_t> hits;
-                for (auto it = first; it != last; ++it) {
-                    const std::size_t c = order.chunks[static_cast<std::size_t>(it - order.starts.begin())];
-                    if (detail::overlaps(a->box, em.chunks[c].box))
-                        hits.push_back(c);
-                }
-                std::sort(hits.begin(), hits.end()); // stored order, as below
-                for (const auto c : hits)
+                for (const auto c : chunks_meeting(chunk_order(chunk_orders, fe.fqn, em), a->box, em))
                     read_chunk(c);
             } else {
                 for (std::size_t c = 0; c < em.chunks.size(); ++c)
@@ -261,13 +288,7 @@ LoadPlan DefaultLoadPlanner::create_local_plan()
                                          " chunks in the metadata (expected 1)");
             plan.items.push_back(ReadItem{fe.fqn, ItemKind::bytes, 0, em.chunks[0].box});
         } else if (auto* s = std::get_if<ScalarRef>(fe.entry)) {
-            if (s->dtype != em.dtype)
-                throw error::Mismatch("scalar '" + fe.fqn + "': dtype " + std::string(dtype_name(s->dtype)) +
-                                      " in the state vs. " + std::string(dtype_name(em.dtype)) + " in the checkpoint");
-            if (em.value.size() != dtype_size(em.dtype))
-                throw error::FormatError("scalar '" + fe.fqn + "': stored value has " + std::to_string(em.value.size()) +
-                                         " bytes, dtype " + std::string(dtype_name(em.dtype)) + " needs " +
-                                         std::to_string(dtype_size(em.dtype)));
+            check_scalar_matches(fe.fqn, *s, em);
         }
     }
     for (const auto& [fqn, em] : md.entries) {

@@ -2,7 +2,6 @@
 // DefaultSavePlanner::create_global_plan, entry by entry in name order and
 // rank by rank, so that the error names the first problem in that order
 // whatever the columnar planner (columnar.cpp) stopped at.
-#include "cairn/checkpoint.hpp"
 #include "cairn/errors.hpp"
 #include "cairn/planner.hpp"
 #include "core/scalar_text.hpp"

@@ -1,4 +1,3 @@
-#include "cairn/checkpoint.hpp"
 #include "cairn/errors.hpp"
 #include "cairn/planner.hpp"
 #include "core/codec.hpp"

@@ -1,10 +1,10 @@
 // RowGroup (include/cairn/rows.hpp) and the step of save and load that
-// places its rows (core/rows_internal.hpp).
+// places its rows (driver/rows.hpp).
 #include "cairn/rows.hpp"
 
 #include "cairn/errors.hpp"
 #include "core/codec.hpp"
-#include "core/rows_internal.hpp"
+#include "driver/rows.hpp"
 #include "plan/own_planners.hpp"
 
 #include <mpi.h>
