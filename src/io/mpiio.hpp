@@ -41,8 +41,8 @@ public:
     /// a ring of four aligned buffers of 4 MiB, written two at a time by
     /// helper threads while the next fill, the bytes between them zeros.
     /// sync() and close() write what is buffered first.
-    /// Returns whether it is on: off with CAIRN_GROUP_WRITES=buffered in the
-    /// environment, on other file systems, for an unaligned region, and
+    /// Returns whether it is on: only with CAIRN_GROUP_WRITES=direct in the
+    /// environment, and then not on other file systems, for an unaligned region, and
     /// where the file system refuses. Local; throws error::WriteError where
     /// the region's space cannot be allocated (no space).
     bool write_direct(std::uint64_t lo, std::uint64_t hi);

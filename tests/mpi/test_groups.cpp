@@ -326,7 +326,7 @@ TEST_CASE("grouped files: an I/O error on one member fails every rank the same w
         std::uint64_t after;
         int error;
         const char* what; // what the failing rank's own error says failed
-        bool buffered = false; // CAIRN_GROUP_WRITES=buffered: write(2), not direct writes
+        bool buffered = false; // write(2) (the default), not direct writes (CAIRN_GROUP_WRITES=direct)
     };
     const Case cases[] = {
         {"mpiio.open", 0, EACCES, "cannot create"},
@@ -338,8 +338,7 @@ TEST_CASE("grouped files: an I/O error on one member fails every rank the same w
     };
     for (const auto& c : cases) {
         const int rank = w - 1;
-        if (c.buffered)
-            setenv("CAIRN_GROUP_WRITES", "buffered", 1);
+        setenv("CAIRN_GROUP_WRITES", c.buffered ? "buffered" : "direct", 1);
         State s(r, w, true);
         s.step = 43;
         auto o = grouped(cairn::DataFiles::in_all(1));
@@ -452,15 +451,15 @@ TEST_CASE("grouped files: saves on one communicator reuse its groups and free th
 
 TEST_CASE("grouped files: the same bytes written directly or through the page cache", "[groups]")
 {
-    // A durable save writes each member's region with O_DIRECT where the
-    // file system has it (ext4, XFS); CAIRN_GROUP_WRITES=buffered, or a
-    // save without fsync, with MPI_File_write_at.
+    // With CAIRN_GROUP_WRITES=direct a durable save writes each member's
+    // region with O_DIRECT where the file system has it (ext4, XFS); by
+    // default, or without fsync, with MPI_File_write_at.
     const int w = world_size(), r = world_rank();
     const std::string base = fresh_dir("groups_paths_" + std::to_string(w));
     const std::string dirs[3] = {base + "/direct", base + "/buffered", base + "/nosync"};
     for (int k = 0; k < 3; ++k) {
-        if (k == 1)
-            setenv("CAIRN_GROUP_WRITES", "buffered", 1);
+        if (k == 0)
+            setenv("CAIRN_GROUP_WRITES", "direct", 1);
         State s(r, w, true);
         auto o = grouped(cairn::DataFiles::in_all(1));
         o.staging_bytes = 4096; // several writes per member, small ones packed between large ones
