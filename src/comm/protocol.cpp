@@ -9,6 +9,7 @@
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace cairn::detail {
@@ -219,37 +220,44 @@ void agree_impl(const Comm& c, const char* phase, std::exception_ptr local, std:
     const int first = static_cast<int>(v[0]);
     if (first == c.size)
         return;
-    int kind = static_cast<int>(Error::Kind::generic);
+    Error::Kind kind = Error::Kind::generic;
     std::string what;
     if (c.rank == first) {
-        try {
-            std::rethrow_exception(local);
-        } catch (const Error& e) {
-            kind = static_cast<int>(e.kind());
-            what = e.what();
-        } catch (const std::bad_alloc&) {
-            what = "out of memory";
-        } catch (const std::exception& e) {
-            what = e.what();
-        } catch (...) {
-            what = "unknown exception";
-        }
+        std::tie(kind, what) = describe_exception(local);
         what = "rank " + std::to_string(first) + " (" + phase + "): " + what;
     }
-    // Every rank learns the error; the failing rank rethrows its own.
-    Bytes msg(what.size());
-    if (!what.empty()) // empty on the other ranks: memcpy from/to null is undefined
-        std::memcpy(msg.data(), what.data(), what.size());
-    MPI_Bcast(&kind, 1, MPI_INT, first, c.comm);
-    std::uint64_t n = msg.size();
-    MPI_Bcast(&n, 1, MPI_UINT64_T, first, c.comm);
-    msg.resize(static_cast<std::size_t>(n));
-    MPI_Bcast(msg.data(), static_cast<int>(n), MPI_BYTE, first, c.comm);
-    error::throw_error(static_cast<Error::Kind>(kind),
-                       std::string(reinterpret_cast<const char*>(msg.data()), msg.size()));
+    // Every rank, the failing one included, throws the same error.
+    bcast_error(c.comm, first, kind, what);
+    error::throw_error(kind, what);
 }
 
 } // namespace
+
+std::pair<Error::Kind, std::string> describe_exception(std::exception_ptr e)
+{
+    try {
+        std::rethrow_exception(e);
+    } catch (const Error& x) {
+        return {x.kind(), x.what()};
+    } catch (const std::bad_alloc&) {
+        return {Error::Kind::generic, "out of memory"};
+    } catch (const std::exception& x) {
+        return {Error::Kind::generic, x.what()};
+    } catch (...) {
+        return {Error::Kind::generic, "unknown exception"};
+    }
+}
+
+void bcast_error(MPI_Comm comm, int root, Error::Kind& kind, std::string& what)
+{
+    int k = static_cast<int>(kind);
+    MPI_Bcast(&k, 1, MPI_INT, root, comm);
+    kind = static_cast<Error::Kind>(k);
+    std::uint64_t n = what.size();
+    MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm);
+    what.resize(static_cast<std::size_t>(n));
+    MPI_Bcast(what.data(), static_cast<int>(n), MPI_BYTE, root, comm);
+}
 
 void agree(const Comm& c, const char* phase, std::exception_ptr local, std::uint64_t* mins, int count)
 {

@@ -1,6 +1,7 @@
 // Private: the MPI collectives of the save/load protocol and error agreement.
 #pragma once
 
+#include "cairn/errors.hpp"
 #include "core/codec.hpp"
 
 #include <mpi.h>
@@ -54,6 +55,15 @@ std::size_t metadata_frame_bytes() noexcept;
 /// receives. Throws as bcast_frames() does: error::FormatError from `dec`,
 /// cairn::Error when the coordinator has no `frames` or fails to encode.
 void share_metadata(const Comm& c, MetadataFrames* frames, MetadataDecoder* dec, std::size_t frame_bytes = 0);
+
+/// The kind and message of a caught exception: an Error's own, "out of
+/// memory" for std::bad_alloc, what() for another std::exception, else
+/// "unknown exception" (all but Error: Error::Kind::generic). Local.
+std::pair<Error::Kind, std::string> describe_exception(std::exception_ptr e);
+
+/// Collective over `comm`: `root`'s `kind` and `what` on every rank (the
+/// others' are replaced). Throws nothing of its own.
+void bcast_error(MPI_Comm comm, int root, Error::Kind& kind, std::string& what);
 
 /// Error agreement at a phase boundary. Collective: every rank passes the
 /// exception it caught in the phase (or null). If any rank failed, every rank

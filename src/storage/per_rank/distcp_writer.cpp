@@ -3,6 +3,7 @@
 // aligned, small ones coalesced into one write.
 #include "cairn/distcp.hpp"
 #include "cairn/errors.hpp"
+#include "comm/protocol.hpp"
 #include "core/checksum.hpp"
 #include "core/codec.hpp"
 #include "core/metadata_adapter.hpp"
@@ -22,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <tuple>
 #include <ctime>
 #include <filesystem>
 #include <map>
@@ -413,31 +415,14 @@ void agree_in_group(const FileGroup& g, std::exception_ptr err)
     MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, g.comm);
     if (first == size)
         return;
-    int kind = static_cast<int>(Error::Kind::generic);
+    Error::Kind kind = Error::Kind::generic;
     std::string what;
-    if (g.rank == first) {
-        try {
-            std::rethrow_exception(err);
-        } catch (const Error& e) {
-            kind = static_cast<int>(e.kind());
-            what = e.what();
-        } catch (const std::bad_alloc&) {
-            what = "out of memory";
-        } catch (const std::exception& e) {
-            what = e.what();
-        } catch (...) {
-            what = "unknown exception";
-        }
-    }
-    int len = static_cast<int>(what.size());
-    MPI_Bcast(&kind, 1, MPI_INT, first, g.comm);
-    MPI_Bcast(&len, 1, MPI_INT, first, g.comm);
-    what.resize(static_cast<std::size_t>(len));
-    MPI_Bcast(what.data(), len, MPI_CHAR, first, g.comm);
+    if (g.rank == first)
+        std::tie(kind, what) = detail::describe_exception(err);
+    detail::bcast_error(g.comm, first, kind, what);
     if (g.rank == first)
         std::rethrow_exception(err);
-    error::throw_error(static_cast<Error::Kind>(kind),
-                       "rank " + std::to_string(g.members[static_cast<std::size_t>(first)]) + ": " + what);
+    error::throw_error(kind, "rank " + std::to_string(g.members[static_cast<std::size_t>(first)]) + ": " + what);
 }
 
 } // namespace
