@@ -485,8 +485,14 @@ struct CheckpointManager::Impl {
             return std::nullopt;
         }
         wait_for_async_saves(); // never interleave with a save in the background
-        auto ls = level().plan_save(step, state, opt.save_options);
-        const SaveResult r = finish_local(*ls, ls->planner(), {}, flush_now && !root_not_drainable, flush_count, comm);
+        SaveResult r;
+        try {
+            auto ls = level().plan_save(step, state, opt.save_options);
+            r = finish_local(*ls, ls->planner(), {}, flush_now && !root_not_drainable, flush_count, comm);
+        } catch (...) {
+            record_after_failure();
+            throw;
+        }
         if (into_root) {
             const Comm c(comm);
             run_phase(c, "checkpoint manager: save", [&] {
@@ -513,7 +519,13 @@ struct CheckpointManager::Impl {
         detail::NodeLevel& lvl = level();
         const Comm lc(lvl.topology().comm);
         detail::prepare_background(lc, "CheckpointManager::save (async, node-local level)");
-        std::shared_ptr<detail::LocalSave> ls = lvl.plan_save(step, state, opt.save_options);
+        std::shared_ptr<detail::LocalSave> ls;
+        try {
+            ls = lvl.plan_save(step, state, opt.save_options);
+        } catch (...) {
+            record_after_failure();
+            throw;
+        }
         std::shared_ptr<SavePlanner> copy;
         try {
             if (opt.save_options.async_staging == AsyncStaging::full_copy)
@@ -523,6 +535,7 @@ struct CheckpointManager::Impl {
         } catch (...) {
             if (lc.coordinator())
                 ls->session->storage->abort();
+            record_after_failure();
             throw;
         }
         const bool staged_now = copy != nullptr;
@@ -630,8 +643,11 @@ struct CheckpointManager::Impl {
             failed = std::current_exception();
         }
         wait_for_async_saves(); // no HDF5 call in the background from here on
-        if (failed)
+        if (failed) {
+            if (was_local)
+                record_after_failure();
             std::rethrow_exception(failed); // the same on every rank
+        }
         if (was_local)
             return r; // committed on every node, a drain started, in the background
         const Comm c(comm);
@@ -640,6 +656,16 @@ struct CheckpointManager::Impl {
                 publish(step);
         });
         return r;
+    }
+
+    // After a node-local save failed (the same error on every rank), the
+    // coordinator rewrites the levels record: the step the save reused is
+    // no longer held. No MPI call; a failure to write the record is a
+    // warning, never the error the caller gets.
+    void record_after_failure() noexcept
+    {
+        if (coordinator() && local)
+            write_record();
     }
 
     // Coordinator: replaces root/.cairn-levels (which steps each level
@@ -968,8 +994,12 @@ CheckpointManager::~CheckpointManager()
             if (m.coordinator())
                 std::fprintf(stderr, "cairn: CheckpointManager(%s): the checkpoint of step %lld: %s\n",
                              m.root.c_str(), static_cast<long long>(m.pending_step), e.what());
+            if (m.pending_local)
+                m.record_after_failure();
         } catch (...) {
             wait_for_async_saves();
+            if (m.pending_local)
+                m.record_after_failure();
         }
     }
     if (m.drain) {
