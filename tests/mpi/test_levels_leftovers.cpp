@@ -1,5 +1,7 @@
-// CheckpointManager's node-local level after failed saves: the levels
-// record stays true after a failed save that reused an older step.
+// CheckpointManager's node-local level after interrupted or failed saves:
+// the levels record stays true after a failed save that reused an older
+// step, and the manager finds and removes the leftovers in every node's
+// directory (fake nodes: LocalLevel::ranks_per_node, "%n" in the directory).
 #include "common.hpp"
 #include "outcome.hpp"
 
@@ -63,6 +65,18 @@ cairn::ManagerOptions options(const std::string& base, int ranks_per_node, int k
 }
 
 std::string node_dir(const std::string& base, int node) { return base + "/node" + std::to_string(node); }
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The host name of world rank `r`, on every rank.
+std::string host_of(int r)
+{
+    char name[MPI_MAX_PROCESSOR_NAME + 1] = {};
+    int len = 0;
+    MPI_Get_processor_name(name, &len);
+    MPI_Bcast(name, MPI_MAX_PROCESSOR_NAME + 1, MPI_CHAR, r, MPI_COMM_WORLD);
+    return std::string(name);
+}
 
 // The steps the record lists as held node-local, and as held by the root.
 std::pair<std::set<std::int64_t>, std::set<std::int64_t>> recorded(const std::string& root)
@@ -138,5 +152,78 @@ TEST_CASE("levels leftovers: after a failed save that reused a step, the levels 
         m.wait();
         MPI_Barrier(MPI_COMM_WORLD);
         CHECK(all(recorded(root).first == std::set<std::int64_t>{20, 30}));
+    }
+}
+
+TEST_CASE("levels leftovers: the manager finds and removes leftovers in every node's directory",
+          "[levels][leftovers]")
+{
+    const int w = world_size();
+    for (const int rpn : {1, 2}) {
+        if (w % rpn != 0 || (rpn > 1 && w < 4))
+            continue;
+        INFO("ranks per node " << rpn);
+        const int nodes = w / rpn;
+        const int victim = nodes - 1; // not the coordinator's node when there are several
+        const std::string base = fresh_dir("levels_leftovers_" + std::to_string(w) + "_" + std::to_string(rpn));
+        const std::string root = base + "/root";
+        cairn::CheckpointManager m(root, MPI_COMM_WORLD, options(base, rpn));
+        Field f;
+        for (std::int64_t s : {10, 20}) {
+            f.fill(s);
+            m.save(s, f.dict);
+        }
+        // What a save killed on that node leaves: its staging directory and
+        // the remains of the step it reused; and a per-rank save in the root.
+        const std::string staging = node_dir(base, victim) + "/step_00000030.cairn-staging";
+        const std::string old = node_dir(base, victim) + "/step_00000005.cairn-old";
+        const std::string in_root = root + "/step_00000007";
+        if (world_rank() == 0) {
+            for (const auto& d : {staging, old, in_root})
+                stdfs::create_directories(d);
+            std::ofstream(staging + "/__" + std::to_string(w - 1) + "_0.distcp") << "partial";
+            std::ofstream(old + "/__0_0.distcp") << "old";
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        const std::string host = host_of(victim * rpn);
+
+        const auto found = m.find_leftovers();
+        std::set<std::string> paths;
+        bool named = true;
+        for (const auto& l : found) {
+            paths.insert(l.path);
+            if (l.path == staging || l.path == old)
+                named = named && has(l.reason, "node-local") && has(l.reason, "node " + std::to_string(victim)) &&
+                        has(l.reason, "host " + host);
+        }
+        CHECK(all(paths == std::set<std::string>{in_root, old, staging}));
+        CHECK(all(found.size() == 3 && named));
+        // Every rank got the same list, in the same order.
+        std::string joined;
+        for (const auto& l : found)
+            joined += l.path + "\n" + l.reason + "\n";
+        CHECK(all(joined == [&] {
+            std::vector<char> b(joined.begin(), joined.end());
+            int n = static_cast<int>(b.size());
+            MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+            b.resize(static_cast<std::size_t>(n));
+            MPI_Bcast(b.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
+            return std::string(b.begin(), b.end());
+        }()));
+
+        const auto removed = m.remove_leftovers();
+        std::set<std::string> gone;
+        for (const auto& l : removed)
+            gone.insert(l.path);
+        CHECK(all(gone == paths));
+        MPI_Barrier(MPI_COMM_WORLD);
+        CHECK(all(!stdfs::exists(staging) && !stdfs::exists(old) && !stdfs::exists(in_root)));
+        CHECK(all(m.find_leftovers().empty()));
+        // The committed steps of every node stay.
+        CHECK(all(stdfs::exists(node_dir(base, victim) + "/step_00000020/.cairn-level.json")));
+        Field back;
+        CHECK(all(m.restore_latest(back.dict) == 20));
+        CHECK(all(back.holds(20)));
+        CHECK(all(m.last_restore().level == cairn::RestoreReport::Level::node_local));
     }
 }
