@@ -1,7 +1,8 @@
 // CheckpointManager's node-local level after interrupted or failed saves:
 // the levels record stays true after a failed save that reused an older
-// step, and the manager finds and removes the leftovers in every node's
-// directory (fake nodes: LocalLevel::ranks_per_node, "%n" in the directory).
+// step, the manager finds and removes the leftovers in every node's
+// directory (fake nodes: LocalLevel::ranks_per_node, "%n" in the directory),
+// and the step a save reuses is chosen together by all nodes.
 #include "common.hpp"
 #include "outcome.hpp"
 
@@ -226,4 +227,44 @@ TEST_CASE("levels leftovers: the manager finds and removes leftovers in every no
         CHECK(all(back.holds(20)));
         CHECK(all(m.last_restore().level == cairn::RestoreReport::Level::node_local));
     }
+}
+
+TEST_CASE("levels leftovers: a save reuses a step only when every node agrees, never the newest complete one",
+          "[levels][recycle][errors]")
+{
+    const int w = world_size();
+    const std::string base = fresh_dir("levels_reuse_agreed_" + std::to_string(w));
+    const std::string root = base + "/root";
+    cairn::CheckpointManager m(root, MPI_COMM_WORLD, options(base, 1));
+    Field f;
+    for (std::int64_t s : {10, 20, 30}) {
+        f.fill(s);
+        m.save(s, f.dict);
+    }
+    // A save of step 30 killed between the nodes' commits: the last node
+    // lacks it (with one node, nothing is lost).
+    const int last = w - 1;
+    if (w > 1 && world_rank() == 0)
+        stdfs::remove_all(node_dir(base, last) + "/step_00000030");
+    MPI_Barrier(MPI_COMM_WORLD);
+    const std::int64_t newest = w > 1 ? 20 : 30; // complete on every node
+    CHECK(all(node_local_steps(m).count(newest) == 1));
+
+    // Step 40 fails after the nodes chose what to reuse: the newest step
+    // complete on every node stays loadable.
+    const Outcome failed = failed_save(m, f, 40, false);
+    CHECK(same_error_everywhere(failed, cairn::Error::Kind::write));
+    CHECK(all(node_local_steps(m).count(newest) == 1));
+    CHECK(all(stdfs::exists(node_dir(base, world_rank()) + "/step_00000020") == (w > 1)));
+    Field back;
+    CHECK(all(m.restore_latest(back.dict) == newest));
+    CHECK(all(back.holds(newest)));
+    CHECK(all(m.last_restore().level == cairn::RestoreReport::Level::node_local));
+
+    // Saved again: every node holds it.
+    f.fill(40);
+    m.save(40, f.dict);
+    CHECK(all(node_local_steps(m).count(40) == 1));
+    CHECK(all(m.restore_latest(back.dict) == 40));
+    CHECK(all(back.holds(40)));
 }
