@@ -154,6 +154,23 @@ TEST_CASE("levels leftovers: after a failed save that reused a step, the levels 
         MPI_Barrier(MPI_COMM_WORLD);
         CHECK(all(recorded(root).first == std::set<std::int64_t>{20, 30}));
     }
+    // A record that cannot be written is a warning: the caller gets the
+    // save's own error.
+    const std::string base = fresh_dir("levels_record_unwritable_" + std::to_string(w));
+    const std::string root = base + "/root";
+    cairn::CheckpointManager m(root, MPI_COMM_WORLD, options(base, 1));
+    Field f;
+    for (std::int64_t s : {10, 20}) {
+        f.fill(s);
+        m.save(s, f.dict);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world_rank() == 0)
+        stdfs::create_directories(root + "/.cairn-levels.cairn-tmp"); // the record's temporary name taken
+    MPI_Barrier(MPI_COMM_WORLD);
+    const Outcome failed = failed_save(m, f, 30, false);
+    CHECK(same_error_everywhere(failed, cairn::Error::Kind::write));
+    CHECK(all(has(failed.what, "step_00000030") && !has(failed.what, ".cairn-levels")));
 }
 
 TEST_CASE("levels leftovers: the manager finds and removes leftovers in every node's directory",
