@@ -315,6 +315,12 @@ std::vector<std::string> bcast_strings(const Comm& c, const std::vector<std::str
     return decode_strings(b);
 }
 
+// The leftovers of one node's node-local directory `dir`, found or
+// (`remove`) removed: find_leftovers(dir) and remove_leftovers(dir), with
+// `dir` taken as a node-local level's directory even when it holds no
+// committed step. Local.
+std::vector<Leftover> level_dir_leftovers(const std::string& dir, bool remove);
+
 std::vector<Leftover> bcast_leftovers(const Comm& c, const std::vector<Leftover>& v)
 {
     std::vector<std::string> flat;
@@ -485,8 +491,14 @@ struct CheckpointManager::Impl {
             return std::nullopt;
         }
         wait_for_async_saves(); // never interleave with a save in the background
-        auto ls = level().plan_save(step, state, opt.save_options);
-        const SaveResult r = finish_local(*ls, ls->planner(), {}, flush_now && !root_not_drainable, flush_count, comm);
+        SaveResult r;
+        try {
+            auto ls = level().plan_save(step, state, opt.save_options);
+            r = finish_local(*ls, ls->planner(), {}, flush_now && !root_not_drainable, flush_count, comm);
+        } catch (...) {
+            record_after_failure();
+            throw;
+        }
         if (into_root) {
             const Comm c(comm);
             run_phase(c, "checkpoint manager: save", [&] {
@@ -513,7 +525,13 @@ struct CheckpointManager::Impl {
         detail::NodeLevel& lvl = level();
         const Comm lc(lvl.topology().comm);
         detail::prepare_background(lc, "CheckpointManager::save (async, node-local level)");
-        std::shared_ptr<detail::LocalSave> ls = lvl.plan_save(step, state, opt.save_options);
+        std::shared_ptr<detail::LocalSave> ls;
+        try {
+            ls = lvl.plan_save(step, state, opt.save_options);
+        } catch (...) {
+            record_after_failure();
+            throw;
+        }
         std::shared_ptr<SavePlanner> copy;
         try {
             if (opt.save_options.async_staging == AsyncStaging::full_copy)
@@ -523,6 +541,7 @@ struct CheckpointManager::Impl {
         } catch (...) {
             if (lc.coordinator())
                 ls->session->storage->abort();
+            record_after_failure();
             throw;
         }
         const bool staged_now = copy != nullptr;
@@ -630,8 +649,11 @@ struct CheckpointManager::Impl {
             failed = std::current_exception();
         }
         wait_for_async_saves(); // no HDF5 call in the background from here on
-        if (failed)
+        if (failed) {
+            if (was_local)
+                record_after_failure();
             std::rethrow_exception(failed); // the same on every rank
+        }
         if (was_local)
             return r; // committed on every node, a drain started, in the background
         const Comm c(comm);
@@ -640,6 +662,16 @@ struct CheckpointManager::Impl {
                 publish(step);
         });
         return r;
+    }
+
+    // After a node-local save failed (the same error on every rank), the
+    // coordinator rewrites the levels record: the step the save reused is
+    // no longer held. No MPI call; a failure to write the record is a
+    // warning, never the error the caller gets.
+    void record_after_failure() noexcept
+    {
+        if (coordinator() && local)
+            write_record();
     }
 
     // Coordinator: replaces root/.cairn-levels (which steps each level
@@ -727,6 +759,54 @@ struct CheckpointManager::Impl {
                              "failed: %s; the node-local step stays\n",
                              root.c_str(), static_cast<long long>(step), e.what());
         }
+    }
+
+    // Collective: the leftovers of the root (the coordinator's) and, with a
+    // node-local level, of every node's directory (its leader's; a directory
+    // that an earlier node of the same host has too is looked at once),
+    // found or (`remove`) removed; every rank gets the whole list: the
+    // root's, then each node's in node order.
+    std::vector<Leftover> leftovers(bool remove)
+    {
+        const Comm c(comm);
+        const char* phase = remove ? "checkpoint manager: remove leftovers" : "checkpoint manager: find leftovers";
+        auto list = run_phase(c, phase, [&] {
+            if (!coordinator())
+                return std::vector<Leftover>{};
+            return remove ? cairn::remove_leftovers(root) : cairn::find_leftovers(root);
+        });
+        list = bcast_leftovers(c, list);
+        if (!has_local())
+            return list;
+        const detail::NodeLevel& lvl = level();
+        const detail::Topology& t = lvl.topology();
+        const auto mine = run_phase(c, phase, [&] {
+            std::vector<std::string> flat;
+            if (!t.leader())
+                return flat;
+            const std::string dir = lvl.node_dir(t.node);
+            const auto host = t.hosts[static_cast<std::size_t>(t.node)];
+            for (int n = 0; n < t.node; ++n)
+                if (t.hosts[static_cast<std::size_t>(n)] == host && lvl.node_dir(n) == dir)
+                    return flat;
+            if (dir == root && host == t.hosts[0])
+                return flat; // the root's, above
+            const std::string where =
+                " (node-local directory of node " + std::to_string(t.node) + ", host " + host + ")";
+            for (const auto& l : level_dir_leftovers(dir, remove)) {
+                flat.push_back(l.path);
+                flat.push_back(l.reason + where);
+            }
+            return flat;
+        });
+        const auto all = detail::gather_bytes(c, encode_strings(mine));
+        if (coordinator())
+            for (const auto& b : all) {
+                const auto flat = decode_strings(b);
+                for (std::size_t i = 0; i + 1 < flat.size(); i += 2)
+                    list.push_back(Leftover{flat[i], flat[i + 1]});
+            }
+        return bcast_leftovers(c, list);
     }
 
     struct Restore;
@@ -968,8 +1048,12 @@ CheckpointManager::~CheckpointManager()
             if (m.coordinator())
                 std::fprintf(stderr, "cairn: CheckpointManager(%s): the checkpoint of step %lld: %s\n",
                              m.root.c_str(), static_cast<long long>(m.pending_step), e.what());
+            if (m.pending_local)
+                m.record_after_failure();
         } catch (...) {
             wait_for_async_saves();
+            if (m.pending_local)
+                m.record_after_failure();
         }
     }
     if (m.drain) {
@@ -1146,26 +1230,14 @@ std::vector<Leftover> CheckpointManager::find_leftovers()
 {
     auto& m = *m_impl;
     m.settle();
-    const Comm c(m.comm);
-    const auto list = run_phase(c, "checkpoint manager: find leftovers", [&] {
-        if (!m.coordinator())
-            return std::vector<Leftover>{};
-        return cairn::find_leftovers(m.root);
-    });
-    return bcast_leftovers(c, list);
+    return m.leftovers(false);
 }
 
 std::vector<Leftover> CheckpointManager::remove_leftovers()
 {
     auto& m = *m_impl;
     m.settle();
-    const Comm c(m.comm);
-    const auto list = run_phase(c, "checkpoint manager: remove leftovers", [&] {
-        if (!m.coordinator())
-            return std::vector<Leftover>{};
-        return cairn::remove_leftovers(m.root);
-    });
-    return bcast_leftovers(c, list);
+    return m.leftovers(true);
 }
 
 // ---- leftovers -------------------------------------------------------------
@@ -1300,9 +1372,9 @@ bool uncommitted_checkpoint_dir(const stdfs::path& dir, const std::string& name)
     return false;
 }
 
-} // namespace
-
-std::vector<Leftover> find_leftovers(const std::string& root_in)
+// find_leftovers(root), with `root` a node-local level's directory when
+// `level_dir` is true, else when it looks like one (node_local_directory).
+std::vector<Leftover> find_in(const std::string& root_in, bool level_dir)
 {
     const std::string root = fs::strip(root_in);
     std::vector<Leftover> out;
@@ -1311,7 +1383,7 @@ std::vector<Leftover> find_leftovers(const std::string& root_in)
         return out;
     if (!stdfs::is_directory(root, ec))
         throw error::ReadError("cannot look for leftovers in " + root + ": not a directory");
-    const bool in_level_dir = node_local_directory(root);
+    const bool in_level_dir = level_dir || node_local_directory(root);
     for (const auto& e : stdfs::directory_iterator(root, ec)) {
         const std::string name = e.path().filename().string();
         std::error_code ec2;
@@ -1328,12 +1400,13 @@ std::vector<Leftover> find_leftovers(const std::string& root_in)
     return out;
 }
 
-std::vector<Leftover> remove_leftovers(const std::string& root)
+// Removes what find_in(root, level_dir) lists and returns it; in a root, an
+// interrupted replacement whose final name is missing is finished rather
+// than lost; a node-local level's leftovers are removed, never renamed.
+std::vector<Leftover> remove_in(const std::string& root, bool level_dir)
 {
-    const auto found = find_leftovers(root);
-    // An interrupted replacement whose final name is missing is finished
-    // rather than lost.
-    std::vector<Leftover> done = finish_replacements(found);
+    const auto found = find_in(root, level_dir);
+    std::vector<Leftover> done = level_dir ? std::vector<Leftover>{} : finish_replacements(found);
     for (const auto& l : found) {
         if (!fs::exists(l.path))
             continue; // renamed above
@@ -1342,6 +1415,17 @@ std::vector<Leftover> remove_leftovers(const std::string& root)
     }
     return done;
 }
+
+std::vector<Leftover> level_dir_leftovers(const std::string& dir, bool remove)
+{
+    return remove ? remove_in(dir, true) : find_in(dir, true);
+}
+
+} // namespace
+
+std::vector<Leftover> find_leftovers(const std::string& root) { return find_in(root, false); }
+
+std::vector<Leftover> remove_leftovers(const std::string& root) { return remove_in(root, false); }
 
 std::vector<Leftover> repair_checkpoint(const std::string& path_in)
 {

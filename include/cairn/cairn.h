@@ -678,8 +678,10 @@ int cairn_manager_steps(cairn_manager_t* manager, int64_t* steps, size_t capacit
 
 /** What interrupted saves left in the root: the new or old directory of an
  *  interrupted replacement, a container file never committed, a LATEST being
- *  replaced, a step directory without metadata. `*count` = how many; with
- *  `remove` nonzero, rank 0 removes them (committed checkpoints are never
+ *  replaced, a step directory without metadata; with a node-local level also
+ *  in every node's directory (each node's leader looks, every rank gets the
+ *  whole list). `*count` = how many; with
+ *  `remove` nonzero, they are removed (committed checkpoints are never
  *  touched) and `*count` says how many it removed. Settles a save in flight
  *  first. Their paths and reasons: cairn_manager_leftover. */
 int cairn_manager_leftovers(cairn_manager_t* manager, int remove, size_t* count);

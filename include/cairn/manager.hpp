@@ -212,10 +212,17 @@ public:
     const RestoreReport& last_restore() const noexcept;
 
     /// Settles a save in flight, then find_leftovers(root()) on the
-    /// coordinator; every rank gets the list.
+    /// coordinator and, with a node-local level, find_leftovers of each
+    /// node's directory on its leader (what interrupted node-local saves
+    /// left: `step_<N>.cairn-staging`, `step_<N>.cairn-old`); every rank gets
+    /// the whole list: the root's, then each node's in node order, each
+    /// Leftover::path the path on its own host and the reason ending in
+    /// "(node-local directory of node <n>, host <host>)".
     std::vector<Leftover> find_leftovers();
-    /// Settles a save in flight, then remove_leftovers(root()) on the
-    /// coordinator; every rank gets the list of what was removed.
+    /// Settles a save in flight, then removes what find_leftovers() lists:
+    /// remove_leftovers(root()) on the coordinator, each node's directory's
+    /// on its leader (removed, never renamed); every rank gets the list of
+    /// what was removed.
     std::vector<Leftover> remove_leftovers();
 
     /// Local: the path of the checkpoint of `step` in this manager's layout

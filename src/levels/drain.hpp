@@ -72,8 +72,9 @@ void commit_drain(const Comm& c, const std::string& src_dir, const std::string& 
                   bool fsync);
 
 /// The record of a manager's levels in its root (`root/.cairn-levels`,
-/// docs/FORMAT.md): written by the coordinator after every save, drain
-/// commit and retention; read by `cairn steps ROOT`.
+/// docs/FORMAT.md): written by the coordinator after every save (also a
+/// failed node-local save), drain commit and retention; read by `cairn
+/// steps ROOT`.
 struct LevelRecord {
     struct Step {
         std::int64_t step = 0;

@@ -28,6 +28,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <system_error>
@@ -406,23 +407,68 @@ bool is_data_file_name(const std::string& n)
     return n.size() > 9 && n.rfind("__", 0) == 0 && n.compare(n.size() - 7, 7, ".distcp") == 0;
 }
 
-// The step whose files a save of `step` into `my_dir` (`final_dir`: that
-// step's name there) reuses, or -1: the newest of those its retention drops
-// that is not the node's newest committed step.
-std::int64_t recycled_step(const std::string& my_dir, std::int64_t step, const std::string& final_dir, int keep)
+// What this node's leader tells the others before a save of `step` into
+// `my_dir` (`final_dir`: that step's name there) chooses a step to reuse:
+// its other step directories, newest first, as "c<N>" (committed) or "u<N>",
+// and "s" when `final_dir` is a committed copy of the step itself.
+std::vector<std::string> reuse_candidates(const std::string& my_dir, std::int64_t step,
+                                          const std::string& final_dir)
 {
-    const auto others = steps_in(my_dir, step);
-    std::int64_t newest_committed = -1;
-    for (const std::int64_t s : others)
-        if (committed_dir(fs::join(my_dir, local_step_name(s)))) {
-            newest_committed = s;
-            break;
-        }
+    std::vector<std::string> v;
+    for (const std::int64_t s : steps_in(my_dir, step))
+        v.push_back((committed_dir(fs::join(my_dir, local_step_name(s))) ? "c" : "u") + std::to_string(s));
     if (committed_dir(final_dir))
-        newest_committed = std::max(newest_committed, step);
-    for (const std::int64_t s : dropped_by_retention(others, keep))
-        if (s != newest_committed)
-            return s;
+        v.push_back("s");
+    return v;
+}
+
+// The step every node's save of `step` reuses, from every rank's
+// reuse_candidates (`by_rank`; a node's are its leader's), or -1: the newest
+// step that the retention of this save drops on every node (keep_last
+// `keep`) and that is older than the newest step committed on every node, so
+// that a failed save keeps that one on every node. -1 when a leader could not
+// list its directory ("!"). The same on every rank.
+std::int64_t agreed_reuse(const Topology& t, const std::vector<std::vector<std::string>>& by_rank,
+                          std::int64_t step, int keep)
+{
+    std::set<std::int64_t> committed_everywhere, dropped_everywhere;
+    for (int n = 0; n < t.nodes; ++n) {
+        const auto& v = by_rank[static_cast<std::size_t>(t.first_rank[static_cast<std::size_t>(n)])];
+        std::vector<std::int64_t> others;
+        std::set<std::int64_t> committed;
+        for (const auto& e : v) {
+            if (e == "!")
+                return -1;
+            if (e == "s") {
+                committed.insert(step);
+                continue;
+            }
+            const std::int64_t s = std::stoll(e.substr(1));
+            others.push_back(s);
+            if (e[0] == 'c')
+                committed.insert(s);
+        }
+        const auto dropped = dropped_by_retention(others, keep);
+        if (n == 0) {
+            committed_everywhere = committed;
+            dropped_everywhere.insert(dropped.begin(), dropped.end());
+            continue;
+        }
+        std::set<std::int64_t> c, d;
+        std::set_intersection(committed_everywhere.begin(), committed_everywhere.end(), committed.begin(),
+                              committed.end(), std::inserter(c, c.end()));
+        for (const std::int64_t s : dropped)
+            if (dropped_everywhere.count(s))
+                d.insert(s);
+        committed_everywhere = std::move(c);
+        dropped_everywhere = std::move(d);
+    }
+    if (committed_everywhere.empty())
+        return -1;
+    const std::int64_t newest = *committed_everywhere.rbegin();
+    for (auto it = dropped_everywhere.rbegin(); it != dropped_everywhere.rend(); ++it)
+        if (*it < newest)
+            return *it;
     return -1;
 }
 
@@ -513,24 +559,35 @@ void NodeLevel::prepare_staging(const LocalSave& ls)
     });
 }
 
-// Each leader: when this save's retention will drop an older step anyway,
-// and it is not the newest committed one (so that a failed save keeps the
-// last good step: with keep_last 1 nothing is recycled), the newest such
-// step is renamed away (no longer committed) and its data files and
-// redundancy files of this save's scheme are moved into the staging
-// directory under their names, for the writers to write over in place.
-// Best effort: what cannot be moved is not reused. Collective (every rank
-// of a node starts writing only once its files are in place).
+// When this save's retention will drop an older step anyway on every node,
+// and it is older than the newest step committed on every node (so that a
+// failed save keeps that one: with keep_last 1 nothing is recycled), every
+// leader renames that step away (no longer committed) and moves its data
+// files and redundancy files of this save's scheme into the staging
+// directory under their names, for the writers to write over in place. The
+// step is chosen together (agreed_reuse, from what every leader lists), so
+// that no step is reused on some nodes only. Best effort: what cannot be
+// listed or moved is not reused. Collective (every rank of a node starts
+// writing only once its files are in place).
 void NodeLevel::recycle_older_step(LocalSave& ls)
 {
-    run_phase(Comm(m_topo.comm), "node-local save: recycle", [&] {
-        if (!m_topo.leader())
+    const Comm c(m_topo.comm);
+    std::vector<std::string> mine;
+    if (m_topo.leader()) {
+        try {
+            mine = reuse_candidates(ls.my_dir, ls.step, ls.final_dir);
+        } catch (const std::exception&) {
+            mine = {"!"}; // nothing reused anywhere
+        }
+    }
+    const std::int64_t victim =
+        agreed_reuse(m_topo, allgather_strings(c, mine, "node-local save: steps to reuse"), ls.step, m_opt.keep_last);
+    run_phase(c, "node-local save: recycle", [&] {
+        if (!m_topo.leader() || victim < 0)
             return;
         try {
-            const std::int64_t victim = recycled_step(ls.my_dir, ls.step, ls.final_dir, m_opt.keep_last);
-            if (victim >= 0)
-                ls.recycled = recycle_files(fs::join(ls.my_dir, local_step_name(victim)), ls.staging,
-                                            m_opt.redundancy.scheme);
+            ls.recycled = recycle_files(fs::join(ls.my_dir, local_step_name(victim)), ls.staging,
+                                        m_opt.redundancy.scheme);
         } catch (const std::exception&) {
             // Nothing reused: the save writes fresh files.
         }

@@ -95,7 +95,8 @@ public:
     /// committed) at once and removed by a thread of this node's leader
     /// while the caller goes on; the next call of this object waits for it.
     /// Recycling: when the retention of this save will drop an older step
-    /// that is not the node's newest committed one, plan_save renames it
+    /// on every node, older than the newest step committed on every node
+    /// (the nodes agree on it), plan_save renames it on every node
     /// away at once and moves its data files (and its redundancy files of
     /// the same scheme) into the staging directory, where this save writes
     /// over them in place (on a RAM disk, rewriting pages costs a fraction
