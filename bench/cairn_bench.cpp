@@ -2196,8 +2196,9 @@ bool write_all(int fd, const char* p, std::size_t n)
 // "xor-encode") and over the files of the previous encode
 // ("partner-encode-reused", "xor-encode-reused": a manager's later saves,
 // which write over the redundancy files of the step they drop; the files
-// are made before the first run). Bytes: the ranks' data files. Every case
-// in every run, the order rotating from run to run.
+// are made before the first run), and the XOR rebuild of lost members
+// ("xor-rebuild", below). Bytes: the ranks' data files. Every case in every
+// run, the order rotating from run to run.
 void bench_redundancy(u64 total)
 {
     namespace cd = cairn::detail;
@@ -2285,30 +2286,74 @@ void bench_redundancy(u64 total)
     const auto partner = cairn::Redundancy::partner(), parity = cairn::Redundancy::xor_parity(g_size);
     encode(partner, reused); // the files the reused cases write over
     encode(parity, reused);
+    // XOR rebuild: a third step directory with the data file and its parity
+    // in groups of 2 nodes (3 in the last group when the count is odd); the
+    // data file of the last node of each group is removed before each run
+    // (with the copy rebuilt by the run before) and rebuilt by
+    // rebuild_lost_files, all together. Bytes: the data rebuilt.
+    const std::string rebuild_dir = node_dir + "/rebuild";
+    stdfs::create_directories(rebuild_dir);
+    stdfs::create_hard_link(step + "/" + data_name, rebuild_dir + "/" + data_name);
+    const auto pairs = cairn::Redundancy::xor_parity(2);
+    encode(pairs, rebuild_dir);
+    std::vector<int> lost;
+    std::vector<std::set<std::string>> held(static_cast<std::size_t>(topo.nodes));
+    {
+        const auto sets = cd::xor_sets(layout);
+        for (std::size_t si = 0; si < sets.size(); ++si) {
+            const auto& m = sets[si].members;
+            lost.push_back(m.back());
+            for (std::size_t j = 0; j < m.size(); ++j)
+                held[static_cast<std::size_t>(topo.node_of_rank[static_cast<std::size_t>(m[j])])].insert(
+                    "xor/" + std::to_string(si) + "." + std::to_string(j) + ".xor");
+        }
+        for (int q = 0; q < g_size; ++q)
+            if (std::find(lost.begin(), lost.end(), q) == lost.end())
+                held[static_cast<std::size_t>(topo.node_of_rank[static_cast<std::size_t>(q)])].insert(
+                    layout.files[static_cast<std::size_t>(q)][0].name);
+    }
+    const auto lose = [&] {
+        MPI_Barrier(g_comm);
+        for (int q : lost) {
+            std::error_code ec;
+            if (q == g_rank || stdfs::exists(rebuild_dir + "/" + layout.files[static_cast<std::size_t>(q)][0].name))
+                stdfs::remove(rebuild_dir + "/" + layout.files[static_cast<std::size_t>(q)][0].name, ec);
+        }
+        MPI_Barrier(g_comm);
+    };
+    const auto rebuild = [&] {
+        layout.redundancy = pairs;
+        cd::rebuild_lost_files(topo, layout, held, rebuild_dir, nullptr);
+    };
     struct Case {
         const char* name;
         std::function<void()> run;
+        std::function<void()> prepare; // untimed, before the run
+        u64 bytes;
     };
     const std::vector<Case> cases{
-        {"mpi-p2p", p2p},
-        {"mpi-p2p-write", p2p_write},
-        {"partner-encode", [&] { encode(partner, step); }},
-        {"xor-encode", [&] { encode(parity, step); }},
-        {"partner-encode-reused", [&] { encode(partner, reused); }},
-        {"xor-encode-reused", [&] { encode(parity, reused); }},
+        {"mpi-p2p", p2p, nullptr, all_bytes},
+        {"mpi-p2p-write", p2p_write, nullptr, all_bytes},
+        {"partner-encode", [&] { encode(partner, step); }, nullptr, all_bytes},
+        {"xor-encode", [&] { encode(parity, step); }, nullptr, all_bytes},
+        {"partner-encode-reused", [&] { encode(partner, reused); }, nullptr, all_bytes},
+        {"xor-encode-reused", [&] { encode(parity, reused); }, nullptr, all_bytes},
+        {"xor-rebuild", rebuild, lose, mine * static_cast<u64>(lost.size())},
     };
     const u64 warm_before = g_warm_bytes;
     g_warm_bytes = mine + mine / 4;
     for (int run = -g_opt.warmup; run < g_opt.runs; ++run) {
         for (std::size_t i = 0; i < cases.size(); ++i) {
             const Case& c = cases[(i + static_cast<std::size_t>(run + g_opt.warmup)) % cases.size()];
+            if (c.prepare)
+                c.prepare();
             warm_page_cache();
             const double t = timed(c.run);
             clean();
             if (run < 0)
                 say("warmup redundancy %s %.3f s\n", c.name, t);
             else
-                r.add(c.name, all_bytes, t);
+                r.add(c.name, c.bytes, t);
         }
     }
     g_warm_bytes = warm_before;
@@ -2317,7 +2362,8 @@ void bench_redundancy(u64 total)
         stdfs::remove_all(root);
     print_figures(r);
     for (const char* base : {"mpi-p2p", "mpi-p2p-write"})
-        for (const char* c : {"partner-encode", "xor-encode", "partner-encode-reused", "xor-encode-reused"})
+        for (const char* c :
+             {"partner-encode", "xor-encode", "partner-encode-reused", "xor-encode-reused", "xor-rebuild"})
             tput_ratio(r, c, base);
 }
 
