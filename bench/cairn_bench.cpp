@@ -2192,7 +2192,13 @@ bool write_all(int fd, const char* p, std::size_t n)
 // the next, 4 MiB messages, Isend/Irecv: "mpi-p2p"), and sent so with each
 // piece received also written into a fresh file of the RAM disk
 // ("mpi-p2p-write"): partner copies and XOR parity over one group of every
-// node. Bytes: the ranks' data files. A/B per run.
+// node, into fresh files (the first save of a manager: "partner-encode",
+// "xor-encode") and over the files of the previous encode
+// ("partner-encode-reused", "xor-encode-reused": a manager's later saves,
+// which write over the redundancy files of the step they drop; the files
+// are made before the first run), and the XOR rebuild of lost members
+// ("xor-rebuild", below). Bytes: the ranks' data files. Every case in every
+// run, the order rotating from run to run.
 void bench_redundancy(u64 total)
 {
     namespace cd = cairn::detail;
@@ -2208,9 +2214,15 @@ void bench_redundancy(u64 total)
     Results r;
     r.workload = "redundancy";
     cd::Topology topo(g_comm, 1);
-    const std::string step = root + "/node" + std::to_string(topo.node) + "/step";
-    stdfs::remove_all(step);
+    // Two step directories of the node holding the same data file (a hard
+    // link): "step" for the fresh cases, emptied of redundancy files after
+    // each, "reused" for the reused ones, whose files stay.
+    const std::string node_dir = root + "/node" + std::to_string(topo.node);
+    const std::string step = node_dir + "/step", reused = node_dir + "/reused";
+    const std::string data_name = "__" + std::to_string(g_rank) + "_0.distcp";
+    stdfs::remove_all(node_dir);
     stdfs::create_directories(step);
+    stdfs::create_directories(reused);
     cd::SavedLayout layout;
     layout.nodes = topo.nodes;
     layout.node_of_rank = topo.node_of_rank;
@@ -2221,9 +2233,10 @@ void bench_redundancy(u64 total)
         std::vector<char> data(static_cast<std::size_t>(mine));
         for (std::size_t i = 0; i < data.size(); ++i)
             data[i] = static_cast<char>((i * 131 + static_cast<std::size_t>(g_rank) * 7) >> 3);
-        std::ofstream out(step + "/__" + std::to_string(g_rank) + "_0.distcp", std::ios::binary);
+        std::ofstream out(step + "/" + data_name, std::ios::binary);
         out.write(data.data(), static_cast<std::streamsize>(data.size()));
     }
+    stdfs::create_hard_link(step + "/" + data_name, reused + "/" + data_name);
     const u64 all_bytes = mine * static_cast<u64>(g_size);
     const int next = (g_rank + 1) % g_size, prev = (g_rank + g_size - 1) % g_size;
     const u64 piece = u64{4} << 20;
@@ -2259,9 +2272,9 @@ void bench_redundancy(u64 total)
         if (!ok)
             say("ERROR: redundancy mpi-p2p-write: cannot write %s\n", p2p_file.c_str());
     };
-    const auto encode = [&](cairn::Redundancy red) {
+    const auto encode = [&](cairn::Redundancy red, const std::string& dir) {
         layout.redundancy = red;
-        cd::encode_redundancy(topo, layout, step);
+        cd::encode_redundancy(topo, layout, dir);
     };
     const auto clean = [&] {
         MPI_Barrier(g_comm);
@@ -2270,42 +2283,88 @@ void bench_redundancy(u64 total)
         stdfs::remove_all(p2p_file);
         MPI_Barrier(g_comm);
     };
+    const auto partner = cairn::Redundancy::partner(), parity = cairn::Redundancy::xor_parity(g_size);
+    encode(partner, reused); // the files the reused cases write over
+    encode(parity, reused);
+    // XOR rebuild: a third step directory with the data file and its parity
+    // in groups of 2 nodes (3 in the last group when the count is odd); the
+    // data file of the last node of each group is removed before each run
+    // (with the copy rebuilt by the run before) and rebuilt by
+    // rebuild_lost_files, all together. Bytes: the data rebuilt.
+    const std::string rebuild_dir = node_dir + "/rebuild";
+    stdfs::create_directories(rebuild_dir);
+    stdfs::create_hard_link(step + "/" + data_name, rebuild_dir + "/" + data_name);
+    const auto pairs = cairn::Redundancy::xor_parity(2);
+    encode(pairs, rebuild_dir);
+    std::vector<int> lost;
+    std::vector<std::set<std::string>> held(static_cast<std::size_t>(topo.nodes));
+    {
+        const auto sets = cd::xor_sets(layout);
+        for (std::size_t si = 0; si < sets.size(); ++si) {
+            const auto& m = sets[si].members;
+            lost.push_back(m.back());
+            for (std::size_t j = 0; j < m.size(); ++j)
+                held[static_cast<std::size_t>(topo.node_of_rank[static_cast<std::size_t>(m[j])])].insert(
+                    "xor/" + std::to_string(si) + "." + std::to_string(j) + ".xor");
+        }
+        for (int q = 0; q < g_size; ++q)
+            if (std::find(lost.begin(), lost.end(), q) == lost.end())
+                held[static_cast<std::size_t>(topo.node_of_rank[static_cast<std::size_t>(q)])].insert(
+                    layout.files[static_cast<std::size_t>(q)][0].name);
+    }
+    const auto lose = [&] {
+        MPI_Barrier(g_comm);
+        for (int q : lost) {
+            std::error_code ec;
+            if (q == g_rank || stdfs::exists(rebuild_dir + "/" + layout.files[static_cast<std::size_t>(q)][0].name))
+                stdfs::remove(rebuild_dir + "/" + layout.files[static_cast<std::size_t>(q)][0].name, ec);
+        }
+        MPI_Barrier(g_comm);
+    };
+    const auto rebuild = [&] {
+        layout.redundancy = pairs;
+        cd::rebuild_lost_files(topo, layout, held, rebuild_dir, nullptr);
+    };
+    struct Case {
+        const char* name;
+        std::function<void()> run;
+        std::function<void()> prepare; // untimed, before the run
+        u64 bytes;
+    };
+    const std::vector<Case> cases{
+        {"mpi-p2p", p2p, nullptr, all_bytes},
+        {"mpi-p2p-write", p2p_write, nullptr, all_bytes},
+        {"partner-encode", [&] { encode(partner, step); }, nullptr, all_bytes},
+        {"xor-encode", [&] { encode(parity, step); }, nullptr, all_bytes},
+        {"partner-encode-reused", [&] { encode(partner, reused); }, nullptr, all_bytes},
+        {"xor-encode-reused", [&] { encode(parity, reused); }, nullptr, all_bytes},
+        {"xor-rebuild", rebuild, lose, mine * static_cast<u64>(lost.size())},
+    };
     const u64 warm_before = g_warm_bytes;
     g_warm_bytes = mine + mine / 4;
     for (int run = -g_opt.warmup; run < g_opt.runs; ++run) {
-        warm_page_cache();
-        const double t_p2p = timed(p2p);
-        clean();
-        warm_page_cache();
-        const double t_p2p_write = timed(p2p_write);
-        clean();
-        warm_page_cache();
-        const double t_partner = timed([&] { encode(cairn::Redundancy::partner()); });
-        clean();
-        warm_page_cache();
-        const double t_xor = timed([&] { encode(cairn::Redundancy::xor_parity(g_size)); });
-        clean();
-        if (run < 0) {
-            say("warmup redundancy mpi-p2p %.3f s\n", t_p2p);
-            say("warmup redundancy mpi-p2p-write %.3f s\n", t_p2p_write);
-            say("warmup redundancy partner-encode %.3f s\n", t_partner);
-            say("warmup redundancy xor-encode %.3f s\n", t_xor);
-            continue;
+        for (std::size_t i = 0; i < cases.size(); ++i) {
+            const Case& c = cases[(i + static_cast<std::size_t>(run + g_opt.warmup)) % cases.size()];
+            if (c.prepare)
+                c.prepare();
+            warm_page_cache();
+            const double t = timed(c.run);
+            clean();
+            if (run < 0)
+                say("warmup redundancy %s %.3f s\n", c.name, t);
+            else
+                r.add(c.name, c.bytes, t);
         }
-        r.add("mpi-p2p", all_bytes, t_p2p);
-        r.add("mpi-p2p-write", all_bytes, t_p2p_write);
-        r.add("partner-encode", all_bytes, t_partner);
-        r.add("xor-encode", all_bytes, t_xor);
     }
     g_warm_bytes = warm_before;
     MPI_Barrier(g_comm);
     if (g_rank == 0)
         stdfs::remove_all(root);
     print_figures(r);
-    tput_ratio(r, "partner-encode", "mpi-p2p");
-    tput_ratio(r, "xor-encode", "mpi-p2p");
-    tput_ratio(r, "partner-encode", "mpi-p2p-write");
-    tput_ratio(r, "xor-encode", "mpi-p2p-write");
+    for (const char* base : {"mpi-p2p", "mpi-p2p-write"})
+        for (const char* c :
+             {"partner-encode", "xor-encode", "partner-encode-reused", "xor-encode-reused", "xor-rebuild"})
+            tput_ratio(r, c, base);
 }
 
 // ---------------------------------------------------------------- levels

@@ -7,9 +7,13 @@
 #include "levels/redundancy.hpp"
 #include "levels/topology.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <random>
 
 using namespace cairn_test;
@@ -520,5 +524,49 @@ TEST_CASE("a rank that cannot read its data file fails alone, naming it, and han
         INFO(what);
         // Rank 0 names its file; the others returned (they got zeros from it).
         CHECK(all(topo.rank == 0 ? what.find("__0_0.distcp") != std::string::npos : what.empty()));
+    }
+}
+
+TEST_CASE("encode writes over an older step's redundancy files in place", "[redundancy]")
+{
+    if (world_size() < 2) {
+        SUCCEED("needs 2 fake nodes");
+        return;
+    }
+    for (const auto red : {Redundancy::partner(), Redundancy::xor_parity(3)}) {
+        INFO(red.str());
+        const std::string base = fresh_dir("redundancy-reused");
+        cd::Topology topo(MPI_COMM_WORLD, 1);
+        // The older step: other sizes (some files longer, some shorter) and other bytes.
+        const auto older = layout_of(topo, make_files(topo.size, 5), red);
+        const std::string dir = node_dir(base, topo.node);
+        stdfs::create_directories(dir);
+        const auto& mine = older.files[static_cast<std::size_t>(topo.rank)];
+        for (std::size_t k = 0; k < mine.size(); ++k)
+            write_file(dir + "/" + mine[k].name, content(topo.rank + 50, static_cast<int>(k), mine[k].bytes));
+        MPI_Barrier(MPI_COMM_WORLD);
+        cd::encode_redundancy(topo, older, dir);
+        MPI_Barrier(MPI_COMM_WORLD);
+        // Its redundancy files (partner/, xor/), to be written over in place.
+        std::map<std::string, std::uint64_t> inodes;
+        for (const auto& e : stdfs::recursive_directory_iterator(dir))
+            if (e.is_regular_file() && e.path().parent_path() != stdfs::path(dir)) {
+                struct stat st {};
+                REQUIRE(::stat(e.path().c_str(), &st) == 0);
+                inodes[e.path().string()] = static_cast<std::uint64_t>(st.st_ino);
+            }
+        CHECK(!inodes.empty());
+        // The new step in the same directories: copies and parity of its own
+        // bytes and sizes, every lost byte rebuilt from them.
+        CHECK(round_trip(MPI_COMM_WORLD, base, 1, red, {topo.size - 1}));
+        bool same = true;
+        for (const auto& [path, ino] : inodes) {
+            struct stat st {};
+            if (::stat(path.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_ino) != ino) {
+                UNSCOPED_INFO(path << " is a new file, not the older one written over");
+                same = false;
+            }
+        }
+        CHECK(all(same));
     }
 }
