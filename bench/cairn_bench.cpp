@@ -2410,16 +2410,25 @@ void bench_levels(u64 total)
     const cairn::ManagerOptions o_none = options("none", cairn::Redundancy{}, 2);
     const cairn::ManagerOptions o_fresh = options("fresh", cairn::Redundancy{}, 1);
     const cairn::ManagerOptions o_partner = options("partner", cairn::Redundancy::partner(), 2);
+    cairn::ManagerOptions o_async = options("async", cairn::Redundancy{}, 2);
+    o_async.async = true;
     const std::string root_none = base + "/none", root_partner = base + "/partner", root_fs = base + "/fs";
-    const std::string root_fresh = base + "/fresh";
+    const std::string root_fresh = base + "/fresh", root_async = base + "/async";
     const bool partner = g_size >= 2;
     if (!partner)
         say("note: local-save-partner needs 2 ranks (2 fake nodes): skipped\n");
+    int thread_level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&thread_level);
+    const bool async = thread_level >= MPI_THREAD_MULTIPLE;
+    if (!async)
+        say("note: local-save-async needs MPI_THREAD_MULTIPLE: skipped\n");
     cairn::CheckpointManager m_none(root_none, g_comm, o_none);
     cairn::CheckpointManager m_fresh(root_fresh, g_comm, o_fresh);
-    std::unique_ptr<cairn::CheckpointManager> m_partner;
+    std::unique_ptr<cairn::CheckpointManager> m_partner, m_async;
     if (partner)
         m_partner = std::make_unique<cairn::CheckpointManager>(root_partner, g_comm, o_partner);
+    if (async)
+        m_async = std::make_unique<cairn::CheckpointManager>(root_async, g_comm, o_async);
     std::vector<char> buf(static_cast<std::size_t>(w.mine));
     auto memcpy_case = [&] {
         touch_write(buf.data(), buf.size());
@@ -2456,8 +2465,9 @@ void bench_levels(u64 total)
         return t;
     };
     // The save's blocking time; then (untimed) the manager settles, which
-    // waits for the node-local retention's removal of the dropped step, so
-    // that it does not run into the next case.
+    // waits for the node-local retention's removal of the dropped step (and
+    // for an async save's background part), so that it does not run into
+    // the next case.
     auto save_case = [&](cairn::CheckpointManager& m, std::int64_t step) {
         touch_state(w, false);
         const double t = timed([&] { m.save(step, sd); });
@@ -2493,17 +2503,23 @@ void bench_levels(u64 total)
         save_case(m_fresh, s);
         if (m_partner)
             save_case(*m_partner, s);
+        if (m_async)
+            save_case(*m_async, s);
     }
     for (int run = 0; run < g_opt.warmup + g_opt.runs; ++run) {
         const bool timed_run = run >= g_opt.warmup;
-        double t_mem = 0, t_write = 0, t_none = 0, t_fresh = 0, t_partner = 0;
-        // The five cases in rotating order.
-        for (int k = 0; k < 5; ++k) {
-            switch ((run + k) % 5) {
+        double t_mem = 0, t_write = 0, t_none = 0, t_fresh = 0, t_partner = 0, t_async = 0;
+        // The six cases in rotating order.
+        for (int k = 0; k < 6; ++k) {
+            switch ((run + k) % 6) {
             case 0: t_mem = memcpy_case(); break;
             case 1: t_none = save_case(m_none, run + 2); break;
             case 2: t_write = write_case(); break;
             case 3: t_fresh = save_case(m_fresh, run + 2); break;
+            case 4:
+                if (m_async)
+                    t_async = save_case(*m_async, run + 2);
+                break;
             default:
                 if (m_partner)
                     t_partner = save_case(*m_partner, run + 2);
@@ -2527,6 +2543,8 @@ void bench_levels(u64 total)
                 std::printf("warmup levels local-save-fresh %.3f s\n", t_fresh);
                 if (partner)
                     std::printf("warmup levels local-save-partner %.3f s\n", t_partner);
+                if (async)
+                    std::printf("warmup levels local-save-async %.3f s\n", t_async);
                 std::printf("warmup levels restore-local %.3f s\n", t_local);
                 std::printf("warmup levels restore-fs %.3f s\n", t_fs);
             }
@@ -2538,10 +2556,13 @@ void bench_levels(u64 total)
         R.add("local-save-fresh", T, t_fresh);
         if (partner)
             R.add("local-save-partner", T, t_partner);
+        if (async)
+            R.add("local-save-async", T, t_async);
         R.add("restore-local", T, t_local);
         R.add("restore-fs", T, t_fs);
     }
     m_partner.reset();
+    m_async.reset();
     remove_path(base);
     remove_path(local_root);
     print_figures(R);
@@ -2553,6 +2574,7 @@ void bench_levels(u64 total)
     secs_ratio("local-save-fresh", "memcpy");
     secs_ratio("local-save-none", "local-save-fresh");
     secs_ratio("local-save-partner", "memcpy");
+    secs_ratio("local-save-async", "memcpy");
     secs_ratio("write-shm", "memcpy");
     secs_ratio("local-save-none", "write-shm");
     secs_ratio("local-save-fresh", "write-shm");

@@ -29,6 +29,8 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <system_error>
+#include <thread>
 #include <utility>
 #include <fcntl.h>
 #include <unistd.h>
@@ -370,6 +372,9 @@ struct CheckpointManager::Impl {
     std::string drain_dst;
     int saves_since_flush = 0;
     RestoreReport report;
+    // Coordinator: the levels record of the last synchronous node-local
+    // save, written while the caller goes on (write_record_later).
+    std::thread recorder;
 
     bool coordinator() const noexcept { return rank == 0; }
     bool has_local() const noexcept { return !opt.local.dir.empty(); }
@@ -388,6 +393,7 @@ struct CheckpointManager::Impl {
 
     ~Impl()
     {
+        join_recorder();
         local.reset();
         if (level_comm != MPI_COMM_NULL)
             MPI_Comm_free(&level_comm);
@@ -407,8 +413,12 @@ struct CheckpointManager::Impl {
         saves_since_flush = flush_count;
         if (drain_it)
             start_drain(ls.step, files, on);
-        if (coordinator())
-            write_record();
+        if (coordinator()) {
+            if (on == comm)
+                write_record_later(); // a synchronous save: not in the caller's time
+            else
+                write_record(); // in the background already
+        }
         return r;
     }
 
@@ -509,6 +519,7 @@ struct CheckpointManager::Impl {
             run_phase(c, "checkpoint manager: publish", [&] {
                 if (coordinator()) {
                     publish(step);
+                    join_recorder();
                     write_record();
                 }
             });
@@ -627,6 +638,7 @@ struct CheckpointManager::Impl {
     // background thread to end, then publishes it (LATEST, retention).
     std::optional<SaveResult> settle()
     {
+        join_recorder();
         auto r = settle_async();
         settle_drain();
         if (local)
@@ -703,6 +715,26 @@ struct CheckpointManager::Impl {
             std::fprintf(stderr, "cairn: warning: CheckpointManager(%s): the levels record not written: %s\n",
                          root.c_str(), e.what());
         }
+    }
+
+    // Coordinator: write_record on a thread of its own (the record goes to
+    // the root, often a slower file system than the node-local level, with
+    // an fsync), joined by the next call of the manager (settle) and by its
+    // destructor; without a thread, at once.
+    void write_record_later() noexcept
+    {
+        join_recorder();
+        try {
+            recorder = std::thread([this] { write_record(); });
+        } catch (const std::system_error&) {
+            write_record();
+        }
+    }
+
+    void join_recorder() noexcept
+    {
+        if (recorder.joinable())
+            recorder.join();
     }
 
     // Collective: starts draining node-local `step` (this rank's files of

@@ -17,6 +17,7 @@
 #include "core/codec.hpp"
 #include "driver/save_session.hpp"
 #include "io/fs.hpp"
+#include "storage/per_rank/mapped_files.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -336,7 +337,11 @@ NodeLevel::NodeLevel(MPI_Comm comm, const LocalLevel& options)
 {
 }
 
-NodeLevel::~NodeLevel() { wait_for_removal(); }
+NodeLevel::~NodeLevel()
+{
+    wait_for_removal();
+    unmap_removed_files(); // the pages of this level's removed files, kept mapped by the writer, freed
+}
 
 void NodeLevel::wait_for_removal() noexcept
 {

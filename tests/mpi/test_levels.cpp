@@ -17,7 +17,10 @@
 #include <map>
 #include <set>
 
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
 
 using namespace cairn_test;
 namespace stdfs = std::filesystem;
@@ -703,4 +706,67 @@ TEST_CASE("levels: a failed save that reused a dropped step's files leaves the n
     m.save(40, f.dict);
     CHECK(all(m.restore_latest(back.dict) == 40));
     CHECK(all(back.holds(40)));
+}
+
+TEST_CASE("levels: saves into a RAM disk write over the reused files through kept mappings, checksummed",
+          "[levels][recycle]")
+{
+    // In /dev/shm where it is a RAM disk (the writer maps the reused files
+    // there), else in the test directory (written as on any disk).
+    struct statfs sf {};
+    const bool ram = ::statfs("/dev/shm", &sf) == 0 && static_cast<unsigned long>(sf.f_type) == TMPFS_MAGIC;
+    long id = static_cast<long>(::getpid());
+    MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    const std::string name = "levels_mapped_" + std::to_string(world_size()) + "_" + std::to_string(id);
+    const std::string base = ram ? "/dev/shm/cairn-test-" + name : fresh_dir(name);
+    auto opts = level_options(base, cairn::Redundancy::none(), 1); // keep_last 2: step s reuses step s - 2's files
+    opts.save_options.fsync = true;
+    opts.save_options.staging_bytes = 64 << 10; // arrays of 8 KiB or more go straight from memory
+    const std::int64_t n = 40000; // doubles per rank: several pieces of the writer's
+    std::vector<double> big(static_cast<std::size_t>(n)), small(5);
+    std::int64_t step = 0;
+    cairn::StateDict d;
+    d.add_array<double>("big", big.data(), cairn::Shape{n * world_size()}, cairn::Box{{n * world_rank()}, {n}});
+    d.add_array<double>("small", small.data(), cairn::Shape{5 * world_size()}, cairn::Box{{5 * world_rank()}, {5}});
+    d.add_scalar("step", &step);
+    const auto fill = [&](std::int64_t s) {
+        step = s;
+        for (std::int64_t i = 0; i < n; ++i)
+            big[static_cast<std::size_t>(i)] = static_cast<double>(s * 1000000 + n * world_rank() + i);
+        for (std::size_t i = 0; i < small.size(); ++i)
+            small[i] = static_cast<double>(-s - static_cast<std::int64_t>(i));
+    };
+    const std::string file = "/__" + std::to_string(world_rank()) + "_0.distcp";
+    const std::string mine = node_dir(base, world_rank());
+    std::uintmax_t first = 0;
+    {
+        cairn::CheckpointManager m(base + "/root", MPI_COMM_WORLD, opts);
+        for (std::int64_t s = 1; s <= 5; ++s) {
+            fill(s);
+            m.save(s, d);
+            m.wait();
+            if (s == 1)
+                first = inode_of(mine + "/step_00000001" + file);
+        }
+        // Steps 3 and 5 wrote over step 1's file, step 5 through the mapping
+        // step 3 made (the kernel names a mapping by the file's current path).
+        CHECK(all(first != 0 && inode_of(mine + "/step_00000005" + file) == first));
+        if (ram) {
+            std::ifstream maps("/proc/self/maps");
+            const std::string text((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+            CHECK(all(has(text, mine + "/step_00000005" + file)));
+        }
+        big.assign(big.size(), -1.0);
+        small.assign(small.size(), -1.0);
+        step = -1;
+        CHECK(all(m.restore_latest(d) == 5)); // every block verified against its checksum
+        bool ok = step == 5 && small[4] == -9.0;
+        for (std::int64_t i = 0; i < n; ++i)
+            ok = ok && big[static_cast<std::size_t>(i)] == static_cast<double>(5000000 + n * world_rank() + i);
+        CHECK(all(ok));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world_rank() == 0)
+        stdfs::remove_all(base);
+    MPI_Barrier(MPI_COMM_WORLD);
 }

@@ -6,12 +6,14 @@
 #include "comm/protocol.hpp"
 #include "core/checksum.hpp"
 #include "core/codec.hpp"
+#include "core/fault.hpp"
 #include "core/metadata_adapter.hpp"
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
 #include "storage/columnar_storage.hpp"
 #include "storage/per_rank/commit.hpp"
 #include "storage/per_rank/file_groups.hpp"
+#include "storage/per_rank/mapped_files.hpp"
 #include "io/mpiio.hpp"
 #include "io/fs.hpp"
 #include "format/metadata_h5.hpp"
@@ -28,9 +30,17 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <linux/magic.h>
+#include <sys/statfs.h>
+#endif
 
 namespace cairn {
 
@@ -56,14 +66,140 @@ std::string utc_now()
 
 std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return a <= 1 ? v : (v + a - 1) / a * a; }
 
+// Whether the directory `dir` is on a RAM disk (tmpfs, ramfs): a written
+// byte is in its final place there, and fsync and early writeback have no
+// device to wait for.
+bool on_ram_disk(const std::string& dir)
+{
+#if defined(__linux__)
+    struct statfs sf {};
+    if (::statfs(dir.c_str(), &sf) != 0)
+        return false;
+    const auto type = static_cast<unsigned long>(sf.f_type);
+    return type == static_cast<unsigned long>(TMPFS_MAGIC) || type == static_cast<unsigned long>(RAMFS_MAGIC);
+#else
+    (void)dir;
+    return false;
+#endif
+}
+
+// The mappings of data files on a RAM disk (storage/per_rank/mapped_files.hpp),
+// one per file (device and inode: a reused file is renamed between saves),
+// each of the whole file, shared and writable, with its descriptor.
+class MappedFiles {
+public:
+    static MappedFiles& instance()
+    {
+        static MappedFiles m;
+        return m;
+    }
+    ~MappedFiles() { clear(); }
+
+    /// The mapping of data file `path` (on a RAM disk) of `size` bytes, kept
+    /// or made now; null where the file is not to be written through one:
+    /// it is not `size` bytes long, or has holes (a store into a hole would
+    /// need a new page, and a full RAM disk answers that with SIGBUS, not
+    /// an error; every page of a file written whole before is there), or a
+    /// fault is armed (fault points are on the MPI-IO path). Local.
+    char* get(const std::string& path, std::uint64_t size)
+    {
+#if defined(__linux__) && defined(SEEK_HOLE)
+        if (size == 0 || detail::fault::g_armed.load(std::memory_order_relaxed))
+            return nullptr;
+        const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+            return nullptr;
+        struct stat st {};
+        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != size ||
+            ::lseek(fd, 0, SEEK_HOLE) != static_cast<off_t>(size)) {
+            ::close(fd);
+            return nullptr;
+        }
+        std::lock_guard<std::mutex> lock(m_mutex);
+        for (auto it = m_entries.begin(); it != m_entries.end(); ++it) {
+            if (it->dev != st.st_dev || it->ino != st.st_ino)
+                continue;
+            if (it->size == size) {
+                ::close(fd);
+                return it->addr;
+            }
+            release(*it); // the file was resized since
+            m_entries.erase(it);
+            break;
+        }
+        void* p = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                         fd, 0);
+        if (p == MAP_FAILED) {
+            ::close(fd);
+            return nullptr;
+        }
+        try {
+            m_entries.push_back(Entry{st.st_dev, st.st_ino, size, static_cast<char*>(p), fd});
+        } catch (...) {
+            ::munmap(p, static_cast<std::size_t>(size));
+            ::close(fd);
+            return nullptr;
+        }
+        return static_cast<char*>(p);
+#else
+        (void)path;
+        (void)size;
+        return nullptr;
+#endif
+    }
+
+    /// Unmaps the files without a name.
+    void sweep() noexcept
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        for (auto it = m_entries.begin(); it != m_entries.end();) {
+            struct stat st {};
+            if (::fstat(it->fd, &st) != 0 || st.st_nlink == 0) {
+                release(*it);
+                it = m_entries.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+
+    void clear() noexcept
+    {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        for (auto& e : m_entries)
+            release(e);
+        m_entries.clear();
+    }
+
+private:
+    struct Entry {
+        dev_t dev;
+        ino_t ino;
+        std::uint64_t size;
+        char* addr;
+        int fd;
+    };
+    static void release(Entry& e) noexcept
+    {
+        ::munmap(e.addr, static_cast<std::size_t>(e.size));
+        ::close(e.fd);
+    }
+    std::mutex m_mutex;
+    std::vector<Entry> m_entries;
+};
+
 // Streams the items of one file through one staging buffer: small items and
 // strided or device-resident data are packed (copied out of CUDA device
 // memory where they live there) and written when the buffer is full, with
 // `MPI_File_write_at`; dense host items of at least `direct_min` bytes go
 // straight from the caller's memory, in pieces of early writeback (every
 // write is reported to the file's Writeback, which starts the device on
-// it; into a file written directly, MpiFile::write_direct, they are hashed
-// piece by piece as they go, not during the sync); device items of at least `direct_min` bytes go through the buffer's
+// it), hashed from the same memory during the sync; where there is no sync
+// worth overlapping (`hash_as_written`: no fsync, or a RAM disk) and into a
+// file written directly (MpiFile::write_direct), they are hashed piece by
+// piece as they go instead, each piece still in the cache from its write,
+// so that the bytes are read from memory once (into a RAM-disk file that
+// MappedFiles maps, by memcpy); device items of at least `direct_min` bytes go through the buffer's
 // two halves, the copy of one from the GPU running while the other is
 // hashed and written. Extra host memory: the buffer, whatever the state. The writes are
 // blocking on purpose: OpenMPI's `ompio` completes an `MPI_File_iwrite_at`
@@ -74,8 +210,9 @@ std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return a <= 1 ? v : (
 class FileStream {
 public:
     FileStream(MpiFile& file, detail::HostBuffer& buffer, detail::DeferredHashes& deferred,
-               detail::Writeback& writeback)
-        : m_file(file), m_buf(buffer), m_deferred(deferred), m_writeback(writeback)
+               detail::Writeback& writeback, bool hash_as_written, char* mapped, std::uint64_t mapped_size)
+        : m_file(file), m_buf(buffer), m_deferred(deferred), m_writeback(writeback),
+          m_hash_as_written(hash_as_written), m_map(mapped), m_map_size(mapped_size)
     {
     }
 
@@ -97,12 +234,22 @@ public:
             const auto* p = static_cast<const char*>(v.data);
             // Written around the page cache, the bytes are on the device
             // once written: hashed piece by piece as the device writes.
-            const bool hash_now = hasher && m_file.writes_direct();
+            // Without a sync to overlap with, each piece is hashed after
+            // its write, from the cache. Into a mapped file (MappedFiles),
+            // the pieces are copied.
+            const bool direct = m_file.writes_direct();
+            const bool hash_now = hasher && (direct || m_hash_as_written);
+            char* const to = m_map && offset + nbytes <= m_map_size ? m_map + offset : nullptr;
             for (std::uint64_t done = 0; done < nbytes;) {
-                const auto n = hash_now ? std::min<std::uint64_t>(nbytes - done, k_hash_piece)
-                                        : m_writeback.piece(nbytes - done);
-                m_file.write_at(offset + done, p + done, n);
-                m_writeback.wrote(offset + done, n);
+                const auto n = hash_now || to
+                                   ? std::min<std::uint64_t>(nbytes - done, direct ? k_hash_piece : k_cached_piece)
+                                   : m_writeback.piece(nbytes - done);
+                if (to) {
+                    std::memcpy(to + done, p + done, static_cast<std::size_t>(n));
+                } else {
+                    m_file.write_at(offset + done, p + done, n);
+                    m_writeback.wrote(offset + done, n);
+                }
                 if (hash_now)
                     hasher->update(p + done, static_cast<std::size_t>(n));
                 done += n;
@@ -196,10 +343,15 @@ public:
 
 private:
     static constexpr std::uint64_t k_hash_piece = std::uint64_t(4) << 20;
+    // Written, then hashed while in the cache (a core's L2 holds it).
+    static constexpr std::uint64_t k_cached_piece = std::uint64_t(256) << 10;
     MpiFile& m_file;
     detail::HostBuffer& m_buf;
     detail::DeferredHashes& m_deferred; // direct items, hashed by the caller later
     detail::Writeback& m_writeback;
+    bool m_hash_as_written;
+    char* m_map;                // the file's mapping (MappedFiles), or null
+    std::uint64_t m_map_size;
     std::uint64_t m_start = 0;
     std::uint64_t m_len = 0;
 };
@@ -304,9 +456,10 @@ std::vector<std::unique_ptr<detail::ChunkHasher>>
 write_items(const DistcpWriterOptions& opt, const SavePlan& plan, SavePlanner& planner, MpiFile& file,
             const std::string& name, const std::vector<std::size_t>& bucket, const std::vector<std::uint64_t>& offsets,
             detail::HostBuffer& staging, std::uint64_t direct_min, detail::DeferredHashes& deferred,
-            detail::Writeback& writeback, std::vector<WriteResult>& results)
+            detail::Writeback& writeback, bool hash_as_written, char* mapped, std::uint64_t mapped_size,
+            std::vector<WriteResult>& results)
 {
-    FileStream stream(file, staging, deferred, writeback);
+    FileStream stream(file, staging, deferred, writeback, hash_as_written, mapped, mapped_size);
     // One hasher per item; those of items written straight from the
     // caller's memory are fed after the writes.
     std::vector<std::unique_ptr<detail::ChunkHasher>> hashers(bucket.size());
@@ -331,6 +484,12 @@ struct WriteSetup {
     std::vector<WriteResult> results;
     detail::HostBuffer staging;
     std::uint64_t direct_min = 1;
+    /// Whether a file's sync waits for a device (fsync, not a RAM disk):
+    /// early writeback then, and the hashing of direct items during it.
+    bool sync_waits = true;
+    /// Whether the files are on a RAM disk (written through mappings where
+    /// they can: MappedFiles).
+    bool ram_disk = false;
 };
 
 WriteSetup set_up_writes(const DistcpWriterOptions& opt, const SavePlan& plan)
@@ -565,6 +724,8 @@ void remove_unfinished(const std::string& dir, Remove remove)
 
 } // namespace
 
+void detail::unmap_removed_files() noexcept { MappedFiles::instance().sweep(); }
+
 struct DistcpWriter::Impl final : detail::ColumnarWriter {
     void commit(detail::MetadataColumns& md) override;
     /// Writes this rank's file k (not grouped).
@@ -701,10 +862,11 @@ void DistcpWriter::Impl::write_rank_file(const SavePlan& plan, SavePlanner& plan
     const auto name = data_file_name(rank, static_cast<int>(k));
     MpiFile file(fs::join(write_dir, name), MpiFile::Mode::write, opt.mpi_hints);
     file.set_size(s.layout.ends[k]);
+    char* const mapped = s.ram_disk ? MappedFiles::instance().get(file.path(), s.layout.ends[k]) : nullptr;
     detail::DeferredHashes deferred;
-    detail::Writeback writeback(file.path(), opt.fsync ? opt.writeback_bytes : 0);
+    detail::Writeback writeback(file.path(), s.sync_waits ? opt.writeback_bytes : 0);
     const auto hashers = write_items(opt, plan, planner, file, name, bucket, s.layout.offsets[k], s.staging,
-                                     s.direct_min, deferred, writeback, s.results);
+                                     s.direct_min, deferred, writeback, !s.sync_waits, mapped, s.layout.ends[k], s.results);
     sync_file(opt, file, deferred);
     file.close();
     set_checksums(bucket, hashers, s.results);
@@ -737,12 +899,12 @@ std::exception_ptr DistcpWriter::Impl::write_group_file(const SavePlan& plan, Sa
         err = std::current_exception();
     }
     detail::DeferredHashes deferred;
-    detail::Writeback writeback(file->path(), opt.fsync && !file->writes_direct() ? opt.writeback_bytes : 0);
+    detail::Writeback writeback(file->path(), s.sync_waits && !file->writes_direct() ? opt.writeback_bytes : 0);
     std::vector<std::unique_ptr<detail::ChunkHasher>> hashers;
     try {
         if (!err)
             hashers = write_items(opt, plan, planner, *file, name, bucket, offsets, s.staging, s.direct_min,
-                                  deferred, writeback, s.results);
+                                  deferred, writeback, !s.sync_waits, nullptr, 0, s.results);
     } catch (...) {
         err = std::current_exception();
     }
@@ -775,6 +937,10 @@ std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlan
         detail::Decoder dec(plan.storage_data, "distcp plan");
         im.write_dir = dec.str();
         auto s = set_up_writes(im.opt, plan);
+        s.ram_disk = on_ram_disk(im.write_dir);
+        s.sync_waits = im.opt.fsync && !s.ram_disk;
+        if (s.ram_disk)
+            MappedFiles::instance().sweep();
         for (std::size_t k = 0; k < s.layout.buckets.size(); ++k)
             if (!s.layout.buckets[k].empty())
                 im.write_rank_file(plan, planner, s, k);
@@ -789,6 +955,7 @@ std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlan
         detail::Decoder dec(plan.storage_data, "distcp plan");
         im.write_dir = dec.str();
         s = set_up_writes(im.opt, plan);
+        s.sync_waits = im.opt.fsync && !on_ram_disk(im.write_dir);
     } catch (...) {
         failed = std::current_exception();
     }
