@@ -682,8 +682,10 @@ struct CheckpointManager::Impl {
     // warning, never the error the caller gets.
     void record_after_failure() noexcept
     {
-        if (coordinator() && local)
-            write_record();
+        if (!coordinator() || !local)
+            return;
+        join_recorder(); // never two writers of the record
+        write_record();
     }
 
     // Coordinator: replaces root/.cairn-levels (which steps each level
