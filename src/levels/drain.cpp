@@ -12,6 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
+#if defined(__linux__)
+#include <linux/aio_abi.h>
+#include <sys/syscall.h>
+#endif
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
@@ -43,8 +47,11 @@ constexpr std::uint64_t writeback_bytes = std::uint64_t(64) << 20;
 /// multiples of this (the page; any device's logical block up to it).
 constexpr std::uint64_t direct_align = 4096;
 /// DrainCopy::direct: bytes per O_DIRECT write, checked for a cancel
-/// between two; large enough to keep the device busy.
-constexpr std::size_t direct_piece = std::size_t(16) << 20;
+/// between two, and how many are in flight at once (Linux native AIO;
+/// one at a time where that is unavailable): enough to keep the device busy
+/// while the drain's thread waits for a CPU.
+constexpr std::size_t direct_piece = std::size_t(8) << 20;
+constexpr int direct_depth = 4;
 
 /// The suffix of a file being copied: never the name of a data file or of
 /// the metadata, so no commit or load takes a partial copy for a complete one.
@@ -215,10 +222,145 @@ private:
     std::size_t m_len;
 };
 
+/// The O_DIRECT writes of copy_direct() from the pages of `base` at the same
+/// offsets of `fd`: up to direct_depth in flight through Linux native AIO
+/// (io_submit), else one at a time. Remembers the lowest offset where a
+/// write failed or came short and its errno (0: short). The destructor waits
+/// for the writes in flight.
+class DirectWrites {
+public:
+    DirectWrites(int fd, const unsigned char* base, std::uint64_t end) noexcept : m_fd(fd), m_base(base), m_bad(end)
+    {
+#if defined(__linux__) && defined(SYS_io_setup)
+        m_aio = ::syscall(SYS_io_setup, direct_depth, &m_ctx) == 0;
+#endif
+    }
+    ~DirectWrites()
+    {
+#if defined(__linux__) && defined(SYS_io_setup)
+        if (m_aio)
+            ::syscall(SYS_io_destroy, m_ctx); // waits for what is in flight
+#endif
+    }
+    DirectWrites(const DirectWrites&) = delete;
+    DirectWrites& operator=(const DirectWrites&) = delete;
+
+    bool failed() const noexcept { return m_failed; }
+    std::uint64_t bad() const noexcept { return m_bad; }
+    int error() const noexcept { return m_err; }
+
+    /// Writes `len` bytes at `off`, or queues them (waiting for a free slot).
+    void write(std::uint64_t off, std::size_t len) noexcept
+    {
+#if defined(__linux__) && defined(SYS_io_setup)
+        if (m_aio) {
+            while (m_in_flight == direct_depth && !m_failed)
+                reap(1);
+            if (m_failed)
+                return;
+            int slot = 0;
+            while (m_busy[slot])
+                ++slot;
+            iocb& cb = m_cbs[slot];
+            cb = iocb{};
+            cb.aio_data = static_cast<std::uint64_t>(slot);
+            cb.aio_lio_opcode = IOCB_CMD_PWRITE;
+            cb.aio_fildes = static_cast<std::uint32_t>(m_fd);
+            cb.aio_buf = reinterpret_cast<std::uint64_t>(m_base + off);
+            cb.aio_nbytes = len;
+            cb.aio_offset = static_cast<std::int64_t>(off);
+            iocb* p = &cb;
+            for (;;) {
+                if (::syscall(SYS_io_submit, m_ctx, 1, &p) == 1) {
+                    m_busy[slot] = true;
+                    ++m_in_flight;
+                    return;
+                }
+                const int err = errno;
+                if (err == EAGAIN && m_in_flight > 0)
+                    reap(1);
+                else if (err != EINTR && err != EAGAIN)
+                    return record(off, len, -err);
+            }
+        }
+#endif
+        for (;;) {
+            const auto n = ::pwrite(m_fd, m_base + off, len, static_cast<off_t>(off));
+            if (n >= 0 || errno != EINTR)
+                return record(off, len, n >= 0 ? static_cast<std::int64_t>(n) : -errno);
+        }
+    }
+
+    /// Waits for every write in flight.
+    void finish() noexcept
+    {
+        while (m_in_flight > 0)
+            reap(m_in_flight);
+    }
+
+private:
+    void reap(int least) noexcept
+    {
+#if defined(__linux__) && defined(SYS_io_setup)
+        io_event ev[direct_depth];
+        const long n = ::syscall(SYS_io_getevents, m_ctx, least, direct_depth, ev, nullptr);
+        if (n < 0) {
+            if (errno == EINTR)
+                return;
+            // The writes in flight cannot be followed: wait for them all
+            // (io_destroy does) and take none of them as written.
+            const int err = errno;
+            ::syscall(SYS_io_destroy, m_ctx);
+            m_aio = false;
+            for (int s = 0; s < direct_depth; ++s)
+                if (m_busy[s]) {
+                    m_busy[s] = false;
+                    record(static_cast<std::uint64_t>(m_cbs[s].aio_offset), m_cbs[s].aio_nbytes, -err);
+                }
+            m_in_flight = 0;
+            return;
+        }
+        for (long k = 0; k < n; ++k) {
+            const auto s = static_cast<int>(ev[k].data);
+            m_busy[s] = false;
+            --m_in_flight;
+            record(static_cast<std::uint64_t>(m_cbs[s].aio_offset), m_cbs[s].aio_nbytes, ev[k].res);
+        }
+#else
+        (void)least;
+#endif
+    }
+
+    void record(std::uint64_t off, std::size_t len, std::int64_t res) noexcept
+    {
+        if (res == static_cast<std::int64_t>(len))
+            return;
+        m_failed = true;
+        const std::uint64_t at = res >= 0 ? off + static_cast<std::uint64_t>(res) / direct_align * direct_align : off;
+        if (at < m_bad || (at == m_bad && m_err == 0)) {
+            m_bad = at;
+            m_err = res >= 0 ? 0 : static_cast<int>(-res);
+        }
+    }
+
+    int m_fd;
+    const unsigned char* m_base;
+    std::uint64_t m_bad;
+    int m_err = 0;
+    bool m_failed = false;
+    bool m_aio = false;
+#if defined(__linux__) && defined(SYS_io_setup)
+    aio_context_t m_ctx = 0;
+    iocb m_cbs[direct_depth] = {};
+#endif
+    bool m_busy[direct_depth] = {};
+    int m_in_flight = 0;
+};
+
 /// DrainCopy::direct: writes the first `size` rounded down to direct_align
 /// bytes of `in` (`src`) into `part` (created, empty) from the pages of a
-/// mapping of `in` with O_DIRECT, in direct_piece writes, into space
-/// allocated first. Only the kernel touches the mapping (a source cut
+/// mapping of `in` with O_DIRECT, in direct_piece writes (DirectWrites),
+/// into space allocated first. Only the kernel touches the mapping (a source cut
 /// meanwhile is EFAULT, never SIGBUS). Returns the bytes written, a multiple
 /// of direct_align from the start: fewer (0 included) where the mapping,
 /// O_DIRECT or an unaligned write is refused, the rest being left to the
@@ -246,30 +388,28 @@ std::uint64_t copy_direct(int in, const std::string& src, const std::string& par
                                     " (a copy of " + src + "): " + sys_error(err) +
                                     fs::no_space_note(part, aligned));
     }
-    std::uint64_t off = 0;
-    while (off < aligned) {
-        if (cancel && cancel->load(std::memory_order_relaxed))
-            throw Cancelled{};
-        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(aligned - off, direct_piece));
-        const auto n = ::pwrite(out.get(), map.get() + off, want, static_cast<off_t>(off));
-        if (n < 0) {
-            const int err = errno;
-            if (err == EINTR)
-                continue;
-            if (err == EINVAL || err == EOPNOTSUPP || err == ENOTSUP)
-                break; // O_DIRECT refused here: the kernel copy goes on from `off`
-            if (err == EFAULT)
-                throw error::ReadError("cannot copy " + src + ": it ended before byte " + std::to_string(off + want) +
-                                       " of " + std::to_string(size) + " (changed while copied)");
-            throw error::WriteError("cannot write " + part + " (a copy of " + src + "): " + sys_error(err) +
-                                    (write_side(err) ? fs::no_space_note(part, aligned - off) : std::string()));
+    std::uint64_t off = aligned;
+    {
+        DirectWrites writes(out.get(), map.get(), aligned); // waits for its writes before `out` closes
+        for (std::uint64_t at = 0; at < aligned && !writes.failed(); at += direct_piece) {
+            if (cancel && cancel->load(std::memory_order_relaxed))
+                throw Cancelled{};
+            writes.write(at, static_cast<std::size_t>(std::min<std::uint64_t>(aligned - at, direct_piece)));
         }
-        if (n == 0)
-            throw error::WriteError("cannot write " + part + " (a copy of " + src + "): no byte written at offset " +
-                                    std::to_string(off));
-        off += static_cast<std::uint64_t>(n);
-        if (off % direct_align != 0)
-            break; // a short write: the kernel copy goes on from there
+        writes.finish();
+        if (writes.failed()) {
+            // Everything below bad() is written; from there on the kernel
+            // copy goes on where O_DIRECT was refused or a write came short.
+            off = writes.bad();
+            const int err = writes.error();
+            if (err == EFAULT)
+                throw error::ReadError("cannot copy " + src + ": it ended near byte " + std::to_string(off) + " of " +
+                                       std::to_string(size) + " (changed while copied)");
+            if (err != 0 && err != EINVAL && err != EOPNOTSUPP && err != ENOTSUP)
+                throw error::WriteError("cannot write " + part + " (a copy of " + src + ") at offset " +
+                                        std::to_string(off) + ": " + sys_error(err) +
+                                        (write_side(err) ? fs::no_space_note(part, aligned - off) : std::string()));
+        }
     }
     if (const int err = out.close())
         throw error::WriteError("cannot close " + part + " (a copy of " + src + "): " + sys_error(err));
@@ -397,7 +537,7 @@ DrainCopy copy_from_environment()
 {
     const char* v = std::getenv("CAIRN_DRAIN_COPY");
     if (!v || !*v)
-        return DrainCopy::kernel;
+        return DrainCopy::direct;
     if (std::strcmp(v, "direct") == 0)
         return DrainCopy::direct;
     if (std::strcmp(v, "kernel") == 0)

@@ -19,16 +19,17 @@ namespace cairn::detail {
 /// always takes DrainCopy::kernel.
 enum class DrainCopy {
     /// CAIRN_DRAIN_COPY from the environment (`direct` or `kernel`), else
-    /// the default (DrainCopy::kernel).
+    /// the default (DrainCopy::direct).
     automatic,
     /// copy_file_range, else sendfile, else pread/pwrite through a buffer,
     /// with early writeback (io/writeback.hpp): the kernel copies each page
     /// into the destination's page cache, then writes it back.
     kernel,
     /// The source mapped read-only and its 4096-byte-aligned part written
-    /// from its pages with O_DIRECT in pieces of 16 MiB into space allocated
-    /// first (no page-cache copy); the rest (the unaligned tail, or all of it
-    /// where O_DIRECT or the mapping is refused) as DrainCopy::kernel.
+    /// from its pages with O_DIRECT, 8 MiB per write and 4 writes in flight
+    /// (Linux AIO), into space allocated first: no page-cache copy, and the
+    /// CPU only issues I/O. The rest (the unaligned tail, or all of it where
+    /// O_DIRECT or the mapping is refused) as DrainCopy::kernel.
     direct,
 };
 

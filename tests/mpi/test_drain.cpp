@@ -403,11 +403,11 @@ TEST_CASE("drain: direct and kernel copies of any size are byte for byte", "[dra
     const auto src = dir + "/src-" + std::to_string(r);
     stdfs::create_directories(src);
     // Empty, under a page, not a multiple of 4096, over 4 MiB; on rank 0
-    // also one over a 16 MiB direct write, aligned.
+    // also one of more 8 MiB direct writes than are in flight at once.
     std::vector<std::pair<std::string, std::uint64_t>> files{
         {"empty", 0}, {"small", 1000}, {"odd", 3 * 4096 + 123}, {"big", (std::uint64_t(5) << 20) + 7}};
     if (r == 0)
-        files.emplace_back("pieces", (std::uint64_t(16) << 20) + 3 * 4096);
+        files.emplace_back("pieces", (std::uint64_t(40) << 20) + 3 * 4096);
     std::vector<std::string> names;
     std::uint64_t total = 0, aligned = 0;
     for (std::size_t k = 0; k < files.size(); ++k) {
@@ -508,7 +508,7 @@ TEST_CASE("drain: destruction during a direct copy returns promptly, nothing lef
             std::this_thread::yield();
         started = stdfs::exists(dst + "/big.cairn-part");
         const auto t1 = std::chrono::steady_clock::now();
-        d.reset(); // stops between two 16 MiB writes
+        d.reset(); // stops between two 8 MiB writes
         seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
     }
     CHECK(all(started));
