@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -357,22 +358,25 @@ namespace {
 /// Writes `size` bytes of a pattern of (`seed`, offset) to `path`.
 void write_pattern(const std::string& path, std::uint64_t size, std::uint64_t seed)
 {
-    std::vector<unsigned char> b(static_cast<std::size_t>(size));
+    std::vector<std::uint64_t> w(static_cast<std::size_t>(size / 8 + 1));
     std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (auto& c : b) {
+    for (auto& v : w) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        c = static_cast<unsigned char>(x);
+        v = x;
     }
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()),
-                                                static_cast<std::streamsize>(b.size()));
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(w.data()),
+                                                static_cast<std::streamsize>(size));
 }
 
 std::string file_bytes(const std::string& path)
 {
-    std::ifstream f(path, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(f)), {});
+    std::ifstream f(path, std::ios::binary | std::ios::ate);
+    std::string b(static_cast<std::size_t>(std::max<std::streamoff>(0, f.tellg())), '\0');
+    f.seekg(0);
+    f.read(b.data(), static_cast<std::streamsize>(b.size()));
+    return f || b.empty() ? b : std::string("(unreadable)");
 }
 
 /// Whether `dir` takes an aligned O_DIRECT write (probed with a file of its own).
