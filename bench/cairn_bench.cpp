@@ -1089,14 +1089,17 @@ void bench_cooperative(u64 total)
 // Draining a node-local step (src/levels/drain.hpp): the large workload saved
 // per rank into --local-dir (a RAM disk), then every rank copies its data
 // files into --dir on a background thread and the coordinator commits
-// ("cairn-drain"), against a direct per-rank save into --dir
+// ("cairn-drain-M"), against a direct per-rank save into --dir
 // ("cairn-rank-save"), interleaved, both durable (fsync). Then the drain
 // while the main thread streams memory (a copy between two buffers of 64 MiB
 // per rank, the "simulation"): the drain's time until committed
-// ("cairn-drain-busy": until every rank's files are copied, seen by the
-// simulation between two passes; "cairn-drain-busy-total": until committed
+// ("cairn-drain-busy-M": until every rank's files are copied, seen by the
+// simulation between two passes; "cairn-drain-busy-total-M": until committed
 // after the simulation's last pass) and the simulation's throughput with the drain
-// running ("compute-busy") against alone ("compute-alone").
+// running ("compute-busy-M") against alone ("compute-alone"). M is the copy,
+// both measured in every run, in alternating order: "direct" (DrainCopy::direct,
+// the default: O_DIRECT from the source's pages) and "kernel"
+// (DrainCopy::kernel, CAIRN_DRAIN_COPY=kernel: copy_file_range).
 void bench_drain(u64 total)
 {
     Results R;
@@ -1116,11 +1119,13 @@ void bench_drain(u64 total)
     cairn::SaveOptions so;
     so.layout = cairn::Layout::per_rank;
     const cairn::detail::Comm c(g_comm);
+    using cairn::detail::DrainCopy;
     // Starts this rank's drain of `local` into `drained`.
-    auto start = [&] {
+    auto start = [&](DrainCopy copy) {
         return std::make_unique<cairn::detail::Drain>(local, drained, cairn::detail::rank_data_files(local, g_rank),
-                                                       true);
+                                                       true, copy);
     };
+    const std::pair<DrainCopy, std::string> copies[] = {{DrainCopy::direct, "direct"}, {DrainCopy::kernel, "kernel"}};
     auto finish = [&](cairn::detail::Drain& d) {
         std::exception_ptr err;
         try {
@@ -1171,52 +1176,60 @@ void bench_drain(u64 total)
         remove_path(local);
         touch_state(w, false);
         const double t_local = timed([&] { cairn::save(sd, local, g_comm, so); });
-        remove_path(drained);
-        const double t_drain = timed([&] {
-            auto d = start();
+        const double t_alone = allmax(simulate(passes, nullptr, nullptr));
+        if (timed_run) {
+            R.add("cairn-local-save", T, t_local);
+            const u64 moved = static_cast<u64>(passes) * sim_bytes * 2 * static_cast<u64>(g_size);
+            R.add("compute-alone", moved, t_alone);
+        }
+        for (int k = 0; k < 2; ++k) {
+            const auto& [copy, m] = copies[(k + run) % 2];
+            remove_path(drained);
+            const double t_drain = timed([&] {
+                auto d = start(copy);
+                finish(*d);
+            });
+            if (run == 0) { // the drained checkpoint is the state
+                scramble(w);
+                cairn::load(sd, drained, g_comm);
+                check_state(w, ("cairn-drain-" + m).c_str());
+            }
+            remove_path(drained);
+            MPI_Barrier(g_comm);
+            double drain_done = -1;
+            const double t0 = now();
+            auto d = start(copy);
+            const double t_sim = simulate(passes, d.get(), &drain_done);
+            if (drain_done < 0) { // still copying when the simulation ended
+                try {
+                    d->wait();
+                } catch (...) {
+                    // finish() agrees on it
+                }
+                drain_done = now() - t0;
+            }
             finish(*d);
-        });
+            const double t_busy_drain = allmax(drain_done);
+            const double t_busy_total = allmax(now() - t0);
+            const double t_busy_sim = allmax(t_sim);
+            remove_path(drained);
+            if (!timed_run) {
+                if (g_rank == 0)
+                    std::printf("warmup %s cairn-drain-%s %.3f s\n", R.workload.c_str(), m.c_str(), t_drain);
+                continue;
+            }
+            R.add("cairn-drain-" + m, T, t_drain);
+            R.add("cairn-drain-busy-" + m, T, t_busy_drain);
+            R.add("cairn-drain-busy-total-" + m, T, t_busy_total);
+            const u64 moved = static_cast<u64>(passes) * sim_bytes * 2 * static_cast<u64>(g_size);
+            R.add("compute-busy-" + m, moved, t_busy_sim);
+        }
         if (run % 2 == 1)
             direct_save();
-        if (run == 0) { // the drained checkpoint is the state
-            scramble(w);
-            cairn::load(sd, drained, g_comm);
-            check_state(w, "cairn-drain");
-        }
-        remove_path(drained);
-        const double t_alone = allmax(simulate(passes, nullptr, nullptr));
-        MPI_Barrier(g_comm);
-        double drain_done = -1;
-        const double t0 = now();
-        auto d = start();
-        const double t_sim = simulate(passes, d.get(), &drain_done);
-        if (drain_done < 0) { // still copying when the simulation ended
-            try {
-                d->wait();
-            } catch (...) {
-                // finish() agrees on it
-            }
-            drain_done = now() - t0;
-        }
-        finish(*d);
-        const double t_busy_drain = allmax(drain_done);
-        const double t_busy_total = allmax(now() - t0);
-        const double t_busy_sim = allmax(t_sim);
-        if (!timed_run) {
-            if (g_rank == 0) {
-                std::printf("warmup %s cairn-rank-save %.3f s\n", R.workload.c_str(), t_direct);
-                std::printf("warmup %s cairn-drain %.3f s\n", R.workload.c_str(), t_drain);
-            }
-            continue;
-        }
-        R.add("cairn-rank-save", T, t_direct);
-        R.add("cairn-local-save", T, t_local);
-        R.add("cairn-drain", T, t_drain);
-        R.add("cairn-drain-busy", T, t_busy_drain);
-        R.add("cairn-drain-busy-total", T, t_busy_total);
-        const u64 moved = static_cast<u64>(passes) * sim_bytes * 2 * static_cast<u64>(g_size);
-        R.add("compute-alone", moved, t_alone);
-        R.add("compute-busy", moved, t_busy_sim);
+        if (timed_run)
+            R.add("cairn-rank-save", T, t_direct);
+        else if (g_rank == 0)
+            std::printf("warmup %s cairn-rank-save %.3f s\n", R.workload.c_str(), t_direct);
     }
     remove_path(direct);
     remove_path(drained);
@@ -1226,10 +1239,14 @@ void bench_drain(u64 total)
         stdfs::remove(g_opt.local_dir, ec);
     }
     print_figures(R);
-    tput_ratio(R, "cairn-drain", "cairn-rank-save");
-    tput_ratio(R, "cairn-drain-busy", "cairn-rank-save");
+    for (const std::string m : {"direct", "kernel"}) {
+        tput_ratio(R, "cairn-drain-" + m, "cairn-rank-save");
+        tput_ratio(R, "cairn-drain-busy-" + m, "cairn-rank-save");
+        tput_ratio(R, "compute-busy-" + m, "compute-alone");
+    }
+    tput_ratio(R, "cairn-drain-busy-direct", "cairn-drain-busy-kernel");
+    tput_ratio(R, "compute-busy-direct", "compute-busy-kernel");
     tput_ratio(R, "cairn-local-save", "cairn-rank-save");
-    tput_ratio(R, "compute-busy", "compute-alone");
 }
 
 // ---------------------------------------------------------------- one workload

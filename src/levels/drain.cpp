@@ -12,6 +12,11 @@
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
+#if defined(__linux__)
+#include <linux/aio_abi.h>
+#include <sys/syscall.h>
+#endif
+#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,6 +42,16 @@ constexpr std::size_t buffer_bytes = std::size_t(4) << 20;
 /// writeback, io/writeback.hpp), WriteOptions::writeback_bytes' default,
 /// so that copying and the device overlap as in a save.
 constexpr std::uint64_t writeback_bytes = std::uint64_t(64) << 20;
+
+/// DrainCopy::direct: offsets, lengths and memory of O_DIRECT writes are
+/// multiples of this (the page; any device's logical block up to it).
+constexpr std::uint64_t direct_align = 4096;
+/// DrainCopy::direct: bytes per O_DIRECT write, checked for a cancel
+/// between two, and how many are in flight at once (Linux native AIO;
+/// one at a time where that is unavailable): enough to keep the device busy
+/// while the drain's thread waits for a CPU.
+constexpr std::size_t direct_piece = std::size_t(8) << 20;
+constexpr int direct_depth = 4;
 
 /// The suffix of a file being copied: never the name of a data file or of
 /// the metadata, so no commit or load takes a partial copy for a complete one.
@@ -185,6 +200,230 @@ private:
     std::unique_ptr<unsigned char, void (*)(void*)> m_buf{nullptr, std::free};
 };
 
+/// A read-only mapping of a file, unmapped when destroyed.
+class Mapping {
+public:
+    Mapping(int fd, std::uint64_t len) noexcept : m_len(static_cast<std::size_t>(len))
+    {
+        void* p = ::mmap(nullptr, m_len, PROT_READ, MAP_SHARED, fd, 0);
+        m_p = p == MAP_FAILED ? nullptr : static_cast<const unsigned char*>(p);
+    }
+    ~Mapping()
+    {
+        if (m_p)
+            ::munmap(const_cast<unsigned char*>(m_p), m_len);
+    }
+    Mapping(const Mapping&) = delete;
+    Mapping& operator=(const Mapping&) = delete;
+    const unsigned char* get() const noexcept { return m_p; }
+
+private:
+    const unsigned char* m_p = nullptr;
+    std::size_t m_len;
+};
+
+/// The O_DIRECT writes of copy_direct() from the pages of `base` at the same
+/// offsets of `fd`: up to direct_depth in flight through Linux native AIO
+/// (io_submit), else one at a time. Remembers the lowest offset where a
+/// write failed or came short and its errno (0: short). The destructor waits
+/// for the writes in flight.
+class DirectWrites {
+public:
+    DirectWrites(int fd, const unsigned char* base, std::uint64_t end) noexcept : m_fd(fd), m_base(base), m_bad(end)
+    {
+#if defined(__linux__) && defined(SYS_io_setup)
+        m_aio = ::syscall(SYS_io_setup, direct_depth, &m_ctx) == 0;
+#endif
+    }
+    ~DirectWrites()
+    {
+#if defined(__linux__) && defined(SYS_io_setup)
+        if (m_aio)
+            ::syscall(SYS_io_destroy, m_ctx); // waits for what is in flight
+#endif
+    }
+    DirectWrites(const DirectWrites&) = delete;
+    DirectWrites& operator=(const DirectWrites&) = delete;
+
+    bool failed() const noexcept { return m_failed; }
+    std::uint64_t bad() const noexcept { return m_bad; }
+    int error() const noexcept { return m_err; }
+
+    /// Writes `len` bytes at `off`, or queues them (waiting for a free slot).
+    void write(std::uint64_t off, std::size_t len) noexcept
+    {
+#if defined(__linux__) && defined(SYS_io_setup)
+        if (m_aio) {
+            while (m_in_flight == direct_depth && !m_failed)
+                reap(1);
+            if (m_failed)
+                return;
+            int slot = 0;
+            while (m_busy[slot])
+                ++slot;
+            iocb& cb = m_cbs[slot];
+            cb = iocb{};
+            cb.aio_data = static_cast<std::uint64_t>(slot);
+            cb.aio_lio_opcode = IOCB_CMD_PWRITE;
+            cb.aio_fildes = static_cast<std::uint32_t>(m_fd);
+            cb.aio_buf = reinterpret_cast<std::uint64_t>(m_base + off);
+            cb.aio_nbytes = len;
+            cb.aio_offset = static_cast<std::int64_t>(off);
+            iocb* p = &cb;
+            for (;;) {
+                if (::syscall(SYS_io_submit, m_ctx, 1, &p) == 1) {
+                    m_busy[slot] = true;
+                    ++m_in_flight;
+                    return;
+                }
+                const int err = errno;
+                if (err == EAGAIN && m_in_flight > 0)
+                    reap(1);
+                else if (err != EINTR && err != EAGAIN)
+                    return record(off, len, -err);
+            }
+        }
+#endif
+        for (;;) {
+            const auto n = ::pwrite(m_fd, m_base + off, len, static_cast<off_t>(off));
+            if (n >= 0 || errno != EINTR)
+                return record(off, len, n >= 0 ? static_cast<std::int64_t>(n) : -errno);
+        }
+    }
+
+    /// Waits for every write in flight.
+    void finish() noexcept
+    {
+        while (m_in_flight > 0)
+            reap(m_in_flight);
+    }
+
+private:
+    void reap(int least) noexcept
+    {
+#if defined(__linux__) && defined(SYS_io_setup)
+        io_event ev[direct_depth];
+        const long n = ::syscall(SYS_io_getevents, m_ctx, least, direct_depth, ev, nullptr);
+        if (n < 0) {
+            if (errno == EINTR)
+                return;
+            // The writes in flight cannot be followed: wait for them all
+            // (io_destroy does) and take none of them as written.
+            const int err = errno;
+            ::syscall(SYS_io_destroy, m_ctx);
+            m_aio = false;
+            for (int s = 0; s < direct_depth; ++s)
+                if (m_busy[s]) {
+                    m_busy[s] = false;
+                    record(static_cast<std::uint64_t>(m_cbs[s].aio_offset), m_cbs[s].aio_nbytes, -err);
+                }
+            m_in_flight = 0;
+            return;
+        }
+        for (long k = 0; k < n; ++k) {
+            const auto s = static_cast<int>(ev[k].data);
+            m_busy[s] = false;
+            --m_in_flight;
+            record(static_cast<std::uint64_t>(m_cbs[s].aio_offset), m_cbs[s].aio_nbytes, ev[k].res);
+        }
+#else
+        (void)least;
+#endif
+    }
+
+    void record(std::uint64_t off, std::size_t len, std::int64_t res) noexcept
+    {
+        if (res == static_cast<std::int64_t>(len))
+            return;
+        m_failed = true;
+        const std::uint64_t at = res >= 0 ? off + static_cast<std::uint64_t>(res) / direct_align * direct_align : off;
+        if (at < m_bad || (at == m_bad && m_err == 0)) {
+            m_bad = at;
+            m_err = res >= 0 ? 0 : static_cast<int>(-res);
+        }
+    }
+
+    int m_fd;
+    const unsigned char* m_base;
+    std::uint64_t m_bad;
+    int m_err = 0;
+    bool m_failed = false;
+    bool m_aio = false;
+#if defined(__linux__) && defined(SYS_io_setup)
+    aio_context_t m_ctx = 0;
+    iocb m_cbs[direct_depth] = {};
+#endif
+    bool m_busy[direct_depth] = {};
+    int m_in_flight = 0;
+};
+
+/// DrainCopy::direct: writes the first `size` rounded down to direct_align
+/// bytes of `in` (`src`) into `part` (created, empty) from the pages of a
+/// mapping of `in` with O_DIRECT, in direct_piece writes (DirectWrites),
+/// into space allocated first. Only the kernel touches the mapping (a source cut
+/// meanwhile is EFAULT, never SIGBUS). Returns the bytes written, a multiple
+/// of direct_align from the start: fewer (0 included) where the mapping,
+/// O_DIRECT or an unaligned write is refused, the rest being left to the
+/// kernel copy. Throws Cancelled when `cancel` is set between two writes,
+/// error::ReadError / error::WriteError naming the file.
+std::uint64_t copy_direct(int in, const std::string& src, const std::string& part, std::uint64_t size,
+                          const std::atomic<bool>* cancel)
+{
+#if defined(__linux__) && defined(O_DIRECT)
+    const std::uint64_t aligned = size / direct_align * direct_align;
+    if (aligned == 0)
+        return 0;
+    const Mapping map(in, aligned);
+    if (!map.get())
+        return 0;
+    Fd out(::open(part.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC));
+    if (out.get() < 0)
+        return 0; // refused (EINVAL), or the kernel copy's descriptor will say why
+    // Allocated first: the writes then neither extend the file nor find the
+    // device full half-way; where allocation is unsupported they extend it.
+    if (::fallocate(out.get(), 0, 0, static_cast<off_t>(aligned)) != 0) {
+        const int err = errno;
+        if (write_side(err) || err == EIO)
+            throw error::WriteError("cannot allocate " + std::to_string(aligned) + " bytes for " + part +
+                                    " (a copy of " + src + "): " + sys_error(err) +
+                                    fs::no_space_note(part, aligned));
+    }
+    std::uint64_t off = aligned;
+    {
+        DirectWrites writes(out.get(), map.get(), aligned); // waits for its writes before `out` closes
+        for (std::uint64_t at = 0; at < aligned && !writes.failed(); at += direct_piece) {
+            if (cancel && cancel->load(std::memory_order_relaxed))
+                throw Cancelled{};
+            writes.write(at, static_cast<std::size_t>(std::min<std::uint64_t>(aligned - at, direct_piece)));
+        }
+        writes.finish();
+        if (writes.failed()) {
+            // Everything below bad() is written; from there on the kernel
+            // copy goes on where O_DIRECT was refused or a write came short.
+            off = writes.bad();
+            const int err = writes.error();
+            if (err == EFAULT)
+                throw error::ReadError("cannot copy " + src + ": it ended near byte " + std::to_string(off) + " of " +
+                                       std::to_string(size) + " (changed while copied)");
+            if (err != 0 && err != EINVAL && err != EOPNOTSUPP && err != ENOTSUP)
+                throw error::WriteError("cannot write " + part + " (a copy of " + src + ") at offset " +
+                                        std::to_string(off) + ": " + sys_error(err) +
+                                        (write_side(err) ? fs::no_space_note(part, aligned - off) : std::string()));
+        }
+    }
+    if (const int err = out.close())
+        throw error::WriteError("cannot close " + part + " (a copy of " + src + "): " + sys_error(err));
+    return off;
+#else
+    (void)in;
+    (void)src;
+    (void)part;
+    (void)size;
+    (void)cancel;
+    return 0;
+#endif
+}
+
 /// The size of the regular file open as `fd` (`src`); error::ReadError
 /// naming it when it is something else.
 std::uint64_t regular_file_size(int fd, const std::string& src)
@@ -198,15 +437,18 @@ std::uint64_t regular_file_size(int fd, const std::string& src)
     return static_cast<std::uint64_t>(st.st_size);
 }
 
-/// Copies the `size` bytes of `in` into `out` (`part`), in chunks, with
-/// early writeback; throws Cancelled when `cancel` is set between two.
-void copy_bytes(int in, Fd& out, const std::string& src, const std::string& part, std::uint64_t size, bool fsync,
-                const std::atomic<bool>* cancel)
+/// Copies the `size` bytes of `in` into `out` (`part`): with `fsync` and
+/// `direct`, what copy_direct() takes first; the rest in chunks, with early
+/// writeback. Returns the bytes written with O_DIRECT. Throws Cancelled when
+/// `cancel` is set between two chunks.
+std::uint64_t copy_bytes(int in, Fd& out, const std::string& src, const std::string& part, std::uint64_t size,
+                         bool fsync, bool direct, const std::atomic<bool>* cancel)
 {
-    ::posix_fadvise(in, 0, 0, POSIX_FADV_SEQUENTIAL);
-    Writeback writeback(part, fsync ? writeback_bytes : 0);
+    const std::uint64_t direct_done = fsync && direct ? copy_direct(in, src, part, size, cancel) : 0;
+    std::uint64_t off = direct_done;
+    ::posix_fadvise(in, static_cast<off_t>(off), 0, POSIX_FADV_SEQUENTIAL);
+    Writeback writeback(part, fsync && off < size ? writeback_bytes : 0);
     ByteCopy copy(in, out.get(), src, part, size);
-    std::uint64_t off = 0;
     while (off < size) {
         if (cancel && cancel->load(std::memory_order_relaxed))
             throw Cancelled{};
@@ -221,14 +463,17 @@ void copy_bytes(int in, Fd& out, const std::string& src, const std::string& part
         throw error::WriteError("fsync of " + part + " (a copy of " + src + ") failed: " + sys_error(errno));
     if (const int err = out.close())
         throw error::WriteError("cannot close " + part + " (a copy of " + src + "): " + sys_error(err));
+    return direct_done;
 }
 
 /// Copies the regular file `src` to `dst` through `dst` + part_suffix,
 /// renamed to `dst` once complete (and durable with `fsync`). Returns the
-/// bytes copied. Throws Cancelled when `cancel` is set between two chunks,
-/// error::ReadError / error::WriteError naming the file otherwise; the
-/// partial copy is removed.
-std::uint64_t copy_file(const std::string& src, const std::string& dst, bool fsync, const std::atomic<bool>* cancel)
+/// bytes copied; adds those written with O_DIRECT (`direct`, copy_bytes())
+/// to `*direct_bytes` when given. Throws Cancelled when `cancel` is set
+/// between two chunks, error::ReadError / error::WriteError naming the file
+/// otherwise; the partial copy is removed.
+std::uint64_t copy_file(const std::string& src, const std::string& dst, bool fsync, bool direct,
+                        const std::atomic<bool>* cancel, std::uint64_t* direct_bytes = nullptr)
 {
     Fd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     if (in.get() < 0)
@@ -239,8 +484,10 @@ std::uint64_t copy_file(const std::string& src, const std::string& dst, bool fsy
     if (out.get() < 0)
         throw error::WriteError("cannot create " + part + " (to copy " + src + " there): " + sys_error(errno));
     try {
-        copy_bytes(in.get(), out, src, part, size, fsync, cancel);
+        const std::uint64_t d = copy_bytes(in.get(), out, src, part, size, fsync, direct, cancel);
         fs::rename(part, dst);
+        if (direct_bytes)
+            *direct_bytes += d;
         return size;
     } catch (...) {
         fs::truncate_noexcept(part, 0);
@@ -255,9 +502,11 @@ struct Drain::State {
     std::string src_dir, dst_dir;
     std::vector<std::string> files;
     bool fsync = false;
+    bool direct = false;
     std::atomic<bool> cancel{false};
     std::atomic<bool> finished{false};
     std::uint64_t bytes = 0;    // written by the thread, read after join
+    std::uint64_t direct_bytes = 0; // likewise
     std::exception_ptr error;   // likewise
 
     void run() noexcept
@@ -267,7 +516,7 @@ struct Drain::State {
             for (const auto& f : files) {
                 if (const int err = fault::inject(fault::drain_copy, fs::join(dst_dir, f)))
                     copy_failed(fs::join(src_dir, f), fs::join(dst_dir, f), err);
-                bytes += copy_file(fs::join(src_dir, f), fs::join(dst_dir, f), fsync, &cancel);
+                bytes += copy_file(fs::join(src_dir, f), fs::join(dst_dir, f), fsync, direct, &cancel, &direct_bytes);
                 if (cancel.load(std::memory_order_relaxed))
                     throw Cancelled{};
             }
@@ -281,10 +530,28 @@ struct Drain::State {
     }
 };
 
-Drain::Drain(std::string src_dir, std::string dst_dir, std::vector<std::string> files, bool fsync)
+namespace {
+
+/// DrainCopy::automatic: CAIRN_DRAIN_COPY, else the default.
+DrainCopy copy_from_environment()
+{
+    const char* v = std::getenv("CAIRN_DRAIN_COPY");
+    if (!v || !*v)
+        return DrainCopy::direct;
+    if (std::strcmp(v, "direct") == 0)
+        return DrainCopy::direct;
+    if (std::strcmp(v, "kernel") == 0)
+        return DrainCopy::kernel;
+    throw error::WrongAPIUsage(std::string("CAIRN_DRAIN_COPY='") + v + "': expected 'direct' or 'kernel'");
+}
+
+} // namespace
+
+Drain::Drain(std::string src_dir, std::string dst_dir, std::vector<std::string> files, bool fsync, DrainCopy copy)
     : m_state(std::make_unique<State>())
 {
     auto& s = *m_state;
+    s.direct = (copy == DrainCopy::automatic ? copy_from_environment() : copy) == DrainCopy::direct;
     s.src_dir = fs::strip(src_dir);
     s.dst_dir = fs::strip(dst_dir);
     s.files = std::move(files);
@@ -314,6 +581,8 @@ std::uint64_t Drain::wait()
         std::rethrow_exception(m_state->error);
     return m_state->bytes;
 }
+
+std::uint64_t Drain::direct_bytes() const noexcept { return m_state->direct_bytes; }
 
 std::vector<std::string> rank_data_files(const std::string& dir, int rank)
 {
@@ -392,7 +661,7 @@ void commit_drain(const Comm& c, const std::string& src_dir, const std::string& 
             if (!fs::exists(src_md))
                 throw error::NotFound("cannot drain " + src + ": it is no committed checkpoint (no " +
                                       std::string(metadata_file_name) + ")");
-            copy_file(src_md, tmp, fsync, nullptr);
+            copy_file(src_md, tmp, fsync, false, nullptr);
             commit_distcp_dir(dst, to, fsync);
         } catch (...) {
             err = std::current_exception();

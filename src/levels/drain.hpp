@@ -15,6 +15,24 @@
 
 namespace cairn::detail {
 
+/// How a durable drain (`fsync`) copies a file's bytes; without fsync it
+/// always takes DrainCopy::kernel.
+enum class DrainCopy {
+    /// CAIRN_DRAIN_COPY from the environment (`direct` or `kernel`), else
+    /// the default (DrainCopy::direct).
+    automatic,
+    /// copy_file_range, else sendfile, else pread/pwrite through a buffer,
+    /// with early writeback (io/writeback.hpp): the kernel copies each page
+    /// into the destination's page cache, then writes it back.
+    kernel,
+    /// The source mapped read-only and its 4096-byte-aligned part written
+    /// from its pages with O_DIRECT, 8 MiB per write and 4 writes in flight
+    /// (Linux AIO), into space allocated first: no page-cache copy, and the
+    /// CPU only issues I/O. The rest (the unaligned tail, or all of it where
+    /// O_DIRECT or the mapping is refused) as DrainCopy::kernel.
+    direct,
+};
+
 /// One rank's part of a drain: copies the data files this rank wrote of a
 /// node-local step (`files`, relative names) from `src_dir` into `dst_dir`
 /// (created when missing) on a background thread, which makes no MPI call.
@@ -26,7 +44,8 @@ namespace cairn::detail {
 /// that commit_drain() swaps in.
 class Drain {
 public:
-    Drain(std::string src_dir, std::string dst_dir, std::vector<std::string> files, bool fsync);
+    Drain(std::string src_dir, std::string dst_dir, std::vector<std::string> files, bool fsync,
+          DrainCopy copy = DrainCopy::automatic);
     /// Asks the copy to stop and joins the thread (errors are dropped).
     ~Drain();
     Drain(const Drain&) = delete;
@@ -37,6 +56,8 @@ public:
     /// Local: waits for the copy and returns the bytes copied, or throws its
     /// error (error::ReadError / error::WriteError naming the file).
     std::uint64_t wait();
+    /// After wait(): of the bytes copied, those written with O_DIRECT.
+    std::uint64_t direct_bytes() const noexcept;
 
 private:
     struct State;
