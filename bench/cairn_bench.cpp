@@ -1309,13 +1309,23 @@ Results bench_workload(Workload& w)
                              }
                              for (auto& c : cw.arrays)
                                  rs.add_array<double>(c.name, c.data.data(), c.global, c.box);
-                             drop_caches();
-                             for (auto& c : cw.arrays)
-                                 touch_write(c.data.data(), c.data.size() * 8);
-                             r.add("cairn-rank-reshard-load", T,
-                                   timed([&] { cairn::load(rs, p, g_comm, l); }));
-                             if (run == 0)
-                                 check_state(cw, "cairn-rank-reshard-load");
+                             // With cooperative reads off and on (-coop-), in
+                             // an order that alternates from run to run.
+                             for (int k = 0; k < 2; ++k) {
+                                 const bool coop = (k + run) % 2 == 1;
+                                 const char* name = coop ? "cairn-rank-reshard-coop-load" : "cairn-rank-reshard-load";
+                                 auto lr = l;
+                                 lr.cooperative = coop;
+                                 if (run == 0)
+                                     for (auto& c : cw.arrays)
+                                         std::fill(c.data.begin(), c.data.end(), -1.0);
+                                 drop_caches();
+                                 for (auto& c : cw.arrays)
+                                     touch_write(c.data.data(), c.data.size() * 8);
+                                 r.add(name, T, timed([&] { cairn::load(rs, p, g_comm, lr); }));
+                                 if (run == 0)
+                                     check_state(cw, name);
+                             }
                              // The same decomposition into arrays with one
                              // ghost layer, as a simulation holds its fields:
                              // not dense, so read through the buffer.
@@ -1570,6 +1580,8 @@ void print_ratios(const Results& r, const Results* large)
     tput_ratio(r, "cairn-rank-load", "mpiio-rank-" + io + "-load");
     tput_ratio(r, "cairn-rank-reshard-load", "fio-read");
     tput_ratio(r, "cairn-rank-reshard-load", "cairn-rank-load");
+    tput_ratio(r, "cairn-rank-reshard-coop-load", "fio-read");
+    tput_ratio(r, "cairn-rank-reshard-coop-load", "cairn-rank-reshard-load");
     tput_ratio(r, "cairn-rank-ghost-load", "fio-read");
     tput_ratio(r, "cairn-rank-ghost-load", "cairn-rank-load");
     tput_ratio(r, "cairn-container-save", "hdf5-save");
