@@ -484,8 +484,9 @@ bool node_steps_of(const Topology& t, const std::vector<std::vector<std::string>
 // The step every node's save of `step` reuses, from every node's steps
 // (`ns`, node_steps_of), or -1: the newest step that the retention of this
 // save drops on every node (keep_last `keep`) and that is older than the
-// newest step committed on every node, so that a failed save keeps that one
-// on every node. The same on every rank.
+// newest step committed on every node as one save (the same save_id on every
+// node: a stale copy left by another save counts as none), so that a failed
+// save keeps that one on every node. The same on every rank.
 std::int64_t agreed_reuse(const NodeSteps& ns, int keep)
 {
     std::map<std::int64_t, std::uint64_t> committed_everywhere;
@@ -499,7 +500,7 @@ std::int64_t agreed_reuse(const NodeSteps& ns, int keep)
         }
         for (auto it = committed_everywhere.begin(); it != committed_everywhere.end();) {
             const auto here = ns.committed[n].find(it->first);
-            if (here == ns.committed[n].end())
+            if (here == ns.committed[n].end() || here->second != it->second)
                 it = committed_everywhere.erase(it);
             else
                 ++it;

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <set>
 
@@ -371,4 +372,58 @@ TEST_CASE("levels record: a step some nodes lack is partial, with the nodes that
     const auto steps = record_steps(base, old);
     CHECK(all(old.nodes == 2 && old.hosts.empty() && steps.size() == 1 && steps.at(5).node_local &&
               steps.at(5).partial.empty()));
+}
+
+TEST_CASE("levels leftovers: a stale copy of another save on one node makes no step complete for reuse",
+          "[levels][recycle][record][errors]")
+{
+    const int w = world_size();
+    const std::string base = fresh_dir("levels_reuse_save_id_" + std::to_string(w));
+    const std::string root = base + "/root";
+    cairn::CheckpointManager m(root, MPI_COMM_WORLD, options(base, 1));
+    Field f;
+    for (std::int64_t s : {10, 20}) {
+        f.fill(s);
+        m.save(s, f.dict);
+    }
+    // The last node's step 20 is a committed copy left by an earlier job
+    // (another save_id); with one node, it is the only copy and complete.
+    const int last = w - 1;
+    if (w > 1 && world_rank() == 0) {
+        const std::string file = node_dir(base, last) + "/step_00000020/.cairn-level.json";
+        std::stringstream ss;
+        ss << std::ifstream(file).rdbuf();
+        const std::string planted = std::regex_replace(ss.str(), std::regex("\"save_id\": *[0-9]+"), "\"save_id\": 7");
+        REQUIRE(planted != ss.str());
+        std::ofstream(file, std::ios::trunc) << planted;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const std::int64_t newest = w > 1 ? 10 : 20; // complete on every node, as one save
+
+    // Step 30 fails after the nodes chose what to reuse: step 10 is not
+    // reused where step 20 is not one save's on every node.
+    const Outcome failed = failed_save(m, f, 30, false);
+    CHECK(same_error_everywhere(failed, cairn::Error::Kind::write));
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(all(stdfs::exists(node_dir(base, world_rank()) + "/step_00000010") == (w > 1)));
+    cairn::detail::LevelRecord rec;
+    auto steps = record_steps(root, rec);
+    CHECK(all(steps[newest].node_local));
+    if (w > 1)
+        CHECK(all(!steps[20].node_local && steps[20].partial == iota_nodes(w - 1)));
+    Field back;
+    CHECK(all(m.restore_latest(back.dict) == newest));
+    CHECK(all(back.holds(newest)));
+    CHECK(all(m.last_restore().level == cairn::RestoreReport::Level::node_local));
+
+    // Saved again: step 30 on every node, the stale step 20 still partial.
+    f.fill(30);
+    m.save(30, f.dict);
+    MPI_Barrier(MPI_COMM_WORLD);
+    steps = record_steps(root, rec);
+    CHECK(all(steps[30].node_local && steps[30].partial.empty()));
+    const std::vector<int> holders = w > 1 ? iota_nodes(w - 1) : std::vector<int>{};
+    CHECK(all(steps[20].node_local == (w == 1) && steps[20].partial == holders));
+    CHECK(all(m.restore_latest(back.dict) == 30));
+    CHECK(all(back.holds(30)));
 }
