@@ -2,7 +2,9 @@
 // the levels record stays true after a failed save that reused an older
 // step, the manager finds and removes the leftovers in every node's
 // directory (fake nodes: LocalLevel::ranks_per_node, "%n" in the directory),
-// and the step a save reuses is chosen together by all nodes.
+// the step a save reuses is chosen together by all nodes (a stale copy of
+// another save counting as none), and the record lists a step some nodes
+// lack as partial, with the nodes that hold it.
 #include "common.hpp"
 #include "outcome.hpp"
 
