@@ -410,6 +410,7 @@ struct CheckpointManager::Impl {
     {
         std::vector<std::string> files;
         const SaveResult r = level().finish_save(ls, source, on_written, &files);
+        level().note_saved(ls);
         saves_since_flush = flush_count;
         if (drain_it)
             start_drain(ls.step, files, on);
@@ -699,10 +700,28 @@ struct CheckpointManager::Impl {
             rec.redundancy = opt.local.redundancy.str();
             rec.nodes = level().topology().nodes;
             rec.ranks = level().topology().size;
+            rec.hosts = level().topology().hosts;
             std::map<std::int64_t, detail::LevelRecord::Step> steps;
-            for (const std::int64_t s : level().committed_here()) {
+            // Per step, the nodes that hold one save's copy of it (the newest
+            // save_id's): as every node's leader listed them at the last
+            // save (none listed yet: what this node holds).
+            const detail::NodeSteps& known = level().known_steps();
+            std::map<std::int64_t, std::map<std::uint64_t, std::vector<int>>> holders;
+            if (known.known) {
+                for (std::size_t n = 0; n < known.committed.size(); ++n)
+                    for (const auto& [s, id] : known.committed[n])
+                        holders[s][id].push_back(static_cast<int>(n));
+            } else {
+                for (const std::int64_t s : level().committed_here())
+                    holders[s][0].push_back(level().topology().node);
+            }
+            for (const auto& [s, by_id] : holders) {
+                const std::vector<int>& nodes = by_id.rbegin()->second;
                 steps[s].step = s;
-                steps[s].node_local = true;
+                if (static_cast<int>(nodes.size()) == rec.nodes)
+                    steps[s].node_local = true;
+                else
+                    steps[s].partial = nodes;
             }
             for (const auto& cand : scan(root, container))
                 if (committed_checkpoint(cand.path, cand.container)) {

@@ -700,9 +700,14 @@ void write_level_record(const std::string& root, const LevelRecord& record, bool
     j["redundancy"] = record.redundancy;
     j["nodes"] = record.nodes;
     j["ranks"] = record.ranks;
+    j["hosts"] = record.hosts;
     Json steps = Json::array();
-    for (const auto& s : record.steps)
-        steps.push_back(Json{{"step", s.step}, {"node_local", s.node_local}, {"file_system", s.file_system}});
+    for (const auto& s : record.steps) {
+        Json e{{"step", s.step}, {"node_local", s.node_local}, {"file_system", s.file_system}};
+        if (!s.partial.empty())
+            e["partial"] = s.partial;
+        steps.push_back(std::move(e));
+    }
     j["steps"] = std::move(steps);
     const std::string text = j.dump(2) + "\n";
 
@@ -773,8 +778,45 @@ public:
         return static_cast<int>(v);
     }
 
+    /// The optional "hosts" array (a record without it has none): strings.
+    std::vector<std::string> hosts(const Json& j) const
+    {
+        std::vector<std::string> out;
+        const auto it = j.find("hosts");
+        if (it == j.end())
+            return out;
+        if (!it->is_array())
+            throw bad("\"hosts\" is not an array");
+        for (const auto& h : *it) {
+            if (!h.is_string())
+                throw bad("an element of \"hosts\" is not a string");
+            out.push_back(h.get<std::string>());
+        }
+        return out;
+    }
+
+    /// A step's optional "partial" array (a record without it has none):
+    /// node numbers 0 .. nodes-1, strictly ascending.
+    std::vector<int> partial(const Json& s, std::int64_t step, int nodes) const
+    {
+        std::vector<int> out;
+        const auto it = s.find("partial");
+        if (it == s.end())
+            return out;
+        if (!it->is_array())
+            throw bad("\"partial\" of step " + std::to_string(step) + " is not an array");
+        for (const auto& n : *it) {
+            if (!n.is_number_integer() || n.get<std::int64_t>() < 0 || n.get<std::int64_t>() >= nodes ||
+                (!out.empty() && n.get<std::int64_t>() <= out.back()))
+                throw bad("\"partial\" of step " + std::to_string(step) + " is not ascending node numbers below " +
+                          std::to_string(nodes));
+            out.push_back(static_cast<int>(n.get<std::int64_t>()));
+        }
+        return out;
+    }
+
     /// The "steps" array, strictly ascending.
-    std::vector<LevelRecord::Step> steps(const Json& j) const
+    std::vector<LevelRecord::Step> steps(const Json& j, int nodes) const
     {
         std::vector<LevelRecord::Step> out;
         for (const auto& s : field(j, "steps", Json::value_t::array, "an array")) {
@@ -784,6 +826,7 @@ public:
             st.step = integer(s, "step");
             st.node_local = flag(s, "node_local");
             st.file_system = flag(s, "file_system");
+            st.partial = partial(s, st.step, nodes);
             if (!out.empty() && st.step <= out.back().step)
                 throw bad("the steps are not in ascending order (" + std::to_string(st.step) + " after " +
                           std::to_string(out.back().step) + ")");
@@ -835,7 +878,8 @@ bool read_level_record(const std::string& root, LevelRecord& record)
     r.redundancy = rd.text(j, "redundancy");
     r.nodes = rd.count(j, "nodes");
     r.ranks = rd.count(j, "ranks");
-    r.steps = rd.steps(j);
+    r.hosts = rd.hosts(j);
+    r.steps = rd.steps(j, r.nodes);
     record = std::move(r);
     return true;
 }

@@ -99,12 +99,16 @@ void commit_drain(const Comm& c, const std::string& src_dir, const std::string& 
 struct LevelRecord {
     struct Step {
         std::int64_t step = 0;
-        bool node_local = false;  ///< committed on every node when last known
+        bool node_local = false;  ///< committed on every node (one save's copy) when last known
         bool file_system = false; ///< committed in the root
+        /// When committed on some nodes only: those nodes, ascending (the
+        /// others lack it or hold a stale copy of another save); else empty.
+        std::vector<int> partial;
     };
     std::string local_dir;  ///< LocalLevel::dir as given ("%n" kept)
     std::string redundancy; ///< Redundancy::str()
     int nodes = 0, ranks = 0;
+    std::vector<std::string> hosts; ///< per node (empty in a record without them)
     std::vector<Step> steps; ///< ascending
 };
 /// root/.cairn-levels.

@@ -412,65 +412,113 @@ bool is_data_file_name(const std::string& n)
     return n.size() > 9 && n.rfind("__", 0) == 0 && n.compare(n.size() - 7, 7, ".distcp") == 0;
 }
 
+// The save_id in the manifest of committed step directory `dir`; false when
+// the manifest cannot be read or parsed (the copy then counts as none).
+bool manifest_save_id(const std::string& dir, std::uint64_t& id)
+{
+    std::ifstream in(fs::join(dir, level_manifest_name), std::ios::binary);
+    if (!in)
+        return false;
+    try {
+        id = nlohmann::json::parse(in).at("save_id").get<std::uint64_t>();
+        return true;
+    } catch (const std::exception&) {
+        return false;
+    }
+}
+
 // What this node's leader tells the others before a save of `step` into
 // `my_dir` (`final_dir`: that step's name there) chooses a step to reuse:
-// its other step directories, newest first, as "c<N>" (committed) or "u<N>",
-// and "s" when `final_dir` is a committed copy of the step itself.
+// its other step directories, newest first, as "c<N>:<save_id>" (committed)
+// or "u<N>", and "s:<save_id>" when `final_dir` is a committed copy of the
+// step itself.
 std::vector<std::string> reuse_candidates(const std::string& my_dir, std::int64_t step,
                                           const std::string& final_dir)
 {
     std::vector<std::string> v;
-    for (const std::int64_t s : steps_in(my_dir, step))
-        v.push_back((committed_dir(fs::join(my_dir, local_step_name(s))) ? "c" : "u") + std::to_string(s));
-    if (committed_dir(final_dir))
-        v.push_back("s");
+    std::uint64_t id = 0;
+    for (const std::int64_t s : steps_in(my_dir, step)) {
+        const std::string dir = fs::join(my_dir, local_step_name(s));
+        v.push_back(committed_dir(dir) && manifest_save_id(dir, id)
+                        ? "c" + std::to_string(s) + ":" + std::to_string(id)
+                        : "u" + std::to_string(s));
+    }
+    if (committed_dir(final_dir) && manifest_save_id(final_dir, id))
+        v.push_back("s:" + std::to_string(id));
     return v;
 }
 
-// The step every node's save of `step` reuses, from every rank's
-// reuse_candidates (`by_rank`; a node's are its leader's), or -1: the newest
-// step that the retention of this save drops on every node (keep_last
-// `keep`) and that is older than the newest step committed on every node, so
-// that a failed save keeps that one on every node. -1 when a leader could not
-// list its directory ("!"). The same on every rank.
-std::int64_t agreed_reuse(const Topology& t, const std::vector<std::vector<std::string>>& by_rank,
-                          std::int64_t step, int keep)
+// Every node's steps from every rank's reuse_candidates (`by_rank`; a node's
+// are its leader's): committed (with save ids, the step being saved
+// included) and the other directories. False when a leader could not list
+// its directory ("!") or sent what does not parse.
+bool node_steps_of(const Topology& t, const std::vector<std::vector<std::string>>& by_rank, std::int64_t step,
+                   NodeSteps& out)
 {
-    std::set<std::int64_t> committed_everywhere, dropped_everywhere;
-    for (int n = 0; n < t.nodes; ++n) {
-        const auto& v = by_rank[static_cast<std::size_t>(t.first_rank[static_cast<std::size_t>(n)])];
-        std::vector<std::int64_t> others;
-        std::set<std::int64_t> committed;
-        for (const auto& e : v) {
-            if (e == "!")
-                return -1;
-            if (e == "s") {
-                committed.insert(step);
-                continue;
+    NodeSteps ns;
+    ns.known = true;
+    ns.saving = step;
+    ns.committed.resize(static_cast<std::size_t>(t.nodes));
+    ns.others.resize(static_cast<std::size_t>(t.nodes));
+    try {
+        for (int n = 0; n < t.nodes; ++n) {
+            const auto& v = by_rank[static_cast<std::size_t>(t.first_rank[static_cast<std::size_t>(n)])];
+            auto& committed = ns.committed[static_cast<std::size_t>(n)];
+            for (const auto& e : v) {
+                if (e.empty() || e == "!")
+                    return false;
+                const std::size_t colon = e.find(':');
+                const std::uint64_t id = colon == std::string::npos ? 0 : std::stoull(e.substr(colon + 1));
+                if (e[0] == 's') {
+                    committed[step] = id;
+                    continue;
+                }
+                const std::int64_t s = std::stoll(e.substr(1, colon == std::string::npos ? colon : colon - 1));
+                ns.others[static_cast<std::size_t>(n)].push_back(s);
+                if (e[0] == 'c')
+                    committed[s] = id;
             }
-            const std::int64_t s = std::stoll(e.substr(1));
-            others.push_back(s);
-            if (e[0] == 'c')
-                committed.insert(s);
         }
-        const auto dropped = dropped_by_retention(others, keep);
+    } catch (const std::exception&) {
+        return false;
+    }
+    out = std::move(ns);
+    return true;
+}
+
+// The step every node's save of `step` reuses, from every node's steps
+// (`ns`, node_steps_of), or -1: the newest step that the retention of this
+// save drops on every node (keep_last `keep`) and that is older than the
+// newest step committed on every node as one save (the same save_id on every
+// node: a stale copy left by another save counts as none), so that a failed
+// save keeps that one on every node. The same on every rank.
+std::int64_t agreed_reuse(const NodeSteps& ns, int keep)
+{
+    std::map<std::int64_t, std::uint64_t> committed_everywhere;
+    std::set<std::int64_t> dropped_everywhere;
+    for (std::size_t n = 0; n < ns.committed.size(); ++n) {
+        const auto dropped = dropped_by_retention(ns.others[n], keep);
         if (n == 0) {
-            committed_everywhere = committed;
+            committed_everywhere = ns.committed[n];
             dropped_everywhere.insert(dropped.begin(), dropped.end());
             continue;
         }
-        std::set<std::int64_t> c, d;
-        std::set_intersection(committed_everywhere.begin(), committed_everywhere.end(), committed.begin(),
-                              committed.end(), std::inserter(c, c.end()));
+        for (auto it = committed_everywhere.begin(); it != committed_everywhere.end();) {
+            const auto here = ns.committed[n].find(it->first);
+            if (here == ns.committed[n].end() || here->second != it->second)
+                it = committed_everywhere.erase(it);
+            else
+                ++it;
+        }
+        std::set<std::int64_t> d;
         for (const std::int64_t s : dropped)
             if (dropped_everywhere.count(s))
                 d.insert(s);
-        committed_everywhere = std::move(c);
         dropped_everywhere = std::move(d);
     }
     if (committed_everywhere.empty())
         return -1;
-    const std::int64_t newest = *committed_everywhere.rbegin();
+    const std::int64_t newest = committed_everywhere.rbegin()->first;
     for (auto it = dropped_everywhere.rbegin(); it != dropped_everywhere.rend(); ++it)
         if (*it < newest)
             return *it;
@@ -585,8 +633,22 @@ void NodeLevel::recycle_older_step(LocalSave& ls)
             mine = {"!"}; // nothing reused anywhere
         }
     }
-    const std::int64_t victim =
-        agreed_reuse(m_topo, allgather_strings(c, mine, "node-local save: steps to reuse"), ls.step, m_opt.keep_last);
+    NodeSteps ns;
+    const bool listed =
+        node_steps_of(m_topo, allgather_strings(c, mine, "node-local save: steps to reuse"), ls.step, ns);
+    const std::int64_t victim = listed ? agreed_reuse(ns, m_opt.keep_last) : -1;
+    // What the record says until this save is known to be committed: every
+    // node's steps less this one and the one it reuses.
+    m_known = NodeSteps{};
+    if (listed) {
+        for (std::size_t n = 0; n < ns.committed.size(); ++n) {
+            ns.committed[n].erase(ls.step);
+            ns.committed[n].erase(victim);
+            auto& o = ns.others[n];
+            o.erase(std::remove(o.begin(), o.end(), victim), o.end());
+        }
+        m_known = std::move(ns);
+    }
     run_phase(c, "node-local save: recycle", [&] {
         if (!m_topo.leader() || victim < 0)
             return;
@@ -597,6 +659,22 @@ void NodeLevel::recycle_older_step(LocalSave& ls)
             // Nothing reused: the save writes fresh files.
         }
     });
+}
+
+// The save committed `ls.step` on every node (one save_id, told apart from
+// every other copy by the step being saved) and each node's retention kept
+// the keep_last - 1 newest of its other step directories.
+void NodeLevel::note_saved(const LocalSave& ls)
+{
+    if (!m_known.known || m_known.saving != ls.step)
+        return;
+    for (std::size_t n = 0; n < m_known.committed.size(); ++n) {
+        auto& committed = m_known.committed[n];
+        for (const std::int64_t s : dropped_by_retention(m_known.others[n], m_opt.keep_last))
+            committed.erase(s);
+        committed[ls.step] = 0; // the same on every node
+    }
+    m_known.saving = -1;
 }
 
 SaveResult NodeLevel::finish_save(LocalSave& ls, SavePlanner& source, const std::function<void()>& on_written,

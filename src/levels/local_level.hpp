@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -48,6 +49,20 @@ struct LocalStep {
     bool recoverable = false;   ///< every data file is held, or can be rebuilt
     bool needs_rebuild = false; ///< recoverable, but only by a rebuild
     std::string why;            ///< when not recoverable: what is lost (step, nodes, hosts)
+};
+
+/// Every node's committed steps as the node leaders listed them before the
+/// last node-local save (NodeLevel::plan_save), brought up to date by that
+/// save's outcome (NodeLevel::note_saved); what the levels record says.
+struct NodeSteps {
+    bool known = false; ///< false until a save has listed every node's steps
+    /// Per node: its committed steps and the save_id of each copy.
+    std::vector<std::map<std::int64_t, std::uint64_t>> committed;
+    /// Per node: its other step directories (committed or not), newest
+    /// first, without the step being saved and the one it reuses (what the
+    /// save's retention sees).
+    std::vector<std::vector<std::int64_t>> others;
+    std::int64_t saving = -1; ///< the step of a save not (yet) known to be committed
 };
 
 struct SaveSession;
@@ -136,6 +151,15 @@ public:
     /// ranks and nodes (each rank's files then are on its own node).
     bool same_layout(const LocalManifest& m) const;
 
+    /// What the node leaders listed in the last plan_save, less the step it
+    /// saves and the step it reuses (then no longer committed), plus what
+    /// note_saved added: every node's committed steps as far as this rank
+    /// knows without asking again. Local.
+    const NodeSteps& known_steps() const noexcept { return m_known; }
+    /// Local, after `ls`'s finish_save succeeded: known_steps() updated with
+    /// the save (its step committed on every node, and each node's retention).
+    void note_saved(const LocalSave& ls);
+
     /// Local: waits for the removal of the steps the last save's retention
     /// dropped, if it is still going on.
     void wait_for_removal() noexcept;
@@ -162,6 +186,7 @@ private:
 
     Topology m_topo;
     LocalLevel m_opt;
+    NodeSteps m_known;
     std::thread m_remover;
 };
 

@@ -99,6 +99,25 @@ with open(os.path.join(root, ".cairn-levels"), "w") as f:
 r = run(a.cairn, "steps", root)
 check(r.returncode == 0 and "MISSING" not in r.stdout, "steps with a consistent record exits 0", r.stdout + r.stderr)
 
+# A step held on some nodes only: PARTIAL, naming the nodes (and hosts) that
+# hold it and those that do not; not a flag (exit 0).
+record["hosts"] = ["c1", "c2", "c3"]
+record["steps"].append({"step": 60, "node_local": False, "file_system": False, "partial": [0, 2]})
+with open(os.path.join(root, ".cairn-levels"), "w") as f:
+    json.dump(record, f)
+r = run(a.cairn, "steps", root)
+check(r.returncode == 0, "steps with a partial step exits 0", r.stdout + r.stderr)
+by_step = {l.split()[0]: l for l in r.stdout.splitlines()[2:]}
+check(by_step.get("60", "").endswith("PARTIAL node-local: on 2 of 3 nodes, not on node 1 (c2)"),
+      "steps: step 60 partial, node 1 named", r.stdout)
+check(by_step.get("50", "").endswith("  node-local"), "steps: step 50 still node-local", r.stdout)
+r = run(a.cairn, "steps", root, "--json")
+doc = json.loads(r.stdout)
+s = {x["step"]: x for x in doc["steps"]}
+check(r.returncode == 0 and s[60]["partial"] == [0, 2] and not s[60]["node_local"] and "partial" not in s[50],
+      "steps --json: partial", r.stdout)
+check(doc["levels"].get("hosts") == ["c1", "c2", "c3"], "steps --json: hosts", r.stdout)
+
 # A damaged record and a root that is no directory: errors naming the file.
 with open(os.path.join(root, ".cairn-levels"), "w") as f:
     f.write('{"format": "cairn-levels", "version": 1, "steps": [')

@@ -2,7 +2,9 @@
 // the levels record stays true after a failed save that reused an older
 // step, the manager finds and removes the leftovers in every node's
 // directory (fake nodes: LocalLevel::ranks_per_node, "%n" in the directory),
-// and the step a save reuses is chosen together by all nodes.
+// the step a save reuses is chosen together by all nodes (a stale copy of
+// another save counting as none), and the record lists a step some nodes
+// lack as partial, with the nodes that hold it.
 #include "common.hpp"
 #include "outcome.hpp"
 
@@ -16,6 +18,9 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
 #include <set>
 
 using namespace cairn_test;
@@ -284,4 +289,143 @@ TEST_CASE("levels leftovers: a save reuses a step only when every node agrees, n
     CHECK(all(node_local_steps(m).count(40) == 1));
     CHECK(all(m.restore_latest(back.dict) == 40));
     CHECK(all(back.holds(40)));
+}
+
+namespace {
+
+// The levels record's steps by number (every rank reads it).
+std::map<std::int64_t, cairn::detail::LevelRecord::Step> record_steps(const std::string& root,
+                                                                      cairn::detail::LevelRecord& rec)
+{
+    std::map<std::int64_t, cairn::detail::LevelRecord::Step> out;
+    if (cairn::detail::read_level_record(root, rec))
+        for (const auto& s : rec.steps)
+            out[s.step] = s;
+    return out;
+}
+
+std::vector<int> iota_nodes(int n)
+{
+    std::vector<int> v;
+    for (int k = 0; k < n; ++k)
+        v.push_back(k);
+    return v;
+}
+
+} // namespace
+
+TEST_CASE("levels record: a step some nodes lack is partial, with the nodes that hold it", "[levels][record]")
+{
+    const int w = world_size();
+    for (const int rpn : {1, 2}) {
+        if (w % rpn != 0 || (rpn > 1 && w < 4))
+            continue;
+        INFO("ranks per node " << rpn);
+        const int nodes = w / rpn;
+        const int last = nodes - 1;
+        const std::string base = fresh_dir("levels_record_partial_" + std::to_string(w) + "_" + std::to_string(rpn));
+        const std::string root = base + "/root";
+        cairn::CheckpointManager m(root, MPI_COMM_WORLD, options(base, rpn, 3));
+        Field f;
+        for (std::int64_t s : {10, 20}) {
+            f.fill(s);
+            m.save(s, f.dict);
+        }
+        // The last node loses step 10 between saves (a wiped node).
+        if (world_rank() == 0)
+            stdfs::remove_all(node_dir(base, last) + "/step_00000010");
+        MPI_Barrier(MPI_COMM_WORLD);
+        f.fill(30);
+        m.save(30, f.dict);
+        MPI_Barrier(MPI_COMM_WORLD); // the coordinator writes the record last
+        cairn::detail::LevelRecord rec;
+        auto steps = record_steps(root, rec);
+        CHECK(all(rec.nodes == nodes && rec.hosts.size() == static_cast<std::size_t>(nodes)));
+        CHECK(all(rec.hosts.empty() || rec.hosts[static_cast<std::size_t>(last)] == host_of(last * rpn)));
+        if (nodes > 1) {
+            CHECK(all(steps.count(10) == 1 && !steps[10].node_local && !steps[10].file_system &&
+                      steps[10].partial == iota_nodes(nodes - 1)));
+        } else {
+            CHECK(all(steps.count(10) == 0)); // the only node lost it
+        }
+        CHECK(all(steps[20].node_local && steps[20].partial.empty() && steps[30].node_local &&
+                  steps[30].partial.empty()));
+
+        // Step 40: the nodes that hold step 10 drop it (keep_last 3), the
+        // last node keeps 20 and 30 as every other does.
+        f.fill(40);
+        m.save(40, f.dict);
+        MPI_Barrier(MPI_COMM_WORLD);
+        steps = record_steps(root, rec);
+        CHECK(all(steps.size() == 3 && steps.count(10) == 0 && steps[20].node_local && steps[30].node_local &&
+                  steps[40].node_local));
+    }
+
+    // A record written before "hosts" and "partial" existed still loads.
+    const std::string base = fresh_dir("levels_record_old_" + std::to_string(w));
+    if (world_rank() == 0) {
+        stdfs::create_directories(base);
+        std::ofstream(base + "/.cairn-levels")
+            << R"({"format": "cairn-levels", "version": 1, "local_dir": "/dev/shm/x-%n", "redundancy": "none",
+                  "nodes": 2, "ranks": 4, "steps": [{"step": 5, "node_local": true, "file_system": false}]})";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    cairn::detail::LevelRecord old;
+    const auto steps = record_steps(base, old);
+    CHECK(all(old.nodes == 2 && old.hosts.empty() && steps.size() == 1 && steps.at(5).node_local &&
+              steps.at(5).partial.empty()));
+}
+
+TEST_CASE("levels leftovers: a stale copy of another save on one node makes no step complete for reuse",
+          "[levels][recycle][record][errors]")
+{
+    const int w = world_size();
+    const std::string base = fresh_dir("levels_reuse_save_id_" + std::to_string(w));
+    const std::string root = base + "/root";
+    cairn::CheckpointManager m(root, MPI_COMM_WORLD, options(base, 1));
+    Field f;
+    for (std::int64_t s : {10, 20}) {
+        f.fill(s);
+        m.save(s, f.dict);
+    }
+    // The last node's step 20 is a committed copy left by an earlier job
+    // (another save_id); with one node, it is the only copy and complete.
+    const int last = w - 1;
+    if (w > 1 && world_rank() == 0) {
+        const std::string file = node_dir(base, last) + "/step_00000020/.cairn-level.json";
+        std::stringstream ss;
+        ss << std::ifstream(file).rdbuf();
+        const std::string planted = std::regex_replace(ss.str(), std::regex("\"save_id\": *[0-9]+"), "\"save_id\": 7");
+        REQUIRE(planted != ss.str());
+        std::ofstream(file, std::ios::trunc) << planted;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const std::int64_t newest = w > 1 ? 10 : 20; // complete on every node, as one save
+
+    // Step 30 fails after the nodes chose what to reuse: step 10 is not
+    // reused where step 20 is not one save's on every node.
+    const Outcome failed = failed_save(m, f, 30, false);
+    CHECK(same_error_everywhere(failed, cairn::Error::Kind::write));
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(all(stdfs::exists(node_dir(base, world_rank()) + "/step_00000010") == (w > 1)));
+    cairn::detail::LevelRecord rec;
+    auto steps = record_steps(root, rec);
+    CHECK(all(steps[newest].node_local));
+    if (w > 1)
+        CHECK(all(!steps[20].node_local && steps[20].partial == iota_nodes(w - 1)));
+    Field back;
+    CHECK(all(m.restore_latest(back.dict) == newest));
+    CHECK(all(back.holds(newest)));
+    CHECK(all(m.last_restore().level == cairn::RestoreReport::Level::node_local));
+
+    // Saved again: step 30 on every node, the stale step 20 still partial.
+    f.fill(30);
+    m.save(30, f.dict);
+    MPI_Barrier(MPI_COMM_WORLD);
+    steps = record_steps(root, rec);
+    CHECK(all(steps[30].node_local && steps[30].partial.empty()));
+    const std::vector<int> holders = w > 1 ? iota_nodes(w - 1) : std::vector<int>{};
+    CHECK(all(steps[20].node_local == (w == 1) && steps[20].partial == holders));
+    CHECK(all(m.restore_latest(back.dict) == 30));
+    CHECK(all(back.holds(30)));
 }

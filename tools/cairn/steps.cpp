@@ -21,11 +21,13 @@ using Json = nlohmann::ordered_json;
 struct RecordStep {
     bool node_local = false;
     bool file_system = false;
+    std::vector<std::int64_t> partial; ///< the nodes holding it, when not every node does
 };
 
 struct Record {
     std::string local_dir, redundancy;
     std::int64_t nodes = 0, ranks = 0;
+    std::vector<std::string> hosts; ///< per node, when the record has them
     std::map<std::int64_t, RecordStep> steps;
 };
 
@@ -63,16 +65,46 @@ bool read_record(const std::string& root, Record& r)
         r.redundancy = get(j, "redundancy").get<std::string>();
         r.nodes = get(j, "nodes").get<std::int64_t>();
         r.ranks = get(j, "ranks").get<std::int64_t>();
+        if (j.contains("hosts"))
+            r.hosts = j["hosts"].get<std::vector<std::string>>();
         const Json& steps = get(j, "steps");
         if (!steps.is_array())
             throw bad("\"steps\" is not an array");
-        for (const auto& s : steps)
-            r.steps[get(s, "step").get<std::int64_t>()] =
-                RecordStep{get(s, "node_local").get<bool>(), get(s, "file_system").get<bool>()};
+        for (const auto& s : steps) {
+            RecordStep st{get(s, "node_local").get<bool>(), get(s, "file_system").get<bool>(), {}};
+            if (s.contains("partial"))
+                st.partial = s["partial"].get<std::vector<std::int64_t>>();
+            r.steps[get(s, "step").get<std::int64_t>()] = std::move(st);
+        }
     } catch (const nlohmann::json::exception& e) {
         throw bad(e.what());
     }
     return true;
+}
+
+// "node 2 (host h)", or "node 2" when the record names no hosts.
+std::string node_name(const Record& r, std::int64_t n)
+{
+    std::string s = "node " + std::to_string(n);
+    if (n >= 0 && static_cast<std::size_t>(n) < r.hosts.size())
+        s += " (" + printable(r.hosts[static_cast<std::size_t>(n)]) + ")";
+    return s;
+}
+
+// A step held node-local on some nodes only: which hold it, which lack it.
+std::string partial_text(const Record& r, const std::vector<std::int64_t>& held)
+{
+    std::string on, off;
+    std::size_t k = 0;
+    for (std::int64_t n = 0; n < r.nodes; ++n) {
+        const bool has = k < held.size() && held[k] == n;
+        if (has)
+            ++k;
+        std::string& list = has ? on : off;
+        list += (list.empty() ? "" : ", ") + node_name(r, n);
+    }
+    return "PARTIAL node-local: on " + std::to_string(held.size()) + " of " + std::to_string(r.nodes) +
+           " nodes, not on " + off;
 }
 
 // Bytes of the files of a checkpoint (a directory's regular files, or a container file).
@@ -117,13 +149,16 @@ int cmd_steps(const Context& ctx, const StepsArgs& args)
 
         Json doc;
         doc["root"] = args.root;
-        if (has_record)
+        if (has_record) {
             doc["levels"] = Json{{"local_dir", rec.local_dir},
                                  {"redundancy", rec.redundancy},
                                  {"nodes", rec.nodes},
                                  {"ranks", rec.ranks}};
-        else
+            if (!rec.hosts.empty())
+                doc["levels"]["hosts"] = rec.hosts;
+        } else {
             doc["levels"] = nullptr;
+        }
         auto& list = doc["steps"] = Json::array();
         auto& flagged = doc["missing"] = Json::array();
 
@@ -170,6 +205,10 @@ int cmd_steps(const Context& ctx, const StepsArgs& args)
                 j["file_system"] = in_fs;
                 if (local)
                     levels = "node-local";
+                if (r.recorded && !local && !r.recorded->partial.empty()) {
+                    j["partial"] = r.recorded->partial;
+                    levels = partial_text(rec, r.recorded->partial);
+                }
                 if (r.committed)
                     levels += std::string(levels.empty() ? "" : ", ") + "file system";
                 if (in_fs && !r.committed) {
