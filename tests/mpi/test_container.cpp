@@ -681,6 +681,86 @@ TEST_CASE("container: small datasets are packed, and their pieces written in run
     }
 }
 
+TEST_CASE("container: rows of dense memory go straight to the file, other chunks of the same save through HDF5",
+          "[container][direct]")
+{
+    // Datasets above 1 MiB: rows of dense memory on every rank (straight to
+    // their place), the same rows held column-major on odd ranks (that
+    // dataset goes through HDF5 on every rank), columns (not one range of
+    // the dataset: through HDF5, collective) and a replicated array (one
+    // writer, straight), in one save, with fsync. Plain HDF5 and a load on
+    // the ranks in reverse order read every value back.
+    const int w = world_size(), r = world_rank();
+    const std::string id = fresh_dir("c_direct_" + std::to_string(w)) + "/direct.h5";
+    const std::int64_t R = 256, C = 1024; // rows and columns per rank: 2 MiB of f64
+    auto value = [](int a, std::int64_t i) { return a * 1e7 + static_cast<double>(i); };
+    struct Arr {
+        std::string name;
+        cairn::Shape global;
+        cairn::Box box;
+        bool strided;
+        std::vector<double> data;
+    };
+    auto make = [&](int rank, bool fill) {
+        std::vector<Arr> v;
+        v.push_back({"rows", {w * R, C}, cairn::Box{{rank * R, 0}, {R, C}}, false, {}});
+        v.push_back({"rows.mixed", {w * R, C}, cairn::Box{{rank * R, 0}, {R, C}}, rank % 2 == 1, {}});
+        v.push_back({"cols", {R, w * C}, cairn::Box{{0, rank * C}, {R, C}}, false, {}});
+        v.push_back({"rep", {R + 44, C}, cairn::Box{{0, 0}, {R + 44, C}}, false, {}});
+        for (std::size_t a = 0; a < v.size(); ++a) {
+            auto& x = v[a];
+            const std::int64_t rows = x.box.shape[0], cols = x.box.shape[1];
+            x.data.assign(static_cast<std::size_t>(rows * cols), -1.0);
+            if (!fill)
+                continue;
+            for (std::int64_t i = 0; i < rows; ++i)
+                for (std::int64_t j = 0; j < cols; ++j) {
+                    const auto g = (x.box.offsets[0] + i) * x.global[1] + x.box.offsets[1] + j;
+                    x.data[static_cast<std::size_t>(x.strided ? i + j * rows : i * cols + j)] =
+                        value(static_cast<int>(a), g);
+                }
+        }
+        return v;
+    };
+    auto dict = [](std::vector<Arr>& v) {
+        cairn::StateDict sd;
+        for (auto& x : v) {
+            if (x.strided)
+                sd.add_array<double>(x.name, x.data.data(), x.global, x.box, {1, x.box.shape[0]});
+            else
+                sd.add_array<double>(x.name, x.data.data(), x.global, x.box);
+        }
+        return sd;
+    };
+    auto out = make(r, true);
+    cairn::SaveOptions o = container_save();
+    o.fsync = true;
+    auto sd_out = dict(out);
+    cairn::save(sd_out, id, MPI_COMM_WORLD, o);
+    if (r == 0) {
+        H5File f(id);
+        REQUIRE(f.id >= 0);
+        for (std::size_t a = 0; a < out.size(); ++a) {
+            const auto v = read_all<double>(f.id, "/" + out[a].name, H5T_NATIVE_DOUBLE);
+            INFO(out[a].name);
+            REQUIRE(v.size() == static_cast<std::size_t>(out[a].global[0] * out[a].global[1]));
+            std::int64_t bad = 0;
+            for (std::size_t i = 0; i < v.size(); ++i)
+                bad += v[i] != value(static_cast<int>(a), static_cast<std::int64_t>(i));
+            CHECK(bad == 0);
+        }
+    }
+    auto in = make(w - 1 - r, false);
+    auto sd = dict(in);
+    cairn::load(sd, id, MPI_COMM_WORLD);
+    const auto expect = make(w - 1 - r, true);
+    bool same = true;
+    for (std::size_t a = 0; a < in.size(); ++a)
+        same = same && in[a].data == expect[a].data;
+    CHECK(all(same));
+    CHECK(cairn::verify(id, MPI_COMM_WORLD).ok());
+}
+
 TEST_CASE("container: ranks may read different subsets (partial loads)", "[container][partial]")
 {
     const int w = world_size(), r = world_rank();

@@ -9,13 +9,16 @@
 // part in the remaining rounds with empty selections and reports its error
 // at the end, through the save's error agreement.
 //
-// Every rank creates every dataset (collective HDF5 calls with the same
-// arguments; the coordinator broadcasts the list in write_data) and writes
-// its chunks as hyperslabs with collective transfers, taking part with an
-// empty selection in the transfers it has nothing for. Independent
-// transfers: datasets with one writer or below `independent_below`; those of
-// at most 1 MiB go straight to their address through MPI-IO (docs/FORMAT.md
-// 7.4). The commit flushes the file with MPI_File_sync before it is closed.
+// The coordinator alone creates the file and every dataset through HDF5's
+// serial driver (the list is the same on every rank: it broadcasts it in
+// write_data) and broadcasts where each dataset's storage starts. Datasets
+// of at most 1 MiB written independently (one writer, or below
+// `independent_below`) go straight to their address through MPI-IO
+// (docs/FORMAT.md 7.4). The others are written through parallel HDF5, the
+// file then opened by every rank: as hyperslabs with collective transfers,
+// every rank taking part with an empty selection in the transfers it has
+// nothing for, or independently. With fsync the file is synced before the
+// commit.
 #include "cairn/container.hpp"
 
 #include "cairn/errors.hpp"
@@ -167,7 +170,33 @@ struct Task {
     bool whole = false; // direct from dense host memory; `mem` made on first use (prepare)
     ct::Split split;
     std::int64_t rounds = 0;
+    // Dense host memory whose box is one contiguous range of the dataset:
+    // it can go straight to the file (ContainerSave::write_directly).
+    bool one_run = false;
 };
+
+// Whether `box` is one contiguous range of the row-major elements of an
+// array of `shape`: whole in every dimension after some dimension j, of
+// extent 1 in every dimension before it.
+bool one_run(const Box& box, const Shape& shape)
+{
+    std::size_t j = box.ndim();
+    while (j > 0 && box.offsets[j - 1] == 0 && box.shape[j - 1] == shape[j - 1])
+        --j;
+    for (std::size_t k = 0; k + 1 < j; ++k)
+        if (box.shape[k] != 1)
+            return false;
+    return true;
+}
+
+// The row-major index, in an array of `shape`, of the first element of `box`.
+std::uint64_t first_element(const Box& box, const Shape& shape)
+{
+    std::uint64_t at = 0;
+    for (std::size_t d = 0; d < box.ndim(); ++d)
+        at = at * static_cast<std::uint64_t>(shape[d]) + static_cast<std::uint64_t>(box.offsets[d]);
+    return at;
+}
 
 // The checksums of a chunk (docs/FORMAT.md, "Checksums"): its bytes in
 // row-major order over its box, hashed straight from a dense view or packed
@@ -555,12 +584,14 @@ namespace {
 
 // The write schedule that every rank agrees on before the file is created,
 // in one allreduce (MAX) of [failed, rounds[D], highest writer[D], -lowest
-// writer[D]]: whether a rank failed, how many collective H5Dwrite calls
-// (rounds) each dataset needs, and whether one rank alone writes it.
+// writer[D], through HDF5[D]]: whether a rank failed, how many collective
+// H5Dwrite calls (rounds) each dataset needs, whether one rank alone writes
+// it, and whether some rank's chunk of it cannot go straight to the file.
 class Schedule {
 public:
-    explicit Schedule(std::size_t datasets) : m_d(datasets), m_v(1 + 3 * datasets, 0) {}
+    explicit Schedule(std::size_t datasets) : m_d(datasets), m_v(1 + 4 * datasets, 0) {}
     void add_rounds(std::size_t d, std::int64_t n) { m_v[1 + d] += n; }
+    void needs_h5(std::size_t d) { m_v[1 + 3 * m_d + d] = 1; }
     /// Collective: adds this rank's writers (and `failed`) and agrees.
     void agree(const detail::Comm& c, bool failed, const std::string& tmp)
     {
@@ -578,6 +609,7 @@ public:
     bool failed() const { return m_v[0] != 0; }
     std::int64_t rounds(std::size_t d) const { return m_v[1 + d]; }
     bool single_writer(std::size_t d) const { return m_v[1 + m_d + d] == -m_v[1 + 2 * m_d + d]; }
+    bool through_h5(std::size_t d) const { return m_v[1 + 3 * m_d + d] != 0; }
 
 private:
     std::size_t m_d;
@@ -585,18 +617,18 @@ private:
 };
 
 // The container while write_data writes it, and what its writes share.
-// Members in the order they are made (and destroyed in reverse).
+// Members in the order they are made (and destroyed in reverse). The file
+// exists (the coordinator's skeleton); it is opened through parallel HDF5
+// only when some dataset is written through HDF5 (open_parallel).
 struct OpenContainer {
-    OpenContainer(const std::string& tmp, MPI_Comm comm, const ContainerWriterOptions& opt, std::uint64_t writeback_limit)
-        : fapl(ct::file_access(comm, opt.tuning, opt.alignment, tmp, true)),
-          file(detail::h5::create_file(tmp, H5P_DEFAULT, fapl)), writeback(tmp, writeback_limit)
+    OpenContainer(const std::string& tmp, std::uint64_t writeback_limit) : writeback(tmp, writeback_limit) {}
+    // Collective: opens the file with the MPI-IO driver and makes the
+    // transfer properties.
+    void open_parallel(const std::string& tmp, MPI_Comm comm, const ContainerWriterOptions& opt)
     {
+        fapl = ct::file_access(comm, opt.tuning, opt.alignment, tmp, true);
+        file = Handle(check_write(H5Fopen(tmp.c_str(), H5F_ACC_RDWR, fapl), "opening " + tmp));
         ct::log_hints(file, opt.tuning, tmp);
-    }
-    void make_properties(const std::string& tmp)
-    {
-        dcpl = dataset_creation(tmp);
-        lcpl = ct::link_creation(tmp, true);
         collective = Handle(check_write(H5Pcreate(H5P_DATASET_XFER), tmp + ": transfer properties"));
         check_write_status(H5Pset_dxpl_mpio(collective, H5FD_MPIO_COLLECTIVE), tmp + ": collective transfers");
         independent = Handle(check_write(H5Pcreate(H5P_DATASET_XFER), tmp + ": transfer properties"));
@@ -604,10 +636,9 @@ struct OpenContainer {
         none = ct::dense_space(0, tmp, true);
     }
 
-    const Handle fapl;
-    Handle file;
     detail::Writeback writeback;
-    Handle dcpl, lcpl, collective, independent;
+    Handle fapl, file; // parallel HDF5: valid when open_parallel() succeeded
+    Handle collective, independent;
     Handle none;               // an empty selection
     // The file and memory types by dtype code, made once per save (HDF5
     // copies a type on every H5Tcopy), and whether they are the same.
@@ -629,7 +660,7 @@ struct OpenContainer {
     detail::HostBuffer buffer; // the staging buffer (page-locked with CUDA), on first use
     // Small datasets written independently go straight to their address
     // through this rank's own MPI-IO handle on the file (opened on first
-    // use, closed before the flush, whose MPI_File_sync makes them durable).
+    // use; synced and closed at the flush).
     std::optional<detail::MpiFile> direct;
     // The same list on every rank: aggregated after the datasets' loop.
     std::vector<SmallDataset> smalls;
@@ -694,8 +725,11 @@ private:
     bool agree_schedule();
     // ---- step 2 (collective)
     void write_container();
-    int reserve_space();
-    void write_dataset(OpenContainer& f, std::size_t d, std::size_t& cursor);
+    int create_skeleton();
+    enum class Route { none, small, direct, h5 };
+    Route route_of(OpenContainer& f, std::size_t d);
+    void write_dataset(OpenContainer& f, std::size_t d, Route route, std::size_t& cursor);
+    void write_directly(OpenContainer& f, OpenDataset& ds);
     void write_independently(OpenContainer& f, OpenDataset& ds);
     void queue_small(OpenContainer& f, OpenDataset& ds, haddr_t at);
     void write_collectively(OpenContainer& f, OpenDataset& ds);
@@ -730,7 +764,9 @@ private:
     // result) and byte ranges.
     std::vector<std::unique_ptr<detail::ChunkHasher>> m_hashers;
     detail::DeferredHashes m_deferred;
-    // Step 2's (and m_err, this rank's first write error).
+    // Step 2's (and m_err, this rank's first write error): where each
+    // dataset's storage starts (HADDR_UNDEF: none), from the coordinator.
+    std::vector<std::uint64_t> m_at;
     bool m_another_failed = false;
 };
 
@@ -772,8 +808,12 @@ void ContainerSave::plan_item(const WriteItem& it, const std::map<std::string, s
     t.dataset = found->second;
     t.view = ref.view;
     t.space = ref.space;
-    if (it.box.volume() > 0)
+    if (it.box.volume() > 0) {
         choose_rounds(t, ref, es);
+        t.one_run = ref.space == MemorySpace::host && detail::is_dense(ref.view) && one_run(it.box, ds.shape);
+        if (!t.one_run)
+            m_sched.needs_h5(found->second);
+    }
     m_sched.add_rounds(found->second, t.rounds);
     WriteResult res; // the chunk lives at its box in the dataset: offset 0
     res.fqn = it.fqn;
@@ -853,61 +893,124 @@ bool ContainerSave::agree_schedule()
     return true;
 }
 
-// Collective: creates the file and every dataset; writes each dataset
-// collectively in its agreed number of rounds, or independently by its
-// writers alone (a single writer, or fewer bytes than independent_below);
-// then the small datasets; then, when no rank failed, flushes; closes.
+// Collective: the coordinator creates the file and every dataset
+// (create_skeleton); every rank writes each dataset collectively in its
+// agreed number of rounds, or independently by its writers alone (a single
+// writer, or fewer bytes than independent_below), small ones straight to
+// their address after the loop (write_smalls); then, when no rank failed,
+// flushes; closes.
 void ContainerSave::write_container()
 {
     detail::h5::ErrorSilencer quiet;
-    OpenContainer f(m_tmp, m_c.comm, m_opt, m_writeback_limit);
-    // Injected faults (ct::inject) follow the real, collective calls: the
-    // rank notes the error and takes part in the rest with empty selections.
-    noting([&] { ct::inject(fault::h5_create, "creating " + m_tmp, true); });
-    const int reserved = reserve_space();
-    f.make_properties(m_tmp);
+    const int status = create_skeleton();
+    OpenContainer f(m_tmp, m_writeback_limit);
+    // Injected faults (ct::inject) follow the real calls, here the
+    // coordinator's: every rank passes the same points, notes the error and
+    // takes part in the rest with empty selections.
+    if (m_c.rank != 0)
+        noting([&] { ct::inject(fault::h5_create, "creating " + m_tmp, true); });
+    std::vector<Route> route(m_specs.size(), Route::none);
+    bool any_h5 = false;
+    for (std::size_t d = 0; d < m_specs.size() && status >= 0; ++d) {
+        if (m_c.rank != 0 && fault::g_armed.load(std::memory_order_relaxed))
+            noting([&] { ct::inject(fault::h5_create, "creating " + m_tmp + ": dataset '" + m_specs[d].path + "'", true); });
+        route[d] = route_of(f, d);
+        any_h5 = any_h5 || route[d] == Route::h5;
+    }
+    if (any_h5) // the same on every rank
+        f.open_parallel(m_tmp, m_c.comm, m_opt);
     std::size_t cursor = 0;
-    for (std::size_t d = 0; d < (reserved < 0 ? 0 : m_specs.size()); ++d)
-        write_dataset(f, d, cursor);
+    for (std::size_t d = 0; d < (status < 0 ? 0 : m_specs.size()); ++d)
+        write_dataset(f, d, route[d], cursor);
     write_smalls(f);
     f.writeback.start_rest();
-    close_direct(f);
-    if (reserved == 0 && m_c.rank == 0 && !m_err)
+    if (status == 0 && m_c.rank == 0 && !m_err)
         noting([&] { unreserved_room(m_tmp, m_specs.size()); });
     name_full_disk();
     m_another_failed = agree_outcome();
     if (!m_another_failed)
         flush(f);
+    close_direct(f);
     close(f);
 }
 
-// The file's space is reserved before anything is written into it: a
-// collective write that fails on one rank for want of space leaves parallel
-// HDF5's ranks in different states, and the close's metadata sync then
-// waits forever. The coordinator reserves; when it cannot, no rank writes
-// (every rank learns it in one broadcast). Where the file system cannot
-// reserve, the coordinator checks its free space before the flush instead
-// (unreserved_room). Returns 1: reserved, 0: cannot be reserved here,
-// -1: failed.
-int ContainerSave::reserve_space()
+// Collective: the coordinator alone creates the file and every dataset
+// through HDF5's serial driver (one creation per dataset, where parallel
+// HDF5 makes every rank create each one) and broadcasts where each dataset's
+// storage starts (m_at). The file's space is reserved before anything is
+// written into it: a collective write that fails on one rank for want of
+// space leaves parallel HDF5's ranks in different states, and the close's
+// metadata sync then waits forever. Where the file system cannot reserve,
+// the coordinator checks its free space before the flush instead
+// (unreserved_room). Returns 1: created and reserved, 0: created, space
+// not reserved, -1: failed (no rank writes; the coordinator noted why).
+int ContainerSave::create_skeleton()
 {
-    int reserved = 1;
+    std::vector<std::uint64_t> msg(1 + m_specs.size(), static_cast<std::uint64_t>(HADDR_UNDEF));
     if (m_c.rank == 0) {
+        int status = 1;
         try {
-            reserved = fs::reserve(m_tmp, 0, reserve_bytes(m_specs, m_opt.alignment)) ? 1 : 0;
+            const Handle fapl = ct::file_access(MPI_COMM_NULL, m_opt.tuning, m_opt.alignment, m_tmp, true);
+            // Metadata and small raw data from blocks of 64 KiB, so that
+            // the small datasets sit back to back (write_small_datasets).
+            const hsize_t block = 64 * 1024;
+            check_write_status(H5Pset_meta_block_size(fapl, block), m_tmp + ": metadata block size");
+            check_write_status(H5Pset_small_data_block_size(fapl, block), m_tmp + ": small data block size");
+            detail::h5::Sec2File file(detail::h5::create_file(m_tmp, H5P_DEFAULT, fapl), m_tmp);
+            ct::inject(fault::h5_create, "creating " + m_tmp, true);
+            status = fs::reserve(m_tmp, 0, reserve_bytes(m_specs, m_opt.alignment)) ? 1 : 0;
+            const Handle dcpl = dataset_creation(m_tmp);
+            const Handle lcpl = ct::link_creation(m_tmp, true);
+            std::map<int, Handle> types;
+            for (std::size_t d = 0; d < m_specs.size(); ++d) {
+                const DatasetSpec& spec = m_specs[d];
+                const int code = static_cast<int>(stored_dtype(spec));
+                auto type = types.find(code);
+                if (type == types.end())
+                    type = types.emplace(code, detail::h5::dataset_type(code, false)).first;
+                const std::string what = m_tmp + ": dataset '" + spec.path + "'";
+                const Handle space = ct::shape_space(spec.shape, what, true);
+                Handle dset(check_write(H5Dcreate2(file, spec.path.c_str(), type->second, space, lcpl, dcpl, H5P_DEFAULT),
+                                        "creating " + what));
+                ct::inject(fault::h5_create, "creating " + what, true);
+                msg[1 + d] = static_cast<std::uint64_t>(H5Dget_offset(dset));
+                if (!dset.reset())
+                    throw error::WriteError("closing " + what + ": " + detail::h5::last_error());
+            }
+            file.close();
         } catch (...) {
             note();
-            reserved = -1;
+            status = -1;
         }
+        msg[0] = static_cast<std::uint64_t>(status + 1);
     }
-    if (MPI_Bcast(&reserved, 1, MPI_INT, 0, m_c.comm) != MPI_SUCCESS)
-        throw error::WriteError(m_tmp + ": MPI_Bcast of the space reservation failed");
-    return reserved;
+    if (MPI_Bcast(msg.data(), static_cast<int>(msg.size()), MPI_UINT64_T, 0, m_c.comm) != MPI_SUCCESS)
+        throw error::WriteError(m_tmp + ": MPI_Bcast of the container's datasets failed");
+    m_at.assign(msg.begin() + 1, msg.end());
+    return static_cast<int>(msg[0]) - 1;
 }
 
-// Creates dataset `d` (collective) and writes this rank's tasks of it,
-// [cursor, ...): moves `cursor` past them.
-void ContainerSave::write_dataset(OpenContainer& f, std::size_t d, std::size_t& cursor)
+// How dataset `d` is written: the same on every rank (it depends on the
+// agreed schedule and the coordinator's addresses only). Straight to the
+// file when every chunk of it is dense host memory and one contiguous range
+// of the dataset (Route::direct; small ones aggregated, Route::small), else
+// through parallel HDF5.
+ContainerSave::Route ContainerSave::route_of(OpenContainer& f, std::size_t d)
+{
+    if (m_sched.rounds(d) == 0)
+        return Route::none;
+    const DatasetSpec& spec = m_specs[d];
+    const auto bytes = static_cast<std::uint64_t>(volume(spec.shape)) * dtype_size(stored_dtype(spec));
+    if (m_at[d] == static_cast<std::uint64_t>(HADDR_UNDEF) || !f.types_of(static_cast<int>(stored_dtype(spec))).same)
+        return Route::h5;
+    if ((m_sched.single_writer(d) || bytes < m_opt.tuning.independent_below) && bytes <= ct::direct_max_bytes)
+        return Route::small;
+    return m_sched.through_h5(d) ? Route::h5 : Route::direct;
+}
+
+// Writes this rank's tasks of dataset `d`, [cursor, ...), by its route:
+// moves `cursor` past them.
+void ContainerSave::write_dataset(OpenContainer& f, std::size_t d, Route route, std::size_t& cursor)
 {
     OpenDataset ds;
     ds.index = d;
@@ -917,41 +1020,39 @@ void ContainerSave::write_dataset(OpenContainer& f, std::size_t d, std::size_t& 
     ds.ftype = types.file;
     ds.mtype = types.memory;
     ds.same_types = types.same;
-    ds.fspace = ct::shape_space(ds.spec->shape, ds.what, true);
-    ds.dset = Handle(check_write(H5Dcreate2(f.file, ds.spec->path.c_str(), ds.ftype, ds.fspace, f.lcpl, f.dcpl, H5P_DEFAULT),
-                           "creating " + ds.what));
-    noting([&] { ct::inject(fault::h5_create, "creating " + ds.what, true); });
     ds.first_task = ds.end_task = cursor;
     while (ds.end_task < m_tasks.size() && m_tasks[ds.end_task].dataset == d)
         ++ds.end_task;
+    cursor = ds.end_task;
     ds.es = dtype_size(stored_dtype(*ds.spec));
+    if (route == Route::none)
+        return;
+    if (route == Route::small) {
+        queue_small(f, ds, static_cast<haddr_t>(m_at[d]));
+        return;
+    }
+    if (route == Route::direct) {
+        write_directly(f, ds);
+        return;
+    }
+    ds.fspace = ct::shape_space(ds.spec->shape, ds.what, true);
+    ds.dset = Handle(check_write(H5Dopen2(f.file, ds.spec->path.c_str(), H5P_DEFAULT), "opening " + ds.what));
     // Where its bytes start (contiguous, allocated at creation): for early
     // writeback of what this rank writes through HDF5.
-    ds.stored_at = f.writeback.active() ? H5Dget_offset(ds.dset) : HADDR_UNDEF;
+    ds.stored_at = f.writeback.active() ? static_cast<haddr_t>(m_at[d]) : HADDR_UNDEF;
     const auto bytes = static_cast<std::uint64_t>(volume(ds.spec->shape)) * ds.es;
-    if (m_sched.rounds(d) > 0 && (m_sched.single_writer(d) || bytes < m_opt.tuning.independent_below))
+    if (m_sched.single_writer(d) || bytes < m_opt.tuning.independent_below)
         write_independently(f, ds);
     else
         write_collectively(f, ds);
-    cursor = ds.end_task;
     if (!ds.dset.reset() && !m_err)
         m_err = std::make_exception_ptr(error::WriteError("closing " + ds.what + ": " + detail::h5::last_error()));
 }
 
-// A dataset its writers write alone: small ones stored as in memory go to
-// the aggregated small-dataset writes (queue_small), the others through
-// HDF5 piece by piece.
+// A dataset its writers write alone through HDF5, piece by piece (small
+// ones stored as in memory go to write_smalls instead: direct()).
 void ContainerSave::write_independently(OpenContainer& f, OpenDataset& ds)
 {
-    const auto bytes = static_cast<std::uint64_t>(volume(ds.spec->shape)) * ds.es;
-    haddr_t at = HADDR_UNDEF;
-    // The same on every rank (it does not depend on per-rank options).
-    if (bytes <= ct::direct_max_bytes && ds.same_types)
-        at = ds.stored_at != HADDR_UNDEF ? ds.stored_at : H5Dget_offset(ds.dset);
-    if (at != HADDR_UNDEF) {
-        queue_small(f, ds, at);
-        return;
-    }
     static const char dummy = 0; // H5Dwrite wants a buffer even for an empty selection
     for (std::size_t ti = ds.first_task; ti < ds.end_task && !m_err; ++ti)
         for (std::int64_t p = 0; p < m_tasks[ti].rounds && !m_err; ++p)
@@ -963,6 +1064,31 @@ void ContainerSave::write_independently(OpenContainer& f, OpenDataset& ds)
                 ct::inject(fault::h5_write, "writing " + ds.what, true);
                 wrote(f, piece.region, ds);
             });
+}
+
+// A dataset whose chunks are each one contiguous range of it, from dense
+// host memory: each of this rank's chunks written straight to its place in
+// the file, in pieces that early writeback follows.
+void ContainerSave::write_directly(OpenContainer& f, OpenDataset& ds)
+{
+    const auto at = m_at[ds.index];
+    for (std::size_t ti = ds.first_task; ti < ds.end_task && !m_err; ++ti) {
+        const Task& t = m_tasks[ti];
+        if (t.rounds == 0)
+            continue;
+        noting([&] {
+            const auto bytes = static_cast<std::uint64_t>(t.item->box.volume()) * ds.es;
+            const auto start = at + first_element(t.item->box, ds.spec->shape) * ds.es;
+            const char* src = static_cast<const char*>(t.view.data);
+            const std::uint64_t piece = std::max<std::uint64_t>(f.writeback.piece(bytes), 1);
+            for (std::uint64_t done = 0; done < bytes;) {
+                const auto n = std::min(piece, bytes - done);
+                write_direct(f, start + done, src + done, n);
+                ct::inject(fault::h5_write, "writing " + ds.what, true);
+                done += n;
+            }
+        });
+    }
 }
 
 // A small dataset written straight to its address `at`, after the loop
@@ -1147,15 +1273,21 @@ bool ContainerSave::agree_outcome()
     return any_failed != 0;
 }
 
-// Collective with fsync (MPI_File_sync on every rank: durable before the
-// commit), while the deferred checksums are computed.
+// With fsync, every rank that wrote syncs the file (durable before the
+// commit; the coordinator syncs it again after adding the metadata group):
+// collective through parallel HDF5 when it is open (MPI_File_sync on every
+// rank), else through the rank's own MPI-IO handle. The deferred checksums
+// are computed meanwhile.
 void ContainerSave::flush(OpenContainer& f)
 {
     noting([&] { // the hashing's error
         if (m_opt.fsync)
             m_deferred.run_during([&] {
                 noting([&] {
-                    check_write_status(H5Fflush(f.file, H5F_SCOPE_GLOBAL), "flushing " + m_tmp);
+                    if (f.file.valid())
+                        check_write_status(H5Fflush(f.file, H5F_SCOPE_GLOBAL), "flushing " + m_tmp);
+                    else if (f.direct)
+                        f.direct->sync();
                     ct::inject(fault::h5_flush, "flushing " + m_tmp, true);
                 });
             });
