@@ -1098,8 +1098,8 @@ void bench_cooperative(u64 total)
 // after the simulation's last pass) and the simulation's throughput with the drain
 // running ("compute-busy-M") against alone ("compute-alone"). M is the copy,
 // both measured in every run, in alternating order: "direct" (DrainCopy::direct,
-// the default: O_DIRECT from the source's pages) and "kernel"
-// (DrainCopy::kernel, CAIRN_DRAIN_COPY=kernel: copy_file_range).
+// CAIRN_DRAIN_COPY=direct: O_DIRECT from the source's pages) and "kernel"
+// (DrainCopy::kernel, the default: copy_file_range).
 void bench_drain(u64 total)
 {
     Results R;

@@ -537,7 +537,7 @@ DrainCopy copy_from_environment()
 {
     const char* v = std::getenv("CAIRN_DRAIN_COPY");
     if (!v || !*v)
-        return DrainCopy::direct;
+        return DrainCopy::kernel;
     if (std::strcmp(v, "direct") == 0)
         return DrainCopy::direct;
     if (std::strcmp(v, "kernel") == 0)

@@ -19,7 +19,9 @@ namespace cairn::detail {
 /// always takes DrainCopy::kernel.
 enum class DrainCopy {
     /// CAIRN_DRAIN_COPY from the environment (`direct` or `kernel`), else
-    /// the default (DrainCopy::direct).
+    /// the default (DrainCopy::kernel: on a quiet node it drains faster;
+    /// `direct` takes less processor time and memory bandwidth from the
+    /// simulation: docs/BENCHMARKS.md, "Drain of a node-local step").
     automatic,
     /// copy_file_range, else sendfile, else pread/pwrite through a buffer,
     /// with early writeback (io/writeback.hpp): the kernel copies each page
