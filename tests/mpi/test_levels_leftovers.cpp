@@ -169,6 +169,7 @@ TEST_CASE("levels leftovers: after a failed save that reused a step, the levels 
         f.fill(s);
         m.save(s, f.dict);
     }
+    m.wait(); // the record of a synchronous save is written on a thread
     MPI_Barrier(MPI_COMM_WORLD);
     if (world_rank() == 0)
         stdfs::create_directories(root + "/.cairn-levels.cairn-tmp"); // the record's temporary name taken
@@ -337,6 +338,7 @@ TEST_CASE("levels record: a step some nodes lack is partial, with the nodes that
         MPI_Barrier(MPI_COMM_WORLD);
         f.fill(30);
         m.save(30, f.dict);
+        m.wait(); // the record of a synchronous save is written on a thread
         MPI_Barrier(MPI_COMM_WORLD); // the coordinator writes the record last
         cairn::detail::LevelRecord rec;
         auto steps = record_steps(root, rec);
@@ -355,6 +357,7 @@ TEST_CASE("levels record: a step some nodes lack is partial, with the nodes that
         // last node keeps 20 and 30 as every other does.
         f.fill(40);
         m.save(40, f.dict);
+        m.wait();
         MPI_Barrier(MPI_COMM_WORLD);
         steps = record_steps(root, rec);
         CHECK(all(steps.size() == 3 && steps.count(10) == 0 && steps[20].node_local && steps[30].node_local &&
@@ -421,6 +424,7 @@ TEST_CASE("levels leftovers: a stale copy of another save on one node makes no s
     // Saved again: step 30 on every node, the stale step 20 still partial.
     f.fill(30);
     m.save(30, f.dict);
+    m.wait();
     MPI_Barrier(MPI_COMM_WORLD);
     steps = record_steps(root, rec);
     CHECK(all(steps[30].node_local && steps[30].partial.empty()));
