@@ -154,26 +154,48 @@ std::string stack_message()
 }
 } // namespace
 
+namespace {
+std::string create_refusal(const std::string& path);
+
+// Points this process's descriptors on `path` at memory: what HDF5 keeps
+// of a file it failed to open or create (no id to close it by).
+void divert_leftovers(const std::string& path) noexcept
+{
+    struct stat file {};
+    if (::stat(path.c_str(), &file) != 0)
+        return;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+        char* end = nullptr;
+        const long fd = std::strtol(e.path().filename().c_str(), &end, 10);
+        struct stat st {};
+        if (end && *end == '\0' && fd > 2 && ::fstat(static_cast<int>(fd), &st) == 0 &&
+            st.st_dev == file.st_dev && st.st_ino == file.st_ino)
+            divert_to_memory(static_cast<int>(fd));
+    }
+}
+} // namespace
+
 Sec2File Sec2File::open(const std::string& path, hid_t fapl)
 {
     const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl);
     if (id >= 0)
         return Sec2File(id, path);
     const std::string msg = stack_message();
-    struct stat file {};
-    if (::stat(path.c_str(), &file) == 0) {
-        // The descriptors of this process on the file: HDF5's leftover.
-        std::error_code ec;
-        for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-            char* end = nullptr;
-            const long fd = std::strtol(e.path().filename().c_str(), &end, 10);
-            struct stat st {};
-            if (end && *end == '\0' && fd > 2 && ::fstat(static_cast<int>(fd), &st) == 0 &&
-                st.st_dev == file.st_dev && st.st_ino == file.st_ino)
-                divert_to_memory(static_cast<int>(fd));
-        }
-    }
+    divert_leftovers(path);
     throw error::WriteError("reopening " + path + ": " + msg);
+}
+
+Sec2File Sec2File::create(const std::string& path, hid_t fcpl, hid_t fapl)
+{
+    const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, fapl);
+    if (id >= 0)
+        return Sec2File(id, path);
+    std::string msg = stack_message();
+    divert_leftovers(path);
+    if (const std::string sys = create_refusal(path); !sys.empty() && msg.find(sys) == std::string::npos)
+        msg += " (" + sys + ")";
+    throw error::WriteError("creating " + path + ": " + msg);
 }
 
 void Sec2File::close()

@@ -65,6 +65,11 @@ public:
     /// descriptor without an id: it is pointed at memory, so that the file's
     /// space is freed once the file is removed.
     static Sec2File open(const std::string& path, hid_t fapl);
+    /// H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl) with the sec2 driver, or
+    /// error::WriteError "creating <path>: <hdf5 message> (<system
+    /// error>)"; what HDF5 keeps of a file it failed to create is pointed
+    /// at memory, as for open().
+    static Sec2File create(const std::string& path, hid_t fcpl, hid_t fapl);
     Sec2File(const Sec2File&) = delete;
     Sec2File& operator=(const Sec2File&) = delete;
     ~Sec2File() { abandon(); }

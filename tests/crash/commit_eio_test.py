@@ -54,14 +54,15 @@ def main():
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
-    for k in ("CAIRN_FAULT", "LD_PRELOAD", "CAIRN_EIO_OPENS", "CAIRN_EIO_SUFFIX"):
+    for k in ("CAIRN_FAULT", "LD_PRELOAD", "CAIRN_EIO_OPENS", "CAIRN_EIO_SUFFIX", "CAIRN_EIO_SPARE"):
         env.pop(k, None)
 
-    def run(what, probe_args, shim=False, opens=None, skip=0):
+    def run(what, probe_args, shim=False, opens=None, skip=0, spare=0):
         run_env = dict(env)
         if shim:
             run_env["LD_PRELOAD"] = os.path.abspath(args.shim)
             run_env["CAIRN_EIO_SKIP"] = str(skip)
+            run_env["CAIRN_EIO_SPARE"] = str(spare)
             if opens is not None:
                 run_env["CAIRN_EIO_OPENS"] = str(opens)
         cmd = mpiexec[:2] + [str(args.np)] + mpiexec[2:] + [args.probe] + probe_args
@@ -102,11 +103,12 @@ def main():
     if "saved on try 1" not in out:
         fail("first save: not saved")
 
-    # The first, second, ... write of the commit fails: one clean error, a
-    # normal exit, nothing lost; until the commit makes fewer writes.
+    # The first, second, ... write of each sec2 open (the creation, then the
+    # commit) fails: one clean error, a normal exit, nothing lost; until
+    # both make fewer writes.
     skip = 0
     while True:
-        what = "save with EIO from write %d of the commit" % (skip + 1)
+        what = "save with EIO from write %d of the creation or the commit" % (skip + 1)
         out = run(what, ["save", path, "2"], shim=True, skip=skip)
         if "eio_shim: EIO on " + tmp not in out:
             if skip < 3:
@@ -119,29 +121,34 @@ def main():
             fail("%s: the save reported success" % what)
         failed_lines(out, 1)
         # HDF5 complains at exit only of the file it half opened itself when
-        # the reopen failed (docs/robustness.md); any other failure of the
-        # commit must leave nothing open in HDF5.
-        if "infinite loop" in out and "reopening " + tmp not in out:
+        # the creation or the reopen failed (docs/robustness.md); any other
+        # failure must leave nothing open in HDF5.
+        if "infinite loop" in out and "reopening " + tmp not in out and "creating " + tmp not in out:
             fail("%s: HDF5 reports an infinite loop closing the library: an HDF5 id is left open" % what)
         if os.path.lexists(tmp):
             fail("%s: %s is left behind" % (what, tmp))
         loads("load after the failed save (write %d)" % (skip + 1), 1)
         skip += 1
         if skip > 200:
-            fail("the commit made over 200 writes")
-    print("the commit made %d writes; each failed once" % skip, flush=True)
+            fail("the creation or the commit made over 200 writes")
+    print("the creation and the commit made at most %d writes each; each failed once" % skip, flush=True)
     loads("load of the save with no failed write", 2)
 
-    # The first commit fails, a retry in the same process succeeds.
-    out = run("save with EIO, then a retry", ["save", path, "3", "2"], shim=True, opens=1, skip=skip // 2)
-    if "eio_shim: EIO on " + tmp not in out:
-        fail("the shim failed no write in the retried save")
-    failed_lines(out, 2)
-    if "infinite loop" in out and "reopening " + tmp not in out:
-        fail("save with EIO, then a retry: HDF5 reports an infinite loop closing the library")
-    if "saved on try 2" not in out:
-        fail("the retry in the same process did not save")
-    loads("load after the retry", 3)
+    # The first save fails, in its creation (the first sec2 open) or in its
+    # commit (the second), and a retry in the same process succeeds.
+    for spare, where in ((0, "creation"), (1, "commit")):
+        what = "save with EIO in the %s, then a retry" % where
+        out = run(what, ["save", path, "3", "2"], shim=True, opens=1, skip=0, spare=spare)
+        if "eio_shim: EIO on " + tmp not in out:
+            fail("%s: the shim failed no write in the retried save" % what)
+        failed_lines(out, 2)
+        if ("(commit)" in out) != (where == "commit"):
+            fail("%s: the save did not fail in the %s" % (what, where))
+        if "infinite loop" in out and "reopening " + tmp not in out and "creating " + tmp not in out:
+            fail("%s: HDF5 reports an infinite loop closing the library" % what)
+        if "saved on try 2" not in out:
+            fail("%s: the retry in the same process did not save" % what)
+        loads("load after the retry (%s)" % where, 3)
 
     # And a save without the shim.
     out = run("save without EIO", ["save", path, "4"])

@@ -11,6 +11,9 @@
  *   CAIRN_EIO_OPENS   how many such opens are doomed (default: all); the
  *                     later ones write normally, so that a retry in the same
  *                     process can succeed
+ *   CAIRN_EIO_SPARE   how many such opens go through before the doomed ones
+ *                     (default 0: the container's creation is the first,
+ *                     its commit's reopen the second)
  *   CAIRN_EIO_SKIP    how many writes of a doomed open succeed before the
  *                     first failure (default 0)
  * The first failed write of each doomed open prints
@@ -34,6 +37,7 @@
 static unsigned char doomed[MAX_FD];
 static long passed[MAX_FD]; /* writes let through since the doomed open */
 static long opens_left = -1; /* -1: unlimited */
+static long spare = 0;       /* such opens let through before the doomed ones */
 static long skip = 0;
 static int configured = 0;
 
@@ -45,6 +49,9 @@ static void configure(void)
     const char* n = getenv("CAIRN_EIO_OPENS");
     if (n && *n)
         opens_left = strtol(n, NULL, 10);
+    const char* p = getenv("CAIRN_EIO_SPARE");
+    if (p && *p)
+        spare = strtol(p, NULL, 10);
     const char* k = getenv("CAIRN_EIO_SKIP");
     if (k && *k)
         skip = strtol(k, NULL, 10);
@@ -79,6 +86,10 @@ static void note_open(int fd, const char* path, const void* caller)
     configure();
     doomed[fd] = 0;
     passed[fd] = 0;
+    if (path && ends_with(path, suffix()) && from_hdf5(caller) && spare > 0) {
+        --spare;
+        return;
+    }
     if (path && ends_with(path, suffix()) && from_hdf5(caller) && opens_left != 0) {
         doomed[fd] = 1;
         if (opens_left > 0)

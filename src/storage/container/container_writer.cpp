@@ -956,7 +956,7 @@ int ContainerSave::create_skeleton()
             const hsize_t block = 64 * 1024;
             check_write_status(H5Pset_meta_block_size(fapl, block), m_tmp + ": metadata block size");
             check_write_status(H5Pset_small_data_block_size(fapl, block), m_tmp + ": small data block size");
-            detail::h5::Sec2File file(detail::h5::create_file(m_tmp, H5P_DEFAULT, fapl), m_tmp);
+            auto file = detail::h5::Sec2File::create(m_tmp, H5P_DEFAULT, fapl);
             ct::inject(fault::h5_create, "creating " + m_tmp, true);
             status = fs::reserve(m_tmp, 0, reserve_bytes(m_specs, m_opt.alignment)) ? 1 : 0;
             const Handle dcpl = dataset_creation(m_tmp);
