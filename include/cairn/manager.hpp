@@ -138,7 +138,10 @@ public:
     /// restore_latest, find/remove_leftovers) or by the destructor. Old
     /// checkpoints are removed only after the new one is committed, never the
     /// one LATEST names, never the one just saved. A failed save leaves every
-    /// committed checkpoint and LATEST as they were.
+    /// committed checkpoint and LATEST as they were. With a node-local
+    /// level, the coordinator writes `root/.cairn-levels` (for `cairn steps`)
+    /// after a synchronous save returns, on a thread of its own: the record
+    /// is current once the manager's next call (or its destructor) settles.
     std::optional<SaveResult> save(std::int64_t step, StateDict& state);
 
     /// Settles the async save in flight, if any (its commit, then LATEST and
@@ -217,12 +220,13 @@ public:
     /// left: `step_<N>.cairn-staging`, `step_<N>.cairn-old`); every rank gets
     /// the whole list: the root's, then each node's in node order, each
     /// Leftover::path the path on its own host and the reason ending in
-    /// "(node-local directory of node <n>, host <host>)".
+    /// "(node-local directory of node <n>, host <host>)". Collective: a
+    /// failure on any rank is thrown on every rank (the same error).
     std::vector<Leftover> find_leftovers();
     /// Settles a save in flight, then removes what find_leftovers() lists:
     /// remove_leftovers(root()) on the coordinator, each node's directory's
     /// on its leader (removed, never renamed); every rank gets the list of
-    /// what was removed.
+    /// what was removed. Collective, failing as find_leftovers() does.
     std::vector<Leftover> remove_leftovers();
 
     /// Local: the path of the checkpoint of `step` in this manager's layout

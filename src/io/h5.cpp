@@ -155,7 +155,25 @@ std::string stack_message()
 } // namespace
 
 namespace {
-std::string create_refusal(const std::string& path);
+// Why the system refuses to create `path` for writing (the errno text of
+// the first of its parent directory and the file itself that may not be
+// written), or "" when nothing does (HDF5 then failed for a reason of its
+// own, or the device is full). Looks only: several ranks may ask at once.
+std::string create_refusal(const std::string& path)
+{
+    const auto slash = path.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    if (::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
+        return std::strerror(errno);
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0)
+        return "";
+    if (S_ISDIR(st.st_mode))
+        return std::strerror(EISDIR);
+    if (::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) != 0)
+        return std::strerror(errno);
+    return "";
+}
 
 // Points this process's descriptors on `path` at memory: what HDF5 keeps
 // of a file it failed to open or create (no id to close it by).
@@ -299,44 +317,6 @@ herr_t check_read_status(herr_t rc, const std::string& what)
     if (rc < 0)
         throw error::ReadError(failure(what));
     return rc;
-}
-
-namespace {
-
-// Why the system refuses to create `path` for writing (the errno text of
-// the first of its parent directory and the file itself that may not be
-// written), or "" when nothing does (HDF5 then failed for a reason of its
-// own, or the device is full). Looks only: several ranks may ask at once.
-std::string create_refusal(const std::string& path)
-{
-    const auto slash = path.find_last_of('/');
-    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-    if (::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
-        return std::strerror(errno);
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0)
-        return "";
-    if (S_ISDIR(st.st_mode))
-        return std::strerror(EISDIR);
-    if (::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) != 0)
-        return std::strerror(errno);
-    return "";
-}
-
-} // namespace
-
-hid_t create_file(const std::string& path, hid_t fcpl, hid_t fapl)
-{
-    const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, fapl);
-    if (id >= 0)
-        return id;
-    const std::string hdf5 = last_error();
-    H5Eclear2(H5E_DEFAULT);
-    const std::string sys = create_refusal(path);
-    std::string msg = "creating " + path + ": " + (hdf5.empty() ? "HDF5 cannot create it" : hdf5);
-    if (!sys.empty())
-        msg += " (" + sys + ")";
-    throw error::WriteError(msg);
 }
 
 void write_string_attr(hid_t obj, const char* name, const std::string& value)

@@ -67,8 +67,12 @@ public:
     static Sec2File open(const std::string& path, hid_t fapl);
     /// H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl) with the sec2 driver, or
     /// error::WriteError "creating <path>: <hdf5 message> (<system
-    /// error>)"; what HDF5 keeps of a file it failed to create is pointed
-    /// at memory, as for open().
+    /// reason>)": the reason a failed write recorded in HDF5's error stack
+    /// ("Input/output error"), else why the system refuses, now, to let
+    /// this process write the parent directory or the file (EACCES, EROFS,
+    /// ENOENT, ENOTDIR, EISDIR; faccessat with the effective ids), left out
+    /// when nothing does. What HDF5 keeps of a file it failed to create is
+    /// pointed at memory, as for open(). Local.
     static Sec2File create(const std::string& path, hid_t fcpl, hid_t fapl);
     Sec2File(const Sec2File&) = delete;
     Sec2File& operator=(const Sec2File&) = delete;
@@ -113,14 +117,6 @@ hid_t check_write(hid_t id, const std::string& what);
 hid_t check_read(hid_t id, const std::string& what);
 herr_t check_write_status(herr_t rc, const std::string& what);
 herr_t check_read_status(herr_t rc, const std::string& what);
-
-/// H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl), or error::WriteError
-/// "creating <path>: <hdf5 message> (<system reason>)". HDF5's message
-/// ("unable to create file") drops the errno: the reason is why the system
-/// refuses, now, to let this process write its parent directory or the file
-/// (EACCES, EROFS, ENOENT, ENOTDIR, EISDIR; faccessat with the effective
-/// ids), left out when nothing refuses. Looks, creates nothing.
-hid_t create_file(const std::string& path, hid_t fcpl, hid_t fapl);
 
 // Attributes on an object.
 //

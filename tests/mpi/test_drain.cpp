@@ -139,6 +139,40 @@ bool no_part_files(const std::string& dir)
     return true;
 }
 
+// What destroying a Drain of a sparse file `big` of `size` bytes in its
+// first copy did: whether its temporary file had appeared (bounded wait),
+// whether it had finished, and how long the destruction took.
+struct Stopped {
+    bool part_seen = false;
+    bool done = false;
+    double seconds = 0;
+};
+
+Stopped destroy_while_copying(const std::string& src, const std::string& dst, std::uint64_t size, bool fsync,
+                              cairn::detail::DrainCopy copy)
+{
+    stdfs::create_directories(src);
+    {
+        const int fd = ::open((src + "/big").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        REQUIRE(fd >= 0);
+        REQUIRE(::ftruncate(fd, static_cast<off_t>(size)) == 0); // sparse: no blocks at the source
+        ::close(fd);
+    }
+    Stopped out;
+    auto d = std::make_unique<Drain>(src, dst, std::vector<std::string>{"big"}, fsync, copy);
+    // The copy has begun once its temporary file exists (bounded wait).
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!d->done() && !stdfs::exists(dst + "/big.cairn-part") &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
+        std::this_thread::yield();
+    out.part_seen = stdfs::exists(dst + "/big.cairn-part");
+    out.done = d->done();
+    const auto t1 = std::chrono::steady_clock::now();
+    d.reset(); // stops between two writes
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    return out;
+}
+
 } // namespace
 
 TEST_CASE("drain: a drained per-rank step commits and loads bitwise", "[drain]")
@@ -320,28 +354,11 @@ TEST_CASE("drain: destruction while copying a large file returns promptly", "[dr
 {
     const auto dir = fresh_dir("drain_cancel");
     const auto src = dir + "/src-" + std::to_string(world_rank()), dst = dir + "/dst-" + std::to_string(world_rank());
-    stdfs::create_directories(src);
-    const std::uint64_t size = std::uint64_t(4) << 30; // sparse: no blocks at the source
-    {
-        const int fd = ::open((src + "/big").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        REQUIRE(fd >= 0);
-        REQUIRE(::ftruncate(fd, static_cast<off_t>(size)) == 0);
-        ::close(fd);
-    }
-    double seconds = 0;
-    bool started = false;
-    {
-        auto d = std::make_unique<Drain>(src, dst, std::vector<std::string>{"big"}, false);
-        // The copy has begun once its temporary file exists (bounded wait).
-        const auto t0 = std::chrono::steady_clock::now();
-        while (!d->done() && !stdfs::exists(dst + "/big.cairn-part") &&
-               std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
-            std::this_thread::yield();
-        started = stdfs::exists(dst + "/big.cairn-part") || d->done();
-        const auto t1 = std::chrono::steady_clock::now();
-        d.reset(); // must not copy the rest of 4 GiB first
-        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-    }
+    const std::uint64_t size = std::uint64_t(4) << 30;
+    // The destruction must not copy the rest of 4 GiB first.
+    const Stopped stop = destroy_while_copying(src, dst, size, false, cairn::detail::DrainCopy::automatic);
+    const bool started = stop.part_seen || stop.done;
+    const double seconds = stop.seconds;
     CHECK(all(started));
     INFO("destruction took " << seconds << " s");
     CHECK(all(seconds < 3.0)); // a whole copy of 4 GiB takes several times longer
@@ -493,28 +510,10 @@ TEST_CASE("drain: destruction during a direct copy returns promptly, nothing lef
 {
     const auto dir = fresh_dir("drain_cancel_direct");
     const auto src = dir + "/src-" + std::to_string(world_rank()), dst = dir + "/dst-" + std::to_string(world_rank());
-    stdfs::create_directories(src);
-    const std::uint64_t size = std::uint64_t(512) << 20; // sparse: no blocks at the source
-    {
-        const int fd = ::open((src + "/big").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        REQUIRE(fd >= 0);
-        REQUIRE(::ftruncate(fd, static_cast<off_t>(size)) == 0);
-        ::close(fd);
-    }
-    double seconds = 0;
-    bool started = false;
-    {
-        auto d = std::make_unique<Drain>(src, dst, std::vector<std::string>{"big"}, true,
-                                         cairn::detail::DrainCopy::direct);
-        const auto t0 = std::chrono::steady_clock::now();
-        while (!d->done() && !stdfs::exists(dst + "/big.cairn-part") &&
-               std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30))
-            std::this_thread::yield();
-        started = stdfs::exists(dst + "/big.cairn-part");
-        const auto t1 = std::chrono::steady_clock::now();
-        d.reset(); // stops between two 8 MiB writes
-        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-    }
+    // Stopped between two 8 MiB writes.
+    const Stopped stop = destroy_while_copying(src, dst, std::uint64_t(512) << 20, true, cairn::detail::DrainCopy::direct);
+    const bool started = stop.part_seen;
+    const double seconds = stop.seconds;
     CHECK(all(started));
     INFO("destruction took " << seconds << " s");
     CHECK(all(seconds < 3.0));

@@ -122,6 +122,24 @@ Outcome failed_save(cairn::CheckpointManager& m, Field& f, std::int64_t s, bool 
     });
 }
 
+// Saves steps `steps` in turn, each its own field values.
+void save_steps(cairn::CheckpointManager& m, Field& f, std::initializer_list<std::int64_t> steps)
+{
+    for (const std::int64_t s : steps) {
+        f.fill(s);
+        m.save(s, f.dict);
+    }
+}
+
+// restore_latest restores `step` from the node-local level, with its values.
+void check_restores_node_local(cairn::CheckpointManager& m, std::int64_t step)
+{
+    Field back;
+    CHECK(all(m.restore_latest(back.dict) == step));
+    CHECK(all(back.holds(step)));
+    CHECK(all(m.last_restore().level == cairn::RestoreReport::Level::node_local));
+}
+
 } // namespace
 
 TEST_CASE("levels leftovers: after a failed save that reused a step, the levels record no longer lists it",
@@ -136,10 +154,7 @@ TEST_CASE("levels leftovers: after a failed save that reused a step, the levels 
         o.async = async;
         cairn::CheckpointManager m(root, MPI_COMM_WORLD, o);
         Field f;
-        for (std::int64_t s : {10, 20}) {
-            f.fill(s);
-            m.save(s, f.dict);
-        }
+        save_steps(m, f, {10, 20});
         m.wait();
         MPI_Barrier(MPI_COMM_WORLD); // the coordinator writes the record last
         CHECK(all(recorded(root).first == std::set<std::int64_t>{10, 20}));
@@ -165,10 +180,7 @@ TEST_CASE("levels leftovers: after a failed save that reused a step, the levels 
     const std::string root = base + "/root";
     cairn::CheckpointManager m(root, MPI_COMM_WORLD, options(base, 1));
     Field f;
-    for (std::int64_t s : {10, 20}) {
-        f.fill(s);
-        m.save(s, f.dict);
-    }
+    save_steps(m, f, {10, 20});
     m.wait(); // the record of a synchronous save is written on a thread
     MPI_Barrier(MPI_COMM_WORLD);
     if (world_rank() == 0)
@@ -193,10 +205,7 @@ TEST_CASE("levels leftovers: the manager finds and removes leftovers in every no
         const std::string root = base + "/root";
         cairn::CheckpointManager m(root, MPI_COMM_WORLD, options(base, rpn));
         Field f;
-        for (std::int64_t s : {10, 20}) {
-            f.fill(s);
-            m.save(s, f.dict);
-        }
+        save_steps(m, f, {10, 20});
         // What a save killed on that node leaves: its staging directory and
         // the remains of the step it reused; and a per-rank save in the root.
         const std::string staging = node_dir(base, victim) + "/step_00000030.cairn-staging";
@@ -245,10 +254,7 @@ TEST_CASE("levels leftovers: the manager finds and removes leftovers in every no
         CHECK(all(m.find_leftovers().empty()));
         // The committed steps of every node stay.
         CHECK(all(stdfs::exists(node_dir(base, victim) + "/step_00000020/.cairn-level.json")));
-        Field back;
-        CHECK(all(m.restore_latest(back.dict) == 20));
-        CHECK(all(back.holds(20)));
-        CHECK(all(m.last_restore().level == cairn::RestoreReport::Level::node_local));
+        check_restores_node_local(m, 20);
     }
 }
 
@@ -260,10 +266,7 @@ TEST_CASE("levels leftovers: a save reuses a step only when every node agrees, n
     const std::string root = base + "/root";
     cairn::CheckpointManager m(root, MPI_COMM_WORLD, options(base, 1));
     Field f;
-    for (std::int64_t s : {10, 20, 30}) {
-        f.fill(s);
-        m.save(s, f.dict);
-    }
+    save_steps(m, f, {10, 20, 30});
     // A save of step 30 killed between the nodes' commits: the last node
     // lacks it (with one node, nothing is lost).
     const int last = w - 1;
@@ -279,15 +282,13 @@ TEST_CASE("levels leftovers: a save reuses a step only when every node agrees, n
     CHECK(same_error_everywhere(failed, cairn::Error::Kind::write));
     CHECK(all(node_local_steps(m).count(newest) == 1));
     CHECK(all(stdfs::exists(node_dir(base, world_rank()) + "/step_00000020") == (w > 1)));
-    Field back;
-    CHECK(all(m.restore_latest(back.dict) == newest));
-    CHECK(all(back.holds(newest)));
-    CHECK(all(m.last_restore().level == cairn::RestoreReport::Level::node_local));
+    check_restores_node_local(m, newest);
 
     // Saved again: every node holds it.
     f.fill(40);
     m.save(40, f.dict);
     CHECK(all(node_local_steps(m).count(40) == 1));
+    Field back;
     CHECK(all(m.restore_latest(back.dict) == 40));
     CHECK(all(back.holds(40)));
 }
@@ -328,10 +329,7 @@ TEST_CASE("levels record: a step some nodes lack is partial, with the nodes that
         const std::string root = base + "/root";
         cairn::CheckpointManager m(root, MPI_COMM_WORLD, options(base, rpn, 3));
         Field f;
-        for (std::int64_t s : {10, 20}) {
-            f.fill(s);
-            m.save(s, f.dict);
-        }
+        save_steps(m, f, {10, 20});
         // The last node loses step 10 between saves (a wiped node).
         if (world_rank() == 0)
             stdfs::remove_all(node_dir(base, last) + "/step_00000010");
@@ -387,10 +385,7 @@ TEST_CASE("levels leftovers: a stale copy of another save on one node makes no s
     const std::string root = base + "/root";
     cairn::CheckpointManager m(root, MPI_COMM_WORLD, options(base, 1));
     Field f;
-    for (std::int64_t s : {10, 20}) {
-        f.fill(s);
-        m.save(s, f.dict);
-    }
+    save_steps(m, f, {10, 20});
     // The last node's step 20 is a committed copy left by an earlier job
     // (another save_id); with one node, it is the only copy and complete.
     const int last = w - 1;
@@ -416,10 +411,7 @@ TEST_CASE("levels leftovers: a stale copy of another save on one node makes no s
     CHECK(all(steps[newest].node_local));
     if (w > 1)
         CHECK(all(!steps[20].node_local && steps[20].partial == iota_nodes(w - 1)));
-    Field back;
-    CHECK(all(m.restore_latest(back.dict) == newest));
-    CHECK(all(back.holds(newest)));
-    CHECK(all(m.last_restore().level == cairn::RestoreReport::Level::node_local));
+    check_restores_node_local(m, newest);
 
     // Saved again: step 30 on every node, the stale step 20 still partial.
     f.fill(30);
@@ -430,6 +422,7 @@ TEST_CASE("levels leftovers: a stale copy of another save on one node makes no s
     CHECK(all(steps[30].node_local && steps[30].partial.empty()));
     const std::vector<int> holders = w > 1 ? iota_nodes(w - 1) : std::vector<int>{};
     CHECK(all(steps[20].node_local == (w == 1) && steps[20].partial == holders));
+    Field back;
     CHECK(all(m.restore_latest(back.dict) == 30));
     CHECK(all(back.holds(30)));
 }

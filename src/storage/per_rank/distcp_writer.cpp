@@ -487,14 +487,16 @@ struct WriteSetup {
     /// Whether a file's sync waits for a device (fsync, not a RAM disk):
     /// early writeback then, and the hashing of direct items during it.
     bool sync_waits = true;
-    /// Whether the files are on a RAM disk (written through mappings where
-    /// they can: MappedFiles).
+    /// Whether the files are on a RAM disk (a file of its own is written
+    /// through a mapping where it can: MappedFiles).
     bool ram_disk = false;
 };
 
-WriteSetup set_up_writes(const DistcpWriterOptions& opt, const SavePlan& plan)
+WriteSetup set_up_writes(const DistcpWriterOptions& opt, const SavePlan& plan, const std::string& write_dir)
 {
     WriteSetup s;
+    s.ram_disk = on_ram_disk(write_dir);
+    s.sync_waits = opt.fsync && !s.ram_disk;
     s.layout = lay_out(plan, static_cast<std::size_t>(opt.files_per_rank), opt.alignment);
     std::uint64_t total_bytes = 0;
     for (const auto& it : plan.items)
@@ -936,9 +938,7 @@ std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlan
     if (!im.grouped()) {
         detail::Decoder dec(plan.storage_data, "distcp plan");
         im.write_dir = dec.str();
-        auto s = set_up_writes(im.opt, plan);
-        s.ram_disk = on_ram_disk(im.write_dir);
-        s.sync_waits = im.opt.fsync && !s.ram_disk;
+        auto s = set_up_writes(im.opt, plan, im.write_dir);
         if (s.ram_disk)
             MappedFiles::instance().sweep();
         for (std::size_t k = 0; k < s.layout.buckets.size(); ++k)
@@ -954,8 +954,7 @@ std::vector<WriteResult> DistcpWriter::write_data(const SavePlan& plan, SavePlan
     try {
         detail::Decoder dec(plan.storage_data, "distcp plan");
         im.write_dir = dec.str();
-        s = set_up_writes(im.opt, plan);
-        s.sync_waits = im.opt.fsync && !on_ram_disk(im.write_dir);
+        s = set_up_writes(im.opt, plan, im.write_dir);
     } catch (...) {
         failed = std::current_exception();
     }
