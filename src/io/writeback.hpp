@@ -12,7 +12,10 @@
 //
 // It is a hint: it changes no byte and no durability guarantee (the fsync
 // still follows and reports any I/O error; sync_file_range alone does not
-// write metadata or flush the device's cache). Where it is unavailable (not
+// write metadata or flush the device's cache). That fsync must go through a
+// descriptor opened before the writes: a wait here marks a failed
+// writeback's error as seen (Linux errseq), and an error already seen is
+// reported to the descriptors opened before it only. Where it is unavailable (not
 // Linux, the file cannot be opened, the file system refuses the call) it
 // does nothing. It acts on the file's pages in this node's page cache,
 // whichever handle wrote them, so it works beside MPI-IO or HDF5 handles.

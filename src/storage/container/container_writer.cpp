@@ -1277,7 +1277,9 @@ bool ContainerSave::agree_outcome()
 // commit; the coordinator syncs it again after adding the metadata group):
 // collective through parallel HDF5 when it is open (MPI_File_sync on every
 // rank), else through the rank's own MPI-IO handle. The deferred checksums
-// are computed meanwhile.
+// are computed meanwhile. Not left to the commit's fsync, even on the
+// coordinator's node: that one opens the file anew, and an I/O error that
+// early writeback's waits have seen is not reported to it (io/writeback.hpp).
 void ContainerSave::flush(OpenContainer& f)
 {
     noting([&] { // the hashing's error
