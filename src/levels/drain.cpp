@@ -14,10 +14,10 @@
 #include <fcntl.h>
 #if defined(__linux__)
 #include <linux/aio_abi.h>
+#include <sys/sendfile.h>
 #include <sys/syscall.h>
 #endif
 #include <sys/mman.h>
-#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -104,6 +104,34 @@ bool write_side(int err) noexcept
     throw error::ReadError("cannot copy " + src + " to " + dst + ": " + sys_error(err));
 }
 
+/// copy_file_range(2) of `want` bytes at `off` (the same offset in both
+/// files) on Linux; elsewhere -1 with ENOSYS (unsupported(): the next method).
+ssize_t copy_file_range_at(int in, int out, std::uint64_t off, std::size_t want) noexcept
+{
+#if defined(__linux__)
+    auto in_off = static_cast<loff_t>(off), out_off = static_cast<loff_t>(off);
+    return ::copy_file_range(in, &in_off, out, &out_off, want, 0);
+#else
+    (void)in, (void)out, (void)off, (void)want;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/// sendfile(2) of `want` bytes at `off` of `in` to `out`'s file offset on
+/// Linux; elsewhere -1 with ENOSYS (unsupported(): the next method).
+ssize_t sendfile_at(int in, int out, std::uint64_t off, std::size_t want) noexcept
+{
+#if defined(__linux__)
+    auto in_off = static_cast<off_t>(off);
+    return ::sendfile(out, in, &in_off, want);
+#else
+    (void)in, (void)out, (void)off, (void)want;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
 /// The bytes of one file copied into its part file by the fastest method
 /// the two files allow: copy_file_range, else sendfile, else pread/pwrite
 /// through an aligned buffer.
@@ -120,16 +148,11 @@ public:
     std::size_t once(std::uint64_t off, std::size_t want)
     {
         switch (m_method) {
-        case Method::copy_range: {
-            auto in_off = static_cast<loff_t>(off), out_off = static_cast<loff_t>(off);
-            return in_kernel(::copy_file_range(m_in, &in_off, m_out, &out_off, want, 0), off, Method::send);
-        }
-        case Method::send: {
+        case Method::copy_range: return in_kernel(copy_file_range_at(m_in, m_out, off, want), off, Method::send);
+        case Method::send:
             if (::lseek(m_out, static_cast<off_t>(off), SEEK_SET) < 0)
                 throw error::WriteError("cannot seek in " + m_part + ": " + sys_error(errno));
-            auto in_off = static_cast<off_t>(off);
-            return in_kernel(::sendfile(m_out, m_in, &in_off, want), off, Method::read_write);
-        }
+            return in_kernel(sendfile_at(m_in, m_out, off, want), off, Method::read_write);
         case Method::read_write: return through_buffer(off, want);
         }
         return 0;
@@ -446,7 +469,9 @@ std::uint64_t copy_bytes(int in, Fd& out, const std::string& src, const std::str
 {
     const std::uint64_t direct_done = fsync && direct ? copy_direct(in, src, part, size, cancel) : 0;
     std::uint64_t off = direct_done;
+#if defined(POSIX_FADV_SEQUENTIAL)
     ::posix_fadvise(in, static_cast<off_t>(off), 0, POSIX_FADV_SEQUENTIAL);
+#endif
     Writeback writeback(part, fsync && off < size ? writeback_bytes : 0);
     ByteCopy copy(in, out.get(), src, part, size);
     while (off < size) {

@@ -114,6 +114,28 @@ std::string host_of_rank0()
     return std::string(name);
 }
 
+// A fresh directory for one test in /dev/shm where it is a RAM disk (`ram`:
+// the writer maps the reused files there), else in the test directory
+// (written as on any disk). Collective; remove_dir() removes it.
+std::string ram_disk_dir(const std::string& test, bool& ram)
+{
+    struct statfs sf {};
+    ram = ::statfs("/dev/shm", &sf) == 0 && static_cast<unsigned long>(sf.f_type) == TMPFS_MAGIC;
+    long id = static_cast<long>(::getpid());
+    MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    const std::string name = test + "_" + std::to_string(world_size()) + "_" + std::to_string(id);
+    return ram ? "/dev/shm/cairn-test-" + name : fresh_dir(name);
+}
+
+// Rank 0 removes `dir`; everyone waits.
+void remove_dir(const std::string& dir)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world_rank() == 0)
+        stdfs::remove_all(dir);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 } // namespace
 
 TEST_CASE("levels: steps saved node-local restore bitwise, resharded, with no byte moved when nothing changed",
@@ -711,14 +733,8 @@ TEST_CASE("levels: a failed save that reused a dropped step's files leaves the n
 TEST_CASE("levels: saves into a RAM disk write over the reused files through kept mappings, checksummed",
           "[levels][recycle]")
 {
-    // In /dev/shm where it is a RAM disk (the writer maps the reused files
-    // there), else in the test directory (written as on any disk).
-    struct statfs sf {};
-    const bool ram = ::statfs("/dev/shm", &sf) == 0 && static_cast<unsigned long>(sf.f_type) == TMPFS_MAGIC;
-    long id = static_cast<long>(::getpid());
-    MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    const std::string name = "levels_mapped_" + std::to_string(world_size()) + "_" + std::to_string(id);
-    const std::string base = ram ? "/dev/shm/cairn-test-" + name : fresh_dir(name);
+    bool ram = false;
+    const std::string base = ram_disk_dir("levels_mapped", ram);
     auto opts = level_options(base, cairn::Redundancy::none(), 1); // keep_last 2: step s reuses step s - 2's files
     opts.save_options.fsync = true;
     opts.save_options.staging_bytes = 64 << 10; // arrays of 8 KiB or more go straight from memory
@@ -765,8 +781,72 @@ TEST_CASE("levels: saves into a RAM disk write over the reused files through kep
             ok = ok && big[static_cast<std::size_t>(i)] == static_cast<double>(5000000 + n * world_rank() + i);
         CHECK(all(ok));
     }
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (world_rank() == 0)
-        stdfs::remove_all(base);
-    MPI_Barrier(MPI_COMM_WORLD);
+    remove_dir(base);
+}
+
+TEST_CASE("levels: a restore through kept mappings verifies every block; a damaged one names the file and array",
+          "[levels][recycle]")
+{
+    bool ram = false;
+    const std::string base = ram_disk_dir("levels_mapped_restore", ram);
+    const auto opts = level_options(base, cairn::Redundancy::none(), 1); // step 3 reuses step 1's files
+    const std::int64_t n = 300000; // doubles per rank: 2.3 MiB, read straight into the array, 3 checksum blocks
+    std::vector<double> big(static_cast<std::size_t>(n));
+    std::int64_t step = 0;
+    cairn::StateDict d;
+    d.add_array<double>("big", big.data(), cairn::Shape{n * world_size()}, cairn::Box{{n * world_rank()}, {n}});
+    d.add_scalar("step", &step);
+    const auto fill = [&](std::int64_t s) {
+        step = s;
+        for (std::int64_t i = 0; i < n; ++i)
+            big[static_cast<std::size_t>(i)] = static_cast<double>(s * 10000000 + n * world_rank() + i);
+    };
+    const auto holds = [&](std::int64_t s) {
+        bool ok = step == s;
+        for (std::int64_t i = 0; i < n; ++i)
+            ok = ok && big[static_cast<std::size_t>(i)] == static_cast<double>(s * 10000000 + n * world_rank() + i);
+        return ok;
+    };
+    const auto scramble = [&] {
+        big.assign(big.size(), -1.0);
+        step = -1;
+    };
+    const std::string file = node_dir(base, 0) + "/step_00000003/__0_0.distcp";
+    {
+        cairn::CheckpointManager m(base + "/root", MPI_COMM_WORLD, opts);
+        for (std::int64_t s = 1; s <= 3; ++s) {
+            fill(s);
+            m.save(s, d);
+            m.wait();
+        }
+        if (ram) { // step 3 was written through a mapping this process keeps
+            std::ifstream maps("/proc/self/maps");
+            const std::string text((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+            CHECK(all(world_rank() != 0 || has(text, file)));
+        }
+        scramble();
+        CHECK(all(m.restore_latest(d) == 3));
+        CHECK(all(holds(3)));
+
+        // One byte of rank 0's array changed in place (the mapping sees it):
+        // step 3 is skipped, naming the file and the array, for step 2.
+        if (world_rank() == 0) {
+            std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+            const auto at = static_cast<std::streamoff>(stdfs::file_size(file) / 2);
+            char c = 0;
+            f.seekg(at);
+            f.get(c);
+            f.seekp(at);
+            f.put(static_cast<char>(c ^ 0x40));
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        scramble();
+        std::vector<cairn::SkippedCheckpoint> skipped;
+        CHECK(all(m.restore_latest(d, cairn::LoadOptions{}, &skipped) == 2));
+        CHECK(all(holds(2)));
+        REQUIRE(all(skipped.size() == 1));
+        const std::string& why = skipped[0].reason;
+        CHECK(all(skipped[0].step == 3 && has(why, "checksum mismatch in 'big'") && has(why, file)));
+    }
+    remove_dir(base);
 }

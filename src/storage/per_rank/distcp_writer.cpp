@@ -28,6 +28,7 @@
 #include <tuple>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -146,6 +147,22 @@ public:
         (void)size;
         return nullptr;
 #endif
+    }
+
+    /// detail::use_kept_mapping().
+    bool use(const std::string& path, std::uint64_t size, const std::function<void(const char*)>& use)
+    {
+        struct stat st {};
+        if (detail::fault::g_armed.load(std::memory_order_relaxed) || ::stat(path.c_str(), &st) != 0 ||
+            static_cast<std::uint64_t>(st.st_size) != size)
+            return false;
+        std::lock_guard<std::mutex> lock(m_mutex);
+        for (const auto& e : m_entries)
+            if (e.dev == st.st_dev && e.ino == st.st_ino && e.size == size) {
+                use(e.addr);
+                return true;
+            }
+        return false;
     }
 
     /// Unmaps the files without a name.
@@ -727,6 +744,11 @@ void remove_unfinished(const std::string& dir, Remove remove)
 } // namespace
 
 void detail::unmap_removed_files() noexcept { MappedFiles::instance().sweep(); }
+
+bool detail::use_kept_mapping(const std::string& path, std::uint64_t size, const std::function<void(const char*)>& use)
+{
+    return MappedFiles::instance().use(path, size, use);
+}
 
 struct DistcpWriter::Impl final : detail::ColumnarWriter {
     void commit(detail::MetadataColumns& md) override;

@@ -7,6 +7,10 @@
 // distcp_writer.cpp.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <string>
+
 namespace cairn::detail {
 
 /// Unmaps the kept mappings of files that no longer have a name (removed),
@@ -14,5 +18,14 @@ namespace cairn::detail {
 /// save of this process writes (the node-local level does when it goes
 /// away).
 void unmap_removed_files() noexcept;
+
+/// Calls `use` with the start of the kept mapping of data file `path` (the
+/// same device and inode) where one of `size` bytes is kept, and returns
+/// true; returns false, without calling it, where none is, or a fault is
+/// armed (fault points are on the MPI-IO path). The mapping stays while
+/// `use` runs: other uses of the kept mappings wait, so `use` must not
+/// start a save. Lets a restore in the process that saved read the RAM
+/// disk's pages without a system call or a page fault.
+bool use_kept_mapping(const std::string& path, std::uint64_t size, const std::function<void(const char*)>& use);
 
 } // namespace cairn::detail
