@@ -8,6 +8,7 @@
 #include "core/codec.hpp"
 #include "core/fault.hpp"
 #include "core/metadata_adapter.hpp"
+#include "core/stream_copy.hpp"
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
 #include "storage/columnar_storage.hpp"
@@ -199,9 +200,10 @@ private:
 // file written directly (MpiFile::write_direct), they are hashed piece by
 // piece as they go instead, each piece still in the cache from its write,
 // so that the bytes are read from memory once (into a RAM-disk file that
-// MappedFiles maps, by memcpy); device items of at least `direct_min` bytes go through the buffer's
-// two halves, the copy of one from the GPU running while the other is
-// hashed and written. Extra host memory: the buffer, whatever the state. The writes are
+// MappedFiles maps, by a copy whose stores bypass the cache); device items
+// of at least `direct_min` bytes go through the buffer's two halves, the
+// copy of one from the GPU running while the other is hashed and written.
+// Extra host memory: the buffer, whatever the state. The writes are
 // blocking on purpose: OpenMPI's `ompio` completes an `MPI_File_iwrite_at`
 // at about 0.25 GB/s here (measured: 0.2-0.25 s in MPI_Wait for the 3
 // buffers of the mixed benchmark's small items, 0.01 s with blocking
@@ -236,7 +238,9 @@ public:
             // once written: hashed piece by piece as the device writes.
             // Without a sync to overlap with, each piece is hashed after
             // its write, from the cache. Into a mapped file (MappedFiles),
-            // the pieces are copied.
+            // the pieces are copied with non-temporal stores (the file's
+            // pages are not read back during the save), their source then
+            // hashed from the cache.
             const bool direct = m_file.writes_direct();
             const bool hash_now = hasher && (direct || m_hash_as_written);
             char* const to = m_map && offset + nbytes <= m_map_size ? m_map + offset : nullptr;
@@ -245,7 +249,7 @@ public:
                                    ? std::min<std::uint64_t>(nbytes - done, direct ? k_hash_piece : k_cached_piece)
                                    : m_writeback.piece(nbytes - done);
                 if (to) {
-                    std::memcpy(to + done, p + done, static_cast<std::size_t>(n));
+                    detail::copy_streaming(to + done, p + done, static_cast<std::size_t>(n));
                 } else {
                     m_file.write_at(offset + done, p + done, n);
                     m_writeback.wrote(offset + done, n);
