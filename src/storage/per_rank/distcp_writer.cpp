@@ -111,22 +111,31 @@ public:
         if (fd < 0)
             return nullptr;
         struct stat st {};
-        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != size ||
-            ::lseek(fd, 0, SEEK_HOLE) != static_cast<off_t>(size)) {
+        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != size) {
             ::close(fd);
             return nullptr;
         }
         std::lock_guard<std::mutex> lock(m_mutex);
-        for (auto it = m_entries.begin(); it != m_entries.end(); ++it) {
-            if (it->dev != st.st_dev || it->ino != st.st_ino)
-                continue;
-            if (it->size == size) {
-                ::close(fd);
-                return it->addr;
-            }
-            release(*it); // the file was resized since
-            m_entries.erase(it);
-            break;
+        auto kept = std::find_if(m_entries.begin(), m_entries.end(),
+                                 [&](const Entry& e) { return e.dev == st.st_dev && e.ino == st.st_ino; });
+        if (kept != m_entries.end() && kept->size != size) { // the file was resized since
+            release(*kept);
+            m_entries.erase(kept);
+            kept = m_entries.end();
+        }
+        // The search for a hole walks the file's pages (milliseconds for
+        // hundreds of MiB). A kept mapping's file had none when it was
+        // mapped, and a hole punched since would lower its allocated blocks,
+        // which tmpfs counts page by page: while they cover the file, it is
+        // not searched again (ramfs counts none: searched every time).
+        const bool covered = kept != m_entries.end() && static_cast<std::uint64_t>(st.st_blocks) * 512 >= size;
+        if (!covered && ::lseek(fd, 0, SEEK_HOLE) != static_cast<off_t>(size)) {
+            ::close(fd);
+            return nullptr;
+        }
+        if (kept != m_entries.end()) {
+            ::close(fd);
+            return kept->addr;
         }
         void* p = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
                          fd, 0);
