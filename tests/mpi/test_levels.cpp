@@ -17,6 +17,8 @@
 #include <map>
 #include <set>
 
+#include <fcntl.h>
+#include <linux/falloc.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -763,9 +765,26 @@ TEST_CASE("levels: saves into a RAM disk write over the reused files through kep
             m.wait();
             if (s == 1)
                 first = inode_of(mine + "/step_00000001" + file);
+            if (s == 3 && ram) {
+                // A hole punched into the mapped file: step 5 finds it (the
+                // file's blocks no longer cover it) and writes around the
+                // mapping, filling the hole.
+                const int fd = ::open((mine + "/step_00000003" + file).c_str(), O_RDWR | O_CLOEXEC);
+                CHECK(all(fd >= 0 && ::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096) == 0 &&
+                          ::lseek(fd, 0, SEEK_HOLE) == 0));
+                if (fd >= 0)
+                    ::close(fd);
+            }
         }
-        // Steps 3 and 5 wrote over step 1's file, step 5 through the mapping
-        // step 3 made (the kernel names a mapping by the file's current path).
+        if (ram) {
+            const int fd = ::open((mine + "/step_00000005" + file).c_str(), O_RDONLY | O_CLOEXEC);
+            struct stat st {};
+            CHECK(all(fd >= 0 && ::fstat(fd, &st) == 0 && ::lseek(fd, 0, SEEK_HOLE) == st.st_size));
+            if (fd >= 0)
+                ::close(fd);
+        }
+        // Steps 3 and 5 wrote over step 1's file, and the mapping step 3 made
+        // is kept (the kernel names a mapping by the file's current path).
         CHECK(all(first != 0 && inode_of(mine + "/step_00000005" + file) == first));
         if (ram) {
             std::ifstream maps("/proc/self/maps");

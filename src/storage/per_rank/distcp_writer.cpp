@@ -8,6 +8,7 @@
 #include "core/codec.hpp"
 #include "core/fault.hpp"
 #include "core/metadata_adapter.hpp"
+#include "core/stream_copy.hpp"
 #include "core/strided.hpp"
 #include "stage/stage.hpp"
 #include "storage/columnar_storage.hpp"
@@ -111,22 +112,31 @@ public:
         if (fd < 0)
             return nullptr;
         struct stat st {};
-        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != size ||
-            ::lseek(fd, 0, SEEK_HOLE) != static_cast<off_t>(size)) {
+        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != size) {
             ::close(fd);
             return nullptr;
         }
         std::lock_guard<std::mutex> lock(m_mutex);
-        for (auto it = m_entries.begin(); it != m_entries.end(); ++it) {
-            if (it->dev != st.st_dev || it->ino != st.st_ino)
-                continue;
-            if (it->size == size) {
-                ::close(fd);
-                return it->addr;
-            }
-            release(*it); // the file was resized since
-            m_entries.erase(it);
-            break;
+        auto kept = std::find_if(m_entries.begin(), m_entries.end(),
+                                 [&](const Entry& e) { return e.dev == st.st_dev && e.ino == st.st_ino; });
+        if (kept != m_entries.end() && kept->size != size) { // the file was resized since
+            release(*kept);
+            m_entries.erase(kept);
+            kept = m_entries.end();
+        }
+        // The search for a hole walks the file's pages (milliseconds for
+        // hundreds of MiB). A kept mapping's file had none when it was
+        // mapped, and a hole punched since would lower its allocated blocks,
+        // which tmpfs counts page by page: while they cover the file, it is
+        // not searched again (ramfs counts none: searched every time).
+        const bool covered = kept != m_entries.end() && static_cast<std::uint64_t>(st.st_blocks) * 512 >= size;
+        if (!covered && ::lseek(fd, 0, SEEK_HOLE) != static_cast<off_t>(size)) {
+            ::close(fd);
+            return nullptr;
+        }
+        if (kept != m_entries.end()) {
+            ::close(fd);
+            return kept->addr;
         }
         void* p = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
                          fd, 0);
@@ -216,9 +226,10 @@ private:
 // file written directly (MpiFile::write_direct), they are hashed piece by
 // piece as they go instead, each piece still in the cache from its write,
 // so that the bytes are read from memory once (into a RAM-disk file that
-// MappedFiles maps, by memcpy); device items of at least `direct_min` bytes go through the buffer's
-// two halves, the copy of one from the GPU running while the other is
-// hashed and written. Extra host memory: the buffer, whatever the state. The writes are
+// MappedFiles maps, by a copy whose stores bypass the cache); device items
+// of at least `direct_min` bytes go through the buffer's two halves, the
+// copy of one from the GPU running while the other is hashed and written.
+// Extra host memory: the buffer, whatever the state. The writes are
 // blocking on purpose: OpenMPI's `ompio` completes an `MPI_File_iwrite_at`
 // at about 0.25 GB/s here (measured: 0.2-0.25 s in MPI_Wait for the 3
 // buffers of the mixed benchmark's small items, 0.01 s with blocking
@@ -253,7 +264,9 @@ public:
             // once written: hashed piece by piece as the device writes.
             // Without a sync to overlap with, each piece is hashed after
             // its write, from the cache. Into a mapped file (MappedFiles),
-            // the pieces are copied.
+            // the pieces are copied with non-temporal stores (the file's
+            // pages are not read back during the save), their source then
+            // hashed from the cache.
             const bool direct = m_file.writes_direct();
             const bool hash_now = hasher && (direct || m_hash_as_written);
             char* const to = m_map && offset + nbytes <= m_map_size ? m_map + offset : nullptr;
@@ -262,7 +275,7 @@ public:
                                    ? std::min<std::uint64_t>(nbytes - done, direct ? k_hash_piece : k_cached_piece)
                                    : m_writeback.piece(nbytes - done);
                 if (to) {
-                    std::memcpy(to + done, p + done, static_cast<std::size_t>(n));
+                    detail::copy_streaming(to + done, p + done, static_cast<std::size_t>(n));
                 } else {
                     m_file.write_at(offset + done, p + done, n);
                     m_writeback.wrote(offset + done, n);
