@@ -23,6 +23,7 @@
 #include "levels/drain.hpp"
 #include "plan/columnar.hpp"
 #include "storage/per_rank/file_groups.hpp"
+#include "storage/per_rank/mapped_files.hpp"
 #include "stage/stage.hpp"
 #include "format/metadata_h5.hpp"
 
@@ -2410,9 +2411,12 @@ void bench_redundancy(u64 total)
 // fresh files, "local-save-fresh"), against a memcpy of this rank's bytes
 // into a touched buffer ("memcpy") and a write(2) of them into a fresh file
 // of the RAM disk ("write-shm");
-// then restore_latest by a new manager (a restarted job) from the
-// node-local level ("restore-local") and from a per-rank checkpoint in
-// --dir, page cache dropped first ("restore-fs"), in alternating order.
+// then restore_latest by a new manager from the node-local level, as a
+// restarted job does (the mappings the saves kept dropped first, as a new
+// process has none: "restore-local") and as a rollback in the process
+// that saved does (through them: "restore-local-rollback"), and from a
+// per-rank checkpoint in --dir ("restore-fs"); page cache dropped first,
+// the three in rotating order.
 void bench_levels(u64 total)
 {
     Results R;
@@ -2510,7 +2514,9 @@ void bench_levels(u64 total)
         m.save(0, sd);
     }
     auto restore_case = [&](const std::string& root, const cairn::ManagerOptions& o,
-                            cairn::RestoreReport::Level want_level, const char* what, bool check) {
+                            cairn::RestoreReport::Level want_level, const char* what, bool check, bool restart) {
+        if (restart)
+            cairn::detail::unmap_all_files();
         cairn::CheckpointManager m(root, g_comm, o);
         drop_caches();
         touch_state(w, true);
@@ -2554,15 +2560,19 @@ void bench_levels(u64 total)
                     t_partner = save_case(*m_partner, run + 2);
             }
         }
-        double t_local = 0, t_fs = 0;
+        double t_local = 0, t_rollback = 0, t_fs = 0;
         const auto level_local = cairn::RestoreReport::Level::node_local;
         const auto level_fs = cairn::RestoreReport::Level::file_system;
-        if (run % 2 == 0) {
-            t_local = restore_case(root_none, o_none, level_local, "restore-local", run == 0);
-            t_fs = restore_case(root_fs, cairn::ManagerOptions{}, level_fs, "restore-fs", run == 0);
-        } else {
-            t_fs = restore_case(root_fs, cairn::ManagerOptions{}, level_fs, "restore-fs", false);
-            t_local = restore_case(root_none, o_none, level_local, "restore-local", false);
+        for (int k = 0; k < 3; ++k) {
+            switch ((run + k) % 3) {
+            case 0: t_local = restore_case(root_none, o_none, level_local, "restore-local", run == 0, true); break;
+            case 1:
+                t_rollback =
+                    restore_case(root_none, o_none, level_local, "restore-local-rollback", run == 0, false);
+                break;
+            default:
+                t_fs = restore_case(root_fs, cairn::ManagerOptions{}, level_fs, "restore-fs", run == 0, false);
+            }
         }
         if (!timed_run) {
             if (g_rank == 0) {
@@ -2575,6 +2585,7 @@ void bench_levels(u64 total)
                 if (async)
                     std::printf("warmup levels local-save-async %.3f s\n", t_async);
                 std::printf("warmup levels restore-local %.3f s\n", t_local);
+                std::printf("warmup levels restore-local-rollback %.3f s\n", t_rollback);
                 std::printf("warmup levels restore-fs %.3f s\n", t_fs);
             }
             continue;
@@ -2588,6 +2599,7 @@ void bench_levels(u64 total)
         if (async)
             R.add("local-save-async", T, t_async);
         R.add("restore-local", T, t_local);
+        R.add("restore-local-rollback", T, t_rollback);
         R.add("restore-fs", T, t_fs);
     }
     m_partner.reset();
@@ -2609,6 +2621,7 @@ void bench_levels(u64 total)
     secs_ratio("local-save-fresh", "write-shm");
     secs_ratio("local-save-partner", "write-shm");
     secs_ratio("restore-fs", "restore-local");
+    secs_ratio("restore-fs", "restore-local-rollback");
 }
 
 } // namespace

@@ -758,6 +758,8 @@ void remove_unfinished(const std::string& dir, Remove remove)
 
 void detail::unmap_removed_files() noexcept { MappedFiles::instance().sweep(); }
 
+void detail::unmap_all_files() noexcept { MappedFiles::instance().clear(); }
+
 bool detail::use_kept_mapping(const std::string& path, std::uint64_t size, const std::function<void(const char*)>& use)
 {
     return MappedFiles::instance().use(path, size, use);

@@ -19,6 +19,11 @@ namespace cairn::detail {
 /// away).
 void unmap_removed_files() noexcept;
 
+/// Unmaps every kept mapping of this process: what a new process starts
+/// with (the benchmark's restart case). Local; call it only while no save
+/// or restore of this process runs.
+void unmap_all_files() noexcept;
+
 /// Calls `use` with the start of the kept mapping of data file `path` (the
 /// same device and inode) where one of `size` bytes is kept, and returns
 /// true; returns false, without calling it, where none is, or a fault is
