@@ -138,25 +138,30 @@ public:
     OutFile(const OutFile&) = delete;
     OutFile& operator=(const OutFile&) = delete;
 
-    /// On a RAM disk: makes the file `size` bytes long with every page
-    /// allocated and returns its kept mapping (storage/per_rank/
-    /// mapped_files.hpp), into which the caller puts the whole file's bytes
-    /// (received straight into place: no write(), whose page-cache lookups
-    /// cost about twice a memcpy), instead of write(). Null elsewhere or
-    /// where the file cannot be mapped: write() then. A RAM disk without room
-    /// for the file: error::WriteError naming it.
+    /// For a file recycled from an older step on a RAM disk: makes it `size`
+    /// bytes long with every page allocated and returns its kept mapping
+    /// (storage/per_rank/mapped_files.hpp), into which the caller puts the
+    /// whole file's bytes (received straight into place: no write(), whose
+    /// page-cache lookups cost about twice a memcpy), instead of write().
+    /// Null for a new (empty) file, elsewhere, or where the file cannot be
+    /// mapped: write() then (into new pages, write(2) was not slower than
+    /// allocating them first). A RAM disk without room for the file:
+    /// error::WriteError naming it.
     char* map(u64 size)
     {
         if (size == 0 || !is_ram_disk(fs::parent(m_path)))
             return nullptr;
-        // A file written whole before (a recycled one of the same size) is
-        // mapped as it is; another is cut or grown to `size` first.
+        // A file written whole before at this size is mapped as it is;
+        // another is cut or grown to `size` first.
         m_map = kept_mapping(m_path, size);
         if (!m_map) {
             struct stat st {};
-            if (::fstat(m_fd, &st) != 0 || (static_cast<u64>(st.st_size) > size &&
-                                            ::ftruncate(m_fd, static_cast<off_t>(size)) != 0))
-                throw error::WriteError("node-local redundancy: cannot size " + m_path + ": " + sys_error());
+            if (::fstat(m_fd, &st) != 0)
+                throw error::WriteError("node-local redundancy: cannot stat " + m_path + ": " + sys_error());
+            if (st.st_size == 0)
+                return nullptr;
+            if (static_cast<u64>(st.st_size) > size && ::ftruncate(m_fd, static_cast<off_t>(size)) != 0)
+                throw error::WriteError("node-local redundancy: cannot cut " + m_path + ": " + sys_error());
             if (!fs::reserve(m_path, 0, size))
                 return nullptr;
             m_map = kept_mapping(m_path, size);
@@ -481,9 +486,9 @@ std::string join_list(const std::vector<std::string>& items, std::size_t at_most
 // ------------------------------------------------------- mapped data files
 
 // The encoders send straight from the data files, mapped (reading through a
-// mapping saves the copy of pread(2)), and receive into the redundancy
-// files' kept mappings on a RAM disk (OutFile::map), elsewhere into buffers
-// of one message (still in the cache) then written.
+// mapping saves the copy of pread(2)), and receive into the kept mappings
+// of recycled redundancy files on a RAM disk (OutFile::map), otherwise into
+// buffers of one message (still in the cache) then written.
 
 /// A whole file mapped for reading (nothing for an empty one).
 class MappedIn {

@@ -651,6 +651,11 @@ TEST_CASE("on a full RAM disk, encode fails naming the file, and hangs no one", 
             return;
         }
         cd::Topology topo(MPI_COMM_WORLD, 1);
+        // An older step's redundancy files (other sizes), recycled: mapped.
+        const auto older = layout_of(topo, make_files(topo.size, 5), red);
+        write_own(topo, base, older);
+        MPI_Barrier(MPI_COMM_WORLD);
+        cd::encode_redundancy(topo, older, node_dir(base, topo.node));
         const auto layout = layout_of(topo, make_files(topo.size, 29), red);
         write_own(topo, base, layout);
         MPI_Barrier(MPI_COMM_WORLD);
