@@ -23,6 +23,7 @@
 #include "levels/drain.hpp"
 #include "plan/columnar.hpp"
 #include "storage/per_rank/file_groups.hpp"
+#include "storage/per_rank/mapped_files.hpp"
 #include "stage/stage.hpp"
 #include "format/metadata_h5.hpp"
 
@@ -2310,6 +2311,7 @@ void bench_redundancy(u64 total)
         stdfs::remove_all(step + "/partner");
         stdfs::remove_all(step + "/xor");
         stdfs::remove_all(p2p_file);
+        cd::unmap_removed_files(); // their pages freed, as the next save of a manager does
         MPI_Barrier(g_comm);
     };
     const auto partner = cairn::Redundancy::partner(), parity = cairn::Redundancy::xor_parity(g_size);
