@@ -2311,6 +2311,7 @@ void bench_redundancy(u64 total)
         stdfs::remove_all(step + "/partner");
         stdfs::remove_all(step + "/xor");
         stdfs::remove_all(p2p_file);
+        cd::unmap_removed_files(); // their pages freed, as the next save of a manager does
         MPI_Barrier(g_comm);
     };
     const auto partner = cairn::Redundancy::partner(), parity = cairn::Redundancy::xor_parity(g_size);

@@ -340,7 +340,7 @@ NodeLevel::NodeLevel(MPI_Comm comm, const LocalLevel& options)
 NodeLevel::~NodeLevel()
 {
     wait_for_removal();
-    unmap_removed_files(); // the pages of this level's removed files, kept mapped by the writer, freed
+    unmap_removed_files(); // the pages of removed files kept mapped by the writer and the redundancy, freed
 }
 
 void NodeLevel::wait_for_removal() noexcept

@@ -4,6 +4,7 @@
 
 #include "cairn/errors.hpp"
 #include "io/fs.hpp"
+#include "storage/per_rank/mapped_files.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -137,6 +138,40 @@ public:
     OutFile(const OutFile&) = delete;
     OutFile& operator=(const OutFile&) = delete;
 
+    /// For a file recycled from an older step on a RAM disk: makes it `size`
+    /// bytes long with every page allocated and returns its kept mapping
+    /// (storage/per_rank/mapped_files.hpp), into which the caller puts the
+    /// whole file's bytes (received straight into place: no write(), whose
+    /// page-cache lookups cost about twice a memcpy), instead of write().
+    /// Null for a new (empty) file, elsewhere, or where the file cannot be
+    /// mapped: write() then (into new pages, write(2) was not slower than
+    /// allocating them first). A RAM disk without room for the file:
+    /// error::WriteError naming it.
+    char* map(u64 size)
+    {
+        if (size == 0 || !is_ram_disk(fs::parent(m_path)))
+            return nullptr;
+        // A file written whole before at this size is mapped as it is;
+        // another is cut or grown to `size` first.
+        m_map = kept_mapping(m_path, size);
+        if (!m_map) {
+            struct stat st {};
+            if (::fstat(m_fd, &st) != 0)
+                throw error::WriteError("node-local redundancy: cannot stat " + m_path + ": " + sys_error());
+            if (st.st_size == 0)
+                return nullptr;
+            if (static_cast<u64>(st.st_size) > size && ::ftruncate(m_fd, static_cast<off_t>(size)) != 0)
+                throw error::WriteError("node-local redundancy: cannot cut " + m_path + ": " + sys_error());
+            if (!fs::reserve(m_path, 0, size))
+                return nullptr;
+            m_map = kept_mapping(m_path, size);
+        }
+        if (m_map)
+            m_written = size;
+        return m_map;
+    }
+    char* mapping() const noexcept { return m_map; }
+
     void write(const char* src, u64 length)
     {
         while (length > 0) {
@@ -168,6 +203,7 @@ private:
     std::string m_path;
     int m_fd = -1;
     u64 m_written = 0;
+    char* m_map = nullptr; ///< kept mapping (map()), or null
 };
 
 /// A saved rank's data: its files, concatenated in the order of
@@ -449,11 +485,10 @@ std::string join_list(const std::vector<std::string>& items, std::size_t at_most
 
 // ------------------------------------------------------- mapped data files
 
-// The encoders send straight from the data files, mapped, and write what
-// they receive from buffers of one message (still in the cache). On a RAM
-// disk, writing a file costs several times a memcpy of its bytes (page
-// allocation), and writing through a mapping about twice what write(2)
-// does; reading through a mapping saves the copy of pread(2).
+// The encoders send straight from the data files, mapped (reading through a
+// mapping saves the copy of pread(2)), and receive into the kept mappings
+// of recycled redundancy files on a RAM disk (OutFile::map), otherwise into
+// buffers of one message (still in the cache) then written.
 
 /// A whole file mapped for reading (nothing for an empty one).
 class MappedIn {
@@ -570,9 +605,10 @@ struct Stream {
 
 /// Moves every stream's bytes: all streams advance together, one message
 /// each per round (message k of a stream is in round k on both sides). A
-/// receiving stream has two buffers: round k+1 is posted before the pieces
-/// of round k are written, so that writing overlaps the transfer wherever
-/// the network moves the bytes without the CPU.
+/// message to a mapped file is received in place; otherwise a receiving
+/// stream has two buffers: round k+1 is posted before the pieces of round k
+/// are written, so that writing overlaps the transfer wherever the network
+/// moves the bytes without the CPU.
 void run_streams(MPI_Comm comm, std::vector<Stream>& sends, std::vector<Stream>& recvs, FirstError& err)
 {
     struct Piece {
@@ -590,11 +626,13 @@ void run_streams(MPI_Comm comm, std::vector<Stream>& sends, std::vector<Stream>&
         for (auto& s : recvs)
             if (s.next()) {
                 const u64 n = s.length();
+                char* const mapped = s.out[s.file] ? s.out[s.file]->mapping() : nullptr;
                 r.requests.emplace_back();
-                mpi_check(MPI_Irecv(s.buffer(buf), static_cast<int>(n), MPI_BYTE, s.peer, tag_data, comm,
-                                    &r.requests.back()),
+                mpi_check(MPI_Irecv(mapped ? mapped + s.at : s.buffer(buf), static_cast<int>(n), MPI_BYTE, s.peer,
+                                    tag_data, comm, &r.requests.back()),
                           "MPI_Irecv");
-                r.pieces.push_back(Piece{&s, s.file, n});
+                if (!mapped)
+                    r.pieces.push_back(Piece{&s, s.file, n});
                 s.at += n;
             }
         for (auto& s : sends)
@@ -677,7 +715,10 @@ RedundancyCounts encode_partner(const Topology& topo, const SavedLayout& layout,
         s.sizes = sizes_of(s.peer);
         for (const auto& f : layout.files[static_cast<std::size_t>(s.peer)]) {
             s.out.emplace_back();
-            err.run([&] { s.out.back() = std::make_unique<OutFile>(fs::join(partner_dir, f.name)); });
+            err.run([&] {
+                s.out.back() = std::make_unique<OutFile>(fs::join(partner_dir, f.name));
+                s.out.back()->map(f.bytes);
+            });
         }
         counts.bytes_received += data_bytes(layout, s.peer);
         recvs.push_back(std::move(s));
@@ -726,12 +767,17 @@ RedundancyCounts encode_xor(const Topology& topo, const SavedLayout& layout, con
             made_dir = true;
         }
         std::unique_ptr<OutFile> out;
-        err.run([&] { out = std::make_unique<OutFile>(fs::join(step_dir, parity_name(si, j))); });
+        char* parity = nullptr; // the parity file's mapping, or null: written
+        err.run([&] {
+            out = std::make_unique<OutFile>(fs::join(step_dir, parity_name(si, j)));
+            parity = out->map(set.piece);
+        });
         // A ring reduce-scatter, in rounds of bytes [o, o + len) of every
         // stripe: at step t this member sends its partial XOR of stripe
         // j-t-1 to the right and gets stripe j-t-2 from the left, adding its
         // own chunk of it; the last step brings stripe j, its own, complete
-        // (every member but j contributed): written to the parity file.
+        // (every member but j contributed): received into the parity file's
+        // mapping, or written to the file.
         const auto own = [&](int stripe, u64 o, u64 len, std::vector<char>& scratch) {
             return data->view(static_cast<u64>(chunk_of(j, stripe)) * set.piece + o, len, scratch);
         };
@@ -741,15 +787,20 @@ RedundancyCounts encode_xor(const Topology& topo, const SavedLayout& layout, con
                 const int stripe_out = wrap(j - t - 1, s), stripe_in = wrap(j - t - 2, s);
                 const bool last = t + 2 == s;
                 const char* src = t == 0 ? own(stripe_out, o, len, scratch_send) : partial[(t + 1) % 2].data();
-                auto& into = last ? scratch_out : partial[t % 2];
-                into.resize(static_cast<std::size_t>(len));
-                char* dst = into.data();
+                char* dst = nullptr;
+                if (last && parity) {
+                    dst = parity + o;
+                } else {
+                    auto& into = last ? scratch_out : partial[t % 2];
+                    into.resize(static_cast<std::size_t>(len));
+                    dst = into.data();
+                }
                 mpi_check(MPI_Sendrecv(src, static_cast<int>(len), MPI_BYTE, right, tag_data, dst, static_cast<int>(len),
                                        MPI_BYTE, left, tag_data, comm.c, MPI_STATUS_IGNORE),
                           "MPI_Sendrecv");
                 if (!last)
                     xor_into(dst, own(stripe_in, o, len, scratch_own), len);
-                else if (out)
+                else if (out && !parity)
                     err.run([&] { out->write(dst, len); });
             }
             counts.bytes_sent += static_cast<u64>(s - 1) * len;

@@ -1,16 +1,22 @@
 // Redundancy of node-local steps (src/levels/redundancy.hpp): data files
 // written into the step directories of fake nodes of this host, encoded with
 // partner copies or XOR parity, a node's directory wiped, the lost files
-// rebuilt (also by a job of another shape) and compared byte for byte.
+// rebuilt (also by a job of another shape) and compared byte for byte; in
+// /dev/shm too (a RAM disk: files received into kept mappings).
 #include "common.hpp"
 
 #include "levels/redundancy.hpp"
 #include "levels/topology.hpp"
+#include "storage/per_rank/mapped_files.hpp"
+
+#include <cairn/testing.hpp>
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -527,6 +533,78 @@ TEST_CASE("a rank that cannot read its data file fails alone, naming it, and han
     }
 }
 
+/// A fresh directory for one test in /dev/shm, where that is a RAM disk (the
+/// encoders receive into kept mappings of their files there), else "".
+/// Collective; remove it with remove_ram_dir().
+std::string ram_dir(const std::string& name)
+{
+    if (!cd::is_ram_disk("/dev/shm"))
+        return {};
+    long id = static_cast<long>(::getpid());
+    MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    const std::string dir =
+        "/dev/shm/cairn-test-" + name + "-" + std::to_string(world_size()) + "-" + std::to_string(id);
+    if (world_rank() == 0) {
+        stdfs::remove_all(dir);
+        stdfs::create_directories(dir);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    return dir;
+}
+
+/// Removes a directory of ram_dir() and frees its files' pages (their kept
+/// mappings unmapped). Collective.
+void remove_ram_dir(const std::string& dir)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world_rank() == 0)
+        stdfs::remove_all(dir);
+    MPI_Barrier(MPI_COMM_WORLD);
+    cd::unmap_removed_files();
+}
+
+/// Encodes an older step (other sizes, some files longer, some shorter, and
+/// other bytes) in `base`, then a new step over its redundancy files
+/// (round_trip: copies and parity of its own bytes, every lost byte rebuilt
+/// from them); with `twice`, the new step is first encoded over the older
+/// files without a loss, then once more over its own (files of the same
+/// sizes). Checks that the older files were written over in place. True on
+/// every rank.
+bool reused_round_trip(const std::string& base, Redundancy red, bool twice)
+{
+    cd::Topology topo(MPI_COMM_WORLD, 1);
+    const auto older = layout_of(topo, make_files(topo.size, 5), red);
+    const std::string dir = node_dir(base, topo.node);
+    stdfs::create_directories(dir);
+    const auto& mine = older.files[static_cast<std::size_t>(topo.rank)];
+    for (std::size_t k = 0; k < mine.size(); ++k)
+        write_file(dir + "/" + mine[k].name, content(topo.rank + 50, static_cast<int>(k), mine[k].bytes));
+    MPI_Barrier(MPI_COMM_WORLD);
+    cd::encode_redundancy(topo, older, dir);
+    MPI_Barrier(MPI_COMM_WORLD);
+    // Its redundancy files (partner/, xor/), to be written over in place.
+    std::map<std::string, std::uint64_t> inodes;
+    for (const auto& e : stdfs::recursive_directory_iterator(dir))
+        if (e.is_regular_file() && e.path().parent_path() != stdfs::path(dir)) {
+            struct stat st {};
+            if (::stat(e.path().c_str(), &st) == 0)
+                inodes[e.path().string()] = static_cast<std::uint64_t>(st.st_ino);
+        }
+    bool ok = !inodes.empty();
+    if (twice)
+        ok = round_trip(MPI_COMM_WORLD, base, 1, red, {}) && ok;
+    ok = round_trip(MPI_COMM_WORLD, base, 1, red, {topo.size - 1}) && ok;
+    for (const auto& [path, ino] : inodes) {
+        struct stat st {};
+        if (path.find("/node" + std::to_string(topo.size - 1) + "/") == std::string::npos &&
+            ::stat(path.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_ino) != ino) {
+            UNSCOPED_INFO(path << " is a new file, not the older one written over");
+            ok = false;
+        }
+    }
+    return all(ok);
+}
+
 TEST_CASE("encode writes over an older step's redundancy files in place", "[redundancy]")
 {
     if (world_size() < 2) {
@@ -535,38 +613,70 @@ TEST_CASE("encode writes over an older step's redundancy files in place", "[redu
     }
     for (const auto red : {Redundancy::partner(), Redundancy::xor_parity(3)}) {
         INFO(red.str());
-        const std::string base = fresh_dir("redundancy-reused");
-        cd::Topology topo(MPI_COMM_WORLD, 1);
-        // The older step: other sizes (some files longer, some shorter) and other bytes.
-        const auto older = layout_of(topo, make_files(topo.size, 5), red);
-        const std::string dir = node_dir(base, topo.node);
-        stdfs::create_directories(dir);
-        const auto& mine = older.files[static_cast<std::size_t>(topo.rank)];
-        for (std::size_t k = 0; k < mine.size(); ++k)
-            write_file(dir + "/" + mine[k].name, content(topo.rank + 50, static_cast<int>(k), mine[k].bytes));
-        MPI_Barrier(MPI_COMM_WORLD);
-        cd::encode_redundancy(topo, older, dir);
-        MPI_Barrier(MPI_COMM_WORLD);
-        // Its redundancy files (partner/, xor/), to be written over in place.
-        std::map<std::string, std::uint64_t> inodes;
-        for (const auto& e : stdfs::recursive_directory_iterator(dir))
-            if (e.is_regular_file() && e.path().parent_path() != stdfs::path(dir)) {
-                struct stat st {};
-                REQUIRE(::stat(e.path().c_str(), &st) == 0);
-                inodes[e.path().string()] = static_cast<std::uint64_t>(st.st_ino);
-            }
-        CHECK(!inodes.empty());
-        // The new step in the same directories: copies and parity of its own
-        // bytes and sizes, every lost byte rebuilt from them.
-        CHECK(round_trip(MPI_COMM_WORLD, base, 1, red, {topo.size - 1}));
-        bool same = true;
-        for (const auto& [path, ino] : inodes) {
-            struct stat st {};
-            if (::stat(path.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_ino) != ino) {
-                UNSCOPED_INFO(path << " is a new file, not the older one written over");
-                same = false;
-            }
+        CHECK(reused_round_trip(fresh_dir("redundancy-reused"), red, false));
+    }
+}
+
+TEST_CASE("on a RAM disk, encode receives into kept mappings of its files, of any older size", "[redundancy]")
+{
+    if (world_size() < 2) {
+        SUCCEED("needs 2 fake nodes");
+        return;
+    }
+    for (const auto red : {Redundancy::partner(), Redundancy::xor_parity(2), Redundancy::xor_parity(3)}) {
+        INFO(red.str());
+        const std::string base = ram_dir("redundancy-mapped");
+        if (base.empty()) {
+            SUCCEED("/dev/shm is not a RAM disk");
+            return;
         }
-        CHECK(all(same));
+        // The second encode of the new step writes over files of its own
+        // sizes: their mappings kept from the first.
+        CHECK(reused_round_trip(base, red, true));
+        remove_ram_dir(base);
+    }
+}
+
+TEST_CASE("on a full RAM disk, encode fails naming the file, and hangs no one", "[redundancy]")
+{
+    if (world_size() < 2) {
+        SUCCEED("needs 2 fake nodes");
+        return;
+    }
+    for (const auto red : {Redundancy::partner(), Redundancy::xor_parity(4)}) {
+        INFO(red.str());
+        const std::string base = ram_dir("redundancy-full");
+        if (base.empty()) {
+            SUCCEED("/dev/shm is not a RAM disk");
+            return;
+        }
+        cd::Topology topo(MPI_COMM_WORLD, 1);
+        // An older step's redundancy files (other sizes), recycled: mapped.
+        const auto older = layout_of(topo, make_files(topo.size, 5), red);
+        write_own(topo, base, older);
+        MPI_Barrier(MPI_COMM_WORLD);
+        cd::encode_redundancy(topo, older, node_dir(base, topo.node));
+        const auto layout = layout_of(topo, make_files(topo.size, 29), red);
+        write_own(topo, base, layout);
+        MPI_Barrier(MPI_COMM_WORLD);
+        // The space of rank 1's redundancy file cannot be allocated.
+        cairn::testing::Fault fault;
+        fault.point = "fs.reserve";
+        fault.rank = 1;
+        fault.error = ENOSPC;
+        cairn::testing::arm_fault(fault);
+        std::string what;
+        try {
+            cd::encode_redundancy(topo, layout, node_dir(base, topo.node));
+        } catch (const cairn::error::WriteError& e) {
+            what = e.what();
+        }
+        cairn::testing::disarm_faults();
+        INFO(what);
+        const std::string file = red.scheme == Redundancy::Scheme::partner ? "/partner/__0_0.distcp" : "/xor/0.1.xor";
+        CHECK(all(topo.rank == 1 ? what.find(node_dir(base, 1) + file) != std::string::npos &&
+                                       what.find(std::strerror(ENOSPC)) != std::string::npos
+                                 : what.empty()));
+        remove_ram_dir(base);
     }
 }

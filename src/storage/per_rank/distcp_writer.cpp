@@ -765,6 +765,13 @@ bool detail::use_kept_mapping(const std::string& path, std::uint64_t size, const
     return MappedFiles::instance().use(path, size, use);
 }
 
+bool detail::is_ram_disk(const std::string& dir) { return on_ram_disk(dir); }
+
+char* detail::kept_mapping(const std::string& path, std::uint64_t size)
+{
+    return MappedFiles::instance().get(path, size);
+}
+
 struct DistcpWriter::Impl final : detail::ColumnarWriter {
     void commit(detail::MetadataColumns& md) override;
     /// Writes this rank's file k (not grouped).
