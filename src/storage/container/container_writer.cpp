@@ -14,7 +14,10 @@
 // write_data) and broadcasts where each dataset's storage starts. Datasets
 // of at most 1 MiB written independently (one writer, or below
 // `independent_below`) go straight to their address through MPI-IO
-// (docs/FORMAT.md 7.4). The others are written through parallel HDF5, the
+// (docs/FORMAT.md 7.4), aggregated; so do the chunks of datasets whose
+// chunks are each one range of it in dense host memory, in pieces: these are
+// created first, and the other ranks write them while the coordinator
+// creates the rest. The others are written through parallel HDF5, the
 // file then opened by every rank: as hyperslabs with collective transfers,
 // every rank taking part with an empty selection in the transfers it has
 // nothing for, or independently. With fsync the file is synced before the
@@ -156,6 +159,87 @@ std::uint64_t reserve_bytes(const std::vector<DatasetSpec>& specs, std::size_t a
              (alignment > 1 ? alignment : 0);
     return b;
 }
+
+// The file and memory types of a save's datasets by dtype code, made once
+// per save (HDF5 copies a type on every H5Tcopy), and whether they are the
+// same.
+class DatasetTypes {
+public:
+    struct Types {
+        Handle file, memory;
+        bool same = false;
+    };
+    const Types& of(DType dtype)
+    {
+        const int code = static_cast<int>(dtype);
+        auto at = m_types.find(code);
+        if (at == m_types.end()) {
+            Types t{detail::h5::dataset_type(code, false), detail::h5::dataset_type(code, true)};
+            t.same = H5Tequal(t.file, t.memory) > 0;
+            at = m_types.emplace(code, std::move(t)).first;
+        }
+        return at->second;
+    }
+
+private:
+    std::map<int, Types> m_types;
+};
+
+// The coordinator's serial HDF5 session that creates the container and its
+// datasets (ContainerSave::create_datasets): the file is created and its
+// space reserved on construction, datasets are added one by one, and close()
+// flushes and closes it (the destructor abandons a file not closed).
+class Skeleton {
+public:
+    Skeleton(const std::string& tmp, const ContainerWriterOptions& opt, const std::vector<DatasetSpec>& specs)
+        : m_tmp(tmp), m_file(create(tmp, opt))
+    {
+        ct::inject(fault::h5_create, "creating " + tmp, true);
+        m_reserved = fs::reserve(tmp, 0, reserve_bytes(specs, opt.alignment));
+        m_dcpl = dataset_creation(tmp);
+        m_lcpl = ct::link_creation(tmp, true);
+    }
+
+    // Whether the file's space is reserved (else the coordinator checks the
+    // free space before the flush: unreserved_room).
+    bool reserved() const { return m_reserved; }
+
+    // Creates `spec`'s dataset, of file type `type`; returns where its
+    // storage starts (HADDR_UNDEF: it has no elements).
+    std::uint64_t add(const DatasetSpec& spec, hid_t type)
+    {
+        const std::string what = m_tmp + ": dataset '" + spec.path + "'";
+        const Handle space = ct::shape_space(spec.shape, what, true);
+        Handle dset(check_write(H5Dcreate2(m_file, spec.path.c_str(), type, space, m_lcpl, m_dcpl, H5P_DEFAULT),
+                                "creating " + what));
+        ct::inject(fault::h5_create, "creating " + what, true);
+        const auto at = static_cast<std::uint64_t>(H5Dget_offset(dset));
+        if (at == static_cast<std::uint64_t>(HADDR_UNDEF) && volume(spec.shape) > 0)
+            throw error::WriteError(what + ": HDF5 allocated no storage for it at its creation");
+        if (!dset.reset())
+            throw error::WriteError("closing " + what + ": " + detail::h5::last_error());
+        return at;
+    }
+
+    void close() { m_file.close(); }
+
+private:
+    static detail::h5::Sec2File create(const std::string& tmp, const ContainerWriterOptions& opt)
+    {
+        const Handle fapl = ct::file_access(MPI_COMM_NULL, opt.tuning, opt.alignment, tmp, true);
+        // Metadata and small raw data from blocks of 64 KiB, so that the
+        // small datasets sit back to back (write_small_datasets).
+        const hsize_t block = 64 * 1024;
+        check_write_status(H5Pset_meta_block_size(fapl, block), tmp + ": metadata block size");
+        check_write_status(H5Pset_small_data_block_size(fapl, block), tmp + ": small data block size");
+        return detail::h5::Sec2File::create(tmp, H5P_DEFAULT, fapl);
+    }
+
+    std::string m_tmp;
+    detail::h5::Sec2File m_file;
+    bool m_reserved = false;
+    Handle m_dcpl, m_lcpl;
+};
 
 // What this rank writes into one dataset: its view, written either directly
 // (one round, a memory hyperslab) or in pieces packed into the staging buffer
@@ -640,23 +724,6 @@ struct OpenContainer {
     Handle fapl, file; // parallel HDF5: valid when open_parallel() succeeded
     Handle collective, independent;
     Handle none;               // an empty selection
-    // The file and memory types by dtype code, made once per save (HDF5
-    // copies a type on every H5Tcopy), and whether they are the same.
-    struct Types {
-        Handle file, memory;
-        bool same = false;
-    };
-    std::map<int, Types> types;
-    const Types& types_of(int code)
-    {
-        auto at = types.find(code);
-        if (at == types.end()) {
-            Types t{detail::h5::dataset_type(code, false), detail::h5::dataset_type(code, true)};
-            t.same = H5Tequal(t.file, t.memory) > 0;
-            at = types.emplace(code, std::move(t)).first;
-        }
-        return at->second;
-    }
     detail::HostBuffer buffer; // the staging buffer (page-locked with CUDA), on first use
     // Small datasets written independently go straight to their address
     // through this rank's own MPI-IO handle on the file (opened on first
@@ -672,7 +739,7 @@ struct OpenDataset {
     const DatasetSpec* spec = nullptr;
     std::string what; // "<tmp>: dataset '<path>'"
     std::size_t es = 0;
-    hid_t ftype = H5I_INVALID_HID, mtype = H5I_INVALID_HID; // OpenContainer::types
+    hid_t ftype = H5I_INVALID_HID, mtype = H5I_INVALID_HID; // ContainerSave::m_types
     bool same_types = false;
     Handle fspace, dset;
     haddr_t stored_at = HADDR_UNDEF; // where its bytes start, for early writeback
@@ -725,10 +792,11 @@ private:
     bool agree_schedule();
     // ---- step 2 (collective)
     void write_container();
-    int create_skeleton();
+    int create_datasets(std::optional<Skeleton>& file, bool first, const std::vector<std::size_t>& order,
+                        std::size_t from, std::size_t to, int status);
     enum class Route { none, small, direct, h5 };
-    Route route_of(OpenContainer& f, std::size_t d);
-    void write_dataset(OpenContainer& f, std::size_t d, Route route, std::size_t& cursor);
+    Route route_of(std::size_t d);
+    void write_dataset(OpenContainer& f, std::size_t d, Route route);
     void write_directly(OpenContainer& f, OpenDataset& ds);
     void write_independently(OpenContainer& f, OpenDataset& ds);
     void queue_small(OpenContainer& f, OpenDataset& ds, haddr_t at);
@@ -768,6 +836,7 @@ private:
     // dataset's storage starts (HADDR_UNDEF: none), from the coordinator.
     std::vector<std::uint64_t> m_at;
     bool m_another_failed = false;
+    DatasetTypes m_types;
 };
 
 // What this rank writes, and how many pieces (rounds) each dataset needs
@@ -894,34 +963,46 @@ bool ContainerSave::agree_schedule()
 }
 
 // Collective: the coordinator creates the file and every dataset
-// (create_skeleton); every rank writes each dataset collectively in its
+// (create_datasets); every rank writes each dataset collectively in its
 // agreed number of rounds, or independently by its writers alone (a single
 // writer, or fewer bytes than independent_below), small ones straight to
 // their address after the loop (write_smalls); then, when no rank failed,
-// flushes; closes.
+// flushes; closes. The datasets written straight to the file in pieces
+// (Route::direct, the large ones) are created first: the other ranks write
+// them while the coordinator creates the rest, and the coordinator once it
+// has.
 void ContainerSave::write_container()
 {
     detail::h5::ErrorSilencer quiet;
-    const int status = create_skeleton();
-    OpenContainer f(m_tmp, m_writeback_limit);
-    // Injected faults (ct::inject) follow the real calls, here the
-    // coordinator's: every rank passes the same points, notes the error and
-    // takes part in the rest with empty selections.
-    if (m_c.rank != 0)
-        noting([&] { ct::inject(fault::h5_create, "creating " + m_tmp, true); });
     std::vector<Route> route(m_specs.size(), Route::none);
     bool any_h5 = false;
-    for (std::size_t d = 0; d < m_specs.size() && status >= 0; ++d) {
-        if (m_c.rank != 0 && fault::g_armed.load(std::memory_order_relaxed))
-            noting([&] { ct::inject(fault::h5_create, "creating " + m_tmp + ": dataset '" + m_specs[d].path + "'", true); });
-        route[d] = route_of(f, d);
+    std::vector<std::size_t> order; // of creation: the direct datasets first
+    for (std::size_t d = 0; d < m_specs.size(); ++d) {
+        route[d] = route_of(d);
         any_h5 = any_h5 || route[d] == Route::h5;
+        if (route[d] == Route::direct)
+            order.push_back(d);
     }
-    if (any_h5) // the same on every rank
+    const std::size_t early = order.size();
+    for (std::size_t d = 0; d < m_specs.size(); ++d)
+        if (route[d] != Route::direct)
+            order.push_back(d);
+    const auto write_range = [&](OpenContainer& f, std::size_t from, std::size_t to) {
+        for (std::size_t k = from; k < to; ++k)
+            write_dataset(f, order[k], route[order[k]]);
+    };
+    std::optional<Skeleton> skeleton;
+    int status = create_datasets(skeleton, true, order, 0, early, 1);
+    OpenContainer f(m_tmp, m_writeback_limit);
+    if (m_c.rank != 0 && status >= 0)
+        write_range(f, 0, early);
+    status = create_datasets(skeleton, false, order, early, order.size(), status);
+    if (m_c.rank == 0 && status >= 0)
+        write_range(f, 0, early);
+    if (any_h5 && status >= 0) // the same on every rank
         f.open_parallel(m_tmp, m_c.comm, m_opt);
-    std::size_t cursor = 0;
-    for (std::size_t d = 0; d < (status < 0 ? 0 : m_specs.size()); ++d)
-        write_dataset(f, d, route[d], cursor);
+    if (status >= 0)
+        write_range(f, early, order.size());
     write_smalls(f);
     f.writeback.start_rest();
     if (status == 0 && m_c.rank == 0 && !m_err)
@@ -934,96 +1015,93 @@ void ContainerSave::write_container()
     close(f);
 }
 
-// Collective: the coordinator alone creates the file and every dataset
+// Collective: the coordinator alone creates the datasets order[from, to)
 // through HDF5's serial driver (one creation per dataset, where parallel
-// HDF5 makes every rank create each one) and broadcasts where each dataset's
-// storage starts (m_at). The file's space is reserved before anything is
+// HDF5 makes every rank create each one): on the `first` call first the
+// file; it closes the file after the last dataset. It broadcasts where each one's
+// storage starts (m_at) and the status: 1: created and reserved, 0: created,
+// space not reserved, -1: failed (no rank writes; the coordinator noted
+// why), which stays -1. The file's space is reserved before anything is
 // written into it: a collective write that fails on one rank for want of
 // space leaves parallel HDF5's ranks in different states, and the close's
 // metadata sync then waits forever. Where the file system cannot reserve,
 // the coordinator checks its free space before the flush instead
-// (unreserved_room). Returns 1: created and reserved, 0: created, space
-// not reserved, -1: failed (no rank writes; the coordinator noted why).
-int ContainerSave::create_skeleton()
+// (unreserved_room).
+int ContainerSave::create_datasets(std::optional<Skeleton>& file, bool first, const std::vector<std::size_t>& order,
+                                   std::size_t from, std::size_t to, int status)
 {
-    std::vector<std::uint64_t> msg(1 + m_specs.size(), static_cast<std::uint64_t>(HADDR_UNDEF));
-    if (m_c.rank == 0) {
-        int status = 1;
+    std::vector<std::uint64_t> msg(1 + to - from, static_cast<std::uint64_t>(HADDR_UNDEF));
+    if (m_c.rank == 0 && status >= 0) {
         try {
-            const Handle fapl = ct::file_access(MPI_COMM_NULL, m_opt.tuning, m_opt.alignment, m_tmp, true);
-            // Metadata and small raw data from blocks of 64 KiB, so that
-            // the small datasets sit back to back (write_small_datasets).
-            const hsize_t block = 64 * 1024;
-            check_write_status(H5Pset_meta_block_size(fapl, block), m_tmp + ": metadata block size");
-            check_write_status(H5Pset_small_data_block_size(fapl, block), m_tmp + ": small data block size");
-            auto file = detail::h5::Sec2File::create(m_tmp, H5P_DEFAULT, fapl);
-            ct::inject(fault::h5_create, "creating " + m_tmp, true);
-            status = fs::reserve(m_tmp, 0, reserve_bytes(m_specs, m_opt.alignment)) ? 1 : 0;
-            const Handle dcpl = dataset_creation(m_tmp);
-            const Handle lcpl = ct::link_creation(m_tmp, true);
-            std::map<int, Handle> types;
-            for (std::size_t d = 0; d < m_specs.size(); ++d) {
-                const DatasetSpec& spec = m_specs[d];
-                const int code = static_cast<int>(stored_dtype(spec));
-                auto type = types.find(code);
-                if (type == types.end())
-                    type = types.emplace(code, detail::h5::dataset_type(code, false)).first;
-                const std::string what = m_tmp + ": dataset '" + spec.path + "'";
-                const Handle space = ct::shape_space(spec.shape, what, true);
-                Handle dset(check_write(H5Dcreate2(file, spec.path.c_str(), type->second, space, lcpl, dcpl, H5P_DEFAULT),
-                                        "creating " + what));
-                ct::inject(fault::h5_create, "creating " + what, true);
-                msg[1 + d] = static_cast<std::uint64_t>(H5Dget_offset(dset));
-                if (!dset.reset())
-                    throw error::WriteError("closing " + what + ": " + detail::h5::last_error());
+            if (first) {
+                file.emplace(m_tmp, m_opt, m_specs);
+                status = file->reserved() ? 1 : 0;
             }
-            file.close();
+            for (std::size_t k = from; k < to; ++k)
+                msg[1 + k - from] = file->add(m_specs[order[k]], m_types.of(stored_dtype(m_specs[order[k]])).file);
+            if (to == order.size())
+                file->close();
         } catch (...) {
             note();
+            file.reset();
             status = -1;
         }
-        msg[0] = static_cast<std::uint64_t>(status + 1);
     }
+    msg[0] = static_cast<std::uint64_t>(status + 1);
     if (MPI_Bcast(msg.data(), static_cast<int>(msg.size()), MPI_UINT64_T, 0, m_c.comm) != MPI_SUCCESS)
         throw error::WriteError(m_tmp + ": MPI_Bcast of the container's datasets failed");
-    m_at.assign(msg.begin() + 1, msg.end());
-    return static_cast<int>(msg[0]) - 1;
+    status = static_cast<int>(msg[0]) - 1;
+    m_at.resize(m_specs.size(), static_cast<std::uint64_t>(HADDR_UNDEF));
+    for (std::size_t k = from; k < to; ++k)
+        m_at[order[k]] = msg[1 + k - from];
+    // Injected faults (ct::inject) follow the real calls, here the
+    // coordinator's: every rank passes the same points, notes the error and
+    // takes part in the rest with empty selections.
+    if (m_c.rank != 0 && first)
+        noting([&] { ct::inject(fault::h5_create, "creating " + m_tmp, true); });
+    if (m_c.rank != 0 && status >= 0 && fault::g_armed.load(std::memory_order_relaxed))
+        for (std::size_t k = from; k < to; ++k)
+            noting([&] {
+                ct::inject(fault::h5_create, "creating " + m_tmp + ": dataset '" + m_specs[order[k]].path + "'", true);
+            });
+    return status;
 }
 
 // How dataset `d` is written: the same on every rank (it depends on the
-// agreed schedule and the coordinator's addresses only). Straight to the
-// file when every chunk of it is dense host memory and one contiguous range
-// of the dataset (Route::direct; small ones aggregated, Route::small), else
-// through parallel HDF5.
-ContainerSave::Route ContainerSave::route_of(OpenContainer& f, std::size_t d)
+// agreed schedule only). Straight to the file when it is stored in its
+// memory type and every chunk of it is dense host memory and one contiguous
+// range of the dataset (Route::direct; small ones aggregated, Route::small),
+// else through parallel HDF5. (A dataset with elements has storage from its
+// creation: Skeleton::add.)
+ContainerSave::Route ContainerSave::route_of(std::size_t d)
 {
     if (m_sched.rounds(d) == 0)
         return Route::none;
     const DatasetSpec& spec = m_specs[d];
     const auto bytes = static_cast<std::uint64_t>(volume(spec.shape)) * dtype_size(stored_dtype(spec));
-    if (m_at[d] == static_cast<std::uint64_t>(HADDR_UNDEF) || !f.types_of(static_cast<int>(stored_dtype(spec))).same)
+    if (!m_types.of(stored_dtype(spec)).same)
         return Route::h5;
     if ((m_sched.single_writer(d) || bytes < m_opt.tuning.independent_below) && bytes <= ct::direct_max_bytes)
         return Route::small;
     return m_sched.through_h5(d) ? Route::h5 : Route::direct;
 }
 
-// Writes this rank's tasks of dataset `d`, [cursor, ...), by its route:
-// moves `cursor` past them.
-void ContainerSave::write_dataset(OpenContainer& f, std::size_t d, Route route, std::size_t& cursor)
+// Writes this rank's tasks of dataset `d` by its route.
+void ContainerSave::write_dataset(OpenContainer& f, std::size_t d, Route route)
 {
     OpenDataset ds;
     ds.index = d;
     ds.spec = &m_specs[d];
     ds.what = m_tmp + ": dataset '" + ds.spec->path + "'";
-    const auto& types = f.types_of(static_cast<int>(stored_dtype(*ds.spec)));
+    const auto& types = m_types.of(stored_dtype(*ds.spec));
     ds.ftype = types.file;
     ds.mtype = types.memory;
     ds.same_types = types.same;
-    ds.first_task = ds.end_task = cursor;
-    while (ds.end_task < m_tasks.size() && m_tasks[ds.end_task].dataset == d)
-        ++ds.end_task;
-    cursor = ds.end_task;
+    // m_tasks is sorted by dataset (agree_schedule)
+    const auto by_dataset = [](const Task& t, std::size_t k) { return t.dataset < k; };
+    const auto first = std::lower_bound(m_tasks.begin(), m_tasks.end(), d, by_dataset);
+    ds.first_task = static_cast<std::size_t>(first - m_tasks.begin());
+    ds.end_task = static_cast<std::size_t>(std::lower_bound(first, m_tasks.end(), d + 1, by_dataset) - m_tasks.begin());
     ds.es = dtype_size(stored_dtype(*ds.spec));
     if (route == Route::none)
         return;
