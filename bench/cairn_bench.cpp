@@ -2416,8 +2416,8 @@ void bench_redundancy(u64 total)
 // restarted job does (the mappings the saves kept dropped first, as a new
 // process has none: "restore-local") and as a rollback in the process
 // that saved does (through them: "restore-local-rollback"), and from a
-// per-rank checkpoint in --dir ("restore-fs"); page cache dropped first,
-// the three in rotating order.
+// per-rank checkpoint in --dir ("restore-fs"); page cache dropped first;
+// the rollbacks first, then restarts alternating with restores from --dir.
 void bench_levels(u64 total)
 {
     Results R;
@@ -2561,20 +2561,6 @@ void bench_levels(u64 total)
                     t_partner = save_case(*m_partner, run + 2);
             }
         }
-        double t_local = 0, t_rollback = 0, t_fs = 0;
-        const auto level_local = cairn::RestoreReport::Level::node_local;
-        const auto level_fs = cairn::RestoreReport::Level::file_system;
-        for (int k = 0; k < 3; ++k) {
-            switch ((run + k) % 3) {
-            case 0: t_local = restore_case(root_none, o_none, level_local, "restore-local", run == 0, true); break;
-            case 1:
-                t_rollback =
-                    restore_case(root_none, o_none, level_local, "restore-local-rollback", run == 0, false);
-                break;
-            default:
-                t_fs = restore_case(root_fs, cairn::ManagerOptions{}, level_fs, "restore-fs", run == 0, false);
-            }
-        }
         if (!timed_run) {
             if (g_rank == 0) {
                 std::printf("warmup levels memcpy %.3f s\n", t_mem);
@@ -2585,9 +2571,6 @@ void bench_levels(u64 total)
                     std::printf("warmup levels local-save-partner %.3f s\n", t_partner);
                 if (async)
                     std::printf("warmup levels local-save-async %.3f s\n", t_async);
-                std::printf("warmup levels restore-local %.3f s\n", t_local);
-                std::printf("warmup levels restore-local-rollback %.3f s\n", t_rollback);
-                std::printf("warmup levels restore-fs %.3f s\n", t_fs);
             }
             continue;
         }
@@ -2599,9 +2582,34 @@ void bench_levels(u64 total)
             R.add("local-save-partner", T, t_partner);
         if (async)
             R.add("local-save-async", T, t_async);
-        R.add("restore-local", T, t_local);
-        R.add("restore-local-rollback", T, t_rollback);
-        R.add("restore-fs", T, t_fs);
+    }
+    // The restores, after every save: first the rollbacks, through the
+    // mappings the saves over reused files keep; then the restarts, which
+    // drop them, alternating with the restores from the file system.
+    const auto level_local = cairn::RestoreReport::Level::node_local;
+    const auto level_fs = cairn::RestoreReport::Level::file_system;
+    for (int run = 0; run < g_opt.warmup + g_opt.runs; ++run) {
+        const double t = restore_case(root_none, o_none, level_local, "restore-local-rollback", run == 0, false);
+        if (run >= g_opt.warmup)
+            R.add("restore-local-rollback", T, t);
+        else if (g_rank == 0)
+            std::printf("warmup levels restore-local-rollback %.3f s\n", t);
+    }
+    for (int run = 0; run < g_opt.warmup + g_opt.runs; ++run) {
+        double t_local = 0, t_fs = 0;
+        for (int k = 0; k < 2; ++k) {
+            if ((run + k) % 2 == 0)
+                t_local = restore_case(root_none, o_none, level_local, "restore-local", run == 0, true);
+            else
+                t_fs = restore_case(root_fs, cairn::ManagerOptions{}, level_fs, "restore-fs", run == 0, false);
+        }
+        if (run >= g_opt.warmup) {
+            R.add("restore-local", T, t_local);
+            R.add("restore-fs", T, t_fs);
+        } else if (g_rank == 0) {
+            std::printf("warmup levels restore-local %.3f s\n", t_local);
+            std::printf("warmup levels restore-fs %.3f s\n", t_fs);
+        }
     }
     m_partner.reset();
     m_async.reset();
