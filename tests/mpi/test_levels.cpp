@@ -880,8 +880,11 @@ TEST_CASE("levels: a load from a RAM disk into memory not aligned like the file 
     // the file offset modulo 64 goes through an aligned buffer, 1 MiB at a
     // time (DistcpReader: read_blocks_bounced). Two destinations 8 bytes
     // apart: at least one of them is not aligned like the file.
-    bool ram = false;
-    const std::string base = ram_disk_dir("levels_bounce", ram);
+    // A plain save and load: a directory every rank sees (the shared test
+    // directory where ranks run on hosts of their own).
+    std::string base = shared_ram_dir("levels_bounce");
+    if (base.empty())
+        base = fresh_dir("levels_bounce_" + std::to_string(world_size()));
     const std::string path = base + "/ckpt";
     const std::int64_t n = 300000; // doubles per rank: 2.3 MiB, 3 checksum blocks, the last one short
     std::vector<double> src(static_cast<std::size_t>(n));
