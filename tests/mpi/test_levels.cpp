@@ -3,6 +3,7 @@
 // directory), restored from them — also after a node's directory is wiped,
 // from partner copies or XOR parity, and on fewer ranks —, drained into the
 // root, and the fallback to the root when a step cannot be recovered.
+#include "../damage.hpp" // flip_bits
 #include "fixtures.hpp"
 #include "outcome.hpp"
 #include "storage/per_rank/mapped_files.hpp" // detail::unmap_all_files
@@ -852,15 +853,8 @@ TEST_CASE("levels: a restore through kept mappings verifies every block; a damag
 
         // One byte of rank 0's array changed in place (the mapping sees it):
         // step 3 is skipped, naming the file and the array, for step 2.
-        if (world_rank() == 0) {
-            std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-            const auto at = static_cast<std::streamoff>(stdfs::file_size(file) / 2);
-            char c = 0;
-            f.seekg(at);
-            f.get(c);
-            f.seekp(at);
-            f.put(static_cast<char>(c ^ 0x40));
-        }
+        if (world_rank() == 0)
+            CHECK(flip_bits(file, static_cast<std::streamoff>(stdfs::file_size(file) / 2), 0x40));
         MPI_Barrier(MPI_COMM_WORLD);
         scramble();
         std::vector<cairn::SkippedCheckpoint> skipped;
@@ -917,15 +911,8 @@ TEST_CASE("levels: a load from a RAM disk into memory not aligned like the file 
     }
     // One byte of rank 0's data changed: both loads fail, naming the array and the file.
     const std::string file = path + "/__0_0.distcp";
-    if (world_rank() == 0) {
-        std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-        const auto at = static_cast<std::streamoff>(stdfs::file_size(file) / 2);
-        char c = 0;
-        f.seekg(at);
-        f.get(c);
-        f.seekp(at);
-        f.put(static_cast<char>(c ^ 0x20));
-    }
+    if (world_rank() == 0)
+        CHECK(flip_bits(file, static_cast<std::streamoff>(stdfs::file_size(file) / 2), 0x20));
     MPI_Barrier(MPI_COMM_WORLD);
     for (std::size_t shift : {8, 16}) {
         INFO("destination 64-byte aligned + " << shift);
