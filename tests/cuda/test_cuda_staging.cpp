@@ -27,9 +27,13 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <sys/statfs.h>
+#include <unistd.h>
 
 namespace {
 
@@ -288,6 +292,117 @@ int three_d_and_small(const std::string& dir, int rank, int size)
     }
     return failures;
 }
+
+// A node-local directory on the RAM disk when every rank sees /dev/shm as
+// one (the kept mappings, streaming copies and buffered reads of a RAM
+// disk), else under `dir`; "%n": every rank a node of its own.
+std::string local_level_dir(const std::string& dir, int rank)
+{
+    long id = static_cast<long>(getpid());
+    MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    struct statfs sf {};
+    int ram = statfs("/dev/shm", &sf) == 0 && static_cast<unsigned long>(sf.f_type) == 0x01021994UL, all_ram = 0;
+    MPI_Allreduce(&ram, &all_ram, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    const std::string base = all_ram ? "/dev/shm/cairn-cuda-levels-" + std::to_string(id) : dir + "/levels_local";
+    if (rank == 0)
+        std::filesystem::remove_all(base);
+    MPI_Barrier(MPI_COMM_WORLD);
+    return base;
+}
+
+// A CheckpointManager with a node-local level over device arrays: three steps
+// saved (synchronously with partner copies, then with ManagerOptions::async and
+// XOR parity; every rank a node), the second drained to the root; the newest
+// restored from node-local storage into device memory on another
+// decomposition after node 0's storage is wiped (rebuilt from the other
+// nodes) and again with every file there, and the drained step loaded from
+// the root. Returns the failures of this rank.
+int levels_round_trip(const std::string& dir, int rank, int size)
+{
+    int failures = 0;
+    const std::int64_t n = 3 * 1024 * 1024 / 8 + 17; // elements per rank: past one 1 MiB checksum block
+    const std::int64_t total = n * size;
+    const auto val = [](std::int64_t step, std::int64_t i) { return static_cast<double>(step * 1000 + i % 997); };
+    const std::string local = local_level_dir(dir, rank);
+    for (int run = 0; run < 2; ++run) {
+        const bool async = run == 1;
+        cairn::ManagerOptions o;
+        o.async = async;
+        o.local.dir = local + "/run" + std::to_string(run) + "/node%n";
+        o.local.ranks_per_node = 1;
+        o.local.flush_every = 2;
+        o.local.redundancy = size < 2 ? cairn::Redundancy::none()
+                                      : async ? cairn::Redundancy::xor_parity(size) : cairn::Redundancy::partner();
+        const std::string root = dir + "/levels_root" + std::to_string(run);
+        if (rank == 0)
+            std::filesystem::remove_all(root);
+        MPI_Barrier(MPI_COMM_WORLD);
+        const char* what = async ? "async, xor" : "partner";
+        std::vector<double> host(static_cast<std::size_t>(n));
+        const DeviceArray<double> src(host);
+        {
+            cairn::CheckpointManager m(root, MPI_COMM_WORLD, o);
+            for (std::int64_t step = 1; step <= 3; ++step) {
+                for (std::int64_t i = 0; i < n; ++i)
+                    host[static_cast<std::size_t>(i)] = val(step, rank * n + i);
+                copy_to_dev(src.p, host.data(), host.size() * sizeof(double));
+                cairn::StateDict sd;
+                sd.add_array("u", cairn::ArrayShard{cairn::DType::f64, {total}, cairn::Box{{rank * n}, {n}}, src.p,
+                                                    {}, dev_space});
+                m.save(step, sd);
+                m.wait(); // the device array is rewritten for the next step
+            }
+        }
+        // Loaded by the blocks of another cut: rank r takes the block of
+        // `total` that rank size - 1 - r would, plus 5 elements.
+        const std::int64_t lo = block(total, size, size - 1 - rank).first;
+        const std::int64_t cnt = std::min<std::int64_t>(block(total, size, size - 1 - rank).second + 5, total - lo);
+        const auto check = [&](const DeviceArray<double>& d, std::int64_t step, const char* how) {
+            int wrong = 0;
+            const auto back = d.to_host();
+            for (std::int64_t i = 0; i < cnt; ++i)
+                wrong += back[static_cast<std::size_t>(i)] != val(step, lo + i);
+            if (wrong)
+                std::printf("rank %d: levels (%s), %s: %d wrong values\n", rank, what, how, wrong);
+            return wrong;
+        };
+        const auto restore = [&](const char* how, bool rebuilt) {
+            const DeviceArray<double> d(std::vector<double>(static_cast<std::size_t>(cnt), -1.0));
+            cairn::StateDict in;
+            in.add_array("u", cairn::ArrayShard{cairn::DType::f64, {total}, cairn::Box{{lo}, {cnt}}, d.p, {},
+                                                dev_space});
+            cairn::CheckpointManager m(root, MPI_COMM_WORLD, o);
+            const auto step = m.restore_latest(in);
+            const auto& rep = m.last_restore();
+            if (step != 3 || rep.level != cairn::RestoreReport::Level::node_local || rep.rebuilt.empty() == rebuilt) {
+                std::printf("rank %d: levels (%s), %s: step %lld, level %d, %zu files rebuilt\n", rank, what, how,
+                            static_cast<long long>(step.value_or(-1)), static_cast<int>(rep.level),
+                            rep.rebuilt.size());
+                ++failures;
+            }
+            failures += check(d, 3, how);
+        };
+        // A wiped node first: a resharded restore also copies the files a
+        // node needs from the others, which would leave nothing to rebuild.
+        if (size >= 2) {
+            if (rank == 0)
+                std::filesystem::remove_all(local + "/run" + std::to_string(run) + "/node0");
+            MPI_Barrier(MPI_COMM_WORLD);
+            restore("restore with node 0 wiped", true);
+        }
+        restore("restore", false);
+        // The drained step, from the root.
+        const DeviceArray<double> d(std::vector<double>(static_cast<std::size_t>(cnt), -1.0));
+        cairn::StateDict in;
+        in.add_array("u", cairn::ArrayShard{cairn::DType::f64, {total}, cairn::Box{{lo}, {cnt}}, d.p, {}, dev_space});
+        cairn::load(in, cairn::CheckpointManager(root, MPI_COMM_WORLD, o).checkpoint_path(2), MPI_COMM_WORLD);
+        failures += check(d, 2, "load of the drained step");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        std::filesystem::remove_all(local);
+    return failures;
+}
 } // namespace
 
 int main(int argc, char** argv)
@@ -406,6 +521,7 @@ int main(int argc, char** argv)
     }
 
     failures += three_d_and_small(dir, rank, size);
+    failures += levels_round_trip(dir, rank, size);
 
 #ifndef CAIRN_CUDA_TEST_ON_HOST
     // Pageable host memory declared as device memory: refused when the array
