@@ -1228,7 +1228,8 @@ std::optional<std::int64_t> CheckpointManager::flush()
     // that hold it), whoever saved it.
     const Comm c(m.comm);
     const std::vector<detail::LocalStep> held = m.level().scan();
-    const auto newest = std::find_if(held.begin(), held.end(), [](const detail::LocalStep& s) { return s.recoverable; });
+    const auto newest =
+        std::find_if(held.begin(), held.end(), [](const detail::LocalStep& s) { return s.recoverable; });
     if (newest == held.end())
         return std::nullopt;
     const std::int64_t step = newest->step;
@@ -1317,7 +1318,8 @@ bool lock_test_of_ours(const std::string& name, std::string& base)
 {
     if (!lock_test_base(name, base))
         return false;
-    const std::string file = ends_with(base, temp_suffix) ? base.substr(0, base.size() - std::strlen(temp_suffix)) : base;
+    const std::string file =
+        ends_with(base, temp_suffix) ? base.substr(0, base.size() - std::strlen(temp_suffix)) : base;
     std::int64_t step = 0;
     bool container = false;
     return parse_step_name(file, step, container) && container;

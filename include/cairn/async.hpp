@@ -62,7 +62,8 @@ private:
 /// (wait on committed() or call wait_for_async_saves() first). MPI_Finalize waits for
 /// a save in flight to complete. Errors of planning are thrown here (the same
 /// on every rank); later errors are delivered through committed().
-AsyncSave async_save(StateDict& state, const std::string& checkpoint_id, MPI_Comm comm, const SaveOptions& options = {});
+AsyncSave async_save(StateDict& state, const std::string& checkpoint_id, MPI_Comm comm,
+                     const SaveOptions& options = {});
 
 /// Waits until this process has no async save in flight. Local.
 void wait_for_async_saves();

@@ -168,9 +168,10 @@ struct LoadResult {
 };
 
 /// Saves `state` as the checkpoint `checkpoint_id` (a directory for the
-/// per-rank layout, one HDF5 file for the container layout; see Layout). **Collective over `comm`**: every rank calls it with its
-/// own shards; every rank returns the same result or throws the same
-/// exception (cairn::Error subclasses) and no rank hangs on another's failure.
+/// per-rank layout, one HDF5 file for the container layout; see Layout).
+/// **Collective over `comm`**: every rank calls it with its own shards;
+/// every rank returns the same result or throws the same exception
+/// (cairn::Error subclasses) and no rank hangs on another's failure.
 /// Nothing is committed unless every rank wrote its data; a failed save
 /// leaves any earlier checkpoint at that path intact. Shards in CUDA device
 /// memory are staged through pinned host buffers (SaveOptions::staging_bytes).
@@ -192,7 +193,8 @@ struct VerifyReport {
     std::uint64_t chunks = 0;            ///< chunks read
     std::uint64_t bytes = 0;             ///< bytes read and checked
     bool checksums = false;              ///< the checkpoint has checksums
-    std::vector<std::string> problems;   ///< one line per problem (a bad chunk, scalar or blob), naming entry, file, rank
+    std::vector<std::string> problems;   ///< one line per problem (a bad chunk, scalar or blob):
+                                         ///< entry, file, rank
     bool ok() const noexcept { return problems.empty(); }
 };
 

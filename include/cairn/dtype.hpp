@@ -79,8 +79,9 @@ struct integral_dtype {
 template <class T>
 struct integral_dtype<T, true> {
     static constexpr DType value =
-        std::is_signed_v<T> ? (sizeof(T) == 8 ? DType::i64 : sizeof(T) == 4 ? DType::i32 : sizeof(T) == 2 ? DType::i16 : DType::i8)
-                            : (sizeof(T) == 8 ? DType::u64 : sizeof(T) == 4 ? DType::u32 : sizeof(T) == 2 ? DType::u16 : DType::u8);
+        std::is_signed_v<T>
+            ? (sizeof(T) == 8 ? DType::i64 : sizeof(T) == 4 ? DType::i32 : sizeof(T) == 2 ? DType::i16 : DType::i8)
+            : (sizeof(T) == 8 ? DType::u64 : sizeof(T) == 4 ? DType::u32 : sizeof(T) == 2 ? DType::u16 : DType::u8);
 };
 template <class T>
 struct dtype_of_impl {

@@ -132,9 +132,9 @@ ArrayShard shard(const Kokkos::View<DataType, Properties...>& view, const Shape&
     constexpr std::size_t rank = static_cast<std::size_t>(View::rank);
     const std::string what = "Kokkos view '" + view.label() + "' of extents " + shape_str(detail::extents_of(view));
     if (global_shape.size() != rank || offsets.size() != rank)
-        throw error::WrongAPIUsage(what + ": a rank-" + std::to_string(rank) + " view needs a global shape and offsets of " +
-                                   std::to_string(rank) + " dimensions, not " + shape_str(global_shape) + " and " +
-                                   shape_str(offsets));
+        throw error::WrongAPIUsage(what + ": a rank-" + std::to_string(rank) +
+                                   " view needs a global shape and offsets of " + std::to_string(rank) +
+                                   " dimensions, not " + shape_str(global_shape) + " and " + shape_str(offsets));
     ArrayShard s;
     s.dtype = dtype_of<T>;
     s.global_shape = global_shape;

@@ -79,7 +79,8 @@ struct ScalarRef {
 
 /// One entry of a state dict. Pointers are not owned: the caller keeps the
 /// referenced objects alive for the duration of a save or load.
-using Entry = std::variant<ArrayShard, std::vector<std::byte>*, ScalarRef, std::string*, Stateful*, std::shared_ptr<StateDict>>;
+using Entry =
+    std::variant<ArrayShard, std::vector<std::byte>*, ScalarRef, std::string*, Stateful*, std::shared_ptr<StateDict>>;
 
 /// An ordered map from names to entries: arrays, byte blobs, scalars, strings,
 /// Stateful objects and nested dicts. Names of nested entries are joined with
@@ -111,8 +112,8 @@ public:
     StateDict& add_array(const std::string& name, T* data, const Shape& global_shape, const Box& box,
                          const Shape& strides = {})
     {
-        return add_array(name, ArrayShard{dtype_of<T>, global_shape, box, const_cast<std::remove_const_t<T>*>(data), strides,
-                                          MemorySpace::host});
+        return add_array(name, ArrayShard{dtype_of<T>, global_shape, box, const_cast<std::remove_const_t<T>*>(data),
+                                          strides, MemorySpace::host});
     }
 
     /// Adds a whole array held (identically) by every rank that adds it: a

@@ -273,7 +273,8 @@ int cairn_manager_options_set_layout(cairn_manager_options_t* options, int layou
     return guarded("cairn_manager_options_set_layout", [&] {
         require(options != nullptr, "the options handle is NULL");
         require(layout == CAIRN_LAYOUT_PER_RANK || layout == CAIRN_LAYOUT_CONTAINER,
-                "invalid layout " + std::to_string(layout) + " (CAIRN_LAYOUT_PER_RANK = 0 or CAIRN_LAYOUT_CONTAINER = 1)");
+                "invalid layout " + std::to_string(layout) +
+                    " (CAIRN_LAYOUT_PER_RANK = 0 or CAIRN_LAYOUT_CONTAINER = 1)");
         options->options.layout = layout == CAIRN_LAYOUT_CONTAINER ? cairn::Layout::container : cairn::Layout::per_rank;
     });
 }

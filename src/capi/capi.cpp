@@ -305,7 +305,8 @@ class LogicalScalarBinding final : public Binding {
 public:
     LogicalScalarBinding(std::string name, void* value, std::size_t elem_size, const void* true_value,
                          const void* false_value)
-        : Binding(std::move(name)), m_data(static_cast<std::byte*>(value)), m_patterns(elem_size, true_value, false_value)
+        : Binding(std::move(name)), m_data(static_cast<std::byte*>(value)),
+          m_patterns(elem_size, true_value, false_value)
     {
     }
     bool* value() { return &m_value; }
@@ -777,7 +778,8 @@ int cairn_save_options_free(cairn_save_options_t** options) { return destroy(opt
 
 int cairn_save_options_set_fsync(cairn_save_options_t* options, int fsync)
 {
-    return guarded("cairn_save_options_set_fsync", [&] { handle(options, "the options handle").options.fsync = fsync != 0; });
+    return guarded("cairn_save_options_set_fsync",
+                   [&] { handle(options, "the options handle").options.fsync = fsync != 0; });
 }
 
 int cairn_save_options_set_overwrite(cairn_save_options_t* options, int overwrite)
@@ -854,8 +856,9 @@ int cairn_save_options_set_async_staging(cairn_save_options_t* options, int asyn
         require(async_staging == CAIRN_ASYNC_STAGING_FULL_COPY || async_staging == CAIRN_ASYNC_STAGING_BOUNDED,
                 "invalid async staging " + std::to_string(async_staging) +
                     " (CAIRN_ASYNC_STAGING_FULL_COPY = 0 or CAIRN_ASYNC_STAGING_BOUNDED = 1)");
-        handle(options, "the options handle").options.async_staging =
-            async_staging == CAIRN_ASYNC_STAGING_BOUNDED ? cairn::AsyncStaging::bounded : cairn::AsyncStaging::full_copy;
+        handle(options, "the options handle").options.async_staging = async_staging == CAIRN_ASYNC_STAGING_BOUNDED
+                                                                          ? cairn::AsyncStaging::bounded
+                                                                          : cairn::AsyncStaging::full_copy;
     });
 }
 
@@ -1103,8 +1106,9 @@ namespace {
 const std::pair<const std::string, cairn::EntryMeta>& entry_at(const cairn_metadata* metadata, size_t index)
 {
     const auto& md = handle(metadata, "the metadata handle");
-    require(index < md.entries.size(), "entry index " + std::to_string(index) + " is out of range (the checkpoint has " +
-                                           std::to_string(md.entries.size()) + " entries)");
+    require(index < md.entries.size(), "entry index " + std::to_string(index) +
+                                           " is out of range (the checkpoint has " + std::to_string(md.entries.size()) +
+                                           " entries)");
     return *md.entries[index];
 }
 } // namespace

@@ -23,7 +23,8 @@ void check_mpi(int rc, const char* call)
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(rc, msg, &len);
-    throw Error(Error::Kind::generic, std::string(call) + " failed: " + std::string(msg, static_cast<std::size_t>(len)));
+    throw Error(Error::Kind::generic,
+                std::string(call) + " failed: " + std::string(msg, static_cast<std::size_t>(len)));
 }
 
 int to_int_count(std::size_t n, const char* what)
@@ -348,7 +349,8 @@ void arguments_differ(const Comm& c, const CallArguments& args)
                 continue;
             what = std::string(args.call) + ": ranks disagree on " + args.values[a].first + ": ";
             for (std::size_t i = 0; i < distinct.size(); ++i)
-                what += (i ? ", rank " : "rank ") + std::to_string(distinct[i].first) + " " + quoted(*distinct[i].second);
+                what +=
+                    (i ? ", rank " : "rank ") + std::to_string(distinct[i].first) + " " + quoted(*distinct[i].second);
             if (more)
                 what += " and " + std::to_string(more) + " other values";
             what += " (every rank must pass the same)";
@@ -356,7 +358,8 @@ void arguments_differ(const Comm& c, const CallArguments& args)
         if (what.empty()) // the hashes differed, the values compare equal: cannot happen
             what = std::string(args.call) + ": ranks disagree on the call's arguments";
     }
-    Bytes msg(reinterpret_cast<const std::byte*>(what.data()), reinterpret_cast<const std::byte*>(what.data() + what.size()));
+    Bytes msg(reinterpret_cast<const std::byte*>(what.data()),
+              reinterpret_cast<const std::byte*>(what.data() + what.size()));
     bcast_bytes(c, msg);
     throw error::Mismatch(std::string(reinterpret_cast<const char*>(msg.data()), msg.size()));
 }

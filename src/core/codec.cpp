@@ -71,7 +71,8 @@ public:
     const std::string& get(Decoder& d, std::uint32_t i)
     {
         if (i >= m_table.size() || i > m_next)
-            d.fail(std::string(m_what) + " index " + std::to_string(i) + (i >= m_table.size() ? " beyond the table of " + std::to_string(m_table.size()) : " out of order"));
+            d.fail(std::string(m_what) + " index " + std::to_string(i) +
+                   (i >= m_table.size() ? " beyond the table of " + std::to_string(m_table.size()) : " out of order"));
         if (i == m_next)
             ++m_next;
         return m_table[i];

@@ -131,7 +131,8 @@ std::uint64_t view_digest(const StridedView& view)
     if (is_dense(view)) {
         h.update(view.data, static_cast<std::size_t>(n) * view.elem_size);
     } else {
-        const std::int64_t step = std::max<std::int64_t>(1, static_cast<std::int64_t>((std::size_t(1) << 20) / view.elem_size));
+        const std::int64_t step =
+            std::max<std::int64_t>(1, static_cast<std::int64_t>((std::size_t(1) << 20) / view.elem_size));
         std::vector<char> buf(static_cast<std::size_t>(std::min(step, n)) * view.elem_size);
         for (std::int64_t first = 0; first < n; first += step) {
             const std::int64_t count = std::min(step, n - first);

@@ -204,7 +204,8 @@ LoadResult load(StateDict& state, const std::string& checkpoint_id, MPI_Comm com
 {
     wait_for_async_saves(); // HDF5 (usually not thread-safe) is never called from two threads at once
     Load s(comm, checkpoint_id, options, "load");
-    s.planner = options.planner ? options.planner : std::make_shared<detail::OwnLoadPlanner>(options.partial, options.may_be_missing);
+    s.planner = options.planner ? options.planner
+                                : std::make_shared<detail::OwnLoadPlanner>(options.partial, options.may_be_missing);
     // Cooperative reads with Cairn's own readers (options agreed on every rank).
     s.cooperative = options.cooperative && !options.storage && s.comm.size > 1;
 

@@ -137,8 +137,9 @@ void RowGroup::place(const std::string& group, std::uint64_t rows, std::uint64_t
             a.data = a.resize(rows);
             a.rows = rows;
             if (!a.data && rows > 0 && row_elements(a.row_shape) > 0)
-                throw error::WrongAPIUsage("row array '" + group + "." + a.name + "': the resize callback returned null for " +
-                                           std::to_string(rows) + " rows");
+                throw error::WrongAPIUsage("row array '" + group + "." + a.name +
+                                           "': the resize callback returned null for " + std::to_string(rows) +
+                                           " rows");
         }
     }
     m_rows = rows;
@@ -240,7 +241,8 @@ std::vector<Found> agreed_groups(const Comm& c, StateDict& state, const char* ca
 void check_mpi(int rc, const char* what)
 {
     if (rc != MPI_SUCCESS)
-        throw Error(Error::Kind::generic, std::string("rows: ") + what + " failed (MPI error " + std::to_string(rc) + ")");
+        throw Error(Error::Kind::generic,
+                    std::string("rows: ") + what + " failed (MPI error " + std::to_string(rc) + ")");
 }
 
 // Every rank's offset and the sum of `counts` over the ranks.
@@ -274,8 +276,8 @@ std::vector<std::uint64_t> stored_rows(const std::vector<Found>& groups, const M
             const EntryMeta& m = e->second;
             Shape want_rows(m.global_shape.begin() + (m.global_shape.empty() ? 0 : 1), m.global_shape.end());
             if (m.kind != ItemKind::array || m.global_shape.empty() || want_rows != a.row_shape)
-                throw error::Mismatch("row array '" + key + "': stored with global shape " + shape_text(m.global_shape) +
-                                      ", which is not rows of " + shape_text(a.row_shape));
+                throw error::Mismatch("row array '" + key + "': stored with global shape " +
+                                      shape_text(m.global_shape) + ", which is not rows of " + shape_text(a.row_shape));
             if (m.dtype != a.dtype)
                 throw error::Mismatch("row array '" + key + "': stored as " + std::string(dtype_name(m.dtype)) +
                                       ", the state has " + std::string(dtype_name(a.dtype)));

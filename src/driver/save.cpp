@@ -87,7 +87,10 @@ void attach_results(Metadata& md, const std::vector<std::vector<WriteResult>>& r
 class ProgressSource final : public SavePlanner {
 public:
     ProgressSource(SavePlanner& inner, PhaseLog& log) : m_inner(inner), m_log(log) {}
-    void set_up_planner(StateDict& state, bool is_coordinator) override { m_inner.set_up_planner(state, is_coordinator); }
+    void set_up_planner(StateDict& state, bool is_coordinator) override
+    {
+        m_inner.set_up_planner(state, is_coordinator);
+    }
     SavePlan create_local_plan() override { return m_inner.create_local_plan(); }
     std::pair<std::vector<SavePlan>, Metadata> create_global_plan(std::vector<SavePlan> plans) override
     {

@@ -154,7 +154,8 @@ public:
         if (m_runs) {
             decode_run_block(m_triples, cur.at, rows, width, out.data() + base, m_what, entry);
         } else {
-            std::copy_n(m_values.begin() + static_cast<std::ptrdiff_t>(cur.at), n, out.begin() + static_cast<std::ptrdiff_t>(base));
+            std::copy_n(m_values.begin() + static_cast<std::ptrdiff_t>(cur.at), n,
+                        out.begin() + static_cast<std::ptrdiff_t>(base));
             cur.at += n;
         }
     }
@@ -385,7 +386,8 @@ bool write_checksums(hid_t root, const MetadataColumns& md, const std::vector<st
 // entry, of its natural type, so h5dump shows `"step" ... (0): 100`.
 void write_values(hid_t root, const MetadataColumns& md)
 {
-    Handle values(check_write(H5Gcreate2(root, "values", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating /cairn/values"));
+    Handle values(
+        check_write(H5Gcreate2(root, "values", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "creating /cairn/values"));
     for (const auto& em : md.entries) {
         if (em.kind == ItemKind::string)
             h5::write_string_attr(values, em.name.c_str(), em.value);
@@ -925,7 +927,8 @@ bool check_header(const std::vector<unsigned char>& b, const std::string& path)
     const auto hbytes = get_le(b.data() + 12, 4);
     const auto length = get_le(b.data() + 16, 8);
     if (hbytes < 512 || hbytes > k_max_header_bytes || (hbytes & (hbytes - 1)) != 0 || length < hbytes)
-        fail("invalid metadata header (header bytes " + std::to_string(hbytes) + ", length " + std::to_string(length) + ")");
+        fail("invalid metadata header (header bytes " + std::to_string(hbytes) + ", length " + std::to_string(length) +
+             ")");
     if (size < length)
         fail("truncated metadata file (" + std::to_string(size) + " of the " + std::to_string(length) +
              " bytes its header records)");
@@ -984,8 +987,9 @@ void seal_metadata_file(const std::string& path)
         const std::size_t hbytes = metadata_header_bytes;
         std::vector<unsigned char> buf(std::size_t(4) << 20);
         std::size_t got = read_at(fd, buf.data(), hbytes + 8, 0, path, true);
-        const bool blank = got >= 8 && (std::memcmp(buf.data(), k_magic, 8) == 0 ||
-                                        std::all_of(buf.data(), buf.data() + 8, [](unsigned char c) { return c == 0; }));
+        const bool blank =
+            got >= 8 && (std::memcmp(buf.data(), k_magic, 8) == 0 ||
+                         std::all_of(buf.data(), buf.data() + 8, [](unsigned char c) { return c == 0; }));
         if (!blank || got < hbytes + 8 || std::memcmp(buf.data() + hbytes, k_hdf5_signature, 8) != 0)
             throw error::WriteError(path + ": no HDF5 user block of " + std::to_string(hbytes) +
                                     " bytes for the Cairn header");

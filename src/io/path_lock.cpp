@@ -92,7 +92,8 @@ bool lock_held(const std::string& file)
     return rc == 0 && fl.l_type != F_UNLCK;
 }
 
-PathLock::PathLock(const std::string& checkpoint_path) : m_path(fs::strip(checkpoint_path)), m_file(lock_file_name(checkpoint_path))
+PathLock::PathLock(const std::string& checkpoint_path)
+    : m_path(fs::strip(checkpoint_path)), m_file(lock_file_name(checkpoint_path))
 {
     {
         std::error_code ec; // the storage reports a directory it cannot create (and its faults fire there)
@@ -199,7 +200,8 @@ CheckpointIdentity identity_of(std::string file)
     id.known = true;
     id.dev = static_cast<std::uint64_t>(st.st_dev);
     id.ino = static_cast<std::uint64_t>(st.st_ino);
-    id.mtime_ns = static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1000000000u + static_cast<std::uint64_t>(st.st_mtim.tv_nsec);
+    id.mtime_ns =
+        static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1000000000u + static_cast<std::uint64_t>(st.st_mtim.tv_nsec);
     id.size = static_cast<std::uint64_t>(st.st_size);
     return id;
 }

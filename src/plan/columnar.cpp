@@ -414,7 +414,8 @@ std::size_t ColumnarSavePlan::Impl::lay_out_boxes()
     order.resize(entries.size());
     for (std::uint32_t k = 0; k < order.size(); ++k)
         order[k] = k;
-    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return entries[a].name < entries[b].name; });
+    std::sort(order.begin(), order.end(),
+              [&](std::uint32_t a, std::uint32_t b) { return entries[a].name < entries[b].name; });
     std::size_t n = 0;
     for (const auto id : order) {
         auto& e = entries[id];

@@ -85,9 +85,9 @@ void check_agrees(const std::string& fqn, const WriteItem& first, int first_rank
         throw error::Mismatch("array '" + fqn + "': global shape " + shape_str(first.global_shape) + where +
                               shape_str(it.global_shape) + there);
     if (it.kind == ItemKind::scalar && it.value != first.value)
-        throw error::Mismatch("scalar '" + fqn + "': " + scalar_text(first.dtype, first.value.data(), first.value.size()) +
-                              where + scalar_text(it.dtype, it.value.data(), it.value.size()) + there +
-                              " (scalars must agree)");
+        throw error::Mismatch(
+            "scalar '" + fqn + "': " + scalar_text(first.dtype, first.value.data(), first.value.size()) + where +
+            scalar_text(it.dtype, it.value.data(), it.value.size()) + there + " (scalars must agree)");
     if (it.kind == ItemKind::string && it.value != first.value)
         throw error::Mismatch("string '" + fqn + "': \"" + first.value + "\"" + where + "\"" + it.value + "\"" + there +
                               " (strings must agree)");
@@ -158,8 +158,8 @@ void explain_refusal(const std::vector<SavePlan>& plans)
             check_agrees(fqn, first, f.rank, plans[static_cast<std::size_t>(ref.rank)].items[ref.index], ref.rank);
         if (first.kind == ItemKind::array)
             check_boxes(fqn, plans, refs);
-        else if (first.kind == ItemKind::bytes &&
-                 (first.box.ndim() != first.global_shape.size() || first.box.offsets.size() != first.global_shape.size()))
+        else if (first.kind == ItemKind::bytes && (first.box.ndim() != first.global_shape.size() ||
+                                                   first.box.offsets.size() != first.global_shape.size()))
             throw error::WrongAPIUsage("bytes '" + fqn + "': box " + first.box.str() + " of rank " +
                                        std::to_string(f.rank) + " does not match the rank of its shape " +
                                        shape_str(first.global_shape));

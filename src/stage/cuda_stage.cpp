@@ -107,7 +107,8 @@ cudaStream_t stream()
 {
     static std::once_flag once;
     static cudaStream_t s = nullptr;
-    std::call_once(once, [] { check(loaded().stream_create_with_flags(&s, cudaStreamNonBlocking), "stream creation"); });
+    std::call_once(once,
+                   [] { check(loaded().stream_create_with_flags(&s, cudaStreamNonBlocking), "stream creation"); });
     return s;
 }
 

@@ -59,8 +59,14 @@ bool ContainerReader::validate_checkpoint_id(const std::string& checkpoint_id) c
     return !std::filesystem::exists(st) && has_container_suffix(checkpoint_id);
 }
 
-bool DistcpWriter::validate_checkpoint_id(const std::string& checkpoint_id) const { return names_no_file(checkpoint_id); }
+bool DistcpWriter::validate_checkpoint_id(const std::string& checkpoint_id) const
+{
+    return names_no_file(checkpoint_id);
+}
 
-bool DistcpReader::validate_checkpoint_id(const std::string& checkpoint_id) const { return names_no_file(checkpoint_id); }
+bool DistcpReader::validate_checkpoint_id(const std::string& checkpoint_id) const
+{
+    return names_no_file(checkpoint_id);
+}
 
 } // namespace cairn

@@ -106,8 +106,9 @@ const std::string& dataset_of(const std::string& file, const std::string& fqn, c
     const std::string& p = em.chunks.front().storage.path;
     for (const auto& c : em.chunks)
         if (c.storage.path != p)
-            throw error::FormatError(file + ": " + item_kind_name(em.kind) + " '" + fqn + "': its chunks name datasets '" +
-                                     p + "' and '" + c.storage.path + "' (a container holds each entry in one dataset)");
+            throw error::FormatError(file + ": " + item_kind_name(em.kind) + " '" + fqn +
+                                     "': its chunks name datasets '" + p + "' and '" + c.storage.path +
+                                     "' (a container holds each entry in one dataset)");
     if (p.size() < 2 || p[0] != '/')
         throw error::FormatError(file + ": " + item_kind_name(em.kind) + " '" + fqn + "': dataset path '" + p +
                                  "' is not an absolute HDF5 path");
@@ -237,7 +238,8 @@ void check_dataset_part(hid_t file, const Metadata& md, const std::string& path,
 {
     const auto n = static_cast<std::size_t>(
         std::count_if(md.entries.begin(), md.entries.end(), [](const auto& kv) { return stores_data(kv.second); }));
-    const auto hard = root_hard_links(file, (n + static_cast<std::size_t>(parts) - 1) / static_cast<std::size_t>(parts));
+    const auto hard =
+        root_hard_links(file, (n + static_cast<std::size_t>(parts) - 1) / static_cast<std::size_t>(parts));
     MemoryTypes mtypes;
     std::size_t k = 0;
     for (const auto& [fqn, em] : md.entries) {
@@ -302,7 +304,8 @@ std::vector<Box> linear_boxes(const Box& C, std::uint64_t e0, std::uint64_t e1)
             ++j;
         Box b = C;
         for (std::size_t d = 0; d < nd; ++d) {
-            const auto at = static_cast<std::int64_t>(e0 / stride[d] % (d == 0 ? ~std::uint64_t(0) : static_cast<std::uint64_t>(C.shape[d])));
+            const auto at = static_cast<std::int64_t>(
+                e0 / stride[d] % (d == 0 ? ~std::uint64_t(0) : static_cast<std::uint64_t>(C.shape[d])));
             if (d < j) {
                 b.offsets[d] = C.offsets[d] + at;
                 b.shape[d] = 1;
