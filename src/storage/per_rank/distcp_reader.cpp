@@ -49,14 +49,19 @@ constexpr std::uint64_t k_direct_min = 1024 * 1024;
 // mapping into a destination not aligned like it were 3-7 times slower.
 constexpr std::uint64_t k_mapped_piece = 1024 * 1024;
 
-// A read from a RAM disk into memory whose address is not congruent to the
-// file offset modulo a cache line goes through an aligned buffer of this
-// many bytes (read_blocks_bounced): the kernel's copy into such memory ran
-// at half the speed of an aligned one on the development machine (1.9
-// against 4.0 GB/s), the copy to the buffer, its hash and the copy out of
-// the cache at 3.1-3.3. Checksum blocks larger than it are read directly.
+// The kernel's copy out of the page cache into memory whose address is not
+// congruent to the file offset modulo a cache line ran at a quarter to half
+// the speed of an aligned one on the development machine (out of the cache
+// of a disk file in 1 MiB reads: 0.9-1.0 against 2.2-4.9 GB/s; from a RAM
+// disk: 1.9 against 4.0). Reads into the reader's buffer are placed
+// congruent (read_widened).
+constexpr std::uint64_t k_copy_align = 64;
+
+// A read from a RAM disk into memory not aligned like the file goes through
+// an aligned buffer of this many bytes (read_blocks_bounced): the copy to
+// the buffer, its hash and the copy out of the cache ran at 3.1-3.3 GB/s.
+// Checksum blocks larger than it are read directly.
 constexpr std::uint64_t k_bounce_piece = 1024 * 1024;
-constexpr std::uint64_t k_bounce_align = 64;
 
 // Gathered reads of at least this many bytes into host memory are verified
 // and copied out on a helper thread while the next one is read (a thread
@@ -329,16 +334,23 @@ struct DistcpReader::Impl final : detail::ColumnarReader {
     const char* read_range(const std::string& fqn, const ChunkMeta& chunk, std::uint64_t span, std::uint64_t a,
                            std::uint64_t b)
     {
-        const auto A = read_widened(chunk, span, a, b, buffer.data(), buffer.size());
-        check_blocks(fqn, chunk, span, buffer.data(), A, b);
-        return buffer.data() + (a - A);
+        const Widened w = read_widened(chunk, span, a, b, buffer.data(), buffer.size());
+        check_blocks(fqn, chunk, span, w.at, w.A, b);
+        return w.at + (a - w.A);
     }
 
+    /// A read by read_widened: chunk bytes [A, ...) at `at`.
+    struct Widened {
+        std::uint64_t A;
+        char* at;
+    };
+
     /// Reads bytes [a, b) of the chunk, widened to whole checksum blocks of
-    /// `span` bytes (when not 0), into `to` (room for `room` bytes); returns
-    /// where the widened range [A, ...) starts.
-    std::uint64_t read_widened(const ChunkMeta& chunk, std::uint64_t span, std::uint64_t a, std::uint64_t b, char* to,
-                               std::uint64_t room)
+    /// `span` bytes (when not 0), into [to, to + room): at the first address
+    /// there congruent to their file offset modulo k_copy_align, or at `to`
+    /// where the room leaves no slack for that.
+    Widened read_widened(const ChunkMeta& chunk, std::uint64_t span, std::uint64_t a, std::uint64_t b, char* to,
+                         std::uint64_t room)
     {
         const auto len = chunk.storage.length;
         const std::uint64_t A = span ? a - a % span : a;
@@ -346,6 +358,9 @@ struct DistcpReader::Impl final : detail::ColumnarReader {
         if (B - A > room)
             throw error::Internal("internal: read of " + std::to_string(B - A) + " bytes exceeds the " +
                                   std::to_string(room) + "-byte buffer");
+        const auto shift = (chunk.storage.offset + A - reinterpret_cast<std::uintptr_t>(to)) % k_copy_align;
+        if (B - A + shift <= room)
+            to += shift;
         std::uint64_t from = A; // bytes [A, from) are in the buffer already
         if (held.chunk == &chunk && held.A <= A && A < held.B) {
             from = std::min(B, held.B);
@@ -357,7 +372,7 @@ struct DistcpReader::Impl final : detail::ColumnarReader {
             bytes_read += B - from;
         }
         held = Held{&chunk, A, B, to};
-        return A;
+        return {A, to};
     }
 
     /// Checks the checksum blocks of the chunk that hold bytes [A, b), read
@@ -469,7 +484,10 @@ public:
     std::uint64_t cap() const
     {
         const std::uint64_t room = m_overlap ? m_half : m_im.buffer.size();
-        return std::max(room - 2 * m_span, m_span); // room for widening to whole blocks at both ends
+        const std::uint64_t widen = 2 * m_span; // to whole blocks at both ends
+        if (room >= widen + k_copy_align + m_span)
+            return room - widen - k_copy_align; // and slack to align the read (read_widened)
+        return std::max(room - widen, m_span);
     }
 
     /// Reads bytes [a, b) of the chunk (its next half when overlapping);
@@ -479,10 +497,10 @@ public:
     void read(std::uint64_t a, std::uint64_t b, Copy copy)
     {
         char* to = m_im.buffer.data() + (m_overlap ? m_side * m_half : 0);
-        const auto A = m_im.read_widened(m_chunk, m_span, a, b, to, m_overlap ? m_half : m_im.buffer.size());
-        auto finish = [&im = m_im, &fqn = m_fqn, &chunk = m_chunk, span = m_span, to, A, b, at = to + (a - A),
+        const Widened w = m_im.read_widened(m_chunk, m_span, a, b, to, m_overlap ? m_half : m_im.buffer.size());
+        auto finish = [&im = m_im, &fqn = m_fqn, &chunk = m_chunk, span = m_span, w, b, at = w.at + (a - w.A),
                        copy = std::move(copy)] {
-            im.check_blocks(fqn, chunk, span, to, A, b);
+            im.check_blocks(fqn, chunk, span, w.at, w.A, b);
             copy(at);
         };
         if (m_pending.valid())
@@ -575,7 +593,7 @@ void DistcpReader::Impl::read_blocks_verified(const std::string& fqn, const Chun
 
 bool DistcpReader::Impl::bounces(const ChunkMeta& chunk, std::uint64_t span, std::uint64_t A, const char* dst)
 {
-    if ((reinterpret_cast<std::uintptr_t>(dst) - (chunk.storage.offset + A)) % k_bounce_align == 0 ||
+    if ((reinterpret_cast<std::uintptr_t>(dst) - (chunk.storage.offset + A)) % k_copy_align == 0 ||
         span > k_bounce_piece)
         return false;
     if (!ram_disk)
