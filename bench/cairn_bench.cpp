@@ -1184,7 +1184,9 @@ void bench_drain(u64 total)
             R.add("compute-alone", moved, t_alone);
         }
         for (int k = 0; k < 2; ++k) {
-            const auto& [copy, m] = copies[(k + run) % 2];
+            // Named copies, not a structured binding: a lambda cannot capture one in C++17.
+            const DrainCopy copy = copies[(k + run) % 2].first;
+            const std::string& m = copies[(k + run) % 2].second;
             remove_path(drained);
             const double t_drain = timed([&] {
                 auto d = start(copy);
