@@ -1069,6 +1069,7 @@ int ContainerSave::create_datasets(std::optional<Skeleton>& file, bool first, co
             types[k - from] = m_types.of(stored_dtype(m_specs[order[k]])).file;
         std::exception_ptr failure;
         const auto create = [&]() noexcept {
+            detail::h5::ErrorSilencer quiet; // a thread-safe HDF5 has one error stack per thread
             try {
                 if (first) {
                     file.emplace(m_tmp, m_opt, m_specs);
