@@ -72,8 +72,13 @@ protected:
     /// Records the exception being handled as the first error (if none yet).
     void note() noexcept
     {
+        note(std::current_exception());
+    }
+    /// Records `e` as the first error (if none yet).
+    void note(std::exception_ptr e) noexcept
+    {
         if (!m_err)
-            m_err = std::current_exception();
+            m_err = std::move(e);
     }
     /// Runs `f`, noting what it throws.
     template <class F>

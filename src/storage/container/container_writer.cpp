@@ -16,12 +16,12 @@
 // `independent_below`) go straight to their address through MPI-IO
 // (docs/FORMAT.md 7.4), aggregated; so do the chunks of datasets whose
 // chunks are each one range of it in dense host memory, in pieces: these are
-// created first, and the other ranks write them while the coordinator
-// creates the rest. The others are written through parallel HDF5, the
-// file then opened by every rank: as hyperslabs with collective transfers,
-// every rank taking part with an empty selection in the transfers it has
-// nothing for, or independently. With fsync the file is synced before the
-// commit.
+// created first, and every rank writes them while the coordinator creates
+// the rest (in a thread of its own). The others are written through
+// parallel HDF5, the file then opened by every rank: as hyperslabs with
+// collective transfers, every rank taking part with an empty selection in
+// the transfers it has nothing for, or independently. With fsync the file
+// is synced before the commit.
 #include "cairn/container.hpp"
 
 #include "cairn/errors.hpp"
@@ -45,9 +45,12 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <system_error>
+#include <thread>
 
 #include <sys/statvfs.h>
 
@@ -240,6 +243,34 @@ private:
     bool m_reserved = false;
     Handle m_dcpl, m_lcpl;
 };
+
+// Runs `create` (the coordinator's HDF5 calls) and `meanwhile` (none) and
+// returns when both are done: in two threads, the caller's running
+// `meanwhile`, unless faults are injected (their points are then passed in
+// one order, the creation's first, as the other ranks mirror them) or no
+// thread can be started.
+void run_alongside(const std::function<void()>& create, const std::function<void()>& meanwhile)
+{
+    std::optional<std::thread> creating;
+    if (meanwhile && !fault::g_armed.load(std::memory_order_relaxed)) {
+        try {
+            creating.emplace(create);
+        } catch (const std::system_error&) {
+        }
+    }
+    if (!creating)
+        create();
+    try {
+        if (meanwhile)
+            meanwhile();
+    } catch (...) {
+        if (creating)
+            creating->join();
+        throw;
+    }
+    if (creating)
+        creating->join();
+}
 
 // What this rank writes into one dataset: its view, written either directly
 // (one round, a memory hyperslab) or in pieces packed into the staging buffer
@@ -793,7 +824,7 @@ private:
     // ---- step 2 (collective)
     void write_container();
     int create_datasets(std::optional<Skeleton>& file, bool first, const std::vector<std::size_t>& order,
-                        std::size_t from, std::size_t to, int status);
+                        std::size_t from, std::size_t to, int status, const std::function<void()>& meanwhile = {});
     enum class Route { none, small, direct, h5 };
     Route route_of(std::size_t d);
     void write_dataset(OpenContainer& f, std::size_t d, Route route);
@@ -968,9 +999,9 @@ bool ContainerSave::agree_schedule()
 // writer, or fewer bytes than independent_below), small ones straight to
 // their address after the loop (write_smalls); then, when no rank failed,
 // flushes; closes. The datasets written straight to the file in pieces
-// (Route::direct, the large ones) are created first: the other ranks write
-// them while the coordinator creates the rest, and the coordinator once it
-// has.
+// (Route::direct, the large ones) are created first: every rank writes
+// them while the coordinator creates the rest, the coordinator's creation
+// in a thread of its own.
 void ContainerSave::write_container()
 {
     detail::h5::ErrorSilencer quiet;
@@ -994,11 +1025,9 @@ void ContainerSave::write_container()
     std::optional<Skeleton> skeleton;
     int status = create_datasets(skeleton, true, order, 0, early, 1);
     OpenContainer f(m_tmp, m_writeback_limit);
-    if (m_c.rank != 0 && status >= 0)
-        write_range(f, 0, early);
-    status = create_datasets(skeleton, false, order, early, order.size(), status);
-    if (m_c.rank == 0 && status >= 0)
-        write_range(f, 0, early);
+    // The direct datasets' types were made by route_of: writing them makes
+    // no HDF5 call, as the creation alongside requires.
+    status = create_datasets(skeleton, false, order, early, order.size(), status, [&] { write_range(f, 0, early); });
     if (any_h5 && status >= 0) // the same on every rank
         f.open_parallel(m_tmp, m_c.comm, m_opt);
     if (status >= 0)
@@ -1021,31 +1050,46 @@ void ContainerSave::write_container()
 // file; it closes the file after the last dataset. It broadcasts where each one's
 // storage starts (m_at) and the status: 1: created and reserved, 0: created,
 // space not reserved, -1: failed (no rank writes; the coordinator noted
-// why), which stays -1. The file's space is reserved before anything is
-// written into it: a collective write that fails on one rank for want of
-// space leaves parallel HDF5's ranks in different states, and the close's
-// metadata sync then waits forever. Where the file system cannot reserve,
+// why), which stays -1. Unless `status` is already -1, every rank runs
+// `meanwhile` (which makes no HDF5 call) before the broadcast, the
+// coordinator alongside its creation (run_alongside). The file's space is
+// reserved before anything is written into it: a collective write that
+// fails on one rank for want of space leaves parallel HDF5's ranks in
+// different states, and the close's metadata sync then waits forever. Where the file system cannot reserve,
 // the coordinator checks its free space before the flush instead
 // (unreserved_room).
 int ContainerSave::create_datasets(std::optional<Skeleton>& file, bool first, const std::vector<std::size_t>& order,
-                                   std::size_t from, std::size_t to, int status)
+                                   std::size_t from, std::size_t to, int status,
+                                   const std::function<void()>& meanwhile)
 {
     std::vector<std::uint64_t> msg(1 + to - from, static_cast<std::uint64_t>(HADDR_UNDEF));
     if (m_c.rank == 0 && status >= 0) {
-        try {
-            if (first) {
-                file.emplace(m_tmp, m_opt, m_specs);
-                status = file->reserved() ? 1 : 0;
+        std::vector<hid_t> types(to - from); // made here: the creation may run in another thread
+        for (std::size_t k = from; k < to; ++k)
+            types[k - from] = m_types.of(stored_dtype(m_specs[order[k]])).file;
+        std::exception_ptr failure;
+        const auto create = [&]() noexcept {
+            detail::h5::ErrorSilencer quiet; // a thread-safe HDF5 has one error stack per thread
+            try {
+                if (first) {
+                    file.emplace(m_tmp, m_opt, m_specs);
+                    status = file->reserved() ? 1 : 0;
+                }
+                for (std::size_t k = from; k < to; ++k)
+                    msg[1 + k - from] = file->add(m_specs[order[k]], types[k - from]);
+                if (to == order.size())
+                    file->close();
+            } catch (...) {
+                failure = std::current_exception();
+                file.reset();
+                status = -1;
             }
-            for (std::size_t k = from; k < to; ++k)
-                msg[1 + k - from] = file->add(m_specs[order[k]], m_types.of(stored_dtype(m_specs[order[k]])).file);
-            if (to == order.size())
-                file->close();
-        } catch (...) {
-            note();
-            file.reset();
-            status = -1;
-        }
+        };
+        run_alongside(create, meanwhile);
+        if (failure)
+            note(failure);
+    } else if (status >= 0 && meanwhile) {
+        meanwhile();
     }
     msg[0] = static_cast<std::uint64_t>(status + 1);
     if (MPI_Bcast(msg.data(), static_cast<int>(msg.size()), MPI_UINT64_T, 0, m_c.comm) != MPI_SUCCESS)
