@@ -367,8 +367,8 @@ bool write_array_attr(hid_t obj, const char* name, hid_t type, const void* data,
 }
 } // namespace
 
-bool write_i64_attr(hid_t obj, const char* name, const std::vector<std::int64_t>& values, const std::vector<hsize_t>& dims,
-                    std::size_t dataset_above)
+bool write_i64_attr(hid_t obj, const char* name, const std::vector<std::int64_t>& values,
+                    const std::vector<hsize_t>& dims, std::size_t dataset_above)
 {
     return write_array_attr(obj, name, H5T_NATIVE_INT64, values.data(), dims, dataset_above);
 }
@@ -528,8 +528,9 @@ bool hard_links_only(hid_t file, const std::string& path, const std::string& wha
             if (H5Lget_val(file, prefix.c_str(), target.data(), target.size(), H5P_DEFAULT) < 0)
                 H5Eclear2(H5E_DEFAULT);
             target.resize(std::min(target.find('\0'), target.size()));
-            throw error::FormatError(where + " is a soft link (to '" + target +
-                                     "'); Cairn follows no links, it reads only the objects the file holds under their own names");
+            throw error::FormatError(
+                where + " is a soft link (to '" + target +
+                "'); Cairn follows no links, it reads only the objects the file holds under their own names");
         }
         if (info.type == H5L_TYPE_EXTERNAL) {
             std::vector<char> val(info.u.val_size + 1, '\0');
@@ -640,7 +641,8 @@ std::optional<IntArray> IntArray::find(hid_t obj, const char* name, const std::s
     return std::nullopt;
 }
 
-IntArray::IntArray(Handle h, bool dataset, std::string what) : m_h(std::move(h)), m_dataset(dataset), m_what(std::move(what))
+IntArray::IntArray(Handle h, bool dataset, std::string what)
+    : m_h(std::move(h)), m_dataset(dataset), m_what(std::move(what))
 {
     Handle ftype(check_read(m_dataset ? H5Dget_type(m_h) : H5Aget_type(m_h), m_what));
     if (H5Tget_class(ftype) != H5T_INTEGER)
@@ -695,7 +697,8 @@ IntArray find_int_array(hid_t obj, const char* name, const std::string& where)
 }
 } // namespace
 
-std::vector<std::int64_t> read_i64_attr(hid_t obj, const char* name, const std::string& where, std::vector<hsize_t>* dims)
+std::vector<std::int64_t> read_i64_attr(hid_t obj, const char* name, const std::string& where,
+                                        std::vector<hsize_t>* dims)
 {
     return find_int_array(obj, name, where).read_i64(dims);
 }

@@ -128,8 +128,8 @@ herr_t check_read_status(herr_t rc, const std::string& what);
 // read_u64_attr read either (never both: a FormatError).
 inline constexpr std::size_t never_dataset = static_cast<std::size_t>(-1);
 void write_string_attr(hid_t obj, const char* name, const std::string& value);
-bool write_i64_attr(hid_t obj, const char* name, const std::vector<std::int64_t>& values, const std::vector<hsize_t>& dims,
-                    std::size_t dataset_above = never_dataset);
+bool write_i64_attr(hid_t obj, const char* name, const std::vector<std::int64_t>& values,
+                    const std::vector<hsize_t>& dims, std::size_t dataset_above = never_dataset);
 bool write_u64_attr(hid_t obj, const char* name, const std::vector<std::uint64_t>& values,
                     std::size_t dataset_above = never_dataset);
 /// A 1-d integer column (docs/FORMAT.md, section 2): stored as 32-bit

@@ -170,8 +170,9 @@ Handle file_access(MPI_Comm comm, const ContainerTuning& t, std::size_t alignmen
     check_status(H5Pset_file_locking(fapl, use, ignore_when_disabled), what + ": file locking");
 #else
     if (t.file_locking != FileLocking::best_effort)
-        throw error::WrongAPIUsage(std::string("file_locking: this HDF5 (") + H5_VERS_INFO +
-                                   ") cannot set file locking per file; set HDF5_USE_FILE_LOCKING=FALSE in the environment");
+        throw error::WrongAPIUsage(
+            std::string("file_locking: this HDF5 (") + H5_VERS_INFO +
+            ") cannot set file locking per file; set HDF5_USE_FILE_LOCKING=FALSE in the environment");
 #endif
     return fapl;
 }

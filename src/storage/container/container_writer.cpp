@@ -680,10 +680,10 @@ std::vector<SavePlan> ContainerWriter::prepare_global_plan(std::vector<SavePlan>
                           it.kind == ItemKind::bytes ? DType::u8 : it.dtype, it.global_shape};
             auto [at, fresh] = specs.emplace(it.fqn, s);
             if (!fresh && (at->second.kind != s.kind || at->second.dtype != s.dtype || at->second.shape != s.shape))
-                throw error::Mismatch("entry '" + it.fqn + "': the global plan writes it as " +
-                                      item_kind_name(at->second.kind) + " " + std::string(dtype_name(at->second.dtype)) +
-                                      " " + shape_str(at->second.shape) + " and as " + item_kind_name(s.kind) + " " +
-                                      std::string(dtype_name(s.dtype)) + " " + shape_str(s.shape));
+                throw error::Mismatch(
+                    "entry '" + it.fqn + "': the global plan writes it as " + item_kind_name(at->second.kind) + " " +
+                    std::string(dtype_name(at->second.dtype)) + " " + shape_str(at->second.shape) + " and as " +
+                    item_kind_name(s.kind) + " " + std::string(dtype_name(s.dtype)) + " " + shape_str(s.shape));
         }
     std::vector<DatasetSpec> list;
     list.reserve(specs.size());
@@ -835,8 +835,8 @@ private:
     void prepare(OpenContainer& f, Task& t, std::int64_t p, const OpenDataset& ds, Piece& piece);
     void wrote(OpenContainer& f, const Box& region, const OpenDataset& ds);
     void write_smalls(OpenContainer& f);
-    void pack_small(const Task& t, const Shape& shape, std::uint64_t at, std::size_t es, std::vector<std::uint64_t>& hdr,
-                    std::vector<char>& data);
+    void pack_small(const Task& t, const Shape& shape, std::uint64_t at, std::size_t es,
+                    std::vector<std::uint64_t>& hdr, std::vector<char>& data);
     void write_direct(OpenContainer& f, std::uint64_t at, const char* src, std::uint64_t size);
     void close_direct(OpenContainer& f);
     void name_full_disk();
@@ -1460,11 +1460,12 @@ void write_scalar_dataset(hid_t file, const detail::MetadataColumns::Entry& em, 
                                 std::to_string(em.value.size()) + " bytes");
     const auto code = static_cast<int>(em.dtype);
     const Handle space(check_write(H5Screate(H5S_SCALAR), what));
-    Handle dset(check_write(H5Dcreate2(file, path.c_str(), detail::h5::dataset_type(code, false), space, lcpl, H5P_DEFAULT,
-                                 H5P_DEFAULT),
-                      "creating " + what));
-    check_write_status(H5Dwrite(dset, detail::h5::dataset_type(code, true), H5S_ALL, H5S_ALL, H5P_DEFAULT, em.value.data()),
-                 "writing " + what);
+    Handle dset(check_write(
+        H5Dcreate2(file, path.c_str(), detail::h5::dataset_type(code, false), space, lcpl, H5P_DEFAULT, H5P_DEFAULT),
+        "creating " + what));
+    check_write_status(
+        H5Dwrite(dset, detail::h5::dataset_type(code, true), H5S_ALL, H5S_ALL, H5P_DEFAULT, em.value.data()),
+        "writing " + what);
 }
 
 // A string's dataset: a variable-length UTF-8 string.
@@ -1475,7 +1476,8 @@ void write_string_dataset(hid_t file, const detail::MetadataColumns::Entry& em, 
     check_write_status(H5Tset_size(type, H5T_VARIABLE), what);
     check_write_status(H5Tset_cset(type, H5T_CSET_UTF8), what);
     const Handle space(check_write(H5Screate(H5S_SCALAR), what));
-    Handle dset(check_write(H5Dcreate2(file, path.c_str(), type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT), "creating " + what));
+    Handle dset(
+        check_write(H5Dcreate2(file, path.c_str(), type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT), "creating " + what));
     const char* p = em.value.c_str();
     check_write_status(H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "writing " + what);
 }

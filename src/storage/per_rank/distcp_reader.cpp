@@ -110,7 +110,8 @@ void check_region(const ReadItem& item, const ChunkMeta& chunk, const DataRef& d
 // region spans the chunk fully beyond k.
 class RegionRuns {
 public:
-    RegionRuns(const Box& C, const Box& I, std::uint64_t es) : m_C(C), m_I(I), m_es(es), m_cs(row_major_strides(C.shape))
+    RegionRuns(const Box& C, const Box& I, std::uint64_t es)
+        : m_C(C), m_I(I), m_es(es), m_cs(row_major_strides(C.shape))
     {
         const std::size_t nd = C.ndim();
         m_k = nd == 0 ? 0 : nd - 1;
@@ -193,8 +194,9 @@ std::vector<ReadTask> tasks_in_file_order(const Metadata& md, const LoadPlan& pl
         std::uint64_t first = 0;
         if (item.kind != ItemKind::bytes && item.box.ndim() == chunk.box.ndim())
             for (std::size_t d = 0; d < chunk.box.ndim(); ++d)
-                first = first * static_cast<std::uint64_t>(chunk.box.shape[d]) +
-                        static_cast<std::uint64_t>(std::max<std::int64_t>(item.box.offsets[d] - chunk.box.offsets[d], 0));
+                first =
+                    first * static_cast<std::uint64_t>(chunk.box.shape[d]) +
+                    static_cast<std::uint64_t>(std::max<std::int64_t>(item.box.offsets[d] - chunk.box.offsets[d], 0));
         tasks.push_back(ReadTask{&item, &e->second, &chunk, first});
     }
     std::stable_sort(tasks.begin(), tasks.end(), [](const ReadTask& a, const ReadTask& b) {
@@ -393,7 +395,8 @@ struct DistcpReader::Impl final : detail::ColumnarReader {
                 throw error::IntegrityError(
                     "checksum mismatch in '" + fqn + "': file " + fs::join(path, chunk.storage.path) + ", bytes [" +
                     std::to_string(chunk.storage.offset + lo) + ", " + std::to_string(chunk.storage.offset + hi) +
-                    ") (block " + std::to_string(blk) + " of chunk " + chunk.box.str() + "): " + detail::mismatch_text(sums, blk, got));
+                    ") (block " + std::to_string(blk) + " of chunk " + chunk.box.str() +
+                    "): " + detail::mismatch_text(sums, blk, got));
             }
         }
     }
@@ -957,7 +960,8 @@ std::uint64_t DistcpReader::verify_chunk(const std::string& fqn, const EntryMeta
     im.verify = true;
     const auto span = im.span_of(chunk, es);
     im.verify = saved;
-    const std::uint64_t size = std::max<std::uint64_t>(std::min<std::uint64_t>(im.staging, chunk.storage.length), 4 * span);
+    const std::uint64_t size =
+        std::max<std::uint64_t>(std::min<std::uint64_t>(im.staging, chunk.storage.length), 4 * span);
     detail::grow(im.buffer, static_cast<std::size_t>(size), im.staging);
     im.held = {}; // the buffer may have moved
     // Whole blocks per read, as many as fit.

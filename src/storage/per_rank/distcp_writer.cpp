@@ -911,8 +911,9 @@ void DistcpWriter::Impl::write_rank_file(const SavePlan& plan, SavePlanner& plan
     char* const mapped = s.ram_disk ? MappedFiles::instance().get(file.path(), s.layout.ends[k]) : nullptr;
     detail::DeferredHashes deferred;
     detail::Writeback writeback(file.path(), s.sync_waits ? opt.writeback_bytes : 0);
-    const auto hashers = write_items(opt, plan, planner, file, name, bucket, s.layout.offsets[k], s.staging,
-                                     s.direct_min, deferred, writeback, !s.sync_waits, mapped, s.layout.ends[k], s.results);
+    const auto hashers =
+        write_items(opt, plan, planner, file, name, bucket, s.layout.offsets[k], s.staging, s.direct_min, deferred,
+                    writeback, !s.sync_waits, mapped, s.layout.ends[k], s.results);
     sync_file(opt, file, deferred);
     file.close();
     set_checksums(bucket, hashers, s.results);
@@ -1088,7 +1089,8 @@ DataFiles DataFiles::parse(const std::string& text)
         if (m >= 1)
             return in_all(m);
     }
-    throw error::WrongAPIUsage("data files '" + text + "': expected per-rank, per-node or a number of files of at least 1");
+    throw error::WrongAPIUsage("data files '" + text +
+                               "': expected per-rank, per-node or a number of files of at least 1");
 }
 
 bool is_distcp_checkpoint(const std::string& path)
