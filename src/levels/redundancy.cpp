@@ -760,7 +760,7 @@ RedundancyCounts encode_xor(const Topology& topo, const SavedLayout& layout, con
     const std::string xor_dir = fs::join(step_dir, "xor");
     bool made_dir = false;
     std::unique_ptr<MappedData> data;
-    std::vector<char> buffers[2][2], scratch_own; // per lane (below): two pieces
+    std::vector<char> partial[2], scratch_send, scratch_own, scratch_out;
     for (std::size_t si = 0; si < sets.size(); ++si) {
         const XorSet& set = sets[si];
         const auto it = std::find(set.members.begin(), set.members.end(), topo.rank);
@@ -782,63 +782,39 @@ RedundancyCounts encode_xor(const Topology& topo, const SavedLayout& layout, con
             parity = out->map(set.piece);
         });
         // A ring reduce-scatter, in rounds of bytes [o, o + len) of every
-        // stripe: at step t of a round this member sends its partial XOR of
-        // stripe j-t-1 to the right and gets stripe j-t-2 from the left,
-        // adding its own chunk of it; the last step brings stripe j, its own,
-        // complete (every member but j contributed): received into the
-        // parity file's mapping, or written to the file. Rounds go in pairs
-        // (lanes 0 and 1), their steps alternating: a step needs only its
-        // lane's step before, so the next one is posted before the one just
-        // received is added or written, and a transfer is always under way.
+        // stripe: at step t this member sends its partial XOR of stripe
+        // j-t-1 to the right and gets stripe j-t-2 from the left, adding its
+        // own chunk of it; the last step brings stripe j, its own, complete
+        // (every member but j contributed): received into the parity file's
+        // mapping, or written to the file.
         const auto own = [&](int stripe, u64 o, u64 len, std::vector<char>& scratch) {
             return data->view(static_cast<u64>(chunk_of(j, stripe)) * set.piece + o, len, scratch);
         };
-        struct Step {
-            u64 o, len;
-            int t, lane;
-        };
-        std::vector<Step> steps;
-        for (u64 pair = 0; pair < set.piece; pair += 2 * piece_bytes)
-            for (int t = 0; t + 1 < s; ++t)
-                for (int lane = 0; lane < 2; ++lane) {
-                    const u64 o = pair + static_cast<u64>(lane) * piece_bytes;
-                    if (o < set.piece)
-                        steps.push_back(Step{o, std::min(piece_bytes, set.piece - o), t, lane});
+        for (u64 o = 0; o < set.piece; o += piece_bytes) {
+            const u64 len = std::min(piece_bytes, set.piece - o);
+            for (int t = 0; t + 1 < s; ++t) {
+                const int stripe_out = wrap(j - t - 1, s), stripe_in = wrap(j - t - 2, s);
+                const bool last = t + 2 == s;
+                const char* src = t == 0 ? own(stripe_out, o, len, scratch_send) : partial[(t + 1) % 2].data();
+                char* dst = nullptr;
+                if (last && parity) {
+                    dst = parity + o;
+                } else {
+                    auto& into = last ? scratch_out : partial[t % 2];
+                    into.resize(static_cast<std::size_t>(len));
+                    dst = into.data();
                 }
-        for (auto& lane : buffers)
-            for (auto& b : lane)
-                b.resize(static_cast<std::size_t>(piece_bytes));
-        MPI_Request requests[2][2]; // per lane: receive, send
-        const auto received = [&](const Step& st) {
-            return st.t + 2 == s && parity ? parity + st.o : buffers[st.lane][st.t % 2].data();
-        };
-        const auto post = [&](const Step& st) {
-            auto& in = buffers[st.lane][(st.t + 1) % 2]; // what the step before received (or the own chunk)
-            const char* src = st.t == 0 ? own(wrap(j - 1, s), st.o, st.len, in) : in.data();
-            const int n = static_cast<int>(st.len);
-            mpi_check(MPI_Irecv(received(st), n, MPI_BYTE, left, tag_data, comm.c, &requests[st.lane][0]), "MPI_Irecv");
-            mpi_check(MPI_Isend(src, n, MPI_BYTE, right, tag_data, comm.c, &requests[st.lane][1]), "MPI_Isend");
-        };
-        const auto complete = [&](const Step& st) {
-            mpi_check(MPI_Waitall(2, requests[st.lane], MPI_STATUSES_IGNORE), "MPI_Waitall");
-            char* got = received(st);
-            if (st.t + 2 < s)
-                xor_into(got, own(wrap(j - st.t - 2, s), st.o, st.len, scratch_own), st.len);
-            else if (out && !parity)
-                err.run([&] { out->write(got, st.len); });
-            counts.bytes_sent += st.len;
-            counts.bytes_received += st.len;
-            if (st.t + 2 == s)
-                counts.bytes_written += st.len;
-        };
-        // Step k was posted early when the step before is of the other lane.
-        const auto early = [&](std::size_t k) { return k > 0 && steps[k].lane != steps[k - 1].lane; };
-        for (std::size_t k = 0; k < steps.size(); ++k) {
-            if (!early(k))
-                post(steps[k]);
-            if (k + 1 < steps.size() && early(k + 1))
-                post(steps[k + 1]);
-            complete(steps[k]);
+                mpi_check(MPI_Sendrecv(src, static_cast<int>(len), MPI_BYTE, right, tag_data, dst, static_cast<int>(len),
+                                       MPI_BYTE, left, tag_data, comm.c, MPI_STATUS_IGNORE),
+                          "MPI_Sendrecv");
+                if (!last)
+                    xor_into(dst, own(stripe_in, o, len, scratch_own), len);
+                else if (out && !parity)
+                    err.run([&] { out->write(dst, len); });
+            }
+            counts.bytes_sent += static_cast<u64>(s - 1) * len;
+            counts.bytes_received += static_cast<u64>(s - 1) * len;
+            counts.bytes_written += len;
         }
         if (out)
             err.run([&] { out->finish(); });
