@@ -2219,11 +2219,14 @@ bool write_all(int fd, const char* p, std::size_t n)
 
 // The exchange of a node-local step's redundancy data (src/levels/
 // redundancy.hpp) between fake nodes of one rank each, in a RAM disk
-// (/dev/shm when it exists, else --dir), against the same bytes sent
-// memory to memory by MPI point to point in the same pattern (each rank to
-// the next, 4 MiB messages, Isend/Irecv: "mpi-p2p"), and sent so with each
-// piece received also written into a fresh file of the RAM disk
-// ("mpi-p2p-write"): partner copies and XOR parity over one group of every
+// (--local-dir + "-redundancy"), against the same bytes sent memory to
+// memory by MPI point to point in the same pattern (each rank to the next,
+// 4 MiB messages, Isend/Irecv: "mpi-p2p"), sent so with each piece received
+// also written into a fresh file of the RAM disk ("mpi-p2p-write"), and
+// copied by memcpy from memory into the kept mapping of a RAM-disk file
+// written before ("memcpy-mapped": what receiving into a reused file's
+// mapping costs without MPI), and by MPI into that mapping
+// ("mpi-p2p-mapped"): partner copies and XOR parity over one group of every
 // node, into fresh files (the first save of a manager: "partner-encode",
 // "xor-encode") and over the files of the previous encode
 // ("partner-encode-reused", "xor-encode-reused": a manager's later saves,
@@ -2235,8 +2238,7 @@ void bench_redundancy(u64 total)
 {
     namespace cd = cairn::detail;
     const u64 mine = std::min<u64>(total, u64{512} << 20) / static_cast<u64>(g_size) / 4096 * 4096;
-    const std::string root = (stdfs::is_directory("/dev/shm") ? std::string("/dev/shm") : g_opt.dir) +
-                             "/cairn-bench-redundancy";
+    const std::string root = g_opt.local_dir + "-redundancy";
     say("\nworkload redundancy: %d fake nodes of 1 rank, %.1f MiB of data files per rank, in %s\n", g_size,
         mine / 1048576.0, root.c_str());
     if (g_size < 2) {
@@ -2275,19 +2277,33 @@ void bench_redundancy(u64 total)
     std::vector<char> send(static_cast<std::size_t>(mine)), recv(static_cast<std::size_t>(mine));
     touch_write(send.data(), send.size());
     touch_write(recv.data(), recv.size());
-    const auto p2p = [&] {
+    // Each rank sends `send` to the next and receives into `into` from the one before.
+    const auto exchange = [&](char* into) {
         for (u64 at = 0; at < mine; at += piece) {
             const int n = static_cast<int>(std::min(piece, mine - at));
             MPI_Request q[2];
-            MPI_Irecv(recv.data() + at, n, MPI_BYTE, prev, 77, g_comm, &q[0]);
+            MPI_Irecv(into + at, n, MPI_BYTE, prev, 77, g_comm, &q[0]);
             MPI_Isend(send.data() + at, n, MPI_BYTE, next, 77, g_comm, &q[1]);
             MPI_Waitall(2, q, MPI_STATUSES_IGNORE);
         }
     };
+    const auto p2p = [&] { exchange(recv.data()); };
     // The same exchange, each received piece also written (write(2)) into a
     // fresh file in the RAM disk: the floor of an encode that must keep
     // what it receives.
     const std::string p2p_file = step + "/p2p-received";
+    // A file of the size of the data, written once (no holes), mapped as a
+    // reused redundancy file is (storage/per_rank/mapped_files.hpp).
+    const std::string mapped_file = reused + "/memcpy-target";
+    stdfs::copy_file(step + "/" + data_name, mapped_file);
+    char* const mapped = cd::kept_mapping(mapped_file, mine);
+    if (!mapped)
+        say("ERROR: redundancy memcpy-mapped: cannot map %s\n", mapped_file.c_str());
+    const auto memcpy_mapped = [&] {
+        if (mapped)
+            std::memcpy(mapped, send.data(), static_cast<std::size_t>(mine));
+    };
+    const auto p2p_mapped = [&] { exchange(mapped ? mapped : recv.data()); };
     const auto p2p_write = [&] {
         const int fd = ::open(p2p_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         bool ok = fd >= 0;
@@ -2367,6 +2383,8 @@ void bench_redundancy(u64 total)
     const std::vector<Case> cases{
         {"mpi-p2p", p2p, nullptr, all_bytes},
         {"mpi-p2p-write", p2p_write, nullptr, all_bytes},
+        {"memcpy-mapped", memcpy_mapped, nullptr, all_bytes},
+        {"mpi-p2p-mapped", p2p_mapped, nullptr, all_bytes},
         {"partner-encode", [&] { encode(partner, step); }, nullptr, all_bytes},
         {"xor-encode", [&] { encode(parity, step); }, nullptr, all_bytes},
         {"partner-encode-reused", [&] { encode(partner, reused); }, nullptr, all_bytes},
@@ -2393,7 +2411,11 @@ void bench_redundancy(u64 total)
     MPI_Barrier(g_comm);
     if (g_rank == 0)
         stdfs::remove_all(root);
+    MPI_Barrier(g_comm);
+    cd::unmap_removed_files();
     print_figures(r);
+    tput_ratio(r, "memcpy-mapped", "mpi-p2p");
+    tput_ratio(r, "mpi-p2p-mapped", "mpi-p2p");
     for (const char* base : {"mpi-p2p", "mpi-p2p-write"})
         for (const char* c :
              {"partner-encode", "xor-encode", "partner-encode-reused", "xor-encode-reused", "xor-rebuild"})

@@ -639,6 +639,55 @@ TEST_CASE("on a RAM disk, encode receives into kept mappings of its files, of an
     }
 }
 
+TEST_CASE("on a RAM disk, encode reads the data files through kept mappings", "[redundancy]")
+{
+    if (world_size() < 2) {
+        SUCCEED("needs 2 fake nodes");
+        return;
+    }
+    for (const auto red : {Redundancy::partner(), Redundancy::xor_parity(2)}) {
+        INFO(red.str());
+        const std::string base = shared_ram_dir("redundancy-sent-mapped");
+        if (base.empty()) {
+            SUCCEED("no RAM disk that every rank sees");
+            return;
+        }
+        cd::Topology topo(MPI_COMM_WORLD, 1);
+        // The files of round_trip's layout, with other bytes.
+        const auto layout = layout_of(topo, make_files(topo.size, 17), red);
+        const std::string dir = node_dir(base, topo.node);
+        stdfs::create_directories(dir);
+        const auto& files = layout.files[static_cast<std::size_t>(topo.rank)];
+        for (std::size_t k = 0; k < files.size(); ++k)
+            write_file(dir + "/" + files[k].name, content(topo.rank + 50, static_cast<int>(k), files[k].bytes));
+        MPI_Barrier(MPI_COMM_WORLD);
+        cd::encode_redundancy(topo, layout, dir);
+        // Each non-empty data file of this rank is now mapped and kept, with its bytes.
+        bool ok = true;
+        for (std::size_t k = 0; k < files.size(); ++k) {
+            if (files[k].bytes == 0)
+                continue;
+            const auto want = content(topo.rank + 50, static_cast<int>(k), files[k].bytes);
+            bool same = false;
+            const bool kept = cd::use_kept_mapping(dir + "/" + files[k].name, files[k].bytes,
+                                                   [&](const char* p) {
+                                                       same = std::memcmp(p, want.data(), want.size()) == 0;
+                                                   });
+            if (!kept || !same) {
+                UNSCOPED_INFO(files[k].name << (kept ? ": its kept mapping differs" : ": not mapped"));
+                ok = false;
+            }
+        }
+        CHECK(all(ok));
+        MPI_Barrier(MPI_COMM_WORLD);
+        // Rewritten in place with other bytes of the same sizes (write(2)):
+        // the next encode sends the new bytes through the same mappings, and
+        // a wiped node is rebuilt from them byte for byte.
+        CHECK(round_trip(MPI_COMM_WORLD, base, 1, red, {0}));
+        remove_ram_dir(base);
+    }
+}
+
 TEST_CASE("on a full RAM disk, encode fails naming the file, and hangs no one", "[redundancy]")
 {
     if (world_size() < 2) {
