@@ -106,8 +106,8 @@ public:
                 throw error::ReadError("node-local redundancy: read of " + m_path + " at byte " +
                                        std::to_string(offset) + " failed: " + sys_error());
             if (n == 0)
-                throw error::ReadError("node-local redundancy: " + m_path + " is shorter than its saved size (ends at byte " +
-                                       std::to_string(offset) + ")");
+                throw error::ReadError("node-local redundancy: " + m_path +
+                                       " is shorter than its saved size (ends at byte " + std::to_string(offset) + ")");
             dst += n;
             offset += static_cast<u64>(n);
             length -= static_cast<u64>(n);
@@ -180,7 +180,8 @@ public:
                 continue;
             if (n <= 0)
                 throw error::WriteError("node-local redundancy: write of " + m_path + " failed" +
-                                        (n < 0 ? ": " + sys_error() : std::string()) + fs::no_space_note(m_path, length));
+                                        (n < 0 ? ": " + sys_error() : std::string()) +
+                                        fs::no_space_note(m_path, length));
             src += n;
             length -= static_cast<u64>(n);
             m_written += static_cast<u64>(n);
@@ -291,7 +292,8 @@ public:
     {
         open_next();
         if (m_current < m_parts.size())
-            throw error::Internal("node-local redundancy: " + m_parts[m_current].path + " got fewer bytes than its size");
+            throw error::Internal("node-local redundancy: " + m_parts[m_current].path +
+                                  " got fewer bytes than its size");
         std::set<std::string> dirs;
         for (auto& p : m_parts) {
             if (p.skip)
@@ -391,7 +393,8 @@ std::vector<std::vector<int>> xor_groups(const SavedLayout& layout)
 {
     const int k = layout.redundancy.group_size;
     if (k < 2)
-        throw error::WrongAPIUsage("XOR redundancy needs groups of at least 2 nodes, not group_size " + std::to_string(k));
+        throw error::WrongAPIUsage("XOR redundancy needs groups of at least 2 nodes, not group_size " +
+                                   std::to_string(k));
     if (layout.nodes < 2)
         throw error::WrongAPIUsage("XOR redundancy needs at least 2 nodes; this job has " + node_count(layout.nodes) +
                                    " (a node's parity must be kept on other nodes)");
@@ -804,8 +807,8 @@ RedundancyCounts encode_xor(const Topology& topo, const SavedLayout& layout, con
                     into.resize(static_cast<std::size_t>(len));
                     dst = into.data();
                 }
-                mpi_check(MPI_Sendrecv(src, static_cast<int>(len), MPI_BYTE, right, tag_data, dst, static_cast<int>(len),
-                                       MPI_BYTE, left, tag_data, comm.c, MPI_STATUS_IGNORE),
+                mpi_check(MPI_Sendrecv(src, static_cast<int>(len), MPI_BYTE, right, tag_data, dst,
+                                       static_cast<int>(len), MPI_BYTE, left, tag_data, comm.c, MPI_STATUS_IGNORE),
                           "MPI_Sendrecv");
                 if (!last)
                     xor_into(dst, own(stripe_in, o, len, scratch_own), len);
@@ -1209,8 +1212,10 @@ MemberPlan plan_member(const Topology& topo, const SavedLayout& layout, const st
     const auto on = [&](int n) { return topo.ranks_on_node[static_cast<std::size_t>(n)]; };
     p.rebuilder = topo.rank_of(p.rebuilder_node, turn % on(p.rebuilder_node));
     p.parts.resize(static_cast<std::size_t>(topo.nodes));
-    for (int j : stripes)
-        p.parts[static_cast<std::size_t>(holder(held, parity_name(static_cast<std::size_t>(si), j)))].push_back({j, -1});
+    for (int j : stripes) {
+        const int node = holder(held, parity_name(static_cast<std::size_t>(si), j));
+        p.parts[static_cast<std::size_t>(node)].push_back({j, -1});
+    }
     for (int o = 0; o < static_cast<int>(set.members.size()); ++o) {
         if (o == mi)
             continue;
@@ -1314,8 +1319,8 @@ std::map<std::string, int> rebuild_lost_files(const Topology& topo, const SavedL
 {
     check_layout(layout);
     if (static_cast<int>(held.size()) != topo.nodes)
-        throw error::Internal("node-local redundancy: held lists " + std::to_string(held.size()) + " nodes, the job has " +
-                              std::to_string(topo.nodes));
+        throw error::Internal("node-local redundancy: held lists " + std::to_string(held.size()) +
+                              " nodes, the job has " + std::to_string(topo.nodes));
     const std::set<std::string> available = union_of(held);
     std::string why;
     if (!recoverable(layout, available, &why))
