@@ -43,11 +43,12 @@ constexpr std::uint64_t k_sieve_gap = 128 * 1024;
 // destination (no copy through the read buffer).
 constexpr std::uint64_t k_direct_min = 1024 * 1024;
 
-// Bytes copied at once from a kept mapping (read_blocks_mapped) and hashed
-// right after, from the cache. Pieces of 1 MiB copied fastest on the
-// development machine (AMD EPYC, glibc): copies of 64-256 KiB from a
-// mapping into a destination not aligned like it were 3-7 times slower.
-constexpr std::uint64_t k_mapped_piece = 1024 * 1024;
+// Bytes copied at once from a kept mapping (read_blocks_mapped) or through
+// the aligned buffer (read_blocks_bounced), each piece hashed right after,
+// from the cache. Pieces of 1 MiB copied fastest on the development machine
+// (AMD EPYC, glibc): copies of 64-256 KiB from a mapping into a destination
+// not aligned like it were 3-7 times slower.
+constexpr std::uint64_t k_verified_piece = 1024 * 1024;
 
 // The kernel's copy out of the page cache into memory whose address is not
 // congruent to the file offset modulo a cache line ran at a quarter to half
@@ -58,10 +59,9 @@ constexpr std::uint64_t k_mapped_piece = 1024 * 1024;
 constexpr std::uint64_t k_copy_align = 64;
 
 // A read from a RAM disk into memory not aligned like the file goes through
-// an aligned buffer of this many bytes (read_blocks_bounced): the copy to
-// the buffer, its hash and the copy out of the cache ran at 3.1-3.3 GB/s.
-// Checksum blocks larger than it are read directly.
-constexpr std::uint64_t k_bounce_piece = 1024 * 1024;
+// an aligned buffer of k_verified_piece bytes (read_blocks_bounced): the
+// copy to the buffer, its hash and the copy out of the cache ran at 3.1-3.3
+// GB/s. Checksum blocks larger than it are read directly.
 
 // Gathered reads of at least this many bytes into host memory are verified
 // and copied out on a helper thread while the next one is read (a thread
@@ -88,6 +88,33 @@ std::uint64_t first_bad_block(const ChunkMeta& chunk, std::uint64_t span, const 
         if (blk >= sums.size() || detail::checksum(p + (s - lo), static_cast<std::size_t>(e - s)) != sums[blk])
             return blk;
     }
+    return k_intact;
+}
+
+// Chunk bytes [A, B) (A at a block's start) in pieces of k_verified_piece:
+// `piece(lo, hi)` puts bytes [lo, hi) where they go and returns where they
+// can be hashed from, still in the cache; returns the first checksum block
+// whose checksum differs, or k_intact (every piece is put first).
+template <class Piece>
+std::uint64_t put_verified(const ChunkMeta& chunk, std::uint64_t span, std::uint64_t A, std::uint64_t B,
+                           Piece&& piece)
+{
+    std::optional<detail::ChunkHasher> hasher;
+    if (span)
+        hasher.emplace(span);
+    for (std::uint64_t lo = A; lo < B; lo += k_verified_piece) {
+        const auto hi = std::min(B, lo + k_verified_piece);
+        const char* at = piece(lo, hi);
+        if (hasher)
+            hasher->update(at, static_cast<std::size_t>(hi - lo));
+    }
+    if (!hasher)
+        return k_intact;
+    const auto got = hasher->finish();
+    const auto& sums = chunk.storage.checksums;
+    for (std::uint64_t k = 0; k < got.size(); ++k)
+        if (A / span + k >= sums.size() || got[k] != sums[A / span + k])
+            return A / span + k;
     return k_intact;
 }
 
@@ -414,9 +441,9 @@ struct DistcpReader::Impl final : detail::ColumnarReader {
     void read_blocks_verified(const std::string& fqn, const ChunkMeta& chunk, std::uint64_t span, std::uint64_t A,
                               std::uint64_t B, char* dst);
 
-    /// read_blocks_verified() through one aligned buffer of about
-    /// k_bounce_piece bytes, reused: each piece read into it, hashed there,
-    /// then copied to `dst`. For reads from a RAM disk into memory that is
+    /// read_blocks_verified() through one aligned buffer of
+    /// k_verified_piece bytes, reused: each piece read into it, copied to
+    /// `dst` and hashed there (put_verified). For reads from a RAM disk into memory that is
     /// not aligned like the file (bounces()).
     void read_blocks_bounced(const std::string& fqn, const ChunkMeta& chunk, std::uint64_t span, std::uint64_t A,
                              std::uint64_t B, char* dst);
@@ -425,7 +452,7 @@ struct DistcpReader::Impl final : detail::ColumnarReader {
     struct FreeAligned {
         void operator()(char* p) const noexcept { std::free(p); }
     };
-    std::unique_ptr<char, FreeAligned> bounce_buffer; // k_bounce_piece bytes, page-aligned
+    std::unique_ptr<char, FreeAligned> bounce_buffer; // k_verified_piece bytes, page-aligned
     std::optional<bool> ram_disk;                     // whether `path` is on a RAM disk, once asked
 
     /// read_blocks_verified() from the writer's kept mapping of the chunk's
@@ -597,7 +624,7 @@ void DistcpReader::Impl::read_blocks_verified(const std::string& fqn, const Chun
 bool DistcpReader::Impl::bounces(const ChunkMeta& chunk, std::uint64_t span, std::uint64_t A, const char* dst)
 {
     if ((reinterpret_cast<std::uintptr_t>(dst) - (chunk.storage.offset + A)) % k_copy_align == 0 ||
-        span > k_bounce_piece)
+        span > k_verified_piece)
         return false;
     if (!ram_disk)
         ram_disk = detail::is_ram_disk(path);
@@ -609,21 +636,19 @@ void DistcpReader::Impl::read_blocks_bounced(const std::string& fqn, const Chunk
 {
     MpiFile& f = open(chunk.storage.path);
     if (!bounce_buffer) {
-        bounce_buffer.reset(static_cast<char*>(std::aligned_alloc(4096, k_bounce_piece)));
+        bounce_buffer.reset(static_cast<char*>(std::aligned_alloc(4096, k_verified_piece)));
         if (!bounce_buffer)
             throw std::bad_alloc();
     }
     char* buf = bounce_buffer.get();
-    const std::uint64_t piece = span ? k_bounce_piece / span * span : k_bounce_piece;
-    for (std::uint64_t lo = A; lo < B; lo += piece) {
-        const auto hi = std::min(B, lo + piece);
+    const auto bad = put_verified(chunk, span, A, B, [&](std::uint64_t lo, std::uint64_t hi) {
         f.read_at(chunk.storage.offset + lo, buf, hi - lo);
         bytes_read += hi - lo;
-        if (span)
-            if (const auto blk = first_bad_block(chunk, span, buf, lo, hi); blk != k_intact)
-                throw_mismatch(fqn, chunk, span, blk);
         std::memcpy(dst + (lo - A), buf, static_cast<std::size_t>(hi - lo));
-    }
+        return buf;
+    });
+    if (bad != k_intact)
+        throw_mismatch(fqn, chunk, span, bad);
 }
 
 bool DistcpReader::Impl::read_blocks_mapped(const std::string& fqn, const ChunkMeta& chunk, std::uint64_t span,
@@ -634,23 +659,11 @@ bool DistcpReader::Impl::read_blocks_mapped(const std::string& fqn, const ChunkM
         return false;
     std::uint64_t bad = k_intact;
     const bool kept = detail::use_kept_mapping(fs::join(path, chunk.storage.path), size->second, [&](const char* file) {
-        const char* from = file + chunk.storage.offset + A;
-        std::optional<detail::ChunkHasher> hasher;
-        if (span)
-            hasher.emplace(span);
-        for (std::uint64_t lo = 0; lo < B - A; lo += k_mapped_piece) {
-            const auto n = static_cast<std::size_t>(std::min(B - A - lo, k_mapped_piece));
-            std::memcpy(dst + lo, from + lo, n);
-            if (hasher)
-                hasher->update(dst + lo, n);
-        }
-        if (!hasher)
-            return;
-        const auto got = hasher->finish();
-        const auto& sums = chunk.storage.checksums;
-        for (std::uint64_t k = 0; k < got.size() && bad == k_intact; ++k)
-            if (A / span + k >= sums.size() || got[k] != sums[A / span + k])
-                bad = A / span + k;
+        bad = put_verified(chunk, span, A, B, [&](std::uint64_t lo, std::uint64_t hi) {
+            char* to = dst + (lo - A);
+            std::memcpy(to, file + chunk.storage.offset + lo, static_cast<std::size_t>(hi - lo));
+            return to;
+        });
     });
     if (!kept)
         return false;
