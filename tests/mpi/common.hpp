@@ -111,6 +111,23 @@ inline std::string fresh_dir(const std::string& name)
     return dir;
 }
 
+/// The name of a fresh directory for one test in /dev/shm,
+/// cairn-test-<name>-<ranks>-<rank 0's pid>, made (emptied) by rank 0 when
+/// `make` is true there. Collective.
+inline std::string fresh_shm_dir(const std::string& name, bool make)
+{
+    long id = static_cast<long>(::getpid());
+    MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    const std::string dir =
+        "/dev/shm/cairn-test-" + name + "-" + std::to_string(world_size()) + "-" + std::to_string(id);
+    if (world_rank() == 0 && make) {
+        std::filesystem::remove_all(dir);
+        std::filesystem::create_directories(dir);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    return dir;
+}
+
 /// A fresh directory for one test in /dev/shm where that is a RAM disk
 /// (tmpfs) that every rank sees, else "" (no RAM disk, or ranks on hosts of
 /// their own, each with its own /dev/shm). Collective.
@@ -118,15 +135,7 @@ inline std::string shared_ram_dir(const std::string& name)
 {
     struct statfs sf {};
     const bool ram = ::statfs("/dev/shm", &sf) == 0 && static_cast<unsigned long>(sf.f_type) == 0x01021994UL;
-    long id = static_cast<long>(::getpid());
-    MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    const std::string dir =
-        "/dev/shm/cairn-test-" + name + "-" + std::to_string(world_size()) + "-" + std::to_string(id);
-    if (world_rank() == 0 && ram) {
-        std::filesystem::remove_all(dir);
-        std::filesystem::create_directories(dir);
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
+    const std::string dir = fresh_shm_dir(name, ram);
     std::error_code ec;
     int seen = ram && std::filesystem::is_directory(dir, ec) ? 1 : 0, everywhere = 0;
     MPI_Allreduce(&seen, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);

@@ -539,18 +539,7 @@ TEST_CASE("a rank that cannot read its data file fails alone, naming it, and han
 /// remove it with remove_ram_dir().
 std::string ram_dir(const std::string& name)
 {
-    if (!cd::is_ram_disk("/dev/shm"))
-        return {};
-    long id = static_cast<long>(::getpid());
-    MPI_Bcast(&id, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-    const std::string dir =
-        "/dev/shm/cairn-test-" + name + "-" + std::to_string(world_size()) + "-" + std::to_string(id);
-    if (world_rank() == 0) {
-        stdfs::remove_all(dir);
-        stdfs::create_directories(dir);
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-    return dir;
+    return cd::is_ram_disk("/dev/shm") ? fresh_shm_dir(name, true) : std::string();
 }
 
 /// Removes a directory of ram_dir() and frees its files' pages (their kept
