@@ -1098,9 +1098,11 @@ void bench_cooperative(u64 total)
 // simulation between two passes; "cairn-drain-busy-total-M": until committed
 // after the simulation's last pass) and the simulation's throughput with the drain
 // running ("compute-busy-M") against alone ("compute-alone"). M is the copy,
-// both measured in every run, in alternating order: "direct" (DrainCopy::direct,
-// CAIRN_DRAIN_COPY=direct: O_DIRECT from the source's pages) and "kernel"
-// (DrainCopy::kernel, the default: copy_file_range).
+// each measured in every run, in rotating order: "direct" (DrainCopy::direct,
+// CAIRN_DRAIN_COPY=direct: O_DIRECT from the source's pages), "kernel"
+// (DrainCopy::kernel, the default: copy_file_range), both with the default
+// two streams per file, and "kernel-1" (DrainCopy::kernel, one stream:
+// CAIRN_DRAIN_STREAMS=1).
 void bench_drain(u64 total)
 {
     Results R;
@@ -1121,12 +1123,19 @@ void bench_drain(u64 total)
     so.layout = cairn::Layout::per_rank;
     const cairn::detail::Comm c(g_comm);
     using cairn::detail::DrainCopy;
-    // Starts this rank's drain of `local` into `drained`.
-    auto start = [&](DrainCopy copy) {
-        return std::make_unique<cairn::detail::Drain>(local, drained, cairn::detail::rank_data_files(local, g_rank),
-                                                       true, copy);
+    struct Copy {
+        DrainCopy copy;
+        int streams; // 0: the default
+        std::string name;
     };
-    const std::pair<DrainCopy, std::string> copies[] = {{DrainCopy::direct, "direct"}, {DrainCopy::kernel, "kernel"}};
+    // Starts this rank's drain of `local` into `drained`.
+    auto start = [&](const Copy& how) {
+        return std::make_unique<cairn::detail::Drain>(local, drained, cairn::detail::rank_data_files(local, g_rank),
+                                                       true, how.copy, how.streams);
+    };
+    const Copy copies[] = {{DrainCopy::direct, 0, "direct"}, {DrainCopy::kernel, 0, "kernel"},
+                           {DrainCopy::kernel, 1, "kernel-1"}};
+    const int n_copies = static_cast<int>(std::size(copies));
     auto finish = [&](cairn::detail::Drain& d) {
         std::exception_ptr err;
         try {
@@ -1183,10 +1192,9 @@ void bench_drain(u64 total)
             const u64 moved = static_cast<u64>(passes) * sim_bytes * 2 * static_cast<u64>(g_size);
             R.add("compute-alone", moved, t_alone);
         }
-        for (int k = 0; k < 2; ++k) {
-            // Named copies, not a structured binding: a lambda cannot capture one in C++17.
-            const DrainCopy copy = copies[(k + run) % 2].first;
-            const std::string& m = copies[(k + run) % 2].second;
+        for (int k = 0; k < n_copies; ++k) {
+            const Copy& copy = copies[(k + run) % n_copies];
+            const std::string& m = copy.name;
             remove_path(drained);
             const double t_drain = timed([&] {
                 auto d = start(copy);
@@ -1242,13 +1250,15 @@ void bench_drain(u64 total)
         stdfs::remove(g_opt.local_dir, ec);
     }
     print_figures(R);
-    for (const std::string m : {"direct", "kernel"}) {
+    for (const std::string m : {"direct", "kernel", "kernel-1"}) {
         tput_ratio(R, "cairn-drain-" + m, "cairn-rank-save");
         tput_ratio(R, "cairn-drain-busy-" + m, "cairn-rank-save");
         tput_ratio(R, "compute-busy-" + m, "compute-alone");
     }
     tput_ratio(R, "cairn-drain-busy-direct", "cairn-drain-busy-kernel");
     tput_ratio(R, "compute-busy-direct", "compute-busy-kernel");
+    tput_ratio(R, "cairn-drain-busy-kernel", "cairn-drain-busy-kernel-1");
+    tput_ratio(R, "compute-busy-kernel", "compute-busy-kernel-1");
     tput_ratio(R, "cairn-local-save", "cairn-rank-save");
 }
 

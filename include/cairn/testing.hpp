@@ -21,8 +21,9 @@
 // Points (see fault_points()): per-rank layout and file system
 //   mpiio.open mpiio.write mpiio.read mpiio.set_size mpiio.sync
 //   mpiio.close fs.mkdir fs.fsync fs.rename fs.remove
-// the copy of a rank's data file in a drain of the node-local level:
-//   drain.copy
+// the copy of a rank's data file in a drain of the node-local level, and
+// of each range of it that one of the copy's streams takes:
+//   drain.copy drain.range
 // and the container layout's HDF5 calls, which are still made (collective
 // calls must be entered by every rank) and then report the failure:
 //   h5.create h5.open h5.write h5.read h5.flush h5.close

@@ -27,7 +27,7 @@ namespace {
 const char* const k_points[] = {mpiio_open, mpiio_write, mpiio_read, mpiio_set_size, mpiio_sync, mpiio_close,
                                 fs_mkdir,   fs_fsync,    fs_rename,  fs_remove,      fs_reserve, fs_write,
                                 h5_create,  h5_open,     h5_write,   h5_read,        h5_flush,   h5_close,
-                                drain_copy};
+                                drain_copy, drain_range};
 
 struct ErrnoName {
     const char* name;

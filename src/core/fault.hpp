@@ -45,6 +45,7 @@ inline constexpr const char* h5_flush = "h5.flush";   ///< H5Fflush (the collect
 inline constexpr const char* h5_close = "h5.close";   ///< H5Fclose after the collective writes or reads
 // The node-local level (src/levels/drain.cpp).
 inline constexpr const char* drain_copy = "drain.copy"; ///< a drain's copy of one data file (its thread)
+inline constexpr const char* drain_range = "drain.range"; ///< one stream's copy of a range of a data file (its thread)
 
 /// Whether any fault is armed (the fast path of inject()).
 extern std::atomic<bool> g_armed;

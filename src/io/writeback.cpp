@@ -17,17 +17,19 @@ constexpr std::uint64_t k_gap = std::uint64_t(1) << 20;
 constexpr std::uint64_t k_min_piece = std::uint64_t(1) << 20;
 } // namespace
 
-Writeback::Writeback(const std::string& path, std::uint64_t limit) noexcept
+Writeback::Writeback(const std::string& path, std::uint64_t limit, bool drop) noexcept
 {
 #if defined(__linux__)
     if (limit == 0)
         return;
     m_limit = limit;
+    m_drop = drop;
     m_piece = piece_of(limit);
     m_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
 #else
     (void)path;
     (void)limit;
+    (void)drop;
 #endif
 }
 
@@ -106,6 +108,8 @@ void Writeback::start(std::uint64_t lo, std::uint64_t hi) noexcept
             disable();
             return;
         }
+        if (m_drop)
+            ::posix_fadvise(m_fd, static_cast<off_t>(a), static_cast<off_t>(b - a), POSIX_FADV_DONTNEED);
     }
 #else
     (void)lo;

@@ -31,8 +31,11 @@ namespace cairn::detail {
 class Writeback {
 public:
     /// Pieces of at most `limit` / 4 bytes start as they are complete, and at
-    /// most `limit` bytes are in flight. limit 0: off. **Local**; never throws.
-    Writeback(const std::string& path, std::uint64_t limit) noexcept;
+    /// most `limit` bytes are in flight. limit 0: off. With `drop`, a piece
+    /// waited for leaves the page cache once on the device
+    /// (POSIX_FADV_DONTNEED): for copies nobody reads soon, whose pages would
+    /// otherwise crowd out the application's. **Local**; never throws.
+    Writeback(const std::string& path, std::uint64_t limit, bool drop = false) noexcept;
     ~Writeback();
     Writeback(const Writeback&) = delete;
     Writeback& operator=(const Writeback&) = delete;
@@ -67,6 +70,7 @@ private:
 
     int m_fd = -1;
     std::uint64_t m_limit = 0;
+    bool m_drop = false;
     std::uint64_t m_piece = 0;
     std::uint64_t m_lo = 0, m_hi = 0; // written, writeback not started
     std::deque<std::pair<std::uint64_t, std::uint64_t>> m_started;

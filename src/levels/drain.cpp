@@ -53,11 +53,48 @@ constexpr std::uint64_t direct_align = 4096;
 constexpr std::size_t direct_piece = std::size_t(8) << 20;
 constexpr int direct_depth = 4;
 
+/// A file is copied by up to Drain's `streams` threads at once (a stream
+/// per stream_min_bytes), each a contiguous range starting at a multiple of
+/// stream_align, with its own descriptors and early writeback: one thread
+/// alternates between copying (processor) and waiting for the device, two
+/// keep both busy, and beside a simulation on the same cores they take a
+/// larger share of them (docs/BENCHMARKS.md, "Drain of a node-local step").
+constexpr int default_streams = 2;
+constexpr int max_streams = 64;
+constexpr std::uint64_t stream_min_bytes = std::uint64_t(32) << 20;
+constexpr std::uint64_t stream_align = std::uint64_t(1) << 20;
+
 /// The suffix of a file being copied: never the name of a data file or of
 /// the metadata, so no commit or load takes a partial copy for a complete one.
 constexpr const char* part_suffix = ".cairn-part";
 
 struct Cancelled {};
+
+/// How a file is copied.
+struct CopyHow {
+    bool fsync = false;  ///< made durable before it takes its name
+    bool direct = false; ///< DrainCopy::direct (with fsync only)
+    int streams = 1;     ///< ranges copied at once
+    const std::atomic<bool>* cancel = nullptr; ///< set: stop between two pieces
+};
+
+/// When the streams copying one file stop between two pieces: the drain is
+/// cancelled, or another stream of the file failed.
+class StopFlag {
+public:
+    explicit StopFlag(const std::atomic<bool>* cancel) noexcept : m_cancel(cancel) {}
+    void fail() noexcept { m_failed.store(true, std::memory_order_relaxed); }
+    /// Throws Cancelled when the copy is to stop.
+    void check() const
+    {
+        if ((m_cancel && m_cancel->load(std::memory_order_relaxed)) || m_failed.load(std::memory_order_relaxed))
+            throw Cancelled{};
+    }
+
+private:
+    const std::atomic<bool>* m_cancel;
+    std::atomic<bool> m_failed{false};
+};
 
 std::string sys_error(int err) { return std::strerror(err); }
 
@@ -223,12 +260,13 @@ private:
     std::unique_ptr<unsigned char, void (*)(void*)> m_buf{nullptr, std::free};
 };
 
-/// A read-only mapping of a file, unmapped when destroyed.
+/// A read-only mapping of `len` bytes of a file from `off` (a multiple of the
+/// page), unmapped when destroyed.
 class Mapping {
 public:
-    Mapping(int fd, std::uint64_t len) noexcept : m_len(static_cast<std::size_t>(len))
+    Mapping(int fd, std::uint64_t off, std::uint64_t len) noexcept : m_len(static_cast<std::size_t>(len))
     {
-        void* p = ::mmap(nullptr, m_len, PROT_READ, MAP_SHARED, fd, 0);
+        void* p = ::mmap(nullptr, m_len, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(off));
         m_p = p == MAP_FAILED ? nullptr : static_cast<const unsigned char*>(p);
     }
     ~Mapping()
@@ -245,14 +283,15 @@ private:
     std::size_t m_len;
 };
 
-/// The O_DIRECT writes of copy_direct() from the pages of `base` at the same
-/// offsets of `fd`: up to direct_depth in flight through Linux native AIO
-/// (io_submit), else one at a time. Remembers the lowest offset where a
-/// write failed or came short and its errno (0: short). The destructor waits
-/// for the writes in flight.
+/// The O_DIRECT writes of copy_direct() from the pages of `base` (the
+/// bytes from file offset `lo` on) at the same offsets of `fd`: up to
+/// direct_depth in flight through Linux native AIO (io_submit), else one at
+/// a time. Remembers the lowest offset where a write failed or came short
+/// and its errno (0: short). The destructor waits for the writes in flight.
 class DirectWrites {
 public:
-    DirectWrites(int fd, const unsigned char* base, std::uint64_t end) noexcept : m_fd(fd), m_base(base), m_bad(end)
+    DirectWrites(int fd, const unsigned char* base, std::uint64_t lo, std::uint64_t end) noexcept
+        : m_fd(fd), m_base(base), m_lo(lo), m_bad(end)
     {
 #if defined(__linux__) && defined(SYS_io_setup)
         m_aio = ::syscall(SYS_io_setup, direct_depth, &m_ctx) == 0;
@@ -289,7 +328,7 @@ public:
             cb.aio_data = static_cast<std::uint64_t>(slot);
             cb.aio_lio_opcode = IOCB_CMD_PWRITE;
             cb.aio_fildes = static_cast<std::uint32_t>(m_fd);
-            cb.aio_buf = reinterpret_cast<std::uint64_t>(m_base + off);
+            cb.aio_buf = reinterpret_cast<std::uint64_t>(m_base + (off - m_lo));
             cb.aio_nbytes = len;
             cb.aio_offset = static_cast<std::int64_t>(off);
             iocb* p = &cb;
@@ -308,7 +347,7 @@ public:
         }
 #endif
         for (;;) {
-            const auto n = ::pwrite(m_fd, m_base + off, len, static_cast<off_t>(off));
+            const auto n = ::pwrite(m_fd, m_base + (off - m_lo), len, static_cast<off_t>(off));
             if (n >= 0 || errno != EINTR)
                 return record(off, len, n >= 0 ? static_cast<std::int64_t>(n) : -errno);
         }
@@ -368,6 +407,7 @@ private:
 
     int m_fd;
     const unsigned char* m_base;
+    std::uint64_t m_lo;
     std::uint64_t m_bad;
     int m_err = 0;
     bool m_failed = false;
@@ -380,43 +420,43 @@ private:
     int m_in_flight = 0;
 };
 
-/// DrainCopy::direct: writes the first `size` rounded down to direct_align
-/// bytes of `in` (`src`) into `part` (created, empty) from the pages of a
-/// mapping of `in` with O_DIRECT, in direct_piece writes (DirectWrites),
-/// into space allocated first. Only the kernel touches the mapping (a source cut
-/// meanwhile is EFAULT, never SIGBUS). Returns the bytes written, a multiple
-/// of direct_align from the start: fewer (0 included) where the mapping,
-/// O_DIRECT or an unaligned write is refused, the rest being left to the
-/// kernel copy. Throws Cancelled when `cancel` is set between two writes,
-/// error::ReadError / error::WriteError naming the file.
+/// DrainCopy::direct: writes [lo, hi) of `in` (`src`; `lo` a multiple of the
+/// page), rounded down to a multiple of direct_align bytes, into `part` from
+/// the pages of a mapping of `in` with O_DIRECT, in direct_piece writes
+/// (DirectWrites), into space allocated first. Only the kernel touches the
+/// mapping (a source cut meanwhile is EFAULT, never SIGBUS). Returns where
+/// the bytes written end, a multiple of direct_align from `lo`: `lo` itself,
+/// or before the end, where the mapping, O_DIRECT or an unaligned write is
+/// refused, the rest being left to the kernel copy. Throws Cancelled when
+/// `stop` says so between two writes, error::ReadError / error::WriteError
+/// naming the file.
 std::uint64_t copy_direct(int in, const std::string& src, const std::string& part, std::uint64_t size,
-                          const std::atomic<bool>* cancel)
+                          std::uint64_t lo, std::uint64_t hi, const StopFlag& stop)
 {
 #if defined(__linux__) && defined(O_DIRECT)
-    const std::uint64_t aligned = size / direct_align * direct_align;
-    if (aligned == 0)
-        return 0;
-    const Mapping map(in, aligned);
+    const std::uint64_t aligned = lo + (hi - lo) / direct_align * direct_align;
+    if (aligned == lo)
+        return lo;
+    const Mapping map(in, lo, aligned - lo);
     if (!map.get())
-        return 0;
+        return lo;
     Fd out(::open(part.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC));
     if (out.get() < 0)
-        return 0; // refused (EINVAL), or the kernel copy's descriptor will say why
+        return lo; // refused (EINVAL), or the kernel copy's descriptor will say why
     // Allocated first: the writes then neither extend the file nor find the
     // device full half-way; where allocation is unsupported they extend it.
-    if (::fallocate(out.get(), 0, 0, static_cast<off_t>(aligned)) != 0) {
+    if (::fallocate(out.get(), 0, static_cast<off_t>(lo), static_cast<off_t>(aligned - lo)) != 0) {
         const int err = errno;
         if (write_side(err) || err == EIO)
-            throw error::WriteError("cannot allocate " + std::to_string(aligned) + " bytes for " + part +
+            throw error::WriteError("cannot allocate " + std::to_string(aligned - lo) + " bytes for " + part +
                                     " (a copy of " + src + "): " + sys_error(err) +
-                                    fs::no_space_note(part, aligned));
+                                    fs::no_space_note(part, aligned - lo));
     }
     std::uint64_t off = aligned;
     {
-        DirectWrites writes(out.get(), map.get(), aligned); // waits for its writes before `out` closes
-        for (std::uint64_t at = 0; at < aligned && !writes.failed(); at += direct_piece) {
-            if (cancel && cancel->load(std::memory_order_relaxed))
-                throw Cancelled{};
+        DirectWrites writes(out.get(), map.get(), lo, aligned); // waits for its writes before `out` closes
+        for (std::uint64_t at = lo; at < aligned && !writes.failed(); at += direct_piece) {
+            stop.check();
             writes.write(at, static_cast<std::size_t>(std::min<std::uint64_t>(aligned - at, direct_piece)));
         }
         writes.finish();
@@ -442,8 +482,9 @@ std::uint64_t copy_direct(int in, const std::string& src, const std::string& par
     (void)src;
     (void)part;
     (void)size;
-    (void)cancel;
-    return 0;
+    (void)hi;
+    (void)stop;
+    return lo;
 #endif
 }
 
@@ -460,45 +501,124 @@ std::uint64_t regular_file_size(int fd, const std::string& src)
     return static_cast<std::uint64_t>(st.st_size);
 }
 
-/// Copies the `size` bytes of `in` into `out` (`part`): with `fsync` and
+/// One stream of copy_bytes(): copies [lo, hi) of `in` (`src`, `size`
+/// bytes) into `part` through a descriptor of its own: with `fsync` and
 /// `direct`, what copy_direct() takes first; the rest in chunks, with early
 /// writeback. Returns the bytes written with O_DIRECT. Throws Cancelled when
-/// `cancel` is set between two chunks.
-std::uint64_t copy_bytes(int in, Fd& out, const std::string& src, const std::string& part, std::uint64_t size,
-                         bool fsync, bool direct, const std::atomic<bool>* cancel)
+/// `stop` says so between two chunks.
+std::uint64_t copy_range(int in, const std::string& src, const std::string& part, std::uint64_t size,
+                         std::uint64_t lo, std::uint64_t hi, bool fsync, bool direct, const StopFlag& stop)
 {
-    const std::uint64_t direct_done = fsync && direct ? copy_direct(in, src, part, size, cancel) : 0;
-    std::uint64_t off = direct_done;
-#if defined(POSIX_FADV_SEQUENTIAL)
-    ::posix_fadvise(in, static_cast<off_t>(off), 0, POSIX_FADV_SEQUENTIAL);
-#endif
-    Writeback writeback(part, fsync && off < size ? writeback_bytes : 0);
+    if (const int err = fault::inject(fault::drain_range, part))
+        copy_failed(src, part, err);
+    const std::uint64_t direct_end = fsync && direct ? copy_direct(in, src, part, size, lo, hi, stop) : lo;
+    std::uint64_t off = direct_end;
+    if (off == hi)
+        return direct_end - lo;
+    // Its own descriptor: the sendfile fallback writes at the descriptor's offset.
+    Fd out(::open(part.c_str(), O_WRONLY | O_CLOEXEC));
+    if (out.get() < 0)
+        throw error::WriteError("cannot open " + part + " (to copy " + src + " there): " + sys_error(errno));
+    // The copy's pages leave the page cache once on the device: a drained
+    // step is read again, if ever, after a restart, and the simulation's
+    // memory is worth more. The copy then reuses the pages it just dropped
+    // instead of taking fresh ones for every byte (on the benchmark's
+    // virtual machine, pages handed back to the host cost 4-8 x the
+    // processor time to take again: docs/BENCHMARKS.md).
+    Writeback writeback(part, fsync ? writeback_bytes : 0, true);
     ByteCopy copy(in, out.get(), src, part, size);
-    while (off < size) {
-        if (cancel && cancel->load(std::memory_order_relaxed))
-            throw Cancelled{};
-        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(size - off, kernel_chunk));
+    while (off < hi) {
+        stop.check();
+        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(hi - off, kernel_chunk));
         if (const std::size_t n = copy.once(off, want)) {
             writeback.wrote(off, n);
             off += n;
         }
     }
     writeback.start_rest();
-    if (fsync && ::fsync(out.get()) != 0)
-        throw error::WriteError("fsync of " + part + " (a copy of " + src + ") failed: " + sys_error(errno));
     if (const int err = out.close())
         throw error::WriteError("cannot close " + part + " (a copy of " + src + "): " + sys_error(err));
-    return direct_done;
+    return direct_end - lo;
+}
+
+/// Copies the `size` bytes of `in` into `out` (`part`, opened before any
+/// write, so that its fsync reports every write's failure) in up to
+/// `how.streams` contiguous ranges at once (copy_range(), the first on this
+/// thread), then, with `how.fsync`, makes it durable. Returns the bytes
+/// written with O_DIRECT. Throws a stream's error (the first to fail), else
+/// Cancelled when `how.cancel` is set between two chunks.
+std::uint64_t copy_bytes(int in, Fd& out, const std::string& src, const std::string& part, std::uint64_t size,
+                         const CopyHow& how)
+{
+    const bool fsync = how.fsync, direct = how.direct;
+#if defined(POSIX_FADV_SEQUENTIAL)
+    ::posix_fadvise(in, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+    const auto most = static_cast<std::uint64_t>(std::max(1, how.streams));
+    const int streams = static_cast<int>(std::max<std::uint64_t>(1, std::min(most, size / stream_min_bytes)));
+    std::vector<std::uint64_t> cut(static_cast<std::size_t>(streams) + 1, size);
+    for (int k = 0; k < streams; ++k)
+        cut[static_cast<std::size_t>(k)] = size / static_cast<std::uint64_t>(streams) * static_cast<std::uint64_t>(k) /
+                                           stream_align * stream_align;
+    StopFlag stop(how.cancel);
+    std::vector<std::uint64_t> direct_bytes(cut.size(), 0);
+    std::vector<std::exception_ptr> errors(cut.size());
+    auto run = [&](std::size_t k) noexcept {
+        try {
+            direct_bytes[k] = copy_range(in, src, part, size, cut[k], cut[k + 1], fsync, direct, stop);
+        } catch (...) {
+            errors[k] = std::current_exception();
+            stop.fail();
+        }
+    };
+    std::vector<std::thread> helpers;
+    std::vector<std::size_t> here{0}; // the streams this thread copies
+    for (std::size_t k = 1; k < cut.size() - 1; ++k) {
+        try {
+            helpers.emplace_back(run, k);
+        } catch (const std::exception&) { // no thread to be had: copied here
+            here.push_back(k);
+        }
+    }
+    for (const std::size_t k : here)
+        run(k);
+    for (auto& t : helpers)
+        t.join();
+    // A stream's own failure, not the Cancelled of those it stopped.
+    std::exception_ptr cancelled;
+    for (const auto& e : errors) {
+        if (!e)
+            continue;
+        try {
+            std::rethrow_exception(e);
+        } catch (const Cancelled&) {
+            cancelled = e;
+        } catch (...) {
+            throw;
+        }
+    }
+    if (cancelled)
+        std::rethrow_exception(cancelled);
+    if (fsync && ::fsync(out.get()) != 0)
+        throw error::WriteError("fsync of " + part + " (a copy of " + src + ") failed: " + sys_error(errno));
+    if (fsync) // what Writeback left in the cache, now on the device
+        ::posix_fadvise(out.get(), 0, 0, POSIX_FADV_DONTNEED);
+    if (const int err = out.close())
+        throw error::WriteError("cannot close " + part + " (a copy of " + src + "): " + sys_error(err));
+    std::uint64_t d = 0;
+    for (const auto b : direct_bytes)
+        d += b;
+    return d;
 }
 
 /// Copies the regular file `src` to `dst` through `dst` + part_suffix,
 /// renamed to `dst` once complete (and durable with `fsync`). Returns the
-/// bytes copied; adds those written with O_DIRECT (`direct`, copy_bytes())
-/// to `*direct_bytes` when given. Throws Cancelled when `cancel` is set
-/// between two chunks, error::ReadError / error::WriteError naming the file
-/// otherwise; the partial copy is removed.
-std::uint64_t copy_file(const std::string& src, const std::string& dst, bool fsync, bool direct,
-                        const std::atomic<bool>* cancel, std::uint64_t* direct_bytes = nullptr)
+/// bytes copied; adds those written with O_DIRECT (`how.direct`,
+/// copy_bytes()) to `*direct_bytes` when given. Throws Cancelled when
+/// `how.cancel` is set between two chunks, error::ReadError /
+/// error::WriteError naming the file otherwise; the partial copy is removed.
+std::uint64_t copy_file(const std::string& src, const std::string& dst, const CopyHow& how,
+                        std::uint64_t* direct_bytes = nullptr)
 {
     Fd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
     if (in.get() < 0)
@@ -509,7 +629,7 @@ std::uint64_t copy_file(const std::string& src, const std::string& dst, bool fsy
     if (out.get() < 0)
         throw error::WriteError("cannot create " + part + " (to copy " + src + " there): " + sys_error(errno));
     try {
-        const std::uint64_t d = copy_bytes(in.get(), out, src, part, size, fsync, direct, cancel);
+        const std::uint64_t d = copy_bytes(in.get(), out, src, part, size, how);
         fs::rename(part, dst);
         if (direct_bytes)
             *direct_bytes += d;
@@ -528,6 +648,7 @@ struct Drain::State {
     std::vector<std::string> files;
     bool fsync = false;
     bool direct = false;
+    int streams = default_streams;
     std::atomic<bool> cancel{false};
     std::atomic<bool> finished{false};
     std::uint64_t bytes = 0;    // written by the thread, read after join
@@ -541,7 +662,8 @@ struct Drain::State {
             for (const auto& f : files) {
                 if (const int err = fault::inject(fault::drain_copy, fs::join(dst_dir, f)))
                     copy_failed(fs::join(src_dir, f), fs::join(dst_dir, f), err);
-                bytes += copy_file(fs::join(src_dir, f), fs::join(dst_dir, f), fsync, direct, &cancel, &direct_bytes);
+                bytes += copy_file(fs::join(src_dir, f), fs::join(dst_dir, f), CopyHow{fsync, direct, streams, &cancel},
+                                   &direct_bytes);
                 if (cancel.load(std::memory_order_relaxed))
                     throw Cancelled{};
             }
@@ -570,13 +692,33 @@ DrainCopy copy_from_environment()
     throw error::WrongAPIUsage(std::string("CAIRN_DRAIN_COPY='") + v + "': expected 'direct' or 'kernel'");
 }
 
+/// Drain's streams 0: CAIRN_DRAIN_STREAMS, else the default.
+int streams_from_environment()
+{
+    const char* v = std::getenv("CAIRN_DRAIN_STREAMS");
+    if (!v || !*v)
+        return default_streams;
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(v, &end, 10);
+    if (errno != 0 || *end != '\0' || n < 1 || n > max_streams)
+        throw error::WrongAPIUsage(std::string("CAIRN_DRAIN_STREAMS='") + v + "': expected a number from 1 to " +
+                                   std::to_string(max_streams));
+    return static_cast<int>(n);
+}
+
 } // namespace
 
-Drain::Drain(std::string src_dir, std::string dst_dir, std::vector<std::string> files, bool fsync, DrainCopy copy)
+Drain::Drain(std::string src_dir, std::string dst_dir, std::vector<std::string> files, bool fsync, DrainCopy copy,
+             int streams)
     : m_state(std::make_unique<State>())
 {
     auto& s = *m_state;
     s.direct = (copy == DrainCopy::automatic ? copy_from_environment() : copy) == DrainCopy::direct;
+    if (streams < 0 || streams > max_streams)
+        throw error::WrongAPIUsage("drain of " + fs::strip(src_dir) + ": " + std::to_string(streams) +
+                                   " streams (from 0, the default, to " + std::to_string(max_streams) + ")");
+    s.streams = streams == 0 ? streams_from_environment() : streams;
     s.src_dir = fs::strip(src_dir);
     s.dst_dir = fs::strip(dst_dir);
     s.files = std::move(files);
@@ -686,7 +828,7 @@ void commit_drain(const Comm& c, const std::string& src_dir, const std::string& 
             if (!fs::exists(src_md))
                 throw error::NotFound("cannot drain " + src + ": it is no committed checkpoint (no " +
                                       std::string(metadata_file_name) + ")");
-            copy_file(src_md, tmp, fsync, false, nullptr);
+            copy_file(src_md, tmp, CopyHow{fsync, false, 1, nullptr});
             commit_distcp_dir(dst, to, fsync);
         } catch (...) {
             err = std::current_exception();

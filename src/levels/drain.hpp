@@ -29,7 +29,7 @@ enum class DrainCopy {
     kernel,
     /// The source mapped read-only and its 4096-byte-aligned part written
     /// from its pages with O_DIRECT, 8 MiB per write and 4 writes in flight
-    /// (Linux AIO), into space allocated first: no page-cache copy, and the
+    /// per stream (Linux AIO), into space allocated first: no page-cache copy, and the
     /// CPU only issues I/O. The rest (the unaligned tail, or all of it where
     /// O_DIRECT or the mapping is refused) as DrainCopy::kernel.
     direct,
@@ -38,6 +38,11 @@ enum class DrainCopy {
 /// One rank's part of a drain: copies the data files this rank wrote of a
 /// node-local step (`files`, relative names) from `src_dir` into `dst_dir`
 /// (created when missing) on a background thread, which makes no MPI call.
+/// A file of 64 MiB or more is copied in up to `streams` contiguous ranges
+/// at once, one per 32 MiB, each by a thread of its own (the first by the
+/// background thread): 0 takes CAIRN_DRAIN_STREAMS from the environment
+/// (1 to 64), else 2; other values from 1 to 64 are taken as they are; a
+/// value out of range (here or in the environment) is error::WrongAPIUsage.
 /// Each file is written fully under a temporary name (`NAME.cairn-part`)
 /// and, with `fsync`, made durable before it takes its name; a copy already
 /// there is replaced; a failed or cancelled copy is removed. `dst_dir` is
@@ -47,7 +52,7 @@ enum class DrainCopy {
 class Drain {
 public:
     Drain(std::string src_dir, std::string dst_dir, std::vector<std::string> files, bool fsync,
-          DrainCopy copy = DrainCopy::automatic);
+          DrainCopy copy = DrainCopy::automatic, int streams = 0);
     /// Asks the copy to stop and joins the thread (errors are dropped).
     ~Drain();
     Drain(const Drain&) = delete;

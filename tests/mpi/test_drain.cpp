@@ -24,6 +24,10 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 using namespace cairn_test;
@@ -424,11 +428,15 @@ TEST_CASE("drain: direct and kernel copies of any size are byte for byte", "[dra
     const auto src = dir + "/src-" + std::to_string(r);
     stdfs::create_directories(src);
     // Empty, under a page, not a multiple of 4096, over 4 MiB; on rank 0
-    // also one of more 8 MiB direct writes than are in flight at once.
+    // also one of more 8 MiB direct writes than are in flight at once; on
+    // the last rank one copied by two streams at once (64 MiB and more),
+    // the second's range ending in an unaligned tail.
     std::vector<std::pair<std::string, std::uint64_t>> files{
         {"empty", 0}, {"small", 1000}, {"odd", 3 * 4096 + 123}, {"big", (std::uint64_t(5) << 20) + 7}};
     if (r == 0)
         files.emplace_back("pieces", (std::uint64_t(40) << 20) + 3 * 4096);
+    if (r == world_size() - 1)
+        files.emplace_back("streams", (std::uint64_t(67) << 20) + 5 * 4096 + 77);
     std::vector<std::string> names;
     std::uint64_t total = 0, aligned = 0;
     for (std::size_t k = 0; k < files.size(); ++k) {
@@ -468,6 +476,40 @@ TEST_CASE("drain: direct and kernel copies of any size are byte for byte", "[dra
     }
 }
 
+TEST_CASE("drain: one stream's failure (drain.range) fails the file and stops the other", "[drain]")
+{
+    const auto dir = fresh_dir("drain_range_fault");
+    const int r = world_rank(), last = world_size() - 1;
+    const auto src = dir + "/src-" + std::to_string(r);
+    stdfs::create_directories(src);
+    // Copied by two streams (64 MiB and more); the second stream to start
+    // fails on the last rank, whichever it is.
+    const std::uint64_t size = (std::uint64_t(66) << 20) + 4096 + 9;
+    write_pattern(src + "/f", size, static_cast<std::uint64_t>(r) + 77);
+    for (const auto& [copy, name] : {std::pair{cairn::detail::DrainCopy::direct, "direct"},
+                                     std::pair{cairn::detail::DrainCopy::kernel, "kernel"}}) {
+        INFO("copy " << name);
+        const auto dst = dir + "/dst-" + name + "-" + std::to_string(r);
+        std::string what;
+        std::uint64_t got = 0;
+        {
+            cairn::testing::ScopedFault fault({"drain.range", last, 1, 1, ENOSPC});
+            try {
+                Drain d(src, dst, {"f"}, true, copy);
+                got = d.wait();
+            } catch (const cairn::error::WriteError& e) {
+                what = e.what();
+            }
+            CHECK(all(cairn::testing::faults_fired() == (r == last ? 1u : 0u)));
+        }
+        UNSCOPED_INFO("rank " << r << ": " << what);
+        const bool failed_here = contains(what, dst + "/f.cairn-part") && contains(what, std::strerror(ENOSPC));
+        CHECK(all(r == last ? failed_here && got == 0 : what.empty() && got == size));
+        CHECK(all(r == last ? !stdfs::exists(dst + "/f") : file_bytes(src + "/f") == file_bytes(dst + "/f")));
+        CHECK(all(no_part_files(dst)));
+    }
+}
+
 TEST_CASE("drain: CAIRN_DRAIN_COPY selects the copy, a wrong value is refused", "[drain]")
 {
     const auto dir = fresh_dir("drain_env");
@@ -504,6 +546,111 @@ TEST_CASE("drain: CAIRN_DRAIN_COPY selects the copy, a wrong value is refused", 
         ::unsetenv("CAIRN_DRAIN_COPY");
     INFO(what);
     CHECK(all(contains(what, "CAIRN_DRAIN_COPY") && contains(what, "fast")));
+}
+
+namespace {
+
+/// The pages of `path` in the page cache (mincore over a mapping of it);
+/// -1 when it cannot be mapped.
+long resident_pages(const std::string& path)
+{
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat st {};
+    long n = -1;
+    if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+        const auto len = static_cast<std::size_t>(st.st_size);
+        void* p = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+        if (p != MAP_FAILED) {
+            const long page = ::sysconf(_SC_PAGESIZE);
+            std::vector<unsigned char> vec((len + static_cast<std::size_t>(page) - 1) / static_cast<std::size_t>(page));
+            if (::mincore(p, len, vec.data()) == 0)
+                n = static_cast<long>(std::count_if(vec.begin(), vec.end(), [](unsigned char c) { return c & 1; }));
+            ::munmap(p, len);
+        }
+    }
+    ::close(fd);
+    return n;
+}
+
+} // namespace
+
+TEST_CASE("drain: a durable copy leaves no pages of its own in the page cache", "[drain]")
+{
+    const auto dir = fresh_dir("drain_drop");
+    const int r = world_rank();
+    const auto src = dir + "/src-" + std::to_string(r);
+    stdfs::create_directories(src);
+    // Two streams, each past its 64 MiB of early writeback.
+    const std::uint64_t size = std::uint64_t(160) << 20;
+    write_pattern(src + "/f", size, static_cast<std::uint64_t>(r) + 11);
+    struct statfs fs {};
+    const bool ram = ::statfs(dir.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+    if (ram)
+        WARN("rank " << r << ": " << dir << " is a RAM disk: its pages are the file, nothing to drop");
+    for (const auto& [copy, name] : {std::pair{cairn::detail::DrainCopy::kernel, "kernel"},
+                                     std::pair{cairn::detail::DrainCopy::direct, "direct"}}) {
+        INFO("copy " << name);
+        const auto dst = dir + "/dst-" + name + "-" + std::to_string(r);
+        {
+            Drain d(src, dst, {"f"}, true, copy);
+            d.wait();
+        }
+        const long resident = resident_pages(dst + "/f");
+        UNSCOPED_INFO("rank " << r << ": " << resident << " pages of " << dst << "/f in the page cache");
+        CHECK(all(resident >= 0 && (ram || resident == 0)));
+        CHECK(all(file_bytes(src + "/f") == file_bytes(dst + "/f")));
+    }
+}
+
+TEST_CASE("drain: CAIRN_DRAIN_STREAMS sets the streams, a wrong count is refused", "[drain]")
+{
+    const auto dir = fresh_dir("drain_streams");
+    const int r = world_rank();
+    const auto src = dir + "/src-" + std::to_string(r), dst = dir + "/dst-" + std::to_string(r);
+    stdfs::create_directories(src);
+    // Three streams of 32 MiB and more, the last with an unaligned tail.
+    const std::uint64_t size = (std::uint64_t(97) << 20) + 4096 * 3 + 1;
+    write_pattern(src + "/f", size, static_cast<std::uint64_t>(r) + 5);
+    const char* old = std::getenv("CAIRN_DRAIN_STREAMS");
+    const std::string saved = old ? old : "";
+    for (const std::string v : {"1", "3", "64"}) {
+        INFO("CAIRN_DRAIN_STREAMS=" << v);
+        ::setenv("CAIRN_DRAIN_STREAMS", v.c_str(), 1);
+        std::uint64_t got = 0;
+        {
+            Drain d(src, dst + "-" + v, {"f"}, true, cairn::detail::DrainCopy::kernel);
+            got = d.wait();
+        }
+        CHECK(all(got == size && file_bytes(src + "/f") == file_bytes(dst + "-" + v + "/f")));
+    }
+    std::vector<std::string> refused;
+    for (const std::string v : {"0", "65", "two", "2x"}) {
+        ::setenv("CAIRN_DRAIN_STREAMS", v.c_str(), 1);
+        try {
+            Drain d(src, dst, {"f"}, true);
+            d.wait();
+        } catch (const cairn::error::WrongAPIUsage& e) {
+            if (contains(e.what(), "CAIRN_DRAIN_STREAMS") && contains(e.what(), "'" + v + "'"))
+                refused.push_back(v);
+        }
+    }
+    if (old)
+        ::setenv("CAIRN_DRAIN_STREAMS", saved.c_str(), 1);
+    else
+        ::unsetenv("CAIRN_DRAIN_STREAMS");
+    CHECK(all(refused.size() == 4));
+    // Given to the constructor: taken as it is, out of range refused.
+    std::string what;
+    try {
+        Drain d(src, dst, {"f"}, true, cairn::detail::DrainCopy::kernel, 65);
+    } catch (const cairn::error::WrongAPIUsage& e) {
+        what = e.what();
+    }
+    INFO(what);
+    CHECK(all(contains(what, "65 streams") && contains(what, src)));
+    CHECK(all(!stdfs::exists(dst + "/f")));
 }
 
 TEST_CASE("drain: destruction during a direct copy returns promptly, nothing left", "[drain]")

@@ -187,7 +187,8 @@ TEST_CASE("fault injection: the spec syntax and the registry", "[.faults]")
     const auto points = cairn::testing::fault_points();
     for (const char* p : {"mpiio.open", "mpiio.write", "mpiio.read", "mpiio.sync", "fs.rename", "fs.fsync", "fs.mkdir",
                           "fs.reserve", "fs.write",
-                          "h5.create", "h5.open", "h5.write", "h5.read", "h5.flush", "h5.close", "drain.copy"})
+                          "h5.create", "h5.open", "h5.write", "h5.read", "h5.flush", "h5.close", "drain.copy",
+                          "drain.range"})
         CHECK(std::find(points.begin(), points.end(), p) != points.end());
     CHECK(cairn::testing::faults_fired() == 0);
 }
