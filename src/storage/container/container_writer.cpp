@@ -248,7 +248,8 @@ private:
 // returns when both are done: in two threads, the caller's running
 // `meanwhile`, unless faults are injected (their points are then passed in
 // one order, the creation's first, as the other ranks mirror them) or no
-// thread can be started.
+// thread can be started. What `meanwhile` throws is thrown once `create`
+// has ended.
 void run_alongside(const std::function<void()>& create, const std::function<void()>& meanwhile)
 {
     std::optional<std::thread> creating;
@@ -1052,7 +1053,8 @@ void ContainerSave::write_container()
 // space not reserved, -1: failed (no rank writes; the coordinator noted
 // why), which stays -1. Unless `status` is already -1, every rank runs
 // `meanwhile` (which makes no HDF5 call) before the broadcast, the
-// coordinator alongside its creation (run_alongside). The file's space is
+// coordinator alongside its creation (run_alongside); what it throws is
+// noted, as a failed write is, so that every rank reaches the broadcast. The file's space is
 // reserved before anything is written into it: a collective write that
 // fails on one rank for want of space leaves parallel HDF5's ranks in
 // different states, and the close's metadata sync then waits forever. Where the file system cannot reserve,
@@ -1063,6 +1065,11 @@ int ContainerSave::create_datasets(std::optional<Skeleton>& file, bool first, co
                                    const std::function<void()>& meanwhile)
 {
     std::vector<std::uint64_t> msg(1 + to - from, static_cast<std::uint64_t>(HADDR_UNDEF));
+    // What `meanwhile` throws is noted, not thrown: every rank must reach
+    // the broadcast below.
+    std::function<void()> guarded;
+    if (meanwhile)
+        guarded = [&] { noting(meanwhile); };
     if (m_c.rank == 0 && status >= 0) {
         std::vector<hid_t> types(to - from); // made here: the creation may run in another thread
         for (std::size_t k = from; k < to; ++k)
@@ -1085,11 +1092,11 @@ int ContainerSave::create_datasets(std::optional<Skeleton>& file, bool first, co
                 status = -1;
             }
         };
-        run_alongside(create, meanwhile);
+        run_alongside(create, guarded);
         if (failure)
             note(failure);
-    } else if (status >= 0 && meanwhile) {
-        meanwhile();
+    } else if (status >= 0 && guarded) {
+        guarded();
     }
     msg[0] = static_cast<std::uint64_t>(status + 1);
     if (MPI_Bcast(msg.data(), static_cast<int>(msg.size()), MPI_UINT64_T, 0, m_c.comm) != MPI_SUCCESS)
