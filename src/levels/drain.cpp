@@ -27,6 +27,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 namespace cairn::detail {
@@ -562,12 +563,18 @@ std::uint64_t copy_bytes(int in, Fd& out, const std::string& src, const std::str
                                            stream_align * stream_align;
     StopFlag stop(how.cancel);
     std::vector<std::uint64_t> direct_bytes(cut.size(), 0);
-    std::vector<std::exception_ptr> errors(cut.size());
+    std::exception_ptr failed;                 // the first stream's own failure
+    std::atomic<bool> cancelled{false};         // a stream stopped by `stop`
+    std::mutex failing;
     auto run = [&](std::size_t k) noexcept {
         try {
             direct_bytes[k] = copy_range(in, src, part, size, cut[k], cut[k + 1], fsync, direct, stop);
+        } catch (const Cancelled&) {
+            cancelled.store(true, std::memory_order_relaxed);
         } catch (...) {
-            errors[k] = std::current_exception();
+            const std::lock_guard<std::mutex> lock(failing);
+            if (!failed)
+                failed = std::current_exception();
             stop.fail();
         }
     };
@@ -585,20 +592,10 @@ std::uint64_t copy_bytes(int in, Fd& out, const std::string& src, const std::str
     for (auto& t : helpers)
         t.join();
     // A stream's own failure, not the Cancelled of those it stopped.
-    std::exception_ptr cancelled;
-    for (const auto& e : errors) {
-        if (!e)
-            continue;
-        try {
-            std::rethrow_exception(e);
-        } catch (const Cancelled&) {
-            cancelled = e;
-        } catch (...) {
-            throw;
-        }
-    }
-    if (cancelled)
-        std::rethrow_exception(cancelled);
+    if (failed)
+        std::rethrow_exception(failed);
+    if (cancelled.load(std::memory_order_relaxed))
+        throw Cancelled{};
     if (fsync && ::fsync(out.get()) != 0)
         throw error::WriteError("fsync of " + part + " (a copy of " + src + ") failed: " + sys_error(errno));
     if (fsync) // what Writeback left in the cache, now on the device

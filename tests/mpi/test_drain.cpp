@@ -376,6 +376,10 @@ TEST_CASE("drain: destruction while copying a large file returns promptly", "[dr
 
 namespace {
 
+/// The two copies a Drain can make, with their names.
+const std::pair<cairn::detail::DrainCopy, const char*> both_copies[] = {{cairn::detail::DrainCopy::direct, "direct"},
+                                                                        {cairn::detail::DrainCopy::kernel, "kernel"}};
+
 /// Writes `size` bytes of a pattern of (`seed`, offset) to `path`.
 void write_pattern(const std::string& path, std::uint64_t size, std::uint64_t seed)
 {
@@ -447,8 +451,7 @@ TEST_CASE("drain: direct and kernel copies of any size are byte for byte", "[dra
     }
     const bool direct_ok = takes_direct_writes(dir);
     UNSCOPED_INFO("rank " << r << ": " << dir << (direct_ok ? " takes" : " refuses") << " O_DIRECT");
-    for (const auto& [copy, name] : {std::pair{cairn::detail::DrainCopy::direct, "direct"},
-                                     std::pair{cairn::detail::DrainCopy::kernel, "kernel"}}) {
+    for (const auto& [copy, name] : both_copies) {
         INFO("copy " << name);
         const auto dst = dir + "/dst-" + name + "-" + std::to_string(r);
         std::uint64_t got = 0, direct = 0;
@@ -486,8 +489,7 @@ TEST_CASE("drain: one stream's failure (drain.range) fails the file and stops th
     // fails on the last rank, whichever it is.
     const std::uint64_t size = (std::uint64_t(66) << 20) + 4096 + 9;
     write_pattern(src + "/f", size, static_cast<std::uint64_t>(r) + 77);
-    for (const auto& [copy, name] : {std::pair{cairn::detail::DrainCopy::direct, "direct"},
-                                     std::pair{cairn::detail::DrainCopy::kernel, "kernel"}}) {
+    for (const auto& [copy, name] : both_copies) {
         INFO("copy " << name);
         const auto dst = dir + "/dst-" + name + "-" + std::to_string(r);
         std::string what;
@@ -589,8 +591,7 @@ TEST_CASE("drain: a durable copy leaves no pages of its own in the page cache", 
     const bool ram = ::statfs(dir.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
     if (ram)
         WARN("rank " << r << ": " << dir << " is a RAM disk: its pages are the file, nothing to drop");
-    for (const auto& [copy, name] : {std::pair{cairn::detail::DrainCopy::kernel, "kernel"},
-                                     std::pair{cairn::detail::DrainCopy::direct, "direct"}}) {
+    for (const auto& [copy, name] : both_copies) {
         INFO("copy " << name);
         const auto dst = dir + "/dst-" + name + "-" + std::to_string(r);
         {
